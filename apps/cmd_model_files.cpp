@@ -1,0 +1,84 @@
+#include <filesystem>
+#include <iostream>
+
+#include "cli_common.h"
+#include "core/error.h"
+#include "lab/atomic_file.h"
+#include "model/checkpoint_export.h"
+#include "model/synthetic.h"
+#include "runtime/tokenizer_for_model.h"
+
+namespace kvp::cli {
+
+void register_model_files(CLI::App& app) {
+  struct SynthOpts {
+    std::string arch = "llama", preset = "tiny", dtype = "fp32", format = "hf", out;
+    uint64_t seed = 1234;
+  };
+  auto s = std::make_shared<SynthOpts>();
+  auto* synth = app.add_subcommand("synth", "write a model the project generates itself (real shapes, seeded weights)");
+  synth->add_option("--arch", s->arch, "architecture: llama");
+  synth->add_option("--preset", s->preset, "tiny, tinyllama-1.1b, llama2-7b");
+  synth->add_option("--dtype", s->dtype, "fp32, fp16, bf16")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  synth->add_option("--format", s->format, "hf (directory) or gguf (file)")->check(CLI::IsMember({"hf", "gguf"}));
+  synth->add_option("--seed", s->seed, "weight seed");
+  synth->add_option("--out", s->out, "output directory (hf) or file (gguf)")->required();
+  synth->callback([s] {
+    const ModelConfig cfg = synthetic_config(s->arch, s->preset);
+    const Checkpoint ckpt = synthesize_checkpoint(cfg, parse_dtype(s->dtype), s->seed);
+    const std::string tok_json = make_synthetic_tokenizer_json(cfg.vocab_size);
+    ExportOptions eo;
+    VocabSpec vocab;
+    std::string tmp_tok;
+    if (s->format == "gguf") {
+      vocab = make_synthetic_vocab(cfg.vocab_size);
+      eo.vocab = &vocab;
+    } else {
+      std::filesystem::create_directories(s->out);
+      tmp_tok = s->out + "/tokenizer.json";
+      write_file_atomic(tmp_tok, tok_json);
+    }
+    export_checkpoint(ckpt, s->format, s->out, eo);
+    std::cerr << "wrote " << s->preset << " (" << arch_name(cfg.arch) << ", " << s->dtype << ") to " << s->out << "\n";
+  });
+
+  struct ConvertOpts {
+    std::string model, tokenizer, to, out, dtype;
+  };
+  auto c = std::make_shared<ConvertOpts>();
+  auto* conv = app.add_subcommand("convert", "write the same weights in another format (hf or gguf)");
+  conv->add_option("--model", c->model, "source checkpoint")->required();
+  conv->add_option("--tokenizer", c->tokenizer, "tokenizer to embed (GGUF) or copy (HF tokenizer.json)");
+  conv->add_option("--to", c->to, "hf or gguf")->required()->check(CLI::IsMember({"hf", "gguf"}));
+  conv->add_option("--out", c->out, "output directory (hf) or file (gguf)")->required();
+  conv->add_option("--dtype", c->dtype, "convert tensors to fp32, fp16 or bf16 (default: keep)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
+  conv->callback([c] {
+    const Checkpoint ckpt = open_checkpoint(c->model);
+    ExportOptions eo;
+    if (!c->dtype.empty()) eo.dtype = parse_dtype(c->dtype);
+    std::optional<VocabSpec> vocab = ckpt.vocab;
+    std::string tokenizer_path = !c->tokenizer.empty() ? c->tokenizer : ckpt.tokenizer_path;
+    if (c->to == "gguf" && !vocab) {
+      // Embed the model's tokenizer when one can be found; a GGUF without vocabulary still loads.
+      try {
+        auto model = Model::from_checkpoint(ckpt, DType::F32);
+        auto tok = tokenizer_for_model(*model, c->tokenizer);
+        vocab = tok->to_vocab_spec();
+      } catch (const Error& e) {
+        std::cerr << "note: no vocabulary embedded: " << e.what() << "\n";
+      }
+    }
+    if (vocab) eo.vocab = &*vocab;
+    if (c->to == "hf") {
+      if (!tokenizer_path.empty() && std::filesystem::path(tokenizer_path).extension() == ".json")
+        eo.tokenizer_json = tokenizer_path;
+      else if (!tokenizer_path.empty())
+        std::cerr << "note: " << tokenizer_path << " is not a tokenizer.json; not copied\n";
+    }
+    export_checkpoint(ckpt, c->to, c->out, eo);
+    std::cerr << "wrote " << c->out << "\n";
+  });
+}
+
+}  // namespace kvp::cli

@@ -1,0 +1,73 @@
+// Attention with TinyLlama-1.1B's geometry (32 query heads, 4 KV heads, head_dim 64, fp16 cache
+// and activations): one decode step against 512 and 2048 cached keys, and a 256-row prefill.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+
+namespace kvp::bench {
+namespace {
+
+constexpr int kHeads = 32, kKvHeads = 4, kHeadDim = 64;
+
+void run_attention(benchmark::State& state, KernelPolicy policy, int n_rows, int start_pos, int threads) {
+  Kernels& k = kernels_for(policy, threads);
+  const int capacity = 2048 + 64;
+  const DType kv = DType::F16;
+  const size_t cache_elems = size_t(kKvHeads) * capacity * kHeadDim;
+  AlignedBuffer kc(cache_elems * 2), vc(cache_elems * 2);
+  fill_pattern(kv, kc.data(), cache_elems, 5);
+  fill_pattern(kv, vc.data(), cache_elems, 6);
+  std::vector<float> q(size_t(n_rows) * kHeads * kHeadDim), out(q.size());
+  fill_pattern(DType::F32, q.data(), q.size(), 7);
+  round_span(DType::F16, q.data(), q.size());
+  AttentionParams p;
+  p.n_rows = n_rows;
+  p.start_pos = start_pos;
+  p.n_heads = kHeads;
+  p.n_kv_heads = kKvHeads;
+  p.head_dim = kHeadDim;
+  p.q = q.data();
+  p.k_cache = kc.data();
+  p.v_cache = vc.data();
+  p.kv_dtype = kv;
+  p.capacity = capacity;
+  p.out = out.data();
+  p.score_divisor = std::sqrt(float(kHeadDim));
+  p.act = DType::F16;
+  for (auto _ : state) {
+    k.attention(p);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  double pairs = 0;  // (query row, key) pairs per head
+  for (int i = 0; i < n_rows; ++i) pairs += start_pos + i + 1;
+  state.counters["FLOPS"] =
+      benchmark::Counter(4.0 * pairs * kHeads * kHeadDim, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+bool register_all() {
+  struct Case {
+    const char* name;
+    int n_rows, start_pos;
+  };
+  const Case cases[] = {{"decode_512", 1, 511}, {"decode_2048", 1, 2047}, {"prefill_256", 256, 0}};
+  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard})
+    for (const Case& c : cases)
+      for (int threads : {1, 2}) {
+        if (policy == KernelPolicy::Reference && (threads != 1 || c.start_pos > 600)) continue;
+        const std::string name = "attention/" + policy_name(policy) + "/" + c.name + "/threads:" + std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+          run_attention(st, policy, c.n_rows, c.start_pos, threads);
+        })->Unit(benchmark::kMicrosecond)->UseRealTime();
+      }
+  return true;
+}
+
+const bool registered = register_all();
+
+}  // namespace
+}  // namespace kvp::bench

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the Debian packages kvparity needs and builds it (Release) into ./build.
+# Usage: scripts/setup.sh [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS=(build-essential cmake g++ pkg-config ninja-build
+      nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev libpcre2-dev
+      libgtest-dev libgmock-dev libbenchmark-dev
+      python3 python3-numpy python3-sentencepiece)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "$@"
+cmake --build build -j"$(nproc)"

@@ -1,0 +1,51 @@
+#pragma once
+// A named, typed, row-major view of tensor data owned elsewhere (a mapping or a WeightStore buffer).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace kvp {
+
+struct TensorView {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;  // outermost first, as in PyTorch/HF ([out, in] for a linear weight)
+  const void* data = nullptr;
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (auto d : shape) n *= d;
+    return n;
+  }
+  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  int64_t rows() const { return shape.size() >= 2 ? shape[0] : 1; }
+  int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
+  bool valid() const { return data != nullptr; }
+};
+
+// 64-byte aligned heap buffer for weights converted at load time and for activations.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t bytes);
+  ~AlignedBuffer();
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; o.size_ = 0; }
+  AlignedBuffer& operator=(AlignedBuffer&& o) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+  size_t size() const { return size_; }
+  template <typename T> T* as() { return static_cast<T*>(data_); }
+  template <typename T> const T* as() const { return static_cast<const T*>(data_); }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace kvp

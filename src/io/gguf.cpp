@@ -1,0 +1,472 @@
+#include "io/gguf.h"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "io/io_util.h"
+
+namespace kvp {
+
+namespace {
+
+constexpr uint64_t kMaxKeyLen = 65535;        // GGUF spec: keys are at most 2^16-1 bytes
+constexpr uint64_t kMaxTensorNameLen = 1024;  // spec says 64; some writers exceed it slightly
+constexpr int kMaxArrayDepth = 8;             // nested arrays; bounds recursion on hostile input
+
+// Smallest encoded size of one value of type t, used to bound counts before allocating.
+uint64_t min_encoded_size(GgufType t) {
+  switch (t) {
+    case GgufType::U8: case GgufType::I8: case GgufType::Bool: return 1;
+    case GgufType::U16: case GgufType::I16: return 2;
+    case GgufType::U32: case GgufType::I32: case GgufType::F32: return 4;
+    case GgufType::U64: case GgufType::I64: case GgufType::F64: return 8;
+    case GgufType::String: return 8;
+    case GgufType::Array: return 12;
+  }
+  return 1;
+}
+
+bool valid_type(uint32_t t) { return t <= 12; }
+
+std::string ggml_type_name(uint32_t t) {
+  static const char* names[] = {"F32",  "F16",  "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
+                                "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
+                                "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
+                                "IQ1_M", "BF16"};
+  if (t < sizeof(names) / sizeof(names[0])) return names[t];
+  return fmt::format("type {}", t);
+}
+
+std::string read_string(io::ByteReader& r, uint64_t max_len, const std::string& what) {
+  const uint64_t len = r.read<uint64_t>("string length");
+  if (len > max_len || len > r.remaining())
+    fail("{}: {}: string length {} at offset {} exceeds {} (bytes left in file: {})", r.name(), what, len,
+         r.pos() - 8, len > max_len ? max_len : r.remaining(), r.remaining());
+  const uint8_t* p = r.take(len, "string");
+  return std::string(reinterpret_cast<const char*>(p), size_t(len));
+}
+
+GgufValue read_value(io::ByteReader& r, GgufType t, const std::string& key, int depth) {
+  GgufValue v;
+  v.type = t;
+  switch (t) {
+    case GgufType::U8: v.u = r.read<uint8_t>("u8"); break;
+    case GgufType::I8: v.i = r.read<int8_t>("i8"); break;
+    case GgufType::U16: v.u = r.read<uint16_t>("u16"); break;
+    case GgufType::I16: v.i = r.read<int16_t>("i16"); break;
+    case GgufType::U32: v.u = r.read<uint32_t>("u32"); break;
+    case GgufType::I32: v.i = r.read<int32_t>("i32"); break;
+    case GgufType::U64: v.u = r.read<uint64_t>("u64"); break;
+    case GgufType::I64: v.i = r.read<int64_t>("i64"); break;
+    case GgufType::F32: v.f = r.read<float>("f32"); break;
+    case GgufType::F64: v.f = r.read<double>("f64"); break;
+    case GgufType::Bool: {
+      uint8_t b = r.read<uint8_t>("bool");
+      if (b > 1) fail("{}: key '{}': bool value {} is neither 0 nor 1", r.name(), key, b);
+      v.u = b;
+      break;
+    }
+    case GgufType::String: v.s = read_string(r, r.size(), "value of key '" + key + "'"); break;
+    case GgufType::Array: {
+      if (depth >= kMaxArrayDepth) fail("{}: key '{}': arrays nested deeper than {}", r.name(), key, kMaxArrayDepth);
+      const uint32_t et = r.read<uint32_t>("array element type");
+      if (!valid_type(et)) fail("{}: key '{}': unknown array element type {}", r.name(), key, et);
+      v.elem = GgufType(et);
+      const uint64_t n = r.read<uint64_t>("array length");
+      if (n > r.remaining() / min_encoded_size(v.elem))
+        fail("{}: key '{}': array of {} {} elements cannot fit in the {} bytes left in the file", r.name(), key, n,
+             gguf_type_name(v.elem), r.remaining());
+      v.arr.reserve(size_t(n));
+      for (uint64_t i = 0; i < n; ++i) v.arr.push_back(read_value(r, v.elem, key, depth + 1));
+      break;
+    }
+  }
+  return v;
+}
+
+// Typed access to the metadata for the Checkpoint builder; errors name the key and file.
+class Meta {
+ public:
+  Meta(const GgufFile& g, const std::string& name) : g_(g), name_(name) {}
+  const GgufValue* find(const std::string& k) const {
+    auto it = g_.kv.find(k);
+    return it == g_.kv.end() ? nullptr : &it->second;
+  }
+  int64_t integer(const std::string& k, const GgufValue& v, int64_t lo, int64_t hi) const {
+    int64_t x;
+    if (v.type == GgufType::U8 || v.type == GgufType::U16 || v.type == GgufType::U32 || v.type == GgufType::U64) {
+      if (v.u > uint64_t(INT64_MAX)) fail("{}: key '{}' = {} is out of range", name_, k, v.u);
+      x = int64_t(v.u);
+    } else if (v.type == GgufType::I8 || v.type == GgufType::I16 || v.type == GgufType::I32 ||
+               v.type == GgufType::I64) {
+      x = v.i;
+    } else if (v.type == GgufType::Array) {
+      fail("{}: key '{}' is a per-layer array, which is not supported (one value for all layers only)", name_, k);
+    } else {
+      fail("{}: key '{}' must be an integer, is {}", name_, k, gguf_type_name(v.type));
+    }
+    if (x < lo || x > hi) fail("{}: key '{}' = {} is out of range [{}, {}]", name_, k, x, lo, hi);
+    return x;
+  }
+  int get_int(const std::string& k) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) fail("{}: missing required key '{}'", name_, k);
+    return int(integer(k, *v, 0, INT32_MAX));
+  }
+  int get_int(const std::string& k, int dflt) const {
+    const GgufValue* v = find(k);
+    return v == nullptr ? dflt : int(integer(k, *v, 0, INT32_MAX));
+  }
+  int get_id(const std::string& k) const {
+    const GgufValue* v = find(k);
+    return v == nullptr ? -1 : int(integer(k, *v, -1, INT32_MAX));
+  }
+  double get_num(const std::string& k, double dflt, bool required = false) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) {
+      if (required) fail("{}: missing required key '{}'", name_, k);
+      return dflt;
+    }
+    if (v->is_float()) return v->f;
+    return double(integer(k, *v, INT64_MIN, INT64_MAX));
+  }
+  bool get_bool(const std::string& k, bool dflt) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) return dflt;
+    if (v->type != GgufType::Bool) fail("{}: key '{}' must be a bool, is {}", name_, k, gguf_type_name(v->type));
+    return v->u != 0;
+  }
+  std::string get_str(const std::string& k, const std::string& dflt, bool required = false) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) {
+      if (required) fail("{}: missing required key '{}'", name_, k);
+      return dflt;
+    }
+    if (v->type != GgufType::String) fail("{}: key '{}' must be a string, is {}", name_, k, gguf_type_name(v->type));
+    return v->s;
+  }
+  const GgufValue* get_array(const std::string& k, GgufType elem) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) return nullptr;
+    if (v->type != GgufType::Array || v->elem != elem)
+      fail("{}: key '{}' must be an array of {}", name_, k, gguf_type_name(elem));
+    return v;
+  }
+
+ private:
+  const GgufFile& g_;
+  const std::string& name_;
+};
+
+// llama.cpp per-block tensor names -> HF suffixes. Gemma-2's four norms are the exception
+// handled in block_map(): there ffn_norm is the pre-FFN norm.
+struct BlockName {
+  const char* gguf;
+  const char* hf;
+};
+const BlockName kBlockNames[] = {
+    {"attn_norm.weight", "input_layernorm.weight"},
+    {"attn_q.weight", "self_attn.q_proj.weight"},
+    {"attn_k.weight", "self_attn.k_proj.weight"},
+    {"attn_v.weight", "self_attn.v_proj.weight"},
+    {"attn_q.bias", "self_attn.q_proj.bias"},
+    {"attn_k.bias", "self_attn.k_proj.bias"},
+    {"attn_v.bias", "self_attn.v_proj.bias"},
+    {"attn_output.weight", "self_attn.o_proj.weight"},
+    {"ffn_gate.weight", "mlp.gate_proj.weight"},
+    {"ffn_up.weight", "mlp.up_proj.weight"},
+    {"ffn_down.weight", "mlp.down_proj.weight"},
+};
+const BlockName kLlamaNorms[] = {{"ffn_norm.weight", "post_attention_layernorm.weight"}};
+const BlockName kGemma2Norms[] = {
+    {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+};
+
+template <typename F>
+void for_block_names(const std::string& arch, F&& f) {
+  for (const auto& b : kBlockNames) f(b);
+  if (arch == "gemma2")
+    for (const auto& b : kGemma2Norms) f(b);
+  else
+    for (const auto& b : kLlamaNorms) f(b);
+}
+
+// Splits "<prefix>N.<rest>" into N and rest; false when it does not have that form.
+bool split_layer(const std::string& s, const std::string& prefix, long* layer, std::string* rest) {
+  if (s.compare(0, prefix.size(), prefix) != 0) return false;
+  size_t i = prefix.size(), j = i;
+  while (j < s.size() && j - i < 7 && s[j] >= '0' && s[j] <= '9') ++j;
+  if (j == i || j >= s.size() || s[j] != '.' || (s[i] == '0' && j - i > 1)) return false;
+  *layer = std::stol(s.substr(i, j - i));
+  *rest = s.substr(j + 1);
+  return true;
+}
+
+}  // namespace
+
+bool GgufValue::is_integer() const {
+  switch (type) {
+    case GgufType::U8: case GgufType::I8: case GgufType::U16: case GgufType::I16: case GgufType::U32:
+    case GgufType::I32: case GgufType::U64: case GgufType::I64: return true;
+    default: return false;
+  }
+}
+
+std::string gguf_type_name(GgufType t) {
+  static const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+  uint32_t i = uint32_t(t);
+  return i < 13 ? names[i] : fmt::format("type {}", i);
+}
+
+std::string gguf_arch_for(Arch a) {
+  switch (a) {
+    case Arch::Llama: case Arch::Mistral: return "llama";
+    case Arch::Qwen2: return "qwen2";
+    case Arch::Gemma2: return "gemma2";
+  }
+  return "llama";
+}
+
+std::string gguf_to_hf_name(const std::string& g, const std::string& arch) {
+  if (g == "token_embd.weight") return "model.embed_tokens.weight";
+  if (g == "output_norm.weight") return "model.norm.weight";
+  if (g == "output.weight") return "lm_head.weight";
+  long layer;
+  std::string rest, out;
+  if (!split_layer(g, "blk.", &layer, &rest)) return "";
+  for_block_names(arch, [&](const BlockName& b) {
+    if (rest == b.gguf) out = fmt::format("model.layers.{}.{}", layer, b.hf);
+  });
+  return out;
+}
+
+std::string hf_to_gguf_name(const std::string& h, const std::string& arch) {
+  if (h == "model.embed_tokens.weight") return "token_embd.weight";
+  if (h == "model.norm.weight") return "output_norm.weight";
+  if (h == "lm_head.weight") return "output.weight";
+  long layer;
+  std::string rest, out;
+  if (!split_layer(h, "model.layers.", &layer, &rest)) return "";
+  for_block_names(arch, [&](const BlockName& b) {
+    if (rest == b.hf) out = fmt::format("blk.{}.{}", layer, b.gguf);
+  });
+  return out;
+}
+
+GgufFile parse_gguf(const uint8_t* data, size_t size, const std::string& name) {
+  io::ByteReader r(data, size, name);
+  if (size < 4 || std::memcmp(data, "GGUF", 4) != 0) fail("{}: not a GGUF file (bad magic)", name);
+  r.take(4, "magic");
+  GgufFile g;
+  g.version = r.read<uint32_t>("version");
+  if (g.version != 2 && g.version != 3) {
+    if (g.version == 1) fail("{}: GGUF version 1 is not supported (versions 2 and 3 are)", name);
+    fail("{}: unsupported GGUF version {} (versions 2 and 3 are; a big-endian file reads as a huge version)", name,
+         g.version);
+  }
+  const uint64_t n_tensors = r.read<uint64_t>("tensor count");
+  const uint64_t n_kv = r.read<uint64_t>("metadata count");
+  // A kv pair takes at least 8 (key length) + 4 (type) + 1 bytes, a tensor info at least
+  // 8 (name length) + 4 + 8 + 4 + 8: refuse counts the file cannot possibly hold before reserving.
+  if (n_kv > r.remaining() / 13 || n_tensors > r.remaining() / 32 || n_kv * 13 + n_tensors * 32 > r.remaining())
+    fail("{}: header claims {} tensors and {} metadata entries, more than the {}-byte file can hold", name, n_tensors,
+         n_kv, size);
+
+  for (uint64_t i = 0; i < n_kv; ++i) {
+    std::string key = read_string(r, kMaxKeyLen, fmt::format("metadata key #{}", i));
+    const uint32_t t = r.read<uint32_t>("value type");
+    if (!valid_type(t)) fail("{}: key '{}': unknown value type {}", name, key, t);
+    GgufValue v = read_value(r, GgufType(t), key, 0);
+    if (!g.kv.emplace(key, std::move(v)).second) fail("{}: duplicate metadata key '{}'", name, key);
+  }
+
+  if (auto it = g.kv.find("general.alignment"); it != g.kv.end()) {
+    const GgufValue& a = it->second;
+    if (!a.is_integer()) fail("{}: key 'general.alignment' must be an integer", name);
+    uint64_t al = (a.type == GgufType::U8 || a.type == GgufType::U16 || a.type == GgufType::U32 ||
+                   a.type == GgufType::U64) ? a.u : uint64_t(a.i);
+    if (al == 0 || (al & (al - 1)) != 0 || al > (uint64_t(1) << 20))
+      fail("{}: key 'general.alignment' = {} is not a power of two up to 1 MiB", name, al);
+    g.alignment = al;
+  }
+
+  std::set<std::string> seen;
+  g.tensors.reserve(size_t(n_tensors));
+  for (uint64_t i = 0; i < n_tensors; ++i) {
+    GgufTensorInfo ti;
+    ti.name = read_string(r, kMaxTensorNameLen, fmt::format("name of tensor #{}", i));
+    const uint32_t nd = r.read<uint32_t>("tensor n_dims");
+    if (nd == 0 || nd > 4) fail("{}: tensor '{}' has {} dimensions (1 to 4 allowed)", name, ti.name, nd);
+    for (uint32_t d = 0; d < nd; ++d) ti.ne.push_back(r.read<uint64_t>("tensor dimension"));
+    ti.type = r.read<uint32_t>("tensor type");
+    ti.offset = r.read<uint64_t>("tensor offset");
+    if (ti.type != uint32_t(GgmlType::F32) && ti.type != uint32_t(GgmlType::F16) && ti.type != uint32_t(GgmlType::BF16))
+      fail("{}: tensor '{}' has ggml type {} ({}), which is not supported (F32, F16, BF16 only; no quantised types)",
+           name, ti.name, ggml_type_name(ti.type), ti.type);
+    // Bounding each step by the file size keeps the element count from overflowing.
+    uint64_t numel = 1;
+    for (uint32_t d = 0; d < nd; ++d) {
+      const uint64_t ne = ti.ne[d];
+      if (ne == 0 || ne > size / numel)
+        fail("{}: tensor '{}': dimension {} = {} is zero or larger than the file", name, ti.name, d, ne);
+      numel *= ne;
+    }
+    if (!seen.insert(ti.name).second) fail("{}: duplicate tensor '{}'", name, ti.name);
+    g.tensors.push_back(std::move(ti));
+  }
+
+  const uint64_t pos = r.pos();
+  g.data_offset = (pos + g.alignment - 1) / g.alignment * g.alignment;
+  if (g.data_offset > size && !g.tensors.empty())
+    fail("{}: truncated file: the data section would start at {}, past the end ({} bytes)", name, g.data_offset, size);
+  const uint64_t data_size = g.data_offset <= size ? size - g.data_offset : 0;
+  for (const auto& ti : g.tensors) {
+    uint64_t numel = 1;
+    for (auto ne : ti.ne) numel *= ne;  // bounded by the file size above
+    const uint64_t nbytes = numel * (ti.type == uint32_t(GgmlType::F32) ? 4 : 2);
+    if (ti.offset % g.alignment != 0)
+      fail("{}: tensor '{}': offset {} is not a multiple of the alignment {}", name, ti.name, ti.offset, g.alignment);
+    if (ti.offset > data_size || nbytes > data_size - ti.offset)
+      fail("{}: tensor '{}': data [{}, +{}) lies outside the data section ({} bytes from offset {})", name, ti.name,
+           ti.offset, nbytes, data_size, g.data_offset);
+    if ((g.data_offset + ti.offset) % (ti.type == uint32_t(GgmlType::F32) ? 4 : 2) != 0)
+      fail("{}: tensor '{}': data at file offset {} is not aligned to its elements", name, ti.name,
+           g.data_offset + ti.offset);
+  }
+  return g;
+}
+
+Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t size, const std::string& name) {
+  Meta m(g, name);
+  const std::string arch = m.get_str("general.architecture", "", true);
+  if (arch != "llama" && arch != "qwen2" && arch != "gemma2")
+    fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
+  const std::string A = arch + ".";
+
+  if (const GgufValue* st = m.find(A + "rope.scaling.type")) {
+    std::string t = m.get_str(A + "rope.scaling.type", "");
+    if (t != "none" && !t.empty())
+      fail("{}: rope scaling type '{}' is not supported (key {}rope.scaling.type)", name, t, A);
+    (void)st;
+  }
+  for (const char* k : {"expert_count", "expert_used_count"})
+    if (m.get_int(A + k, 0) > 0) fail("{}: mixture-of-experts models are not supported (key {}{})", name, A, k);
+
+  ModelConfig c;
+  c.source = name;
+  c.arch = arch == "qwen2" ? Arch::Qwen2 : arch == "gemma2" ? Arch::Gemma2 : Arch::Llama;
+  c.dim = m.get_int(A + "embedding_length");
+  c.hidden_dim = m.get_int(A + "feed_forward_length");
+  c.n_layers = m.get_int(A + "block_count");
+  c.n_heads = m.get_int(A + "attention.head_count");
+  c.n_kv_heads = m.get_int(A + "attention.head_count_kv", c.n_heads);
+  if (c.n_heads <= 0) fail("{}: key '{}attention.head_count' = 0", name, A);
+  c.head_dim = m.get_int(A + "attention.key_length", c.dim / c.n_heads);
+  if (int vl = m.get_int(A + "attention.value_length", c.head_dim); vl != c.head_dim)
+    fail("{}: value_length {} differs from key_length {}, which is not supported (key {}attention.value_length)",
+         name, vl, c.head_dim, A);
+  if (int rd = m.get_int(A + "rope.dimension_count", c.head_dim); rd != c.head_dim)
+    fail("{}: partial rotary embeddings ({} of {} dims) are not supported (key {}rope.dimension_count)", name, rd,
+         c.head_dim, A);
+  c.max_seq_len = m.get_int(A + "context_length");
+  c.rope_theta = float(m.get_num(A + "rope.freq_base", 10000.0));
+  c.norm_eps = float(m.get_num(A + "attention.layer_norm_rms_epsilon", 0.0, true));
+  c.sliding_window = m.get_int(A + "attention.sliding_window", 0);
+  // llama.cpp stores Mistral as "llama"; a window marks it (kvparity's writer records it).
+  if (c.arch == Arch::Llama && c.sliding_window > 0) c.arch = Arch::Mistral;
+
+  Checkpoint ck;
+  ck.path = name;
+  ck.format = "gguf";
+  ck.qk_layout = arch == "llama" ? RopeLayout::Interleaved : RopeLayout::Halves;
+  if (c.arch == Arch::Gemma2) {
+    ck.norm_weights_include_one = true;
+    // Softcaps are llama.cpp keys; query_pre_attn_scalar is kvparity's own (llama.cpp derives it
+    // from the model size), present only in files kvparity wrote.
+    for (auto [key, ex] : {std::pair{"attn_logit_softcapping", "attn_logit_softcapping"},
+                           std::pair{"final_logit_softcapping", "final_logit_softcapping"},
+                           std::pair{"attention.query_pre_attn_scalar", "query_pre_attn_scalar"}})
+      if (m.find(A + key) != nullptr) ck.extras[ex] = m.get_num(A + key, 0.0);
+  }
+
+  for (const auto& ti : g.tensors) {
+    std::string hf = gguf_to_hf_name(ti.name, arch);
+    if (hf.empty()) fail("{}: tensor '{}' is not part of a {} model as kvparity reads it", name, ti.name, arch);
+    long layer;
+    std::string rest;
+    if (split_layer(ti.name, "blk.", &layer, &rest) && layer >= c.n_layers)
+      fail("{}: tensor '{}' belongs to layer {} but {}block_count is {}", name, ti.name, layer, A, c.n_layers);
+    TensorView t;
+    t.name = hf;
+    t.dtype = ti.type == uint32_t(GgmlType::F32) ? DType::F32 : ti.type == uint32_t(GgmlType::F16) ? DType::F16 : DType::BF16;
+    for (auto it = ti.ne.rbegin(); it != ti.ne.rend(); ++it) t.shape.push_back(int64_t(*it));
+    t.data = data + g.data_offset + ti.offset;
+    if (rest == "attn_q.bias") c.qkv_bias = true;
+    ck.tensors[hf] = std::move(t);
+  }
+  c.tied_embeddings = ck.tensors.count("lm_head.weight") == 0;
+
+  // Embedded vocabulary.
+  const GgufValue* toks = m.get_array("tokenizer.ggml.tokens", GgufType::String);
+  if (m.find("tokenizer.ggml.model") != nullptr || toks != nullptr) {
+    VocabSpec v;
+    v.model = m.get_str("tokenizer.ggml.model", "", true);
+    if (v.model != "llama" && v.model != "gpt2")
+      fail("{}: tokenizer model '{}' is not supported (key tokenizer.ggml.model; llama or gpt2)", name, v.model);
+    v.pre = m.get_str("tokenizer.ggml.pre", "");
+    if (toks == nullptr) fail("{}: missing required key 'tokenizer.ggml.tokens'", name);
+    v.tokens.reserve(toks->arr.size());
+    for (const auto& x : toks->arr) v.tokens.push_back(x.s);
+    const size_t n = v.tokens.size();
+    if (const GgufValue* sc = m.get_array("tokenizer.ggml.scores", GgufType::F32)) {
+      if (sc->arr.size() != n) fail("{}: tokenizer.ggml.scores has {} entries for {} tokens", name, sc->arr.size(), n);
+      for (const auto& x : sc->arr) v.scores.push_back(float(x.f));
+    }
+    if (const GgufValue* tt = m.find("tokenizer.ggml.token_type")) {
+      if (tt->type != GgufType::Array || !(tt->elem == GgufType::I32 || tt->elem == GgufType::U32))
+        fail("{}: key 'tokenizer.ggml.token_type' must be an array of i32", name);
+      if (tt->arr.size() != n) fail("{}: tokenizer.ggml.token_type has {} entries for {} tokens", name, tt->arr.size(), n);
+      for (const auto& x : tt->arr) v.token_types.push_back(int32_t(tt->elem == GgufType::I32 ? x.i : int64_t(x.u)));
+    }
+    if (const GgufValue* mg = m.get_array("tokenizer.ggml.merges", GgufType::String))
+      for (const auto& x : mg->arr) v.merges.push_back(x.s);
+    v.bos_id = m.get_id("tokenizer.ggml.bos_token_id");
+    v.eos_id = m.get_id("tokenizer.ggml.eos_token_id");
+    v.unk_id = m.get_id("tokenizer.ggml.unknown_token_id");
+    v.pad_id = m.get_id("tokenizer.ggml.padding_token_id");
+    for (int id : {v.bos_id, v.eos_id, v.unk_id, v.pad_id})
+      if (id >= int(n)) fail("{}: special token id {} is outside the {}-token vocabulary", name, id, n);
+    v.add_bos = m.get_bool("tokenizer.ggml.add_bos_token", true);
+    // SentencePiece vocabularies add the dummy space prefix unless told not to; byte-level BPE never does.
+    v.add_space_prefix = m.get_bool("tokenizer.ggml.add_space_prefix", v.model == "llama");
+    ck.vocab = std::move(v);
+  }
+  c.bos_id = m.get_id("tokenizer.ggml.bos_token_id");
+  c.eos_id = m.get_id("tokenizer.ggml.eos_token_id");
+
+  if (auto it = ck.tensors.find("model.embed_tokens.weight"); it != ck.tensors.end() && !it->second.shape.empty())
+    c.vocab_size = int(std::min<int64_t>(it->second.shape[0], INT32_MAX));
+  else if (ck.vocab)
+    c.vocab_size = int(ck.vocab->tokens.size());
+  else
+    fail("{}: cannot tell the vocabulary size (no token_embd.weight and no tokenizer.ggml.tokens)", name);
+  c.validate();
+  ck.config = c;
+  (void)size;
+  return ck;
+}
+
+Checkpoint load_gguf(const std::string& path) {
+  auto mf = MappedFile::open(path);
+  GgufFile g = parse_gguf(mf->data(), mf->size(), path);
+  Checkpoint ck = gguf_to_checkpoint(g, mf->data(), mf->size(), path);
+  ck.keepalive.push_back(mf);
+  return ck;
+}
+
+}  // namespace kvp

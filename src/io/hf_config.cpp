@@ -1,0 +1,322 @@
+#include "io/hf_config.h"
+
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/io_util.h"
+
+namespace kvp {
+
+using nlohmann::json;
+
+namespace {
+
+// transformers' class defaults (v4.44) for fields that save_pretrained() may omit because they
+// equal the default: they differ per family, so a missing field must not get Llama's value.
+struct FamilyDefaults {
+  bool tie;
+  int bos, eos;
+};
+FamilyDefaults family_defaults(Arch a) {
+  switch (a) {
+    case Arch::Llama: return {false, 1, 2};
+    case Arch::Mistral: return {false, 1, 2};
+    case Arch::Gemma2: return {true, 2, 1};
+    case Arch::Qwen2: return {false, -1, -1};  // Qwen2Config sets no bos/eos; real checkpoints do
+  }
+  return {false, 1, 2};
+}
+
+const char* hf_class_name(Arch a) {
+  switch (a) {
+    case Arch::Llama: return "LlamaForCausalLM";
+    case Arch::Mistral: return "MistralForCausalLM";
+    case Arch::Gemma2: return "Gemma2ForCausalLM";
+    case Arch::Qwen2: return "Qwen2ForCausalLM";
+  }
+  return "?";
+}
+
+class ConfigReader {
+ public:
+  ConfigReader(const json& j, const std::string& source) : j_(j), src_(source) {}
+
+  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+
+  int get_int(const char* key) const {
+    if (!has(key)) fail("{}: missing required field '{}'", src_, key);
+    return to_int(j_.at(key), key);
+  }
+  int get_int(const char* key, int dflt) const { return has(key) ? to_int(j_.at(key), key) : dflt; }
+
+  double get_num(const char* key, double dflt) const {
+    if (!has(key)) return dflt;
+    const json& v = j_.at(key);
+    if (!v.is_number()) fail("{}: field '{}' must be a number, got {}", src_, key, v.dump());
+    return v.get<double>();
+  }
+
+  bool get_bool(const char* key, bool dflt) const {
+    if (!has(key)) return dflt;
+    const json& v = j_.at(key);
+    if (!v.is_boolean()) fail("{}: field '{}' must be true or false, got {}", src_, key, v.dump());
+    return v.get<bool>();
+  }
+
+  std::string get_str(const char* key, const std::string& dflt) const {
+    if (!has(key)) return dflt;
+    const json& v = j_.at(key);
+    if (!v.is_string()) fail("{}: field '{}' must be a string, got {}", src_, key, v.dump());
+    return v.get<std::string>();
+  }
+
+  // bos/eos: an int, null, or (eos in newer configs) a list whose first entry is used.
+  int get_token_id(const char* key, int dflt) const {
+    if (!j_.contains(key)) return dflt;
+    const json& v = j_.at(key);
+    if (v.is_null()) return -1;
+    if (v.is_array()) {
+      if (v.empty()) return -1;
+      return to_int(v.front(), key);
+    }
+    return to_int(v, key);
+  }
+
+  int to_int(const json& v, const char* key) const {
+    if (v.is_number_unsigned()) {
+      auto u = v.get<uint64_t>();
+      if (u > uint64_t(std::numeric_limits<int>::max())) fail("{}: field '{}' = {} is out of range", src_, key, u);
+      return int(u);
+    }
+    if (v.is_number_integer()) {
+      auto i = v.get<int64_t>();
+      if (i < std::numeric_limits<int>::min() || i > std::numeric_limits<int>::max())
+        fail("{}: field '{}' = {} is out of range", src_, key, i);
+      return int(i);
+    }
+    fail("{}: field '{}' must be an integer, got {}", src_, key, v.dump());
+  }
+
+ private:
+  const json& j_;
+  const std::string& src_;
+};
+
+Arch arch_from_json(const json& j, const std::string& source) {
+  std::string name;
+  const char* field = "model_type";
+  if (j.contains("model_type") && j["model_type"].is_string()) {
+    name = j["model_type"].get<std::string>();
+  } else if (j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+             j["architectures"][0].is_string()) {
+    field = "architectures";
+    std::string cls = j["architectures"][0].get<std::string>();
+    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2})
+      if (cls == hf_class_name(a)) return a;
+    name = cls;
+  } else {
+    fail("{}: missing field 'model_type' (and no 'architectures' list)", source);
+  }
+  if (name == "llama") return Arch::Llama;
+  if (name == "mistral") return Arch::Mistral;
+  if (name == "gemma2") return Arch::Gemma2;
+  if (name == "qwen2") return Arch::Qwen2;
+  fail("unsupported architecture '{}' in {} ({})", name, source, field);
+}
+
+// Rejects configs whose features kvparity does not implement, naming the field, rather than
+// silently running a different model.
+void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const std::string& src) {
+  if (r.has("rope_scaling")) {
+    const json& rs = j["rope_scaling"];
+    std::string type = "?";
+    if (rs.is_object()) {
+      for (const char* k : {"rope_type", "type"})
+        if (rs.contains(k) && rs[k].is_string()) { type = rs[k].get<std::string>(); break; }
+    }
+    fail("{}: rope_scaling type '{}' is not supported (config.json field rope_scaling)", src, type);
+  }
+  for (const char* k : {"num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts",
+                        "moe_intermediate_size", "shared_expert_intermediate_size"}) {
+    if (!r.has(k)) continue;
+    const json& v = j[k];
+    if (v.is_number() && v.get<double>() == 0.0) continue;
+    fail("{}: mixture-of-experts models are not supported (config.json field {} = {})", src, k, v.dump());
+  }
+  if (r.has("quantization_config"))
+    fail("{}: quantized checkpoints are not supported (config.json field quantization_config)", src);
+  if (r.has("partial_rotary_factor") && r.get_num("partial_rotary_factor", 1.0) != 1.0)
+    fail("{}: partial rotary embeddings are not supported (config.json field partial_rotary_factor)", src);
+  if (r.get_bool("mlp_bias", false)) fail("{}: MLP biases are not supported (config.json field mlp_bias)", src);
+  if (arch != Arch::Qwen2 && r.get_bool("attention_bias", false))
+    fail("{}: attention biases (incl. o_proj) are not supported (config.json field attention_bias)", src);
+  if (arch == Arch::Gemma2) {
+    // Gemma2 reads hidden_activation; older configs only carry hidden_act.
+    std::string act = r.get_str("hidden_activation", r.get_str("hidden_act", "gelu_pytorch_tanh"));
+    if (act != "gelu_pytorch_tanh")
+      fail("{}: activation '{}' is not supported for gemma2 (config.json field hidden_activation)", src, act);
+  } else {
+    std::string act = r.get_str("hidden_act", "silu");
+    if (act != "silu") fail("{}: activation '{}' is not supported (config.json field hidden_act)", src, act);
+  }
+}
+
+// A float field as the shortest decimal that reads back to the same float (1e-05, not
+// 9.999999747378752e-06), which is how transformers writes them.
+double float_for_json(float f) { return std::stod(fmt::format("{}", f)); }
+
+}  // namespace
+
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& source,
+                            std::map<std::string, double>* extras) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    fail("{}: invalid JSON: {}", source, e.what());
+  }
+  if (!j.is_object()) fail("{}: config.json must hold a JSON object", source);
+  ConfigReader r(j, source);
+  ModelConfig c;
+  c.source = source;
+  c.arch = arch_from_json(j, source);
+  reject_unsupported(j, r, c.arch, source);
+  const FamilyDefaults fd = family_defaults(c.arch);
+
+  c.dim = r.get_int("hidden_size");
+  c.hidden_dim = r.get_int("intermediate_size");
+  c.n_layers = r.get_int("num_hidden_layers");
+  c.n_heads = r.get_int("num_attention_heads");
+  c.n_kv_heads = r.get_int("num_key_value_heads", c.n_heads);
+  if (c.n_heads <= 0) fail("{}: invalid config: num_attention_heads = {}", source, c.n_heads);
+  c.head_dim = r.get_int("head_dim", c.arch == Arch::Gemma2 ? 256 : c.dim / c.n_heads);
+  c.vocab_size = r.get_int("vocab_size");
+  c.max_seq_len = r.get_int("max_position_embeddings");
+  c.rope_theta = float(r.get_num("rope_theta", 10000.0));
+  c.norm_eps = float(r.get_num("rms_norm_eps", 1e-6));
+  c.tied_embeddings = r.get_bool("tie_word_embeddings", fd.tie);
+  c.bos_id = r.get_token_id("bos_token_id", fd.bos);
+  c.eos_id = r.get_token_id("eos_token_id", fd.eos);
+  c.qkv_bias = c.arch == Arch::Qwen2;  // hard-wired in Qwen2's modeling code, no config field
+
+  switch (c.arch) {
+    case Arch::Llama:
+      break;
+    case Arch::Mistral:
+      c.sliding_window = r.get_int("sliding_window", 0);
+      break;
+    case Arch::Qwen2:
+      if (r.get_bool("use_sliding_window", false)) {
+        // transformers windows only layers with index >= max_window_layers; kvparity has one
+        // window for all layers, so only the all-or-nothing cases are representable.
+        int mwl = r.get_int("max_window_layers", 28);
+        if (mwl == 0)
+          c.sliding_window = r.get_int("sliding_window");
+        else if (mwl < c.n_layers)
+          fail("{}: a sliding window on only some layers is not supported (config.json fields use_sliding_window, "
+               "max_window_layers = {})",
+               source, mwl);
+      }
+      break;
+    case Arch::Gemma2:
+      // Gemma2 applies the window on even layers only; ModelConfig has a single value, so the
+      // forward pass must know that pattern.
+      // TODO(lead): ModelConfig needs query_pre_attn_scalar, attn_logit_softcapping,
+      // final_logit_softcapping, hidden_activation (gelu_pytorch_tanh) and the per-layer window
+      // pattern; until then they travel in Checkpoint::extras.
+      c.sliding_window = r.get_int("sliding_window", 4096);
+      if (extras != nullptr) {
+        (*extras)["query_pre_attn_scalar"] = r.get_num("query_pre_attn_scalar", 224.0);
+        // null disables the cap; 0 stands for that.
+        for (auto [k, d] : {std::pair{"attn_logit_softcapping", 50.0}, std::pair{"final_logit_softcapping", 30.0}})
+          (*extras)[k] = (j.contains(k) && j[k].is_null()) ? 0.0 : r.get_num(k, d);
+      }
+      break;
+  }
+  c.validate();
+  return c;
+}
+
+ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras) {
+  return parse_hf_config(io::read_text_file(path), path, extras);
+}
+
+void write_hf_config(const std::string& path, const ModelConfig& c, const std::string& torch_dtype,
+                     const std::map<std::string, double>& extras) {
+  if (torch_dtype != "float32" && torch_dtype != "float16" && torch_dtype != "bfloat16")
+    fail_usage("{}: torch_dtype '{}' must be float32, float16 or bfloat16", path, torch_dtype);
+  if (c.arch == Arch::Qwen2 && c.qkv_bias == false)
+    fail("{}: qwen2 always has q/k/v biases; the config says it has none", path);
+  if (c.arch != Arch::Qwen2 && c.qkv_bias)
+    fail("{}: {} has no q/k/v biases in transformers; cannot write a config with them", path, arch_name(c.arch));
+  auto tok = [](int id) { return id < 0 ? json(nullptr) : json(id); };
+  json j;
+  j["architectures"] = json::array({hf_class_name(c.arch)});
+  j["model_type"] = arch_name(c.arch);
+  j["hidden_size"] = c.dim;
+  j["intermediate_size"] = c.hidden_dim;
+  j["num_hidden_layers"] = c.n_layers;
+  j["num_attention_heads"] = c.n_heads;
+  j["num_key_value_heads"] = c.n_kv_heads;
+  j["head_dim"] = c.head_dim;
+  j["vocab_size"] = c.vocab_size;
+  j["max_position_embeddings"] = c.max_seq_len;
+  j["rope_theta"] = float_for_json(c.rope_theta);
+  j["rms_norm_eps"] = float_for_json(c.norm_eps);
+  j["tie_word_embeddings"] = c.tied_embeddings;
+  j["bos_token_id"] = tok(c.bos_id);
+  j["eos_token_id"] = tok(c.eos_id);
+  j["torch_dtype"] = torch_dtype;
+  j["attention_dropout"] = 0.0;
+  j["initializer_range"] = 0.02;
+  j["use_cache"] = true;
+  auto window = [&]() { return c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr); };
+  switch (c.arch) {
+    case Arch::Llama:
+      if (c.sliding_window > 0) fail("{}: llama has no sliding window in transformers (use mistral)", path);
+      j["hidden_act"] = "silu";
+      j["attention_bias"] = false;
+      j["mlp_bias"] = false;
+      j["rope_scaling"] = nullptr;
+      j["pretraining_tp"] = 1;
+      break;
+    case Arch::Mistral:
+      j["hidden_act"] = "silu";
+      j["sliding_window"] = window();
+      break;
+    case Arch::Qwen2:
+      j["hidden_act"] = "silu";
+      j["use_sliding_window"] = c.sliding_window > 0;
+      j["sliding_window"] = window();
+      // 0 = every layer windowed, matching kvparity's single window.
+      j["max_window_layers"] = c.sliding_window > 0 ? 0 : c.n_layers;
+      break;
+    case Arch::Gemma2: {
+      j["hidden_activation"] = "gelu_pytorch_tanh";
+      j["hidden_act"] = "gelu_pytorch_tanh";
+      j["attention_bias"] = false;
+      j["sliding_window"] = c.sliding_window > 0 ? c.sliding_window : 4096;
+      j["cache_implementation"] = "hybrid";
+      auto extra = [&](const char* k, double d) {
+        auto it = extras.find(k);
+        return it == extras.end() ? d : it->second;
+      };
+      // transformers writes it as an int; keep that form when the value is integral.
+      double qpas = extra("query_pre_attn_scalar", 224.0);
+      j["query_pre_attn_scalar"] = qpas == std::floor(qpas) && std::fabs(qpas) < 1e9 ? json(int64_t(qpas)) : json(qpas);
+      for (auto [k, d] : {std::pair{"attn_logit_softcapping", 50.0}, std::pair{"final_logit_softcapping", 30.0}}) {
+        double v = extra(k, d);
+        j[k] = v == 0.0 ? json(nullptr) : json(v);
+      }
+      break;
+    }
+  }
+  io::AtomicFile f(path);
+  f.write_str(j.dump(2) + "\n");
+  f.commit();
+}
+
+}  // namespace kvp

@@ -1,0 +1,250 @@
+#include "io/model_writer.h"
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/io_util.h"
+
+namespace kvp {
+
+using nlohmann::json;
+
+namespace {
+
+const char* st_dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F16: return "F16";
+    case DType::BF16: return "BF16";
+  }
+  return "?";
+}
+
+void check_view(const std::string& path, const TensorView& t) {
+  if (t.name.empty()) fail("{}: cannot write a tensor without a name", path);
+  if (t.data == nullptr && t.numel() != 0) fail("{}: tensor '{}' has no data", path, t.name);
+  for (auto d : t.shape)
+    if (d < 0) fail("{}: tensor '{}' has a negative dimension", path, t.name);
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t off = 0;
+  for (const auto& t : tensors) {
+    check_view(path, t);
+    if (t.name == "__metadata__") fail("{}: '__metadata__' is reserved and cannot name a tensor", path);
+    if (h.contains(t.name)) fail("{}: duplicate tensor '{}'", path, t.name);
+    const uint64_t n = t.nbytes();
+    h[t.name] = {{"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
+    off += n;
+  }
+  std::string hs = h.dump();
+  // Readers map the data section directly, so it starts 8-aligned (as the safetensors library does).
+  hs.append((8 - hs.size() % 8) % 8, ' ');
+  io::AtomicFile f(path);
+  f.write_pod<uint64_t>(hs.size());
+  f.write_str(hs);
+  for (const auto& t : tensors) f.write(t.data, t.nbytes());
+  f.commit();
+}
+
+void write_safetensors_index(const std::string& path, const std::map<std::string, std::string>& weight_map,
+                             uint64_t total_size) {
+  json j = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
+  io::AtomicFile f(path);
+  f.write_str(j.dump(2) + "\n");
+  f.commit();
+}
+
+namespace {
+
+void put_string(io::AtomicFile& f, const std::string& s) {
+  f.write_pod<uint64_t>(s.size());
+  f.write_str(s);
+}
+
+void put_value(io::AtomicFile& f, const GgufValue& v, bool with_type, const std::string& path) {
+  if (with_type) f.write_pod<uint32_t>(uint32_t(v.type));
+  switch (v.type) {
+    case GgufType::U8: f.write_pod<uint8_t>(uint8_t(v.u)); break;
+    case GgufType::I8: f.write_pod<int8_t>(int8_t(v.i)); break;
+    case GgufType::U16: f.write_pod<uint16_t>(uint16_t(v.u)); break;
+    case GgufType::I16: f.write_pod<int16_t>(int16_t(v.i)); break;
+    case GgufType::U32: f.write_pod<uint32_t>(uint32_t(v.u)); break;
+    case GgufType::I32: f.write_pod<int32_t>(int32_t(v.i)); break;
+    case GgufType::U64: f.write_pod<uint64_t>(v.u); break;
+    case GgufType::I64: f.write_pod<int64_t>(v.i); break;
+    case GgufType::F32: f.write_pod<float>(float(v.f)); break;
+    case GgufType::F64: f.write_pod<double>(v.f); break;
+    case GgufType::Bool: f.write_pod<uint8_t>(v.u ? 1 : 0); break;
+    case GgufType::String: put_string(f, v.s); break;
+    case GgufType::Array:
+      f.write_pod<uint32_t>(uint32_t(v.elem));
+      f.write_pod<uint64_t>(v.arr.size());
+      for (const auto& x : v.arr) {
+        if (x.type != v.elem)
+          fail("{}: array element of type {} in an array of {}", path, gguf_type_name(x.type), gguf_type_name(v.elem));
+        put_value(f, x, false, path);
+      }
+      break;
+  }
+}
+
+uint32_t ggml_type_of(DType t) {
+  switch (t) {
+    case DType::F32: return uint32_t(GgmlType::F32);
+    case DType::F16: return uint32_t(GgmlType::F16);
+    case DType::BF16: return uint32_t(GgmlType::BF16);
+  }
+  return 0;
+}
+
+// Ordered key list so files come out in the order llama.cpp's own writer uses (general.* first).
+class KvList {
+ public:
+  void set(const std::string& k, GgufValue v) {
+    for (auto& [key, val] : items_)
+      if (key == k) { val = std::move(v); return; }
+    items_.emplace_back(k, std::move(v));
+  }
+  const std::vector<std::pair<std::string, GgufValue>>& items() const { return items_; }
+
+ private:
+  std::vector<std::pair<std::string, GgufValue>> items_;
+};
+
+}  // namespace
+
+void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vector<TensorView>& tensors,
+                const VocabSpec* vocab, const GgufWriteOptions& opts) {
+  constexpr uint64_t kAlign = 32;
+  cfg.validate();
+  const std::string arch = gguf_arch_for(cfg.arch);
+  const std::string A = arch + ".";
+
+  // Work out names, types and offsets before creating the file, so bad input leaves nothing behind.
+  struct Out {
+    const TensorView* t;
+    std::string name;
+    uint64_t offset;
+  };
+  std::vector<Out> outs;
+  std::set<std::string> seen;
+  uint64_t off = 0;
+  size_t n_f16 = 0, n_bf16 = 0;
+  for (const auto& t : tensors) {
+    check_view(path, t);
+    std::string g = hf_to_gguf_name(t.name, arch);
+    if (g.empty()) fail("{}: tensor '{}' has no llama.cpp name for GGUF architecture '{}'", path, t.name, arch);
+    if (!seen.insert(g).second) fail("{}: duplicate tensor '{}'", path, t.name);
+    if (t.shape.empty() || t.shape.size() > 4)
+      fail("{}: tensor '{}' has {} dimensions; GGUF takes 1 to 4", path, t.name, t.shape.size());
+    if (t.numel() == 0) fail("{}: tensor '{}' is empty; GGUF dimensions must be positive", path, t.name);
+    if (t.shape.size() >= 2 && t.dtype == DType::F16) ++n_f16;
+    if (t.shape.size() >= 2 && t.dtype == DType::BF16) ++n_bf16;
+    outs.push_back({&t, g, off});
+    off += (t.nbytes() + kAlign - 1) / kAlign * kAlign;
+  }
+
+  KvList kv;
+  kv.set("general.architecture", GgufValue::of_str(arch));
+  kv.set("general.name", GgufValue::of_str(opts.name));
+  kv.set("general.alignment", GgufValue::of_u32(uint32_t(kAlign)));
+  // llama_ftype: 0 all F32, 1 mostly F16, 32 mostly BF16 (informational for llama.cpp).
+  kv.set("general.file_type", GgufValue::of_u32(n_bf16 > 0 ? 32 : n_f16 > 0 ? 1 : 0));
+  kv.set(A + "context_length", GgufValue::of_u32(uint32_t(cfg.max_seq_len)));
+  kv.set(A + "embedding_length", GgufValue::of_u32(uint32_t(cfg.dim)));
+  kv.set(A + "block_count", GgufValue::of_u32(uint32_t(cfg.n_layers)));
+  kv.set(A + "feed_forward_length", GgufValue::of_u32(uint32_t(cfg.hidden_dim)));
+  kv.set(A + "attention.head_count", GgufValue::of_u32(uint32_t(cfg.n_heads)));
+  kv.set(A + "attention.head_count_kv", GgufValue::of_u32(uint32_t(cfg.n_kv_heads)));
+  kv.set(A + "rope.freq_base", GgufValue::of_f32(cfg.rope_theta));
+  kv.set(A + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(cfg.norm_eps));
+  kv.set(A + "attention.key_length", GgufValue::of_u32(uint32_t(cfg.head_dim)));
+  kv.set(A + "attention.value_length", GgufValue::of_u32(uint32_t(cfg.head_dim)));
+  kv.set(A + "rope.dimension_count", GgufValue::of_u32(uint32_t(cfg.head_dim)));
+  // Under "llama" this key is kvparity's Mistral marker (llama.cpp ignores it); gemma2 reads it.
+  if (cfg.sliding_window > 0) kv.set(A + "attention.sliding_window", GgufValue::of_u32(uint32_t(cfg.sliding_window)));
+  if (cfg.arch == Arch::Gemma2) {
+    for (auto [ex, key] : {std::pair{"attn_logit_softcapping", "attn_logit_softcapping"},
+                           std::pair{"final_logit_softcapping", "final_logit_softcapping"},
+                           std::pair{"query_pre_attn_scalar", "attention.query_pre_attn_scalar"}})
+      if (auto it = opts.extras.find(ex); it != opts.extras.end())
+        kv.set(A + key, GgufValue::of_f32(float(it->second)));
+  }
+  if (vocab != nullptr) {
+    const VocabSpec& v = *vocab;
+    const size_t n = v.tokens.size();
+    if (!v.scores.empty() && v.scores.size() != n)
+      fail("{}: vocabulary has {} scores for {} tokens", path, v.scores.size(), n);
+    if (!v.token_types.empty() && v.token_types.size() != n)
+      fail("{}: vocabulary has {} token types for {} tokens", path, v.token_types.size(), n);
+    kv.set("tokenizer.ggml.model", GgufValue::of_str(v.model));
+    if (!v.pre.empty()) kv.set("tokenizer.ggml.pre", GgufValue::of_str(v.pre));
+    std::vector<GgufValue> a;
+    a.reserve(n);
+    for (const auto& s : v.tokens) a.push_back(GgufValue::of_str(s));
+    kv.set("tokenizer.ggml.tokens", GgufValue::of_array(GgufType::String, std::move(a)));
+    if (!v.scores.empty()) {
+      std::vector<GgufValue> sc;
+      sc.reserve(n);
+      for (float s : v.scores) sc.push_back(GgufValue::of_f32(s));
+      kv.set("tokenizer.ggml.scores", GgufValue::of_array(GgufType::F32, std::move(sc)));
+    }
+    if (!v.token_types.empty()) {
+      std::vector<GgufValue> tt;
+      tt.reserve(n);
+      for (int32_t x : v.token_types) tt.push_back(GgufValue::of_i32(x));
+      kv.set("tokenizer.ggml.token_type", GgufValue::of_array(GgufType::I32, std::move(tt)));
+    }
+    if (!v.merges.empty()) {
+      std::vector<GgufValue> mg;
+      mg.reserve(v.merges.size());
+      for (const auto& s : v.merges) mg.push_back(GgufValue::of_str(s));
+      kv.set("tokenizer.ggml.merges", GgufValue::of_array(GgufType::String, std::move(mg)));
+    }
+    auto id = [&](const char* k, int x) {
+      if (x >= 0) kv.set(k, GgufValue::of_u32(uint32_t(x)));
+    };
+    id("tokenizer.ggml.bos_token_id", v.bos_id);
+    id("tokenizer.ggml.eos_token_id", v.eos_id);
+    id("tokenizer.ggml.unknown_token_id", v.unk_id);
+    id("tokenizer.ggml.padding_token_id", v.pad_id);
+    kv.set("tokenizer.ggml.add_bos_token", GgufValue::of_bool(v.add_bos));
+    kv.set("tokenizer.ggml.add_space_prefix", GgufValue::of_bool(v.add_space_prefix));
+  }
+  for (const auto& [k, v] : opts.extra_kv) kv.set(k, v);
+
+  io::AtomicFile f(path);
+  f.write_str("GGUF");
+  f.write_pod<uint32_t>(3);
+  f.write_pod<uint64_t>(outs.size());
+  f.write_pod<uint64_t>(kv.items().size());
+  for (const auto& [k, v] : kv.items()) {
+    put_string(f, k);
+    put_value(f, v, true, path);
+  }
+  for (const auto& o : outs) {
+    put_string(f, o.name);
+    f.write_pod<uint32_t>(uint32_t(o.t->shape.size()));
+    for (auto it = o.t->shape.rbegin(); it != o.t->shape.rend(); ++it) f.write_pod<uint64_t>(uint64_t(*it));
+    f.write_pod<uint32_t>(ggml_type_of(o.t->dtype));
+    f.write_pod<uint64_t>(o.offset);
+  }
+  f.pad_zeros(size_t((kAlign - f.written() % kAlign) % kAlign));
+  const uint64_t base = f.written();
+  for (const auto& o : outs) {
+    f.pad_zeros(size_t(base + o.offset - f.written()));
+    f.write(o.t->data, o.t->nbytes());
+  }
+  f.pad_zeros(size_t((kAlign - f.written() % kAlign) % kAlign));
+  f.commit();
+}
+
+}  // namespace kvp

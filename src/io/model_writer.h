@@ -1,0 +1,44 @@
+#pragma once
+// Writers for `kvparity convert` / `kvparity synth`. Every writer writes `path.tmp` and renames
+// it over `path` only once everything was written and flushed, so a failure never leaves a
+// half-written model behind. Errors are kvp::Error naming the path.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/gguf.h"
+#include "io/hf_config.h"  // write_hf_config
+#include "model/config.h"
+#include "tokenizer/vocab_spec.h"
+
+namespace kvp {
+
+// Tensors are written contiguously in the given order; each TensorView's name, dtype and shape
+// go into the header. The header is padded with spaces so the data section starts 8-aligned.
+void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
+                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+
+// Writes model.safetensors.index.json for shards the caller wrote: weight_map maps tensor name to
+// shard file name (relative to the index's directory).
+void write_safetensors_index(const std::string& path, const std::map<std::string, std::string>& weight_map,
+                             uint64_t total_size);
+
+struct GgufWriteOptions {
+  std::string name = "kvparity";  // general.name
+  // Checkpoint::extras (Gemma-2 softcaps, query_pre_attn_scalar), written under gemma2.* keys.
+  std::map<std::string, double> extras;
+  // Extra key/values written after the standard ones, e.g. Gemma-2's
+  // "gemma2.attn_logit_softcapping". They override standard keys of the same name.
+  std::map<std::string, GgufValue> extra_kv;
+};
+
+// GGUF v3 as llama.cpp reads it: general.architecture ("llama" for Llama and Mistral, "qwen2",
+// "gemma2"), the <arch>.* hyper-parameters, tokenizer.ggml.* when `vocab` is given, tensors
+// renamed from canonical HF names to llama.cpp names, dims innermost first, data 32-aligned.
+// Bytes are written as given: the caller supplies q/k rows in the layout the target arch expects
+// (Interleaved for "llama", Halves otherwise) and, for Gemma-2, norm weights with the 1 added.
+void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vector<TensorView>& tensors,
+                const VocabSpec* vocab, const GgufWriteOptions& opts = {});
+
+}  // namespace kvp

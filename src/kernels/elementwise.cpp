@@ -1,0 +1,55 @@
+#include "kernels/elementwise.h"
+
+#include <cmath>
+
+namespace kvp {
+
+RopeTable::RopeTable(int head_dim, int max_positions, float theta)
+    : head_dim_(head_dim), max_positions_(max_positions) {
+  const int half = head_dim / 2;
+  std::vector<float> inv_freq(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) {
+    const float exponent = float(2 * i) / float(head_dim);
+    inv_freq[size_t(i)] = 1.0f / std::pow(theta, exponent);
+  }
+  cos_.resize(size_t(max_positions) * half);
+  sin_.resize(size_t(max_positions) * half);
+  for (int p = 0; p < max_positions; ++p) {
+    for (int i = 0; i < half; ++i) {
+      const float angle = float(p) * inv_freq[size_t(i)];
+      cos_[size_t(p) * half + i] = float(std::cos(double(angle)));
+      sin_[size_t(p) * half + i] = float(std::sin(double(angle)));
+    }
+  }
+}
+
+void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act) {
+  const int hd = table.head_dim(), half = hd / 2;
+  for (int m = 0; m < M; ++m) {
+    const float* c = table.cos_row(start_pos + m);
+    const float* s = table.sin_row(start_pos + m);
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + (size_t(m) * n_heads + h) * hd;
+      for (int i = 0; i < half; ++i) {
+        const float ci = round_to(act, c[i]), si = round_to(act, s[i]);
+        const float a = v[i], b = v[i + half];
+        v[i] = round_to(act, round_to(act, a * ci) + round_to(act, -b * si));
+        v[i + half] = round_to(act, round_to(act, b * ci) + round_to(act, a * si));
+      }
+    }
+  }
+}
+
+void silu_mul(float* gate, const float* up, size_t n, DType act) {
+  for (size_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float silu = round_to(act, g / (1.0f + std::exp(-g)));
+    gate[i] = round_to(act, silu * up[i]);
+  }
+}
+
+void add_inplace(float* x, const float* y, size_t n, DType act) {
+  for (size_t i = 0; i < n; ++i) x[i] = round_to(act, x[i] + y[i]);
+}
+
+}  // namespace kvp

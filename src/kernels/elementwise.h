@@ -1,0 +1,37 @@
+#pragma once
+// Element-wise operations. They involve no reductions, so every kernel policy shares them; each
+// applies the rounding points of HF's eager implementation in the compute dtype `act`.
+#include <cstddef>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace kvp {
+
+// cos/sin of pos * inv_freq[i] for every position and i < head_dim/2, computed in fp32 as HF's
+// LlamaRotaryEmbedding does (inv_freq = 1 / theta^(2i/head_dim)); rounded to `act` at use.
+class RopeTable {
+ public:
+  RopeTable() = default;
+  RopeTable(int head_dim, int max_positions, float theta);
+  int head_dim() const { return head_dim_; }
+  int max_positions() const { return max_positions_; }
+  const float* cos_row(int pos) const { return cos_.data() + size_t(pos) * (head_dim_ / 2); }
+  const float* sin_row(int pos) const { return sin_.data() + size_t(pos) * (head_dim_ / 2); }
+
+ private:
+  int head_dim_ = 0, max_positions_ = 0;
+  std::vector<float> cos_, sin_;
+};
+
+// Rotates rows x[M, n_heads*head_dim] (halves layout, rotate_half) at positions start_pos + m:
+// out = round(round(x*cos) + round(rotate_half(x)*sin)), with cos/sin rounded to act first.
+void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act);
+
+// gate <- round(round(silu(gate)) * up): SwiGLU's element-wise part.
+void silu_mul(float* gate, const float* up, size_t n, DType act);
+
+// x <- round(x + y): residual connection.
+void add_inplace(float* x, const float* y, size_t n, DType act);
+
+}  // namespace kvp

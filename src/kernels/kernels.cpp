@@ -1,0 +1,33 @@
+#include "kernels/kernels.h"
+
+#include "core/error.h"
+#include "kernels/policies.h"
+
+namespace kvp {
+
+std::string policy_name(KernelPolicy p) {
+  switch (p) {
+    case KernelPolicy::Reference: return "reference";
+    case KernelPolicy::Standard: return "standard";
+    case KernelPolicy::Invariant: return "invariant";
+  }
+  return "?";
+}
+
+KernelPolicy parse_policy(const std::string& s) {
+  if (s == "reference") return KernelPolicy::Reference;
+  if (s == "standard") return KernelPolicy::Standard;
+  if (s == "invariant") fail_usage("--kernels invariant is not available yet (planned: bitwise cache-ON == cache-OFF)");
+  fail_usage("unknown kernel policy '{}' (expected reference or standard)", s);
+}
+
+std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool) {
+  switch (policy) {
+    case KernelPolicy::Reference: return make_reference_kernels();
+    case KernelPolicy::Standard: return make_standard_kernels(pool);
+    case KernelPolicy::Invariant: break;
+  }
+  fail_usage("kernel policy '{}' is not implemented", policy_name(policy));
+}
+
+}  // namespace kvp

@@ -1,0 +1,56 @@
+#pragma once
+// The reduction kernels, behind one interface per kernel policy (DESIGN.md §4). The model calls
+// only this interface; which summation order a run uses is decided by the policy object it holds.
+//  reference: scalar, every reduction strictly in index order (the oracle);
+//  standard:  what fast stacks do — SIMD, threads, shape-dependent algorithms (split-K GEMV for
+//             decode, register-blocked GEMM for prefill, split-KV decode attention, tiled prefill attention);
+//  invariant: (later issue) one fixed order per output element regardless of shape and threads.
+#include <memory>
+#include <string>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace kvp {
+
+enum class KernelPolicy { Reference, Standard, Invariant };
+std::string policy_name(KernelPolicy p);
+KernelPolicy parse_policy(const std::string& s);
+
+struct AttentionParams {
+  int n_rows = 0;       // M new query rows, at positions start_pos .. start_pos+M-1
+  int start_pos = 0;
+  int n_heads = 0;
+  int n_kv_heads = 0;   // query head h reads kv head h / (n_heads / n_kv_heads)
+  int head_dim = 0;
+  const float* q = nullptr;   // [M, n_heads*head_dim], values representable in `act`
+  // This layer's cache: [n_kv_heads][capacity][head_dim] in kv_dtype. Positions >= start_pos+M
+  // may hold anything (NaN included) and must never be read.
+  const void* k_cache = nullptr;
+  const void* v_cache = nullptr;
+  DType kv_dtype = DType::F32;
+  int capacity = 0;
+  float* out = nullptr;       // [M, n_heads*head_dim]; written unrounded, the caller rounds to `act`
+  // score = (q.k) / score_divisor (HF Llama's eager order: round(q.k) then round(/sqrt(d))).
+  float score_divisor = 1.0f;
+  int sliding_window = 0;     // 0: full causal; W: query i sees keys j with i-W < j <= i
+  DType act = DType::F32;     // compute dtype: scores and probabilities are rounded to it where HF does
+};
+
+class Kernels {
+ public:
+  virtual ~Kernels() = default;
+  virtual KernelPolicy policy() const = 0;
+  // y[M, N] = x[M, K] . W[N, K]^T with fp32 accumulation; W in F32/F16/BF16. y is not rounded.
+  virtual void matmul(const float* x, int M, const TensorView& W, float* y) = 0;
+  // Causal GQA attention of M new rows against the cache (which already holds their own K/V).
+  virtual void attention(const AttentionParams& p) = 0;
+  // Per row: x * rsqrt(mean(x^2) + eps) in fp32, rounded to act, times w, rounded to act (HF Llama).
+  virtual void rmsnorm(const float* x, int M, int dim, const float* w, float eps, DType act, float* y) = 0;
+};
+
+// `pool` may be null (single thread); the kernels do not own it.
+std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool);
+
+}  // namespace kvp

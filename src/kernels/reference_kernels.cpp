@@ -1,0 +1,93 @@
+// The `reference` policy: scalar code, every reduction summed strictly in index order, with the
+// rounding points of Hugging Face's eager PyTorch implementation. It is the oracle the faster
+// policies are tested against, so clarity beats speed here.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/policies.h"
+
+namespace kvp {
+namespace {
+
+inline float load(DType t, const void* base, size_t i) {
+  switch (t) {
+    case DType::F32: return static_cast<const float*>(base)[i];
+    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+  }
+  return 0.0f;
+}
+
+class ReferenceKernels final : public Kernels {
+ public:
+  KernelPolicy policy() const override { return KernelPolicy::Reference; }
+
+  void matmul(const float* x, int M, const TensorView& W, float* y) override {
+    const int64_t N = W.rows(), K = W.cols();
+    for (int m = 0; m < M; ++m) {
+      const float* xm = x + int64_t(m) * K;
+      for (int64_t n = 0; n < N; ++n) {
+        const size_t row = size_t(n * K);
+        float acc = 0.0f;
+        for (int64_t k = 0; k < K; ++k) acc += xm[k] * load(W.dtype, W.data, row + size_t(k));
+        y[int64_t(m) * N + n] = acc;
+      }
+    }
+  }
+
+  void attention(const AttentionParams& p) override {
+    const int group = p.n_heads / p.n_kv_heads;
+    const int q_stride = p.n_heads * p.head_dim;
+    std::vector<float> scores(size_t(p.start_pos + p.n_rows));
+    for (int i = 0; i < p.n_rows; ++i) {
+      const int pos = p.start_pos + i;
+      const int first = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+      for (int h = 0; h < p.n_heads; ++h) {
+        const int kvh = h / group;
+        const float* q = p.q + size_t(i) * q_stride + size_t(h) * p.head_dim;
+        const size_t head_base = size_t(kvh) * p.capacity * p.head_dim;
+        float max_score = -std::numeric_limits<float>::infinity();
+        for (int j = first; j <= pos; ++j) {
+          const size_t kb = head_base + size_t(j) * p.head_dim;
+          float dot = 0.0f;
+          for (int d = 0; d < p.head_dim; ++d) dot += q[d] * load(p.kv_dtype, p.k_cache, kb + d);
+          const float s = round_to(p.act, round_to(p.act, dot) / p.score_divisor);
+          scores[j] = s;
+          max_score = std::max(max_score, s);
+        }
+        float sum = 0.0f;
+        for (int j = first; j <= pos; ++j) {
+          scores[j] = std::exp(scores[j] - max_score);
+          sum += scores[j];
+        }
+        for (int j = first; j <= pos; ++j) scores[j] = round_to(p.act, scores[j] / sum);
+        float* out = p.out + size_t(i) * q_stride + size_t(h) * p.head_dim;
+        for (int d = 0; d < p.head_dim; ++d) {
+          float acc = 0.0f;
+          for (int j = first; j <= pos; ++j)
+            acc += scores[j] * load(p.kv_dtype, p.v_cache, head_base + size_t(j) * p.head_dim + d);
+          out[d] = acc;
+        }
+      }
+    }
+  }
+
+  void rmsnorm(const float* x, int M, int dim, const float* w, float eps, DType act, float* y) override {
+    for (int m = 0; m < M; ++m) {
+      const float* xm = x + size_t(m) * dim;
+      float* ym = y + size_t(m) * dim;
+      float ss = 0.0f;
+      for (int i = 0; i < dim; ++i) ss += xm[i] * xm[i];
+      const float inv = 1.0f / std::sqrt(ss / float(dim) + eps);
+      for (int i = 0; i < dim; ++i) ym[i] = round_to(act, w[i] * round_to(act, xm[i] * inv));
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Kernels> make_reference_kernels() { return std::make_unique<ReferenceKernels>(); }
+
+}  // namespace kvp

@@ -1,0 +1,302 @@
+// The `standard` policy: what fast inference stacks do (DESIGN.md §4). SIMD everywhere, threads,
+// and an algorithm picked by shape — which is exactly why a KV-cached decode step (M = 1) and a
+// cache-free recomputation (M = t+1) sum the same dot products in different orders:
+//  matmul    M == 1         GEMV: threads split W rows; when there are too few rows per thread
+//                           they split K instead and the partial sums are added afterwards.
+//            2 <= M < 16    the GEMV dot kernel on groups of up to four x rows (same order as
+//                           GEMV, so these shapes agree with decode bitwise).
+//            M >= 16        packed GEMM: x^T panels x fp32 W blocks, one FMA chain per output.
+//  attention n_rows == 1    split-KV "flash decoding": fixed key chunks over (KV head, chunk)
+//                           work items, merged with max-rescaling.
+//            n_rows > 1     FlashAttention-2 style online softmax over 64-key tiles per
+//                           (row, KV head), items dealt round-robin to threads.
+// The SIMD primitives and their exact summation orders are in simd_ops.h.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/policies.h"
+#include "kernels/simd_ops.h"
+
+namespace kvp {
+namespace {
+
+// GEMV splits K once a thread would get fewer W rows than this: with so few rows the per-thread
+// work is too small to amortise the parallel region, and the row split leaves threads idle.
+constexpr int64_t kSplitKRowsPerThread = 64;
+// Split-K chunk boundaries are multiples of this, so every chunk but the last is whole vectors.
+constexpr int64_t kSplitKAlign = 64;
+// Below this many x rows the packed GEMM's x transpose and W conversion do not pay off.
+constexpr int kPackedMinRows = 16;
+// Packed GEMM blocking. Partial sums round-trip through y (a strided gather/scatter that misses
+// cache for large M) once per kc slice, so kc is long — 2048 covers TinyLlama's d_model in one
+// slice; measured 1.5-2x faster than kc = 512. A kNc x kc fp32 W block (384 KB) and one 32-row
+// x^T panel (256 KB) then share a 1 MB L2.
+constexpr int64_t kKc = 2048;
+constexpr int64_t kNc = 48;
+// Attention: keys per online-softmax tile, and keys per decode chunk (a multiple of the tile).
+// Both are aligned to absolute positions, so a key's chunk does not depend on the thread count.
+constexpr int kTile = 64;
+constexpr int kChunk = 128;
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+class StandardKernels final : public Kernels {
+ public:
+  explicit StandardKernels(ThreadPool* pool)
+      : pool_(pool), threads_(pool != nullptr ? pool->size() : 1), scratch_(size_t(threads_)) {}
+
+  KernelPolicy policy() const override { return KernelPolicy::Standard; }
+
+  void matmul(const float* x, int M, const TensorView& W, float* y) override {
+    const int64_t N = W.rows(), K = W.cols();
+    if (M <= 0 || N <= 0) return;
+    if (K == 0) {
+      std::fill(y, y + int64_t(M) * N, 0.0f);
+      return;
+    }
+    if (M == 1) {
+      gemv(x, W, N, K, y);
+    } else if (M < kPackedMinRows) {
+      parallel(N, [&](long b, long e, int) { simd::gemm_small(x, M, W.data, W.dtype, K, N, b, e, y); });
+    } else {
+      gemm_packed(x, M, W, N, K, y);
+    }
+  }
+
+  void attention(const AttentionParams& p) override {
+    if (p.n_rows <= 0) return;
+    if (p.n_heads <= 0 || p.n_kv_heads <= 0 || p.n_heads % p.n_kv_heads != 0 || p.head_dim <= 0)
+      fail("attention: {} query heads cannot share {} KV heads (head_dim {})", p.n_heads, p.n_kv_heads,
+           p.head_dim);
+    if (p.n_rows == 1)
+      attention_decode(p);
+    else
+      attention_prefill(p);
+  }
+
+  void rmsnorm(const float* x, int M, int dim, const float* w, float eps, DType act, float* y) override {
+    auto rows = [&](long b, long e, int) {
+      for (long m = b; m < e; ++m) simd::rmsnorm_row(x + size_t(m) * dim, dim, w, eps, act, y + size_t(m) * dim);
+    };
+    // One row is a few microseconds of work: cheaper than waking the other threads.
+    if (M >= 2 * threads_)
+      parallel(M, rows);
+    else
+      rows(0, M, 0);
+  }
+
+ private:
+  void gemv(const float* x, const TensorView& W, int64_t N, int64_t K, float* y) {
+    const int T = threads_;
+    if (T > 1 && N < kSplitKRowsPerThread * T) {
+      // Split-K: thread t sums its K chunk for every row; the chunk sums are then added in
+      // thread order, so each output is a sum of T partial dots rather than one dot.
+      float* partial = shared(size_t(T) * N);
+      pool_->run_on_all([&](int t) {
+        const int64_t k0 = std::min(K, K * t / T / kSplitKAlign * kSplitKAlign);
+        const int64_t k1 = t + 1 == T ? K : std::min(K, K * (t + 1) / T / kSplitKAlign * kSplitKAlign);
+        simd::dot_rows(x, W.data, W.dtype, K, 0, N, k0, k1, partial + size_t(t) * N);
+      });
+      for (int64_t n = 0; n < N; ++n) {
+        float s = partial[n];
+        for (int t = 1; t < T; ++t) s += partial[size_t(t) * N + n];
+        y[n] = s;
+      }
+      return;
+    }
+    parallel(N, [&](long b, long e, int) { simd::dot_rows(x, W.data, W.dtype, K, b, e, 0, K, y); });
+  }
+
+  void gemm_packed(const float* x, int M, const TensorView& W, int64_t N, int64_t K, float* y) {
+    const int64_t L = int64_t(simd::float_lanes());
+    const int64_t P = 2 * L;
+    const int64_t panels = (M + P - 1) / P;
+    const int64_t NR = int64_t(simd::gemm_nr());
+    float* xT = shared(size_t(panels * P * K));
+    parallel(panels, [&](long b, long e, int) { simd::gemm_pack_x(x, M, K, b, e, xT); });
+
+    const int T = threads_;
+    // Split the W rows when each thread gets a few micro-tiles' worth; otherwise (few outputs,
+    // many rows of x) split the x panels and let every thread walk all of W.
+    const bool split_n = T == 1 || N >= 4 * NR * T || panels < T;
+    const size_t wc_floats = size_t(round_up(kNc, NR)) * simd::packed_ld(kKc);
+    auto work = [&](int t) {
+      int64_t n0 = 0, n1 = N, p0 = 0, p1 = panels;
+      if (split_n) {
+        n0 = std::min(N, round_up(N * t / T, NR));
+        n1 = t + 1 == T ? N : std::min(N, round_up(N * (t + 1) / T, NR));
+      } else {
+        p0 = panels * t / T;
+        p1 = panels * (t + 1) / T;
+      }
+      if (n0 >= n1 || p0 >= p1) return;
+      float* wc = scratch(t, wc_floats);
+      for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+        const int64_t kc = std::min(kKc, K - k0);
+        for (int64_t nb = n0; nb < n1; nb += kNc) {
+          const int64_t rows = std::min(kNc, n1 - nb);
+          simd::convert_block(W.data, W.dtype, K, nb, rows, k0, kc, round_up(rows, NR), wc);
+          simd::gemm_packed_block(xT, M, K, p0, p1, wc, rows, k0, kc, y, N, nb, k0 > 0);
+        }
+      }
+    };
+    if (T > 1)
+      pool_->run_on_all(work);
+    else
+      work(0);
+  }
+
+  // The per-KV-head view of a cache: element (j, d) of head kvh at the returned base.
+  static const void* head_base(const void* cache, DType t, const AttentionParams& p, int kvh) {
+    return static_cast<const char*>(cache) + size_t(kvh) * p.capacity * p.head_dim * dtype_size(t);
+  }
+
+  static int first_key(const AttentionParams& p, int pos) {
+    return p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+  }
+
+  // Folds keys [js, je) into one online-softmax state, tile by tile (tiles aligned to kTile).
+  static void run_tiles(const AttentionParams& p, int kvh, const float* q, int group, int js, int je, float* m,
+                        float* l, float* acc, float* scratch) {
+    simd::AttnTile t;
+    t.q = q;
+    t.group = group;
+    t.head_dim = p.head_dim;
+    t.k = head_base(p.k_cache, p.kv_dtype, p, kvh);
+    t.v = head_base(p.v_cache, p.kv_dtype, p, kvh);
+    t.kv_dtype = p.kv_dtype;
+    t.score_divisor = p.score_divisor;
+    t.act = p.act;
+    t.m = m;
+    t.l = l;
+    t.acc = acc;
+    t.scratch = scratch;
+    for (int j = js; j < je;) {
+      const int end = std::min(je, (j / kTile + 1) * kTile);
+      t.j0 = j;
+      t.j1 = end;
+      simd::attn_tile(t);
+      j = end;
+    }
+  }
+
+  void attention_decode(const AttentionParams& p) {
+    const int group = p.n_heads / p.n_kv_heads;
+    const int hd = p.head_dim;
+    const int pos = p.start_pos;
+    const int first = first_key(p, pos);
+    const int c0 = first / kChunk;
+    const int n_chunks = pos / kChunk - c0 + 1;
+    const int64_t items = int64_t(p.n_kv_heads) * n_chunks;
+    // Per item: m[group], l[group], acc[group * hd] of one chunk.
+    const size_t state = size_t(group) * (2 + hd);
+    float* states = shared(size_t(items) * state);
+    const size_t scratch_floats = simd::attn_tile_scratch_floats(group, hd, kTile);
+
+    parallel(items, [&](long b, long e, int t) {
+      float* scr = scratch(t, scratch_floats);
+      for (long it = b; it < e; ++it) {
+        const int kvh = int(it / n_chunks);
+        const int c = c0 + int(it % n_chunks);
+        float* m = states + size_t(it) * state;
+        float* l = m + group;
+        float* acc = l + group;
+        std::fill(m, m + group, kNegInf);
+        std::fill(l, l + group, 0.0f);
+        std::fill(acc, acc + size_t(group) * hd, 0.0f);
+        const int js = std::max(first, c * kChunk);
+        const int je = std::min(pos + 1, (c + 1) * kChunk);
+        run_tiles(p, kvh, p.q + size_t(kvh) * group * hd, group, js, je, m, l, acc, scr);
+      }
+    });
+
+    // Merge the chunks of each head in chunk order, rescaling each to the global max.
+    for (int h = 0; h < p.n_heads; ++h) {
+      const int kvh = h / group, g = h % group;
+      const float* s0 = states + size_t(kvh) * n_chunks * state;
+      float mx = kNegInf;
+      for (int c = 0; c < n_chunks; ++c) mx = std::max(mx, s0[c * state + g]);
+      float* out = p.out + size_t(h) * hd;
+      std::fill(out, out + hd, 0.0f);
+      float denom = 0.0f;
+      for (int c = 0; c < n_chunks; ++c) {
+        const float* st = s0 + c * state;
+        const float w = std::exp(st[g] - mx);
+        denom += w * st[group + g];
+        const float* acc = st + 2 * group + size_t(g) * hd;
+        for (int d = 0; d < hd; ++d) out[d] += w * acc[d];
+      }
+      for (int d = 0; d < hd; ++d) out[d] /= denom;
+    }
+  }
+
+  void attention_prefill(const AttentionParams& p) {
+    const int group = p.n_heads / p.n_kv_heads;
+    const int hd = p.head_dim;
+    const int q_stride = p.n_heads * hd;
+    const int64_t items = int64_t(p.n_rows) * p.n_kv_heads;
+    const size_t scratch_floats = simd::attn_tile_scratch_floats(group, hd, kTile) + size_t(group) * (2 + hd);
+
+    // Causal rows get longer down the batch, so contiguous ranges would leave the first thread
+    // idle; items are dealt round-robin instead.
+    auto work = [&](int t) {
+      float* m = scratch(t, scratch_floats);
+      float* l = m + group;
+      float* acc = l + group;
+      float* scr = acc + size_t(group) * hd;
+      for (int64_t it = t; it < items; it += threads_) {
+        const int i = int(it / p.n_kv_heads);
+        const int kvh = int(it % p.n_kv_heads);
+        const int pos = p.start_pos + i;
+        std::fill(m, m + group, kNegInf);
+        std::fill(l, l + group, 0.0f);
+        std::fill(acc, acc + size_t(group) * hd, 0.0f);
+        const size_t qoff = size_t(i) * q_stride + size_t(kvh) * group * hd;
+        run_tiles(p, kvh, p.q + qoff, group, first_key(p, pos), pos + 1, m, l, acc, scr);
+        for (int g = 0; g < group; ++g) {
+          float* out = p.out + qoff + size_t(g) * hd;
+          const float* a = acc + size_t(g) * hd;
+          for (int d = 0; d < hd; ++d) out[d] = a[d] / l[g];
+        }
+      }
+    };
+    if (threads_ > 1 && items > 1)
+      pool_->run_on_all(work);
+    else
+      work(0);
+  }
+
+  template <class F>
+  void parallel(long n, F&& f) {
+    if (threads_ > 1 && n > 1)
+      pool_->parallel_for(n, f);
+    else
+      f(0, n, 0);
+  }
+
+  // Per-thread scratch (each thread only ever grows its own slot) and one buffer shared by a
+  // whole call; both are reused across calls so steady-state decoding does not allocate.
+  float* scratch(int t, size_t floats) { return grow(scratch_[size_t(t)], floats); }
+  float* shared(size_t floats) { return grow(shared_, floats); }
+  static float* grow(AlignedBuffer& b, size_t floats) {
+    if (b.size() < floats * sizeof(float)) b = AlignedBuffer(floats * sizeof(float));
+    return b.as<float>();
+  }
+
+  ThreadPool* pool_;
+  int threads_;
+  std::vector<AlignedBuffer> scratch_;
+  AlignedBuffer shared_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernels> make_standard_kernels(ThreadPool* pool) { return std::make_unique<StandardKernels>(pool); }
+
+}  // namespace kvp

@@ -1,0 +1,567 @@
+// Highway implementations of the primitives in simd_ops.h. This file is compiled once per target
+// by foreach_target.h (each copy with its own target attributes, so the build needs no -march
+// flags), and the HWY_ONCE section at the end dispatches to the best copy for the running CPU.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/dtype.h"
+#include "kernels/simd_ops.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/standard_simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvp::simd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// Highway emulates fp16 conversion on targets without F16C, and that emulation truncates on the
+// way down and mishandles inf/NaN on the way up; those targets convert through scalar code instead.
+#undef KVP_SCALAR_F16
+#if HWY_TARGET >= HWY_SSE4
+#define KVP_SCALAR_F16 1
+#else
+#define KVP_SCALAR_F16 0
+#endif
+
+constexpr size_t kMaxLanes = 64;  // upper bound on float lanes for any x86 target, for stack buffers
+
+HWY_INLINE VF LoadF(DF d, const float* p) { return hn::LoadU(d, p); }
+
+HWY_INLINE VF LoadF(DF d, const hwy::float16_t* p) {
+#if KVP_SCALAR_F16
+  HWY_ALIGN float tmp[kMaxLanes];
+  const auto* bits = reinterpret_cast<const uint16_t*>(p);
+  for (size_t i = 0; i < hn::Lanes(d); ++i) tmp[i] = f16_to_f32(bits[i]);
+  return hn::Load(d, tmp);
+#else
+  const hn::Rebind<hwy::float16_t, DF> dh;
+  return hn::PromoteTo(d, hn::LoadU(dh, p));
+#endif
+}
+
+HWY_INLINE VF LoadF(DF d, const hwy::bfloat16_t* p) {
+  const hn::Rebind<hwy::bfloat16_t, DF> db;
+  return hn::PromoteTo(d, hn::LoadU(db, p));  // a shift: exact on every target
+}
+
+HWY_INLINE float ScalarF(const float* p) { return *p; }
+HWY_INLINE float ScalarF(const hwy::float16_t* p) { return f16_to_f32(*reinterpret_cast<const uint16_t*>(p)); }
+HWY_INLINE float ScalarF(const hwy::bfloat16_t* p) { return bf16_to_f32(*reinterpret_cast<const uint16_t*>(p)); }
+
+// RNE rounding of each lane to `t`, bit-identical to round_to().
+HWY_INLINE VF RoundAct(DF d, VF v, DType t) {
+  if (t == DType::F32) return v;
+  if (t == DType::F16) {
+#if KVP_SCALAR_F16
+    HWY_ALIGN float tmp[kMaxLanes];
+    hn::Store(v, d, tmp);
+    for (size_t i = 0; i < hn::Lanes(d); ++i) tmp[i] = round_to(DType::F16, tmp[i]);
+    return hn::Load(d, tmp);
+#else
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    return hn::PromoteTo(d, hn::DemoteTo(dh, v));  // vcvtps2ph rounds to nearest even
+#endif
+  }
+  // bf16: Highway's DemoteTo truncates, so round the fp32 bit pattern by hand.
+  const hn::RebindToUnsigned<DF> du;
+  const hn::RebindToSigned<DF> di;
+  const auto bits = hn::BitCast(du, v);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto rounded = hn::And(hn::Add(hn::Add(bits, hn::Set(du, 0x7fffu)), lsb), hn::Set(du, 0xffff0000u));
+  const auto quiet = hn::And(hn::Or(bits, hn::Set(du, 0x00400000u)), hn::Set(du, 0xffff0000u));
+  const auto abs = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
+  const auto is_nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
+  return hn::BitCast(d, hn::IfThenElse(is_nan, quiet, rounded));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dot-form tile: R rows of x against C rows of W over [k0, k1). The per-output order (two striped
+// accumulators, tree sum, ordered tail) is the same for every R and C.
+template <int R, int C, typename WT>
+HWY_INLINE void DotTile(const float* const* xs, const WT* const* ws, size_t k0, size_t k1, float* out,
+                        size_t out_row_stride) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  VF acc0[R][C], acc1[R][C];
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) acc0[r][c] = acc1[r][c] = hn::Zero(d);
+  size_t k = k0;
+  for (; k + 2 * L <= k1; k += 2 * L) {
+    VF w0[C], w1[C];
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      w0[c] = LoadF(d, ws[c] + k);
+      w1[c] = LoadF(d, ws[c] + k + L);
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+      const VF x0 = hn::LoadU(d, xs[r] + k);
+      const VF x1 = hn::LoadU(d, xs[r] + k + L);
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) {
+        acc0[r][c] = hn::MulAdd(x0, w0[c], acc0[r][c]);
+        acc1[r][c] = hn::MulAdd(x1, w1[c], acc1[r][c]);
+      }
+    }
+  }
+  if (k + L <= k1) {
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      const VF w0 = LoadF(d, ws[c] + k);
+#pragma GCC unroll 16
+      for (int r = 0; r < R; ++r) acc0[r][c] = hn::MulAdd(hn::LoadU(d, xs[r] + k), w0, acc0[r][c]);
+    }
+    k += L;
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+    for (int c = 0; c < C; ++c) {
+      float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[r][c], acc1[r][c])));
+      for (size_t kk = k; kk < k1; ++kk) s += xs[r][kk] * ScalarF(ws[c] + kk);
+      out[r * out_row_stride + c] = s;
+    }
+}
+
+template <typename WT>
+void DotRowsT(const float* x, const WT* W, size_t K, size_t n0, size_t n1, size_t k0, size_t k1, float* y) {
+  // Four W rows at a time give the memory system four independent streams to prefetch.
+  size_t n = n0;
+  for (; n + 4 <= n1; n += 4) {
+    const WT* ws[4] = {W + n * K, W + (n + 1) * K, W + (n + 2) * K, W + (n + 3) * K};
+    DotTile<1, 4>(&x, ws, k0, k1, y + n, 4);
+  }
+  for (; n < n1; ++n) {
+    const WT* w = W + n * K;
+    DotTile<1, 1>(&x, &w, k0, k1, y + n, 1);
+  }
+}
+
+void DotRows(const float* x, const void* W, DType wt, size_t K, size_t n0, size_t n1, size_t k0, size_t k1,
+             float* y) {
+  switch (wt) {
+    case DType::F32: return DotRowsT(x, static_cast<const float*>(W), K, n0, n1, k0, k1, y);
+    case DType::F16: return DotRowsT(x, static_cast<const hwy::float16_t*>(W), K, n0, n1, k0, k1, y);
+    case DType::BF16: return DotRowsT(x, static_cast<const hwy::bfloat16_t*>(W), K, n0, n1, k0, k1, y);
+  }
+}
+
+template <int R, typename WT>
+HWY_INLINE void SmallRows(const float* x, size_t m0, const WT* W, size_t K, size_t N, size_t nb, size_t ne,
+                          float* y) {
+  const float* xs[R];
+  for (int r = 0; r < R; ++r) xs[r] = x + (m0 + r) * K;
+  for (size_t n = nb; n < ne; ++n) {
+    const WT* w = W + n * K;
+    DotTile<R, 1>(xs, &w, 0, K, y + m0 * N + n, N);
+  }
+}
+
+template <typename WT>
+void GemmSmallT(const float* x, size_t M, const WT* W, size_t K, size_t N, size_t n0, size_t n1, float* y) {
+  // A block of W rows small enough to stay in L2 is reused by every group of four x rows.
+  const size_t block = std::max<size_t>(4, (256u << 10) / (K * sizeof(WT)));
+  for (size_t nb = n0; nb < n1; nb += block) {
+    const size_t ne = std::min(n1, nb + block);
+    size_t m = 0;
+    for (; m + 4 <= M; m += 4) SmallRows<4>(x, m, W, K, N, nb, ne, y);
+    switch (M - m) {
+      case 3: SmallRows<3>(x, m, W, K, N, nb, ne, y); break;
+      case 2: SmallRows<2>(x, m, W, K, N, nb, ne, y); break;
+      case 1: SmallRows<1>(x, m, W, K, N, nb, ne, y); break;
+      default: break;
+    }
+  }
+}
+
+void GemmSmall(const float* x, size_t M, const void* W, DType wt, size_t K, size_t N, size_t n0, size_t n1,
+               float* y) {
+  switch (wt) {
+    case DType::F32: return GemmSmallT(x, M, static_cast<const float*>(W), K, N, n0, n1, y);
+    case DType::F16: return GemmSmallT(x, M, static_cast<const hwy::float16_t*>(W), K, N, n0, n1, y);
+    case DType::BF16: return GemmSmallT(x, M, static_cast<const hwy::bfloat16_t*>(W), K, N, n0, n1, y);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packed GEMM (outer-product micro-kernel): a tile is NR rows of W times one x^T panel of MV
+// vectors of rows. Accumulators: NR*MV vectors, which must fit the register file with room for
+// the panel loads (32 registers on AVX-512, 16 below).
+#if HWY_TARGET <= HWY_AVX3
+constexpr size_t kNR = 12;
+#elif HWY_TARGET <= HWY_SSE4
+constexpr size_t kNR = 6;
+#else
+constexpr size_t kNR = 4;
+#endif
+
+size_t FloatLanes() { return hn::Lanes(DF()); }
+size_t GemmNR() { return kNR; }
+
+size_t PanelWidth(size_t M, size_t r0, size_t L) { return (M - r0 > L) ? 2 * L : L; }
+
+void GemmPackX(const float* x, size_t M, size_t K, size_t p0, size_t p1, float* xT) {
+  const size_t L = hn::Lanes(DF());
+  for (size_t p = p0; p < p1; ++p) {
+    const size_t r0 = p * 2 * L;
+    if (r0 >= M) break;
+    const size_t w = PanelWidth(M, r0, L);
+    float* dst = xT + r0 * K;
+    for (size_t j = 0; j < w; ++j) {
+      const size_t r = r0 + j;
+      if (r < M) {
+        const float* src = x + r * K;
+        for (size_t k = 0; k < K; ++k) dst[k * w + j] = src[k];
+      } else {
+        for (size_t k = 0; k < K; ++k) dst[k * w + j] = 0.0f;
+      }
+    }
+  }
+}
+
+template <typename WT>
+void ConvertRows(const WT* W, size_t K, size_t row0, size_t rows, size_t k0, size_t kc, float* dst) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  for (size_t i = 0; i < rows; ++i) {
+    const WT* src = W + (row0 + i) * K + k0;
+    float* out = dst + i * packed_ld(kc);
+    size_t k = 0;
+    for (; k + L <= kc; k += L) hn::StoreU(LoadF(d, src + k), d, out + k);
+    for (; k < kc; ++k) out[k] = ScalarF(src + k);
+  }
+}
+
+void ConvertBlock(const void* W, DType wt, size_t K, size_t row0, size_t rows, size_t k0, size_t kc,
+                  size_t rows_padded, float* dst) {
+  switch (wt) {
+    case DType::F32: ConvertRows(static_cast<const float*>(W), K, row0, rows, k0, kc, dst); break;
+    case DType::F16: ConvertRows(static_cast<const hwy::float16_t*>(W), K, row0, rows, k0, kc, dst); break;
+    case DType::BF16: ConvertRows(static_cast<const hwy::bfloat16_t*>(W), K, row0, rows, k0, kc, dst); break;
+  }
+  const size_t ld = packed_ld(kc);
+  if (rows_padded > rows) std::memset(dst + rows * ld, 0, (rows_padded - rows) * ld * sizeof(float));
+}
+
+template <size_t MV>
+HWY_INLINE void PackedTile(const float* xp, size_t w, const float* wc, size_t kc, size_t nr, size_t mrows,
+                           float* y, size_t N, bool accumulate) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const size_t ld = packed_ld(kc);
+  HWY_ALIGN float c[kNR * 2 * kMaxLanes];
+  VF acc[kNR][MV];
+  if (accumulate) {
+    for (size_t i = 0; i < kNR; ++i)
+      for (size_t j = 0; j < MV * L; ++j) c[i * MV * L + j] = (i < nr && j < mrows) ? y[j * N + i] : 0.0f;
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kNR; ++i)
+#pragma GCC unroll 2
+      for (size_t v = 0; v < MV; ++v) acc[i][v] = hn::Load(d, c + (i * MV + v) * L);
+  } else {
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kNR; ++i)
+#pragma GCC unroll 2
+      for (size_t v = 0; v < MV; ++v) acc[i][v] = hn::Zero(d);
+  }
+  for (size_t k = 0; k < kc; ++k) {
+    VF xv[MV];
+#pragma GCC unroll 2
+    for (size_t v = 0; v < MV; ++v) xv[v] = hn::Load(d, xp + k * w + v * L);
+#pragma GCC unroll 16
+    for (size_t i = 0; i < kNR; ++i) {
+      const VF b = hn::Set(d, wc[i * ld + k]);
+#pragma GCC unroll 2
+      for (size_t v = 0; v < MV; ++v) acc[i][v] = hn::MulAdd(xv[v], b, acc[i][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (size_t i = 0; i < kNR; ++i)
+#pragma GCC unroll 2
+    for (size_t v = 0; v < MV; ++v) hn::Store(acc[i][v], d, c + (i * MV + v) * L);
+  for (size_t i = 0; i < nr; ++i)
+    for (size_t j = 0; j < mrows; ++j) y[j * N + i] = c[i * MV * L + j];
+}
+
+void GemmPackedBlock(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const float* Wc, size_t rows,
+                     size_t k0, size_t kc, float* y, size_t N, size_t n0, bool accumulate) {
+  const size_t L = hn::Lanes(DF());
+  // One x^T panel at a time stays in L2 while the block's W tiles (also L2) pass over it.
+  for (size_t p = p0; p < p1; ++p) {
+    const size_t r0 = p * 2 * L;
+    if (r0 >= M) break;
+    const size_t w = PanelWidth(M, r0, L);
+    const size_t mrows = std::min(w, M - r0);
+    const float* xp = xT + r0 * K + k0 * w;
+    for (size_t t = 0; t < rows; t += kNR) {
+      const size_t nr = std::min(kNR, rows - t);
+      float* yt = y + r0 * N + n0 + t;
+      if (w == 2 * L)
+        PackedTile<2>(xp, w, Wc + t * packed_ld(kc), kc, nr, mrows, yt, N, accumulate);
+      else
+        PackedTile<1>(xp, w, Wc + t * packed_ld(kc), kc, nr, mrows, yt, N, accumulate);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention tile.
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+template <typename KT>
+HWY_INLINE void ConvertSpan(const KT* src, size_t n, float* dst) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(LoadF(d, src + i), d, dst + i);
+  for (; i < n; ++i) dst[i] = ScalarF(src + i);
+}
+
+void ConvertAny(const void* src, DType t, size_t offset, size_t n, float* dst) {
+  switch (t) {
+    case DType::F32: return ConvertSpan(static_cast<const float*>(src) + offset, n, dst);
+    case DType::F16: return ConvertSpan(static_cast<const hwy::float16_t*>(src) + offset, n, dst);
+    case DType::BF16: return ConvertSpan(static_cast<const hwy::bfloat16_t*>(src) + offset, n, dst);
+  }
+}
+
+size_t AttnScratchFloats(int group, int head_dim, int max_tile) {
+  const size_t L = hn::Lanes(DF());
+  const size_t padded = (size_t(max_tile) + L - 1) / L * L;
+  return 2 * size_t(max_tile) * head_dim + size_t(head_dim) * padded + size_t(group) * padded + kMaxLanes;
+}
+
+void AttnTileImpl(const AttnTile& t) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const size_t hd = size_t(t.head_dim);
+  const size_t n = size_t(t.j1 - t.j0);
+  const size_t npad = (n + L - 1) / L * L;
+  float* kt = t.scratch;
+  float* vt = kt + n * hd;
+  float* kT = vt + n * hd;  // [hd][npad]: keys along the vector lanes
+  float* sbase = kT + hd * npad;
+  // Rows [j0, j1) of one head are contiguous, so each tile is a single span conversion.
+  ConvertAny(t.k, t.kv_dtype, size_t(t.j0) * hd, n * hd, kt);
+  ConvertAny(t.v, t.kv_dtype, size_t(t.j0) * hd, n * hd, vt);
+  // Transposing K once per tile lets every head of the group compute L scores per FMA with no
+  // horizontal sums, each score one FMA chain over d. The transpose only pays for itself on full
+  // tiles; short ones (a causal diagonal, a window edge, a decode chunk's tail) keep one dot
+  // product per key.
+  const bool transposed = n >= 4 * L;
+  for (size_t dd = 0; transposed && dd < hd; ++dd) {
+    float* row = kT + dd * npad;
+    for (size_t j = 0; j < n; ++j) row[j] = kt[j * hd + dd];
+    for (size_t j = n; j < npad; ++j) row[j] = 0.0f;
+  }
+  const VF div = hn::Set(d, t.score_divisor);
+
+  for (int g = 0; g < t.group; ++g) {
+    const float* q = t.q + size_t(g) * hd;
+    float* s = sbase + size_t(g) * npad;
+    if (!transposed) {
+      for (size_t j = 0; j < n; ++j) {
+        const float* kr = kt + j * hd;
+        DotTile<1, 1>(&q, &kr, 0, hd, s + j, 1);
+      }
+    }
+    size_t jb = transposed ? 0 : npad;
+    for (; jb + 4 * L <= npad; jb += 4 * L) {
+      VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+      for (size_t dd = 0; dd < hd; ++dd) {
+        const VF qd = hn::Set(d, q[dd]);
+        const float* row = kT + dd * npad + jb;
+        a0 = hn::MulAdd(qd, hn::LoadU(d, row), a0);
+        a1 = hn::MulAdd(qd, hn::LoadU(d, row + L), a1);
+        a2 = hn::MulAdd(qd, hn::LoadU(d, row + 2 * L), a2);
+        a3 = hn::MulAdd(qd, hn::LoadU(d, row + 3 * L), a3);
+      }
+      hn::StoreU(a0, d, s + jb);
+      hn::StoreU(a1, d, s + jb + L);
+      hn::StoreU(a2, d, s + jb + 2 * L);
+      hn::StoreU(a3, d, s + jb + 3 * L);
+    }
+    for (; jb < npad; jb += L) {
+      VF a = hn::Zero(d);
+      for (size_t dd = 0; dd < hd; ++dd) a = hn::MulAdd(hn::Set(d, q[dd]), hn::LoadU(d, kT + dd * npad + jb), a);
+      hn::StoreU(a, d, s + jb);
+    }
+    // Padding lanes are -inf: they never win the max and exp() turns them into 0.
+    for (size_t j = n; j < npad; ++j) s[j] = kNegInf;
+    VF vmax = hn::Set(d, kNegInf);
+    for (size_t j = 0; j < npad; j += L) {
+      const VF v = RoundAct(d, hn::Div(RoundAct(d, hn::LoadU(d, s + j), t.act), div), t.act);
+      hn::StoreU(v, d, s + j);
+      vmax = hn::Max(vmax, v);
+    }
+    const float tile_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    const float m_old = t.m[g];
+    const float m_new = std::max(m_old, tile_max);
+    const float scale = (m_old == kNegInf) ? 0.0f : std::exp(m_old - m_new);
+    const VF vm = hn::Set(d, m_new);
+    VF vsum = hn::Zero(d);
+    for (size_t j = 0; j < npad; j += L) {
+      const VF p = hn::Exp(d, hn::Sub(hn::LoadU(d, s + j), vm));
+      vsum = hn::Add(vsum, p);
+      // As FlashAttention: the sum keeps fp32 probabilities, P.V uses them rounded to act.
+      hn::StoreU(RoundAct(d, p, t.act), d, s + j);
+    }
+    t.l[g] = t.l[g] * scale + hn::GetLane(hn::SumOfLanes(d, vsum));
+    t.m[g] = m_new;
+
+    float* acc = t.acc + size_t(g) * hd;
+    const VF vscale = hn::Set(d, scale);
+    size_t dv = 0;
+    // Four output vectors at a time keep four independent FMA chains in flight over the keys.
+    for (; dv + 4 * L <= hd; dv += 4 * L) {
+      VF a0 = hn::Mul(hn::LoadU(d, acc + dv), vscale);
+      VF a1 = hn::Mul(hn::LoadU(d, acc + dv + L), vscale);
+      VF a2 = hn::Mul(hn::LoadU(d, acc + dv + 2 * L), vscale);
+      VF a3 = hn::Mul(hn::LoadU(d, acc + dv + 3 * L), vscale);
+      for (size_t j = 0; j < n; ++j) {
+        const VF p = hn::Set(d, s[j]);
+        const float* vr = vt + j * hd + dv;
+        a0 = hn::MulAdd(p, hn::LoadU(d, vr), a0);
+        a1 = hn::MulAdd(p, hn::LoadU(d, vr + L), a1);
+        a2 = hn::MulAdd(p, hn::LoadU(d, vr + 2 * L), a2);
+        a3 = hn::MulAdd(p, hn::LoadU(d, vr + 3 * L), a3);
+      }
+      hn::StoreU(a0, d, acc + dv);
+      hn::StoreU(a1, d, acc + dv + L);
+      hn::StoreU(a2, d, acc + dv + 2 * L);
+      hn::StoreU(a3, d, acc + dv + 3 * L);
+    }
+    for (; dv + L <= hd; dv += L) {
+      VF a = hn::Mul(hn::LoadU(d, acc + dv), vscale);
+      for (size_t j = 0; j < n; ++j) a = hn::MulAdd(hn::Set(d, s[j]), hn::LoadU(d, vt + j * hd + dv), a);
+      hn::StoreU(a, d, acc + dv);
+    }
+    for (; dv < hd; ++dv) {
+      float a = acc[dv] * scale;
+      for (size_t j = 0; j < n; ++j) a += s[j] * vt[j * hd + dv];
+      acc[dv] = a;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+void RmsnormRow(const float* x, size_t dim, const float* w, float eps, DType act, float* y) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * L <= dim; i += 4 * L) {
+    const VF x0 = hn::LoadU(d, x + i), x1 = hn::LoadU(d, x + i + L);
+    const VF x2 = hn::LoadU(d, x + i + 2 * L), x3 = hn::LoadU(d, x + i + 3 * L);
+    a0 = hn::MulAdd(x0, x0, a0);
+    a1 = hn::MulAdd(x1, x1, a1);
+    a2 = hn::MulAdd(x2, x2, a2);
+    a3 = hn::MulAdd(x3, x3, a3);
+  }
+  for (; i + L <= dim; i += L) {
+    const VF v = hn::LoadU(d, x + i);
+    a0 = hn::MulAdd(v, v, a0);
+  }
+  float ss = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  for (; i < dim; ++i) ss += x[i] * x[i];
+  const float inv = 1.0f / std::sqrt(ss / float(dim) + eps);
+  const VF vinv = hn::Set(d, inv);
+  size_t k = 0;
+  for (; k + L <= dim; k += L) {
+    const VF n = RoundAct(d, hn::Mul(hn::LoadU(d, x + k), vinv), act);
+    hn::StoreU(RoundAct(d, hn::Mul(hn::LoadU(d, w + k), n), act), d, y + k);
+  }
+  for (; k < dim; ++k) y[k] = round_to(act, w[k] * round_to(act, x[k] * inv));
+}
+
+void RoundInplace(DType t, float* x, size_t n) {
+  if (t == DType::F32) return;
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(RoundAct(d, hn::LoadU(d, x + i), t), d, x + i);
+  for (; i < n; ++i) x[i] = round_to(t, x[i]);
+}
+
+float ReadSum(const float* p, size_t n) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  // Eight independent adds keep enough loads in flight to saturate memory.
+  VF a[8];
+  for (auto& v : a) v = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 8 * L <= n; i += 8 * L) {
+#pragma GCC unroll 8
+    for (int u = 0; u < 8; ++u) a[u] = hn::Add(a[u], hn::LoadU(d, p + i + u * L));
+  }
+  for (int u = 1; u < 8; ++u) a[0] = hn::Add(a[0], a[u]);
+  float s = hn::GetLane(hn::SumOfLanes(d, a[0]));
+  for (; i < n; ++i) s += p[i];
+  return s;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvp::simd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvp::simd {
+
+HWY_EXPORT(FloatLanes);
+HWY_EXPORT(GemmNR);
+HWY_EXPORT(DotRows);
+HWY_EXPORT(GemmSmall);
+HWY_EXPORT(GemmPackX);
+HWY_EXPORT(ConvertBlock);
+HWY_EXPORT(GemmPackedBlock);
+HWY_EXPORT(AttnScratchFloats);
+HWY_EXPORT(AttnTileImpl);
+HWY_EXPORT(RmsnormRow);
+HWY_EXPORT(RoundInplace);
+HWY_EXPORT(ReadSum);
+
+size_t float_lanes() { return HWY_DYNAMIC_DISPATCH(FloatLanes)(); }
+size_t gemm_nr() { return HWY_DYNAMIC_DISPATCH(GemmNR)(); }
+void dot_rows(const float* x, const void* W, DType wt, size_t K, size_t n0, size_t n1, size_t k0, size_t k1,
+              float* y) {
+  HWY_DYNAMIC_DISPATCH(DotRows)(x, W, wt, K, n0, n1, k0, k1, y);
+}
+void gemm_small(const float* x, size_t M, const void* W, DType wt, size_t K, size_t N, size_t n0, size_t n1,
+                float* y) {
+  HWY_DYNAMIC_DISPATCH(GemmSmall)(x, M, W, wt, K, N, n0, n1, y);
+}
+void gemm_pack_x(const float* x, size_t M, size_t K, size_t p0, size_t p1, float* xT) {
+  HWY_DYNAMIC_DISPATCH(GemmPackX)(x, M, K, p0, p1, xT);
+}
+void convert_block(const void* W, DType wt, size_t K, size_t row0, size_t rows, size_t k0, size_t kc,
+                   size_t rows_padded, float* dst) {
+  HWY_DYNAMIC_DISPATCH(ConvertBlock)(W, wt, K, row0, rows, k0, kc, rows_padded, dst);
+}
+void gemm_packed_block(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const float* Wc, size_t rows,
+                       size_t k0, size_t kc, float* y, size_t N, size_t n0, bool accumulate) {
+  HWY_DYNAMIC_DISPATCH(GemmPackedBlock)(xT, M, K, p0, p1, Wc, rows, k0, kc, y, N, n0, accumulate);
+}
+size_t attn_tile_scratch_floats(int group, int head_dim, int max_tile) {
+  return HWY_DYNAMIC_DISPATCH(AttnScratchFloats)(group, head_dim, max_tile);
+}
+void attn_tile(const AttnTile& t) { HWY_DYNAMIC_DISPATCH(AttnTileImpl)(t); }
+void rmsnorm_row(const float* x, size_t dim, const float* w, float eps, DType act, float* y) {
+  HWY_DYNAMIC_DISPATCH(RmsnormRow)(x, dim, w, eps, act, y);
+}
+void round_inplace(DType t, float* x, size_t n) { HWY_DYNAMIC_DISPATCH(RoundInplace)(t, x, n); }
+float read_sum(const float* p, size_t n) { return HWY_DYNAMIC_DISPATCH(ReadSum)(p, n); }
+
+}  // namespace kvp::simd
+#endif  // HWY_ONCE

@@ -1,0 +1,132 @@
+#include "lab/bench.h"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "kernels/bandwidth.h"
+#include "model/model.h"
+#include "runtime/generator.h"
+#include "runtime/sampler.h"
+
+namespace kvp {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+double peak_rss_mb() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return double(ru.ru_maxrss) / 1024.0;
+}
+
+}  // namespace
+
+std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cfg,
+                                   void (*progress)(const BenchResult&)) {
+  const ModelConfig& c = ckpt.config;
+  const int needed = std::max(cfg.prompt_tokens + cfg.decode_tokens, cfg.cache_off_tokens);
+  if (needed > c.max_seq_len)
+    fail("bench needs {} positions but the model's context is {}", needed, c.max_seq_len);
+  if (cfg.prompt_tokens < 1 || cfg.decode_tokens < 1 || cfg.cache_off_tokens < 1)
+    fail_usage("bench token counts must be >= 1");
+  std::map<int, double> bandwidth;
+  for (int t : cfg.threads)
+    bandwidth[t] = cfg.bandwidth_gbs > 0 ? cfg.bandwidth_gbs : measure_read_bandwidth_gbs(size_t(1) << 30, t);
+
+  // Deterministic token ids spread over the vocabulary.
+  std::vector<int> tokens(static_cast<size_t>(needed));
+  for (int i = 0; i < needed; ++i) tokens[size_t(i)] = (c.bos_id >= 0 && i == 0) ? c.bos_id : (i * 7919 + 13) % c.vocab_size;
+
+  std::vector<BenchResult> rows;
+  for (DType dt : cfg.dtypes) {
+    std::shared_ptr<Model> model = Model::from_checkpoint(ckpt, dt);
+    for (KernelPolicy pol : cfg.policies) {
+      for (int th : cfg.threads) {
+        EngineOptions eo;
+        eo.kernels = pol;
+        eo.threads = th;
+        eo.kv_dtype = dt;
+        eo.cache_capacity = needed;
+        Engine engine(model, eo);
+        ForwardOptions fo;
+        fo.all_logits = true;
+        BenchResult r;
+        r.kernels = policy_name(pol);
+        r.dtype = std::string(dtype_name(dt));
+        r.threads = th;
+        r.prompt_tokens = cfg.prompt_tokens;
+        r.decode_tokens = cfg.decode_tokens;
+        r.cache_off_tokens = cfg.cache_off_tokens;
+        double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30;
+        for (int rep = 0; rep < std::max(1, cfg.repeats); ++rep) {
+          engine.cache().clear();
+          double t0 = now_s();
+          engine.forward(tokens.data(), cfg.prompt_tokens, 0, fo);
+          best_prefill = std::min(best_prefill, now_s() - t0);
+          t0 = now_s();
+          for (int s = 0; s < cfg.decode_tokens; ++s) {
+            const int pos = cfg.prompt_tokens + s;
+            engine.forward(tokens.data() + pos, 1, pos, fo);
+          }
+          best_decode = std::min(best_decode, now_s() - t0);
+          engine.cache().clear();
+          t0 = now_s();
+          engine.forward(tokens.data(), cfg.cache_off_tokens, 0, fo);
+          best_off = std::min(best_off, now_s() - t0);
+        }
+        r.prefill_tok_s = cfg.prompt_tokens / best_prefill;
+        r.decode_tok_s = cfg.decode_tokens / best_decode;
+        r.cache_off_step_s = best_off;
+        r.model_bytes = double(model->weights.matrix_bytes());
+        r.bandwidth_gbs = bandwidth[th];
+        r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / r.model_bytes;
+        r.decode_fraction_of_bound = r.decode_tok_s / r.bandwidth_bound_tok_s;
+        r.peak_rss_mb = peak_rss_mb();
+        if (progress) progress(r);
+        rows.push_back(r);
+      }
+    }
+  }
+  return rows;
+}
+
+std::string bench_table(const std::vector<BenchResult>& rows) {
+  std::string s = fmt::format("{:<10} {:<5} {:>7} {:>12} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}\n", "kernels", "dtype",
+                              "threads", "prefill t/s", "decode t/s", "cache-off s", "model MB", "BW GB/s",
+                              "bound t/s", "% bound");
+  for (const auto& r : rows)
+    s += fmt::format("{:<10} {:<5} {:>7} {:>12.1f} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%\n",
+                     r.kernels, r.dtype, r.threads, r.prefill_tok_s, r.decode_tok_s, r.cache_off_step_s,
+                     r.model_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s, 100.0 * r.decode_fraction_of_bound);
+  return s;
+}
+
+std::string bench_json(const std::vector<BenchResult>& rows) {
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& r : rows) {
+    arr.push_back({{"kernels", r.kernels},
+                   {"dtype", r.dtype},
+                   {"threads", r.threads},
+                   {"prompt_tokens", r.prompt_tokens},
+                   {"decode_tokens", r.decode_tokens},
+                   {"cache_off_tokens", r.cache_off_tokens},
+                   {"prefill_tok_s", r.prefill_tok_s},
+                   {"decode_tok_s", r.decode_tok_s},
+                   {"cache_off_step_s", r.cache_off_step_s},
+                   {"model_bytes", r.model_bytes},
+                   {"bandwidth_gbs", r.bandwidth_gbs},
+                   {"bandwidth_bound_tok_s", r.bandwidth_bound_tok_s},
+                   {"decode_fraction_of_bound", r.decode_fraction_of_bound},
+                   {"peak_rss_mb", r.peak_rss_mb}});
+  }
+  return arr.dump(2);
+}
+
+}  // namespace kvp

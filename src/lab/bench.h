@@ -1,0 +1,43 @@
+#pragma once
+// End-to-end speed of the engine: prefill and decode throughput for cache-ON, and the time of one
+// cache-OFF step, per dtype / kernel policy / thread count, against the memory-bandwidth bound.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "kernels/kernels.h"
+
+namespace kvp {
+
+struct BenchConfig {
+  std::vector<DType> dtypes{DType::F32};
+  std::vector<KernelPolicy> policies{KernelPolicy::Standard};
+  std::vector<int> threads{1};
+  int prompt_tokens = 64;     // prefill length
+  int decode_tokens = 32;     // decode steps timed
+  int cache_off_tokens = 64;  // sequence length of the timed cache-OFF step
+  int repeats = 2;            // best of
+  double bandwidth_gbs = 0;   // 0: measure
+};
+
+struct BenchResult {
+  std::string kernels, dtype;
+  int threads = 1;
+  int prompt_tokens = 0, decode_tokens = 0, cache_off_tokens = 0;
+  double prefill_tok_s = 0, decode_tok_s = 0, cache_off_step_s = 0;
+  double model_bytes = 0;             // bytes of weight matrices read per decoded token
+  double bandwidth_gbs = 0;           // measured read bandwidth with this many threads
+  double bandwidth_bound_tok_s = 0;   // bandwidth / model_bytes
+  double decode_fraction_of_bound = 0;
+  double peak_rss_mb = 0;
+};
+
+// `progress` (may be null) receives one line per finished configuration.
+std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cfg,
+                                   void (*progress)(const BenchResult&) = nullptr);
+
+std::string bench_table(const std::vector<BenchResult>& rows);
+std::string bench_json(const std::vector<BenchResult>& rows);
+
+}  // namespace kvp

@@ -1,0 +1,112 @@
+#include "model/checkpoint_export.h"
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "io/hf_config.h"
+#include "io/model_writer.h"
+#include "model/weights.h"
+
+namespace kvp {
+namespace {
+
+bool is_qk(const std::string& name, int* heads, const ModelConfig& c) {
+  if (name.find("self_attn.q_proj.") != std::string::npos) { *heads = c.n_heads; return true; }
+  if (name.find("self_attn.k_proj.") != std::string::npos) { *heads = c.n_kv_heads; return true; }
+  return false;
+}
+
+// A copy of `t` in `dtype` with q/k rows moved from layout `from` to `to`.
+TensorView prepare(const TensorView& t, DType dtype, RopeLayout from, RopeLayout to, const ModelConfig& c,
+                   std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
+  int heads = 0;
+  const bool permute = from != to && is_qk(t.name, &heads, c);
+  if (t.dtype == dtype && !permute) return t;
+  TensorView out = t;
+  out.dtype = dtype;
+  const size_t n = size_t(t.numel());
+  auto conv = std::make_shared<AlignedBuffer>(n * dtype_size(dtype));
+  if (t.dtype == dtype) {
+    std::memcpy(conv->data(), t.data, n * dtype_size(dtype));
+  } else {
+    std::vector<float> tmp(n);
+    to_f32(t.dtype, t.data, tmp.data(), n);
+    from_f32(dtype, tmp.data(), conv->data(), n);
+  }
+  keep.push_back(conv);
+  out.data = conv->data();
+  if (permute) {
+    auto perm = std::make_shared<AlignedBuffer>(n * dtype_size(dtype));
+    const int64_t in = t.shape.size() == 2 ? t.shape[1] : 1;
+    const int head_dim = int(t.shape[0] / heads);
+    if (to == RopeLayout::Halves)
+      interleaved_to_halves(conv->data(), perm->data(), dtype, heads, head_dim, in);
+    else
+      halves_to_interleaved(conv->data(), perm->data(), dtype, heads, head_dim, in);
+    keep.push_back(perm);
+    out.data = perm->data();
+  }
+  return out;
+}
+
+std::string torch_dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "float32";
+    case DType::F16: return "float16";
+    case DType::BF16: return "bfloat16";
+  }
+  return "float32";
+}
+
+}  // namespace
+
+void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const std::string& out,
+                       const ExportOptions& opts) {
+  const ModelConfig& c = ckpt.config;
+  c.validate();
+  RopeLayout target;
+  if (format == "hf") {
+    target = RopeLayout::Halves;
+  } else if (format == "gguf") {
+    // llama.cpp's "llama" arch (also used for Mistral) expects adjacent pairs; qwen2/gemma2 use halves.
+    target = (c.arch == Arch::Llama || c.arch == Arch::Mistral) ? RopeLayout::Interleaved : RopeLayout::Halves;
+  } else {
+    fail_usage("unknown output format '{}' (expected hf or gguf)", format);
+  }
+  std::vector<std::shared_ptr<AlignedBuffer>> keep;
+  std::vector<TensorView> tensors;
+  DType common = DType::F32;
+  bool first = true;
+  for (const auto& [name, t] : ckpt.tensors) {
+    const DType d = opts.dtype.value_or(t.dtype);
+    tensors.push_back(prepare(t, d, ckpt.qk_layout, target, c, keep));
+    if (t.shape.size() == 2 && first) {
+      common = d;
+      first = false;
+    }
+  }
+  namespace fs = std::filesystem;
+  if (format == "hf") {
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec) fail("{}: cannot create output directory: {}", out, ec.message());
+    write_safetensors(out + "/model.safetensors", tensors);
+    write_hf_config(out + "/config.json", c, torch_dtype_name(common), ckpt.extras);
+    if (!opts.tokenizer_json.empty()) {
+      fs::copy_file(opts.tokenizer_json, out + "/tokenizer.json", fs::copy_options::overwrite_existing, ec);
+      if (ec) fail("{}: cannot copy tokenizer.json into {}: {}", opts.tokenizer_json, out, ec.message());
+    }
+  } else {
+    if (fs::path(out).has_parent_path()) {
+      std::error_code ec;
+      fs::create_directories(fs::path(out).parent_path(), ec);
+    }
+    GgufWriteOptions go;
+    go.extras = ckpt.extras;
+    write_gguf(out, c, tensors, opts.vocab, go);
+  }
+}
+
+}  // namespace kvp

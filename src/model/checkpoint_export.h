@@ -1,0 +1,21 @@
+#pragma once
+// Writes a checkpoint (loaded from any format, or synthesised) as an HF directory or a GGUF file,
+// producing the RoPE row layout each target expects. Used by `kvparity convert` and `kvparity synth`.
+#include <optional>
+#include <string>
+
+#include "io/checkpoint.h"
+
+namespace kvp {
+
+struct ExportOptions {
+  std::optional<DType> dtype;          // convert every tensor; default keeps each tensor's dtype
+  const VocabSpec* vocab = nullptr;    // embedded into GGUF as tokenizer.ggml.*
+  std::string tokenizer_json;          // copied into an HF directory as tokenizer.json
+};
+
+// format: "hf" (out = directory: config.json, model.safetensors[, tokenizer.json]) or "gguf" (out = file).
+void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const std::string& out,
+                       const ExportOptions& opts = {});
+
+}  // namespace kvp

@@ -1,0 +1,196 @@
+// Llama-family forward pass (Llama, and Mistral which differs only by its sliding window).
+//
+// Rounding points (DESIGN.md §3), in the order HF's eager LlamaForCausalLM materialises tensors
+// in the compute dtype P. Every one goes through `Pass::materialise`, which also detects NaN/Inf:
+//   embed            embedding rows (already P: the table is stored in P)
+//   attn_norm        fp32 normalise -> P, * gain -> P                          (kernels.rmsnorm)
+//   q, k, v          matmul (fp32 accumulation, + bias for Qwen2) -> P
+//   q_rope, k_rope   round(x*cos) + round(rotate_half(x)*sin) -> P, cos/sin fp32 -> P
+//   scores           round(q.k) -> P, / sqrt(head_dim) -> P; softmax fp32 -> P    (kernels.attention)
+//   attn             P.V (fp32 accumulation) -> P
+//   attn_out         o_proj -> P
+//   resid_mid        residual + attn_out -> P
+//   ffn_norm         as attn_norm
+//   gate, up         matmul -> P
+//   act              silu(gate) -> P, * up -> P
+//   mlp_out          down_proj -> P
+//   resid_post       residual + mlp_out -> P
+//   final_norm       as attn_norm
+//   logits           lm_head -> P (returned as fp32 values)
+// K/V enter the cache converted to the KV dtype (lossless when it is wider than P).
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "model/forward.h"
+
+namespace kvp {
+
+std::string NonFiniteEvent::describe() const {
+  std::string where = layer >= 0 ? fmt::format("layer {}", layer) : std::string("model");
+  return fmt::format("non-finite value {} in '{}' at {}, position {}, element {} (fp16/bf16 overflow?)", value,
+                     tensor, where, position, index);
+}
+
+namespace {
+
+void ensure(std::vector<float>& v, size_t n) {
+  if (v.size() < n) v.resize(n);
+}
+
+class Pass {
+ public:
+  Pass(const Model& model, Kernels& kernels, KVCache& cache, Activations& act, int M, int start_pos,
+       const ForwardOptions& opts)
+      : m_(model), c_(model.config), kn_(kernels), cache_(cache), a_(act), M_(M), start_(start_pos), opts_(opts),
+        P_(model.dtype) {}
+
+  // Rounds [rows, width] to P, stops (or records) at the first NaN/Inf.
+  void materialise(float* data, int rows, int width, const char* tensor, int layer, int first_row = 0) {
+    const long bad = round_span(P_, data, size_t(rows) * width);
+    if (bad >= 0) {
+      NonFiniteEvent e{tensor, layer, start_ + first_row + int(bad / width), int(bad % width), data[bad]};
+      if (opts_.on_nonfinite == NonFinitePolicy::Error) throw Error(ErrorKind::Numeric, e.describe());
+      if (a_.nonfinite.size() < 64) a_.nonfinite.push_back(e);
+    }
+  }
+
+  void hook(HookPoint point, int layer, float* data, int rows, int width, int first_row = 0) {
+    if (opts_.hooks != nullptr) opts_.hooks->on(HookSite{point, layer, start_ + first_row, rows, width}, data);
+  }
+
+  // F.linear: the bias joins the fp32 accumulator before the single rounding to P.
+  void linear(const float* in, const TensorView& W, float* out, const char* tensor, int layer,
+              const TensorView* bias = nullptr) {
+    kn_.matmul(in, M_, W, out);
+    if (bias != nullptr && bias->valid()) {
+      const auto* b = static_cast<const float*>(bias->data);
+      const int n = int(W.rows());
+      for (int m = 0; m < M_; ++m)
+        for (int i = 0; i < n; ++i) out[size_t(m) * n + i] += b[i];
+    }
+    materialise(out, M_, int(W.rows()), tensor, layer);
+  }
+
+  const float* run(const int* tokens) {
+    const int dim = c_.dim, qd = c_.q_dim(), kvd = c_.kv_dim(), hid = c_.hidden_dim, V = c_.vocab_size;
+    const size_t M = size_t(M_);
+    ensure(a_.x, M * dim);
+    ensure(a_.xb, M * dim);
+    ensure(a_.q, M * qd);
+    ensure(a_.k, M * kvd);
+    ensure(a_.v, M * kvd);
+    ensure(a_.att, M * qd);
+    ensure(a_.proj, M * dim);
+    ensure(a_.gate, M * hid);
+    ensure(a_.up, M * hid);
+    ensure(a_.logits, (opts_.all_logits ? M : 1) * size_t(V));
+    const auto& W = m_.weights;
+
+    for (int m = 0; m < M_; ++m) {
+      if (tokens[m] < 0 || tokens[m] >= V) fail("token id {} at position {} is outside the vocabulary (size {})",
+                                               tokens[m], start_ + m, V);
+      to_f32(W.embed.dtype, static_cast<const uint8_t*>(W.embed.data) + size_t(tokens[m]) * dim * dtype_size(W.embed.dtype),
+             a_.x.data() + size_t(m) * dim, size_t(dim));
+    }
+    materialise(a_.x.data(), M_, dim, "embed", -1);
+    hook(HookPoint::Embed, -1, a_.x.data(), M_, dim);
+
+    for (int l = 0; l < c_.n_layers; ++l) {
+      const LayerWeights& L = W.layers[size_t(l)];
+      hook(HookPoint::ResidPre, l, a_.x.data(), M_, dim);
+      // Attention block.
+      kn_.rmsnorm(a_.x.data(), M_, dim, static_cast<const float*>(L.attn_norm.data), c_.norm_eps, P_, a_.xb.data());
+      materialise(a_.xb.data(), M_, dim, "attn_norm", l);
+      linear(a_.xb.data(), L.wq, a_.q.data(), "q_proj", l, &L.bq);
+      linear(a_.xb.data(), L.wk, a_.k.data(), "k_proj", l, &L.bk);
+      linear(a_.xb.data(), L.wv, a_.v.data(), "v_proj", l, &L.bv);
+      apply_rope(a_.q.data(), M_, c_.n_heads, start_, m_.rope, P_);
+      apply_rope(a_.k.data(), M_, c_.n_kv_heads, start_, m_.rope, P_);
+      materialise(a_.q.data(), M_, qd, "q_rope", l);
+      materialise(a_.k.data(), M_, kvd, "k_rope", l);
+      hook(HookPoint::K, l, a_.k.data(), M_, kvd);
+      hook(HookPoint::V, l, a_.v.data(), M_, kvd);
+      cache_.write(l, false, a_.k.data(), M_, start_);
+      cache_.write(l, true, a_.v.data(), M_, start_);
+
+      AttentionParams ap;
+      ap.n_rows = M_;
+      ap.start_pos = start_;
+      ap.n_heads = c_.n_heads;
+      ap.n_kv_heads = c_.n_kv_heads;
+      ap.head_dim = c_.head_dim;
+      ap.q = a_.q.data();
+      ap.k_cache = cache_.k(l);
+      ap.v_cache = cache_.v(l);
+      ap.kv_dtype = cache_.dtype();
+      ap.capacity = cache_.capacity();
+      ap.out = a_.att.data();
+      ap.score_divisor = std::sqrt(float(c_.head_dim));
+      ap.sliding_window = c_.sliding_window;
+      ap.act = P_;
+      kn_.attention(ap);
+      materialise(a_.att.data(), M_, qd, "attn", l);
+      linear(a_.att.data(), L.wo, a_.proj.data(), "attn_out", l);
+      hook(HookPoint::AttnOut, l, a_.proj.data(), M_, dim);
+      add_inplace(a_.x.data(), a_.proj.data(), M * dim, P_);
+      materialise(a_.x.data(), M_, dim, "resid_mid", l);
+      hook(HookPoint::ResidMid, l, a_.x.data(), M_, dim);
+
+      // MLP block (SwiGLU).
+      kn_.rmsnorm(a_.x.data(), M_, dim, static_cast<const float*>(L.ffn_norm.data), c_.norm_eps, P_, a_.xb.data());
+      materialise(a_.xb.data(), M_, dim, "ffn_norm", l);
+      linear(a_.xb.data(), L.w_gate, a_.gate.data(), "gate_proj", l);
+      linear(a_.xb.data(), L.w_up, a_.up.data(), "up_proj", l);
+      silu_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
+      materialise(a_.gate.data(), M_, hid, "mlp_act", l);
+      linear(a_.gate.data(), L.w_down, a_.proj.data(), "mlp_out", l);
+      hook(HookPoint::MlpOut, l, a_.proj.data(), M_, dim);
+      add_inplace(a_.x.data(), a_.proj.data(), M * dim, P_);
+      materialise(a_.x.data(), M_, dim, "resid_post", l);
+      hook(HookPoint::ResidPost, l, a_.x.data(), M_, dim);
+    }
+    cache_.set_length(start_ + M_);
+
+    kn_.rmsnorm(a_.x.data(), M_, dim, static_cast<const float*>(W.final_norm.data), c_.norm_eps, P_, a_.xb.data());
+    materialise(a_.xb.data(), M_, dim, "final_norm", -1);
+    hook(HookPoint::FinalNorm, -1, a_.xb.data(), M_, dim);
+    if (opts_.all_logits) {
+      kn_.matmul(a_.xb.data(), M_, W.lm_head, a_.logits.data());
+      materialise(a_.logits.data(), M_, V, "logits", -1);
+      hook(HookPoint::Logits, -1, a_.logits.data(), M_, V);
+    } else {
+      kn_.matmul(a_.xb.data() + (M - 1) * dim, 1, W.lm_head, a_.logits.data());
+      materialise(a_.logits.data(), 1, V, "logits", -1, M_ - 1);
+      hook(HookPoint::Logits, -1, a_.logits.data(), 1, V, M_ - 1);
+    }
+    return a_.logits.data();
+  }
+
+ private:
+  const Model& m_;
+  const ModelConfig& c_;
+  Kernels& kn_;
+  KVCache& cache_;
+  Activations& a_;
+  int M_, start_;
+  const ForwardOptions& opts_;
+  DType P_;
+};
+
+}  // namespace
+
+const float* forward(const Model& model, Kernels& kernels, KVCache& cache, Activations& act, const int* tokens, int M,
+                     int start_pos, const ForwardOptions& opts) {
+  if (M <= 0) fail("forward called with no tokens");
+  if (start_pos < 0 || start_pos + M > cache.capacity())
+    fail("positions {}..{} do not fit the KV cache ({} positions)", start_pos, start_pos + M - 1, cache.capacity());
+  if (start_pos + M > model.config.max_seq_len)
+    fail("sequence of {} tokens exceeds the model's context length {}", start_pos + M, model.config.max_seq_len);
+  if (start_pos > cache.length())
+    fail("forward at position {} but the cache holds only {} positions", start_pos, cache.length());
+  Pass pass(model, kernels, cache, act, M, start_pos, opts);
+  return pass.run(tokens);
+}
+
+}  // namespace kvp

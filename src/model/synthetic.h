@@ -1,0 +1,24 @@
+#pragma once
+// Models the project generates itself: a preset's real shapes with seeded random weights, so
+// speed and memory can be measured at real sizes and tests need no downloaded checkpoint.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "io/checkpoint.h"
+
+namespace kvp {
+
+std::vector<std::string> synthetic_presets();
+// Hyper-parameters of a preset for an architecture ("tiny", "tinyllama-1.1b", "llama2-7b").
+ModelConfig synthetic_config(const std::string& arch, const std::string& preset);
+
+// Seeded weights in `dtype`, canonical HF names, Halves RoPE layout. The scale follows the
+// reference models' recipe: linear weights ~ 1/sqrt(fan_in), q/k 2.5x larger so attention is not
+// flat, RMSNorm gains 1 + 0.1 noise, final norm gain x`final_gain` so logits are peaked.
+// Weights are drawn uniformly (matching the standard deviation) from the counter-based RNG,
+// keyed by (seed, tensor index), so any tensor can be regenerated alone and in parallel.
+Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t seed = 1234, float final_gain = 8.0f);
+
+}  // namespace kvp

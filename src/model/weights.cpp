@@ -1,0 +1,175 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+#include "core/error.h"
+
+namespace kvp {
+namespace {
+
+// Moves whole rows: within each head, row r of the interleaved layout (pair i = r/2, member r%2)
+// goes to row (r%2)*(head_dim/2) + r/2 of the halves layout.
+void permute_rows(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in, bool to_halves) {
+  const size_t row_bytes = size_t(in) * dtype_size(t);
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    for (int r = 0; r < head_dim; ++r) {
+      const int halves_row = (r % 2) * half + r / 2;
+      const size_t inter = size_t(h) * head_dim + r;
+      const size_t halv = size_t(h) * head_dim + halves_row;
+      if (to_halves)
+        std::memcpy(d + halv * row_bytes, s + inter * row_bytes, row_bytes);
+      else
+        std::memcpy(d + inter * row_bytes, s + halv * row_bytes, row_bytes);
+    }
+  }
+}
+
+class Builder {
+ public:
+  Builder(const Checkpoint& ckpt, DType dtype, ModelWeights& out) : ckpt_(ckpt), dtype_(dtype), out_(out) {}
+
+  const TensorView* find(const std::string& name) const {
+    auto it = ckpt_.tensors.find(name);
+    return it == ckpt_.tensors.end() ? nullptr : &it->second;
+  }
+
+  const TensorView& require(const std::string& name, std::vector<int64_t> shape) const {
+    const TensorView* t = find(name);
+    if (t == nullptr) fail("{}: missing tensor '{}'", ckpt_.path, name);
+    if (t->shape != shape)
+      fail("{}: tensor '{}' has shape {} but the config implies {}", ckpt_.path, name, shape_str(t->shape),
+           shape_str(shape));
+    return *t;
+  }
+
+  static std::string shape_str(const std::vector<int64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+  }
+
+  // A matrix in the compute dtype: the file's bytes when they already are, else a converted copy.
+  TensorView matrix(const std::string& name, std::vector<int64_t> shape, bool qk_rows = false, int heads = 0) {
+    const TensorView& src = require(name, shape);
+    const bool permute = qk_rows && ckpt_.qk_layout == RopeLayout::Interleaved;
+    if (src.dtype == dtype_ && !permute) return src;
+    TensorView v = src;
+    v.dtype = dtype_;
+    const void* from = src.data;
+    std::shared_ptr<AlignedBuffer> converted;
+    if (src.dtype != dtype_) {
+      converted = std::make_shared<AlignedBuffer>(size_t(src.numel()) * dtype_size(dtype_));
+      convert(src, converted->data());
+      from = converted->data();
+      out_.owned.push_back(converted);
+    }
+    if (permute) {
+      auto permuted = std::make_shared<AlignedBuffer>(size_t(src.numel()) * dtype_size(dtype_));
+      const int64_t in = shape.size() == 2 ? shape[1] : 1;
+      interleaved_to_halves(from, permuted->data(), dtype_, heads, int(shape[0] / heads), in);
+      from = permuted->data();
+      out_.owned.push_back(permuted);
+    }
+    v.data = from;
+    return v;
+  }
+
+  // Norm gains and biases: small, kept as fp32 values already rounded to the compute dtype
+  // (what `model.to(dtype)` stores), so the kernels read floats.
+  TensorView vector_f32(const std::string& name, int64_t n, bool qk_rows = false, int heads = 0) {
+    const TensorView& src = require(name, {n});
+    auto buf = std::make_shared<AlignedBuffer>(size_t(n) * 4);
+    float* f = buf->as<float>();
+    to_f32(src.dtype, src.data, f, size_t(n));
+    for (int64_t i = 0; i < n; ++i) f[i] = round_to(dtype_, f[i]);
+    if (qk_rows && ckpt_.qk_layout == RopeLayout::Interleaved) {
+      std::vector<float> tmp(f, f + n);
+      interleaved_to_halves(tmp.data(), f, DType::F32, heads, int(n / heads), 1);
+    }
+    out_.owned.push_back(buf);
+    TensorView v = src;
+    v.dtype = DType::F32;
+    v.data = f;
+    return v;
+  }
+
+ private:
+  void convert(const TensorView& src, void* dst) const {
+    const size_t n = size_t(src.numel());
+    constexpr size_t kChunk = 1 << 16;
+    std::vector<float> tmp(kChunk);
+    for (size_t i = 0; i < n; i += kChunk) {
+      const size_t c = std::min(kChunk, n - i);
+      to_f32(src.dtype, static_cast<const uint8_t*>(src.data) + i * dtype_size(src.dtype), tmp.data(), c);
+      from_f32(dtype_, tmp.data(), static_cast<uint8_t*>(dst) + i * dtype_size(dtype_), c);
+    }
+  }
+
+  const Checkpoint& ckpt_;
+  DType dtype_;
+  ModelWeights& out_;
+};
+
+}  // namespace
+
+void interleaved_to_halves(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in) {
+  permute_rows(src, dst, t, n_heads, head_dim, in, true);
+}
+
+void halves_to_interleaved(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in) {
+  permute_rows(src, dst, t, n_heads, head_dim, in, false);
+}
+
+size_t ModelWeights::matrix_bytes() const {
+  size_t total = lm_head.nbytes();
+  for (const auto& l : layers)
+    total += l.wq.nbytes() + l.wk.nbytes() + l.wv.nbytes() + l.wo.nbytes() + l.w_gate.nbytes() + l.w_up.nbytes() +
+             l.w_down.nbytes();
+  return total;
+}
+
+ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
+  const ModelConfig& c = ckpt.config;
+  c.validate();
+  if (c.arch != Arch::Llama && c.arch != Arch::Mistral)
+    fail("{}: architecture '{}' is not supported by this build yet (supported: llama)", ckpt.path, arch_name(c.arch));
+  ModelWeights w;
+  w.dtype = dtype;
+  w.keepalive = ckpt.keepalive;
+  Builder b(ckpt, dtype, w);
+  const int64_t dim = c.dim, q = c.q_dim(), kv = c.kv_dim(), hid = c.hidden_dim, vocab = c.vocab_size;
+  w.embed = b.matrix("model.embed_tokens.weight", {vocab, dim});
+  w.final_norm = b.vector_f32("model.norm.weight", dim);
+  if (c.tied_embeddings) {
+    if (b.find("lm_head.weight") != nullptr)
+      fail("{}: config says tie_word_embeddings but the file also has 'lm_head.weight'", ckpt.path);
+    w.lm_head = w.embed;
+  } else {
+    w.lm_head = b.matrix("lm_head.weight", {vocab, dim});
+  }
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    LayerWeights l;
+    l.attn_norm = b.vector_f32(p + "input_layernorm.weight", dim);
+    l.wq = b.matrix(p + "self_attn.q_proj.weight", {q, dim}, true, c.n_heads);
+    l.wk = b.matrix(p + "self_attn.k_proj.weight", {kv, dim}, true, c.n_kv_heads);
+    l.wv = b.matrix(p + "self_attn.v_proj.weight", {kv, dim});
+    l.wo = b.matrix(p + "self_attn.o_proj.weight", {dim, q});
+    if (c.qkv_bias) {
+      l.bq = b.vector_f32(p + "self_attn.q_proj.bias", q, true, c.n_heads);
+      l.bk = b.vector_f32(p + "self_attn.k_proj.bias", kv, true, c.n_kv_heads);
+      l.bv = b.vector_f32(p + "self_attn.v_proj.bias", kv);
+    }
+    l.ffn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
+    l.w_gate = b.matrix(p + "mlp.gate_proj.weight", {hid, dim});
+    l.w_up = b.matrix(p + "mlp.up_proj.weight", {hid, dim});
+    l.w_down = b.matrix(p + "mlp.down_proj.weight", {dim, hid});
+    w.layers.push_back(std::move(l));
+  }
+  return w;
+}
+
+}  // namespace kvp

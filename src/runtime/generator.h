@@ -1,0 +1,82 @@
+#pragma once
+// The generation loop, with the two paths the project compares:
+//   cache ON : prefill the prompt once (M = prompt length), then one row per step (M = 1);
+//   cache OFF: every step recomputes the whole sequence from position 0 (M = t + 1).
+// Both paths draw the same uniform at the same step (seed, sequence id, step), so any token
+// difference between them comes from numerics.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "runtime/kv_cache.h"
+#include "runtime/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvp {
+
+enum class CacheMode { On, Off };
+CacheMode parse_cache_mode(const std::string& s);  // on|off
+
+struct GenerationConfig {
+  int max_new_tokens = 64;
+  CacheMode cache = CacheMode::On;
+  SamplerConfig sampler;
+  uint64_t seed = 0;
+  uint64_t sequence_id = 0;
+  bool stop_at_eos = true;
+  std::vector<std::string> stop_strings;  // need a tokenizer to take effect
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::Error;
+};
+
+struct StepInfo {
+  int step;              // 0-based index of the generated token
+  int position;          // sequence position the logits predict
+  int token;             // chosen token
+  const float* logits;   // [vocab], valid only during the callback
+  int vocab;
+};
+
+struct GenerationResult {
+  std::vector<int> prompt_ids;
+  std::vector<int> output_ids;  // generated tokens (EOS included when it ended the run)
+  std::string text;             // decoded continuation (empty without a tokenizer)
+  std::string stop_reason;      // "max_new_tokens" | "eos" | "stop_string" | "context_full"
+};
+
+struct EngineOptions {
+  KernelPolicy kernels = KernelPolicy::Standard;
+  int threads = 1;
+  DType kv_dtype = DType::F32;
+  int cache_capacity = 0;  // 0: the model's context length (a static cache, DESIGN.md §5)
+};
+
+class Engine {
+ public:
+  Engine(std::shared_ptr<const Model> model, const EngineOptions& opts);
+
+  const Model& model() const { return *model_; }
+  Kernels& kernels() { return *kernels_; }
+  KVCache& cache() { return cache_; }
+  Activations& activations() { return act_; }
+  const EngineOptions& options() const { return opts_; }
+
+  // Runs forward over tokens at start_pos into this engine's cache.
+  const float* forward(const int* tokens, int M, int start_pos, const ForwardOptions& fo);
+
+  GenerationResult generate(const std::vector<int>& prompt, const GenerationConfig& cfg, const Tokenizer* tokenizer,
+                            const std::function<void(const StepInfo&)>& on_step = {});
+
+ private:
+  std::shared_ptr<const Model> model_;
+  EngineOptions opts_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<Kernels> kernels_;
+  KVCache cache_;
+  Activations act_;
+};
+
+}  // namespace kvp

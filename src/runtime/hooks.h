@@ -1,0 +1,39 @@
+#pragma once
+// Named points in the forward pass where the lab can read or overwrite activations (capture,
+// activation patching). The forward pass calls a hook only when one is installed, so an unused
+// hook costs one pointer test per point.
+#include <string_view>
+
+namespace kvp {
+
+enum class HookPoint {
+  Embed,       // [M, dim] token embeddings (layer = -1)
+  ResidPre,    // [M, dim] residual stream entering layer L
+  AttnOut,     // [M, dim] attention block output (after o_proj)
+  ResidMid,    // [M, dim] residual after the attention block
+  MlpOut,      // [M, dim] MLP block output
+  ResidPost,   // [M, dim] residual leaving layer L
+  K,           // [M, kv_dim] keys of the new rows after RoPE, before they enter the cache
+  V,           // [M, kv_dim] values of the new rows, before they enter the cache
+  FinalNorm,   // [M, dim] after the final RMSNorm (layer = -1)
+  Logits,      // [rows, vocab] (layer = -1)
+};
+
+std::string_view hook_point_name(HookPoint p);
+
+struct HookSite {
+  HookPoint point;
+  int layer;      // -1 for model-level points
+  int start_pos;  // position of row 0
+  int rows;
+  int width;
+};
+
+class ForwardHooks {
+ public:
+  virtual ~ForwardHooks() = default;
+  // `data` may be modified in place (patching); values must stay representable in the compute dtype.
+  virtual void on(const HookSite& site, float* data) = 0;
+};
+
+}  // namespace kvp

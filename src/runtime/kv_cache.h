@@ -1,0 +1,46 @@
+#pragma once
+// Static KV cache (DESIGN.md §5): per layer, K and V preallocated to `capacity` positions as
+// [n_kv_heads][capacity][head_dim] in the KV dtype. `length` positions are valid; attention must
+// never read beyond them, which the NaN-poisoning test checks.
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "model/config.h"
+
+namespace kvp {
+
+class KVCache {
+ public:
+  KVCache(const ModelConfig& config, int capacity, DType kv_dtype);
+
+  int capacity() const { return capacity_; }
+  int length() const { return length_; }
+  void set_length(int n);  // truncates or extends the valid range (extend only over written positions)
+  void clear() { length_ = 0; }
+  DType dtype() const { return dtype_; }
+  int n_layers() const { return int(k_.size()); }
+  int n_kv_heads() const { return n_kv_heads_; }
+  int head_dim() const { return head_dim_; }
+
+  void* k(int layer) { return k_[size_t(layer)].data(); }
+  void* v(int layer) { return v_[size_t(layer)].data(); }
+  const void* k(int layer) const { return k_[size_t(layer)].data(); }
+  const void* v(int layer) const { return v_[size_t(layer)].data(); }
+
+  // Writes M rows of K or V ([M, n_kv_heads*head_dim] fp32) for positions start_pos.. into the cache.
+  void write(int layer, bool is_v, const float* rows, int M, int start_pos);
+  // Reads one (layer, kv head, position) entry as fp32.
+  void read(int layer, bool is_v, int kv_head, int pos, float* out) const;
+  // Fills every position with NaN (the poisoning test: unwritten entries must never matter).
+  void poison();
+
+ private:
+  size_t offset(int kv_head, int pos) const { return (size_t(kv_head) * capacity_ + size_t(pos)) * head_dim_; }
+  int capacity_, n_kv_heads_, head_dim_;
+  int length_ = 0;
+  DType dtype_;
+  std::vector<AlignedBuffer> k_, v_;
+};
+
+}  // namespace kvp

@@ -1,0 +1,36 @@
+#include "runtime/tokenizer_for_model.h"
+
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace kvp {
+
+std::unique_ptr<Tokenizer> tokenizer_for_model(const Model& model, const std::string& explicit_path) {
+  namespace fs = std::filesystem;
+  if (!explicit_path.empty()) return load_tokenizer(explicit_path);
+  if (model.vocab) return tokenizer_from_vocab(*model.vocab);
+  if (!model.tokenizer_path.empty()) return load_tokenizer(model.tokenizer_path);
+  const fs::path p(model.path);
+  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  if (!dir.empty() && fs::is_directory(dir)) {
+    if (fs::exists(dir / "tokenizer.json")) return load_tokenizer((dir / "tokenizer.json").string());
+    if (fs::exists(dir / "tokenizer.bin")) return load_tokenizer((dir / "tokenizer.bin").string());
+    if (model.format == "llama2c") {
+      // llama2.c models ship their vocabulary as tok<N>.bin; use it when it is the only one.
+      std::string found;
+      int count = 0;
+      for (const auto& e : fs::directory_iterator(dir)) {
+        const std::string name = e.path().filename().string();
+        if (name.rfind("tok", 0) == 0 && e.path().extension() == ".bin") {
+          found = e.path().string();
+          ++count;
+        }
+      }
+      if (count == 1) return load_tokenizer(found);
+    }
+  }
+  fail("no tokenizer found for {}: pass --tokenizer (tokenizer.json, llama2.c tokenizer.bin)", model.path);
+}
+
+}  // namespace kvp

@@ -1,0 +1,15 @@
+#pragma once
+// Finds the tokenizer that belongs to a model: an explicit --tokenizer path, the GGUF's embedded
+// vocabulary, tokenizer.json in an HF directory, or a llama2.c tokenizer.bin beside the checkpoint.
+#include <memory>
+#include <string>
+
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvp {
+
+// Throws a clear error ("pass --tokenizer") when none can be found.
+std::unique_ptr<Tokenizer> tokenizer_for_model(const Model& model, const std::string& explicit_path);
+
+}  // namespace kvp

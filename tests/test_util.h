@@ -1,0 +1,58 @@
+#pragma once
+// Shared helpers for tests: where ../shared lives, and temp dirs.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace kvp::test {
+
+// Path of the shared data directory (models, references), from $KVPARITY_SHARED.
+// Returns "" and records a test failure naming what is missing, so a missing tree never passes silently.
+inline std::string shared_dir() {
+  const char* env = std::getenv("KVPARITY_SHARED");
+  if (env == nullptr || !std::filesystem::is_directory(env)) {
+    ADD_FAILURE() << "shared test data not found: set KVPARITY_SHARED to the shared/ directory (models/, reference/)"
+                  << " — got " << (env ? env : "<unset>");
+    return "";
+  }
+  return env;
+}
+
+// Full path of a file under shared/, failing the test (with the path) if it does not exist.
+inline std::string shared_file(const std::string& rel) {
+  std::string root = shared_dir();
+  if (root.empty()) return "";
+  std::string p = root + "/" + rel;
+  if (!std::filesystem::exists(p)) {
+    ADD_FAILURE() << "missing shared test file: " << p;
+    return "";
+  }
+  return p;
+}
+
+#define KVP_REQUIRE_SHARED(var, rel)          \
+  std::string var = ::kvp::test::shared_file(rel); \
+  if (var.empty()) return
+
+// A fresh temporary directory removed at scope exit.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kvparity-test-XXXXXX").string();
+    char* p = mkdtemp(tmpl.data());
+    path_ = p ? p : "";
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace kvp::test
