@@ -7,6 +7,8 @@
 #include <fstream>
 #include <random>
 
+#include <sys/stat.h>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
