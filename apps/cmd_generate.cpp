@@ -47,6 +47,8 @@ void register_generate(CLI::App& app) {
     Engine engine(model, o->model.engine());
     GenerationResult r = engine.generate(prompt_ids, g, tok.get());
     for (const auto& e : engine.activations().nonfinite) std::cerr << "warning: " << e.describe() << "\n";
+    if (r.stop_reason == "context_full")
+      std::cerr << "note: stopped at the end of the context (" << engine.cache().capacity() << " positions)\n";
     if (o->json) {
       nlohmann::json j;
       j["prompt_ids"] = r.prompt_ids;

@@ -1,0 +1,217 @@
+// The `kvparity` command line as users and scripts see it: outputs, JSON, .npy files, and the
+// exit-status contract (0 ok, 1 bad input with a one-line "error:", 2 usage).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lab/npy.h"
+#include "test_util.h"
+
+namespace kvp {
+namespace {
+
+struct CliRun {
+  int status = -1;
+  std::string out, err;
+};
+
+CliRun kvparity(const std::string& args) {
+  test::TempDir tmp;
+  const std::string cmd = std::string(KVPARITY_BIN) + " " + args + " 2>" + tmp.file("err");
+  CliRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::ifstream e(tmp.file("err"));
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
+}
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+TEST(Cli, GenerateGreedyTextMatchesTheReference) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  KVP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  for (const char* cache : {"on", "off"}) {
+    const CliRun r = kvparity("generate --model " + q(model) + " --tokenizer " + q(tok) +
+                      " --prompt 'Once upon a time' --max-new-tokens 20 --cache " + cache);
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(r.out.rfind(", there was a little girl named Lily.", 0), 0u) << r.out;
+  }
+}
+
+TEST(Cli, GenerateJsonCarriesIdsAndIsSeeded) {
+  KVP_REQUIRE_SHARED(hf, "models/stories260K/hf");
+  KVP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  const std::string base = "generate --model " + q(hf) + " --tokenizer " + q(tok) +
+                           " --prompt 'Once upon a time' --max-new-tokens 24 --dtype bf16 --sampler top-p --top-p 0.9"
+                           " --temperature 0.8 --json";
+  const CliRun a = kvparity(base + " --cache off --seed 7");
+  const CliRun b = kvparity(base + " --cache off --seed 7");
+  const CliRun c = kvparity(base + " --cache off --seed 8");
+  ASSERT_EQ(a.status, 0) << a.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out), jc = nlohmann::json::parse(c.out);
+  EXPECT_EQ(ja["prompt_ids"], nlohmann::json({1, 403, 407, 261, 378}));
+  EXPECT_EQ(ja["output_ids"].size(), 24u);
+  EXPECT_TRUE(ja["text"].is_string());
+  EXPECT_EQ(ja["output_ids"], jb["output_ids"]) << "same seed must give the same draws";
+  EXPECT_NE(ja["output_ids"], jc["output_ids"]) << "a different seed should change a 24-token top-p sample";
+}
+
+TEST(Cli, EmptyPromptMeansBosOnly) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const CliRun r = kvparity("generate --model " + q(model) + " --prompt '' --max-new-tokens 5 --json");  // tok512.bin found beside
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["prompt_ids"], nlohmann::json({1}));
+  EXPECT_EQ(j["output_ids"], nlohmann::json({403, 407, 261, 378, 432}));
+}
+
+TEST(Cli, TokenizeAndDetokenize) {
+  KVP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  CliRun r = kvparity("tokenize --tokenizer " + q(tok) + " --text 'Once upon a time' --bos");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out), nlohmann::json({1, 403, 407, 261, 378}));
+  r = kvparity("detokenize --tokenizer " + q(tok) + " --ids 1,403,407,261,378");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "Once upon a time\n");
+}
+
+TEST(Cli, ForwardWritesLogitsAndHiddenStatesAsNpy) {
+  KVP_REQUIRE_SHARED(dir, "reference/llama");
+  test::TempDir tmp;
+  const CliRun r = kvparity("forward --model " + q(dir) + " --tokens-file " + q(dir + "/tokens.json") + " --logits-out " +
+                    q(tmp.file("l.npy")) + " --hidden-out " + q(tmp.file("h.npy")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<int64_t> shape;
+  const auto logits = read_npy_f32(tmp.file("l.npy"), &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{48, 512}));
+  const auto hidden = read_npy_f32(tmp.file("h.npy"), &shape);
+  EXPECT_EQ(shape, (std::vector<int64_t>{5, 48, 64}));
+  std::ifstream in(dir + "/logits.f32", std::ios::binary);
+  std::vector<float> ref(48 * 512);
+  in.read(reinterpret_cast<char*>(ref.data()), std::streamsize(ref.size() * 4));
+  double worst = 0;
+  for (size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, double(std::fabs(ref[i] - logits[i])));
+  EXPECT_LE(worst, 1e-4);
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") == 0) {
+    const std::string py = "/usr/bin/python3 -c \"import numpy as np; a=np.load('" + tmp.file("l.npy") +
+                           "'); assert a.shape==(48,512) and a.dtype==np.float32\"";
+    EXPECT_EQ(std::system(py.c_str()), 0) << "numpy cannot read the .npy file";
+  }
+}
+
+TEST(Cli, SynthConvertAndReloadEveryFormat) {
+  test::TempDir tmp;
+  CliRun r = kvparity("synth --arch llama --preset tiny --dtype fp16 --format gguf --out " + q(tmp.file("t.gguf")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = kvparity("synth --arch llama --preset tiny --dtype fp16 --format hf --out " + q(tmp.file("t_hf")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  // The GGUF carries its vocabulary and the HF dir its tokenizer.json: no --tokenizer needed.
+  const CliRun a = kvparity("generate --model " + q(tmp.file("t.gguf")) + " --prompt 'Once upon' --max-new-tokens 8 --dtype fp16 --json");
+  const CliRun b = kvparity("generate --model " + q(tmp.file("t_hf")) + " --prompt 'Once upon' --max-new-tokens 8 --dtype fp16 --json");
+  ASSERT_EQ(a.status, 0) << a.err;
+  ASSERT_EQ(b.status, 0) << b.err;
+  EXPECT_EQ(nlohmann::json::parse(a.out)["output_ids"], nlohmann::json::parse(b.out)["output_ids"]);
+  EXPECT_EQ(nlohmann::json::parse(a.out)["prompt_ids"], nlohmann::json::parse(b.out)["prompt_ids"]);
+  // convert GGUF -> HF and back.
+  r = kvparity("convert --model " + q(tmp.file("t.gguf")) + " --to hf --out " + q(tmp.file("back_hf")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(tmp.file("back_hf/config.json")));
+  EXPECT_TRUE(std::filesystem::exists(tmp.file("back_hf/model.safetensors")));
+}
+
+TEST(Cli, ConvertLlama2cToGgufEmbedsTheTokenizer) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  KVP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  test::TempDir tmp;
+  CliRun r = kvparity("convert --model " + q(model) + " --tokenizer " + q(tok) + " --to gguf --out " + q(tmp.file("s.gguf")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = kvparity("generate --model " + q(tmp.file("s.gguf")) + " --prompt 'Once upon a time' --max-new-tokens 12");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(", there was a little girl", 0), 0u) << r.out;
+}
+
+TEST(Cli, BadInputExitsOneWithANamedError) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  test::TempDir tmp;
+  {  // truncated checkpoint
+    std::ifstream in(model, std::ios::binary);
+    std::string bytes(100000, '\0');
+    in.read(bytes.data(), std::streamsize(bytes.size()));
+    std::ofstream(tmp.file("trunc.bin"), std::ios::binary) << bytes;
+  }
+  CliRun r = kvparity("generate --model " + q(tmp.file("trunc.bin")) + " --tokenizer " + q(model) + " --prompt hi");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("error:"), std::string::npos);
+  EXPECT_NE(r.err.find("trunc.bin"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one-line error expected: " << r.err;
+
+  r = kvparity("generate --model " + q(tmp.file("missing.gguf")) + " --prompt hi");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("missing.gguf"), std::string::npos) << r.err;
+
+  // Unknown architecture in config.json.
+  std::filesystem::create_directories(tmp.file("weird"));
+  std::ofstream(tmp.file("weird/config.json")) << R"({"model_type": "mamba", "architectures": ["MambaForCausalLM"]})";
+  std::ofstream(tmp.file("weird/model.safetensors")) << "x";
+  r = kvparity("generate --model " + q(tmp.file("weird")) + " --prompt hi");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("mamba"), std::string::npos) << r.err;
+}
+
+TEST(Cli, PromptLongerThanTheContextIsRefused) {
+  KVP_REQUIRE_SHARED(model, "models/aidreams260K/aidreams260K.bin");
+  std::string prompt;
+  for (int i = 0; i < 200; ++i) prompt += "dream ";
+  const CliRun r = kvparity("generate --model " + q(model) + " --prompt '" + prompt + "' --max-new-tokens 4");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("does not fit the context"), std::string::npos) << r.err;
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  EXPECT_EQ(kvparity("").status, 2);
+  EXPECT_EQ(kvparity("generate").status, 2);  // --model is required
+  EXPECT_EQ(kvparity("frobnicate").status, 2);
+  EXPECT_EQ(kvparity("generate --model " + q(model) + " --dtype fp8").status, 2);
+  CliRun r = kvparity("generate --model " + q(model) + " --sampler top-p --top-p 1.5");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--top-p"), std::string::npos) << r.err;
+  r = kvparity("generate --model " + q(model) + " --sampler temperature --temperature -1");
+  EXPECT_EQ(r.status, 2);
+  r = kvparity("generate --model " + q(model) + " --sampler top-k --top-k 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(kvparity("generate --model " + q(model) + " --kernels fastest").status, 2);
+}
+
+TEST(Cli, DemoRunsOnTheBuiltInModel) {
+  const CliRun r = kvparity("demo --max-new-tokens 8");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* dt : {"fp32", "fp16", "bf16"}) EXPECT_NE(r.out.find(dt), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("max |Δlogit|"), std::string::npos);
+}
+
+TEST(Cli, BenchPrintsJsonWithTheDocumentedFields) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const CliRun r = kvparity("bench --model " + q(model) +
+                    " --dtype fp32,fp16 --kernels standard --threads 1 --prompt-tokens 8 --decode-tokens 4"
+                    " --cache-off-tokens 8 --repeats 1 --bandwidth-gbs 10 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  for (const char* k : {"kernels", "dtype", "threads", "prefill_tok_s", "decode_tok_s", "cache_off_step_s",
+                        "model_bytes", "bandwidth_bound_tok_s"})
+    EXPECT_TRUE(j[0].contains(k)) << k;
+  EXPECT_GT(j[0]["decode_tok_s"].get<double>(), 0.0);
+}
+
+}  // namespace
+}  // namespace kvp
