@@ -86,7 +86,9 @@ TEST(DType, Bf16RoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(kvp::bf16_to_f32(kvp::f32_to_bf16(kvp::bits_f32(0x7f800001u)))));  // NaN stays NaN
   for (uint32_t b = 0; b < 65536; ++b) {
     const bool nan = (b & 0x7f80u) == 0x7f80u && (b & 0x7fu) != 0;
-    if (!nan) ASSERT_EQ(kvp::f32_to_bf16(kvp::bf16_to_f32(uint16_t(b))), b);
+    if (!nan) {
+      ASSERT_EQ(kvp::f32_to_bf16(kvp::bf16_to_f32(uint16_t(b))), b);
+    }
   }
 }
 
