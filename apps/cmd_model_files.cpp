@@ -3,7 +3,7 @@
 
 #include "cli_common.h"
 #include "core/error.h"
-#include "lab/atomic_file.h"
+#include "core/atomic_file.h"
 #include "model/checkpoint_export.h"
 #include "model/synthetic.h"
 #include "runtime/tokenizer_for_model.h"

@@ -413,7 +413,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
 
   // Embedded vocabulary.
   const GgufValue* toks = m.get_array("tokenizer.ggml.tokens", GgufType::String);
-  if (m.find("tokenizer.ggml.model") != nullptr || toks != nullptr) {
+  const bool no_vocab = toks == nullptr && m.get_str("tokenizer.ggml.model", "") == "none";
+  if (!no_vocab && (m.find("tokenizer.ggml.model") != nullptr || toks != nullptr)) {
     VocabSpec v;
     v.model = m.get_str("tokenizer.ggml.model", "", true);
     if (v.model != "llama" && v.model != "gpt2")

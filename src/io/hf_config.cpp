@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/atomic_file.h"
 #include "io/io_util.h"
 
 namespace kvp {
@@ -314,7 +315,7 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
       break;
     }
   }
-  io::AtomicFile f(path);
+  AtomicFile f(path);
   f.write_str(j.dump(2) + "\n");
   f.commit();
 }

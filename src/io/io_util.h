@@ -42,28 +42,6 @@ class ByteReader {
   std::string name_;
 };
 
-// Writes `path.tmp`, then renames it over `path` in commit(). Destroying an uncommitted writer
-// removes the temporary file, so errors never leave partial output behind.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  void write(const void* p, size_t n);
-  void write_str(const std::string& s) { write(s.data(), s.size()); }
-  template <typename T>
-  void write_pod(T v) { write(&v, sizeof(T)); }
-  void pad_zeros(size_t n);
-  uint64_t written() const { return written_; }
-  void commit();
-
- private:
-  std::string path_, tmp_;
-  std::FILE* f_ = nullptr;
-  uint64_t written_ = 0;
-};
 
 // Reads a whole (small) text file such as config.json; errors name the path.
 std::string read_text_file(const std::string& path, size_t max_bytes = size_t(64) << 20);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/atomic_file.h"
 #include "io/io_util.h"
 
 namespace kvp {
@@ -47,7 +48,7 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   std::string hs = h.dump();
   // Readers map the data section directly, so it starts 8-aligned (as the safetensors library does).
   hs.append((8 - hs.size() % 8) % 8, ' ');
-  io::AtomicFile f(path);
+  AtomicFile f(path);
   f.write_pod<uint64_t>(hs.size());
   f.write_str(hs);
   for (const auto& t : tensors) f.write(t.data, t.nbytes());
@@ -57,19 +58,19 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
 void write_safetensors_index(const std::string& path, const std::map<std::string, std::string>& weight_map,
                              uint64_t total_size) {
   json j = {{"metadata", {{"total_size", total_size}}}, {"weight_map", weight_map}};
-  io::AtomicFile f(path);
+  AtomicFile f(path);
   f.write_str(j.dump(2) + "\n");
   f.commit();
 }
 
 namespace {
 
-void put_string(io::AtomicFile& f, const std::string& s) {
+void put_string(AtomicFile& f, const std::string& s) {
   f.write_pod<uint64_t>(s.size());
   f.write_str(s);
 }
 
-void put_value(io::AtomicFile& f, const GgufValue& v, bool with_type, const std::string& path) {
+void put_value(AtomicFile& f, const GgufValue& v, bool with_type, const std::string& path) {
   if (with_type) f.write_pod<uint32_t>(uint32_t(v.type));
   switch (v.type) {
     case GgufType::U8: f.write_pod<uint8_t>(uint8_t(v.u)); break;
@@ -218,10 +219,15 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     id("tokenizer.ggml.padding_token_id", v.pad_id);
     kv.set("tokenizer.ggml.add_bos_token", GgufValue::of_bool(v.add_bos));
     kv.set("tokenizer.ggml.add_space_prefix", GgufValue::of_bool(v.add_space_prefix));
+  } else {
+    // llama.cpp requires tokenizer.ggml.model; "none" plus <arch>.vocab_size is how it reads a
+    // file that carries no vocabulary.
+    kv.set("tokenizer.ggml.model", GgufValue::of_str("none"));
+    kv.set(A + "vocab_size", GgufValue::of_u32(uint32_t(cfg.vocab_size)));
   }
   for (const auto& [k, v] : opts.extra_kv) kv.set(k, v);
 
-  io::AtomicFile f(path);
+  AtomicFile f(path);
   f.write_str("GGUF");
   f.write_pod<uint32_t>(3);
   f.write_pod<uint64_t>(outs.size());

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "lab/atomic_file.h"
+#include "core/atomic_file.h"
 
 namespace kvp {
 
@@ -29,7 +29,7 @@ void write_npy_f32(const std::string& path, const std::vector<int64_t>& shape, c
   header += char((dict.size() >> 8) & 0xff);
   header += dict;
   AtomicFile out(path);
-  out.write(header.data(), header.size());
+  out.write_str(header);
   out.write(data, size_t(n) * sizeof(float));
   out.commit();
 }

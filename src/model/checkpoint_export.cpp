@@ -19,20 +19,24 @@ bool is_qk(const std::string& name, int* heads, const ModelConfig& c) {
 }
 
 // A copy of `t` in `dtype` with q/k rows moved from layout `from` to `to`.
+// `norm_shift` is added to RMSNorm gains: Gemma-2 GGUF files store (1 + w) where HF stores w.
 TensorView prepare(const TensorView& t, DType dtype, RopeLayout from, RopeLayout to, const ModelConfig& c,
-                   std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
+                   float norm_shift, std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
   int heads = 0;
   const bool permute = from != to && is_qk(t.name, &heads, c);
-  if (t.dtype == dtype && !permute) return t;
+  const bool is_norm = t.name.size() > 11 && t.name.compare(t.name.size() - 11, 11, "norm.weight") == 0;
+  const float shift = is_norm ? norm_shift : 0.0f;
+  if (t.dtype == dtype && !permute && shift == 0.0f) return t;
   TensorView out = t;
   out.dtype = dtype;
   const size_t n = size_t(t.numel());
   auto conv = std::make_shared<AlignedBuffer>(n * dtype_size(dtype));
-  if (t.dtype == dtype) {
+  if (t.dtype == dtype && shift == 0.0f) {
     std::memcpy(conv->data(), t.data, n * dtype_size(dtype));
   } else {
     std::vector<float> tmp(n);
     to_f32(t.dtype, t.data, tmp.data(), n);
+    for (auto& v : tmp) v += shift;
     from_f32(dtype, tmp.data(), conv->data(), n);
   }
   keep.push_back(conv);
@@ -75,13 +79,18 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   } else {
     fail_usage("unknown output format '{}' (expected hf or gguf)", format);
   }
+  float norm_shift = 0.0f;
+  if (c.arch == Arch::Gemma2) {
+    if (format == "gguf" && !ckpt.norm_weights_include_one) norm_shift = 1.0f;
+    if (format == "hf" && ckpt.norm_weights_include_one) norm_shift = -1.0f;
+  }
   std::vector<std::shared_ptr<AlignedBuffer>> keep;
   std::vector<TensorView> tensors;
   DType common = DType::F32;
   bool first = true;
   for (const auto& [name, t] : ckpt.tensors) {
     const DType d = opts.dtype.value_or(t.dtype);
-    tensors.push_back(prepare(t, d, ckpt.qk_layout, target, c, keep));
+    tensors.push_back(prepare(t, d, ckpt.qk_layout, target, c, norm_shift, keep));
     if (t.shape.size() == 2 && first) {
       common = d;
       first = false;

@@ -1,0 +1,210 @@
+// GGUF files kvparity writes, checked by an independent reader: tests/gguf_conformance.py parses
+// the bytes per the published GGUF v3 spec and llama.cpp's loader rules (key types, tensor names,
+// ne[] order, alignment, tokenizer arrays) and shares no code with src/io. Deliberately broken
+// copies must make it fail, so a pass means something.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace kvp {
+namespace {
+
+constexpr const char* kPython = "/usr/bin/python3";
+
+struct ProcResult {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string q(const std::string& s) { return "'" + s + "'"; }
+
+ProcResult run(const std::string& cmd) {
+  test::TempDir tmp;
+  ProcResult r;
+  FILE* p = popen((cmd + " 2>" + q(tmp.file("err"))).c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::ifstream e(tmp.file("err"));
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
+}
+
+std::string checker() { return std::string(KVPARITY_SOURCE_DIR) + "/tests/gguf_conformance.py"; }
+
+// The checker needs /usr/bin/python3; its absence is a failure, never a skip.
+bool have_python() {
+  if (std::filesystem::exists(kPython)) return true;
+  ADD_FAILURE() << kPython << " is missing: the GGUF conformance checker (tests/gguf_conformance.py) cannot run";
+  return false;
+}
+
+ProcResult check(const std::string& gguf, const std::string& hf_dir = "") {
+  std::string cmd = std::string(kPython) + " " + q(checker()) + " " + q(gguf) + " --quiet";
+  if (!hf_dir.empty()) cmd += " --hf-reference " + q(hf_dir);
+  return run(cmd);
+}
+
+std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+}
+
+// Offset just past the first occurrence of the length-prefixed GGUF string `s`, or 0.
+size_t find_gguf_string(const std::vector<uint8_t>& b, const std::string& s) {
+  std::vector<uint8_t> pat(8 + s.size());
+  const uint64_t n = s.size();
+  std::memcpy(pat.data(), &n, 8);  // little-endian host (GGUF is little-endian)
+  std::memcpy(pat.data() + 8, s.data(), s.size());
+  auto it = std::search(b.begin(), b.end(), pat.begin(), pat.end());
+  return it == b.end() ? 0 : size_t(it - b.begin()) + pat.size();
+}
+
+class GgufConformance : public ::testing::Test {
+ protected:
+  test::TempDir tmp;
+
+  // kvparity synth tiny llama fp16, as GGUF and (same seed) as HF.
+  std::string synth_gguf() {
+    const std::string out = tmp.file("synth.gguf");
+    const ProcResult r = run(std::string(KVPARITY_BIN) + " synth --arch llama --preset tiny --dtype fp16 --format gguf --out " + q(out));
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    return r.status == 0 ? out : "";
+  }
+};
+
+TEST_F(GgufConformance, SynthTinyLlamaFp16Passes) {
+  if (!have_python()) return;
+  const std::string gguf = synth_gguf();
+  ASSERT_FALSE(gguf.empty());
+  const std::string hf = tmp.file("synth_hf");
+  const ProcResult s = run(std::string(KVPARITY_BIN) + " synth --arch llama --preset tiny --dtype fp16 --format hf --out " + q(hf));
+  ASSERT_EQ(s.status, 0) << s.out << s.err;
+
+  const ProcResult c = check(gguf);
+  EXPECT_EQ(c.status, 0) << "checker report:\n" << c.out << c.err;
+  // Same weights through llama.cpp's HF->GGUF transform (names, reversed dims, q/k RoPE permute).
+  const ProcResult x = check(gguf, hf);
+  EXPECT_EQ(x.status, 0) << "checker report (vs synth --format hf):\n" << x.out << x.err;
+}
+
+TEST_F(GgufConformance, ConvertStories260KPasses) {
+  if (!have_python()) return;
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  KVP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  KVP_REQUIRE_SHARED(hf, "models/stories260K/hf");
+  const std::string out = tmp.file("stories.gguf");
+  const ProcResult r = run(std::string(KVPARITY_BIN) + " convert --model " + q(model) + " --tokenizer " + q(tok) +
+                    " --to gguf --out " + q(out));
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+
+  const ProcResult c = check(out);
+  EXPECT_EQ(c.status, 0) << "checker report:\n" << c.out << c.err;
+  EXPECT_NE(c.out.find("\"n_tokens\": 512"), std::string::npos) << c.out;
+  // shared/models/stories260K/hf was converted independently of kvparity (see PROVENANCE.md).
+  const ProcResult x = check(out, hf);
+  EXPECT_EQ(x.status, 0) << "checker report (vs shared HF checkpoint):\n" << x.out << x.err;
+}
+
+TEST_F(GgufConformance, CheckerRejectsBrokenFiles) {
+  if (!have_python()) return;
+  const std::string good = synth_gguf();
+  ASSERT_FALSE(good.empty());
+  const std::vector<uint8_t> orig = read_bytes(good);
+  ASSERT_GT(orig.size(), 1024u);
+  ASSERT_EQ(check(good).status, 0) << "the unmodified file must pass for the negative cases to mean anything";
+
+  auto expect_rejected = [&](const std::string& what, const std::vector<uint8_t>& bytes, const std::string& needle) {
+    const std::string p = tmp.file("broken.gguf");
+    write_bytes(p, bytes);
+    const ProcResult c = check(p);
+    EXPECT_EQ(c.status, 1) << what << ": checker should exit 1\n" << c.out << c.err;
+    EXPECT_NE(c.out.find(needle), std::string::npos) << what << ": report should mention '" << needle << "'\n" << c.out;
+  };
+
+  {  // A tensor renamed to something llama.cpp does not know (same length, so the layout stays valid).
+    std::vector<uint8_t> b = orig;
+    const size_t at = find_gguf_string(b, "blk.0.attn_q.weight");
+    ASSERT_NE(at, 0u);
+    b[at - std::strlen("q.weight")] = 'x';  // blk.0.attn_x.weight
+    expect_rejected("renamed tensor", b, "blk.0.attn_x.weight");
+  }
+  {  // A tensor offset moved off the alignment grid: the data section no longer lines up.
+    std::vector<uint8_t> b = orig;
+    const size_t at = find_gguf_string(b, "blk.0.attn_k.weight");
+    ASSERT_NE(at, 0u);
+    uint32_t nd;
+    std::memcpy(&nd, &b[at], 4);
+    ASSERT_TRUE(nd >= 1 && nd <= 4);
+    const size_t off_at = at + 4 + 8 * nd + 4;
+    uint64_t off;
+    std::memcpy(&off, &b[off_at], 8);
+    off += 8;
+    std::memcpy(&b[off_at], &off, 8);
+    expect_rejected("misaligned tensor offset", b, "not a multiple of ALIGNMENT");
+  }
+  {  // general.alignment that is not a power of two.
+    std::vector<uint8_t> b = orig;
+    const size_t at = find_gguf_string(b, "general.alignment");
+    ASSERT_NE(at, 0u);
+    uint32_t type, val;
+    std::memcpy(&type, &b[at], 4);
+    std::memcpy(&val, &b[at + 4], 4);
+    ASSERT_EQ(type, 4u);  // u32
+    ASSERT_EQ(val, 32u);
+    val = 48;
+    std::memcpy(&b[at + 4], &val, 4);
+    expect_rejected("alignment 48", b, "general.alignment");
+  }
+  {  // llama.context_length stored as i32: llama.cpp's strict key typing refuses it.
+    std::vector<uint8_t> b = orig;
+    const size_t at = find_gguf_string(b, "llama.context_length");
+    ASSERT_NE(at, 0u);
+    uint32_t type;
+    std::memcpy(&type, &b[at], 4);
+    ASSERT_EQ(type, 4u);
+    type = 5;  // i32, same width
+    std::memcpy(&b[at], &type, 4);
+    expect_rejected("context_length as i32", b, "llama.context_length");
+  }
+  {  // Truncated data section.
+    std::vector<uint8_t> b(orig.begin(), orig.begin() + long(orig.size() / 2));
+    expect_rejected("truncated file", b, "past the end");
+  }
+  {  // Bad magic.
+    std::vector<uint8_t> b = orig;
+    b[0] = 'X';
+    expect_rejected("bad magic", b, "magic");
+  }
+  {  // Same shapes, different weights: the HF cross-check must notice.
+    const std::string hf = tmp.file("other_hf");
+    const ProcResult s = run(std::string(KVPARITY_BIN) +
+                      " synth --arch llama --preset tiny --dtype fp16 --format hf --seed 12345 --out " + q(hf));
+    ASSERT_EQ(s.status, 0) << s.out << s.err;
+    const ProcResult c = check(good, hf);
+    EXPECT_EQ(c.status, 1) << "different weights must fail the HF cross-check\n" << c.out << c.err;
+    EXPECT_NE(c.out.find("differs from HF"), std::string::npos) << c.out;
+  }
+}
+
+}  // namespace
+}  // namespace kvp
