@@ -89,7 +89,9 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   DType common = DType::F32;
   bool first = true;
   for (const auto& [name, t] : ckpt.tensors) {
-    const DType d = opts.dtype.value_or(t.dtype);
+    // llama.cpp keeps 1-D tensors (norm gains, biases) in F32 whatever the matrices' type; the
+    // upcast is exact, and the loader rounds them to the compute dtype again.
+    const DType d = (format == "gguf" && t.shape.size() == 1) ? DType::F32 : opts.dtype.value_or(t.dtype);
     tensors.push_back(prepare(t, d, ckpt.qk_layout, target, c, norm_shift, keep));
     if (t.shape.size() == 2 && first) {
       common = d;
