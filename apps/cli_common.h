@@ -46,5 +46,7 @@ void register_forward(CLI::App& app);
 void register_model_files(CLI::App& app);  // synth, convert
 void register_demo(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_compare(CLI::App& app);
+void register_report(CLI::App& app);
 
 }  // namespace kvp::cli

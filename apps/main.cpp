@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   kvp::cli::register_model_files(app);
   kvp::cli::register_demo(app);
   kvp::cli::register_bench(app);
+  kvp::cli::register_compare(app);
+  kvp::cli::register_report(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

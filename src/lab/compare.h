@@ -1,0 +1,46 @@
+#pragma once
+// `kvparity compare`: for every prompt and condition (dtype x kernels x sampler), free-running
+// generations on both cache paths with the same seeded draws, then the cache-OFF path
+// teacher-forced along the cache-ON trajectory with per-step logit metrics. Records go to
+// results.jsonl one prompt at a time; a restarted run skips what is already there.
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "lab/prompt_set.h"
+#include "runtime/sampler.h"
+
+namespace kvp {
+
+struct Condition {
+  DType dtype = DType::F16;
+  DType kv_dtype = DType::F16;
+  KernelPolicy kernels = KernelPolicy::Standard;
+  SamplerConfig sampler;
+  bool control = false;  // an fp32 rerun requested by --control fp32
+  std::string key() const;  // e.g. "fp16/kv=fp16/standard/greedy"
+};
+
+struct CompareOptions {
+  std::string model;
+  std::string tokenizer;
+  std::vector<Prompt> prompts;
+  std::vector<Condition> conditions;
+  int max_new_tokens = 128;
+  uint64_t seed = 1;
+  int threads = 1;
+  bool stop_at_eos = false;  // off by default: both paths then always produce max_new_tokens
+  std::string out_dir;
+  bool progress = false;     // progress line on stderr
+};
+
+// Adds the fp32 control conditions (same kernels and sampler, dtype and KV dtype fp32).
+void add_fp32_controls(std::vector<Condition>& conditions);
+
+// Runs what is missing from out_dir/results.jsonl; returns the number of records written now.
+int run_compare(const CompareOptions& opts);
+
+// Sequence id for the counter-based RNG: a stable hash of the prompt id.
+uint64_t sequence_id_for(const std::string& prompt_id);
+
+}  // namespace kvp

@@ -1,0 +1,130 @@
+#include "lab/report.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "lab/results_log.h"
+#include "lab/summary.h"
+#include "lab/svg_chart.h"
+
+namespace kvp {
+namespace {
+
+std::string num(const nlohmann::json& v) {
+  if (v.is_null()) return "–";
+  const double d = v.get<double>();
+  if (d == 0.0) return "0";
+  if (std::fabs(d) >= 1e-2 && std::fabs(d) < 1e4) return fmt::format("{:.4g}", d);
+  return fmt::format("{:.3e}", d);
+}
+
+std::string pct(const nlohmann::json& v) { return v.is_null() ? "–" : fmt::format("{:.1f}%", 100.0 * v.get<double>()); }
+
+std::string dist(const nlohmann::json& d) {
+  return fmt::format("{} / {} / {} / {}", num(d["min"]), num(d["median"]), num(d["p90"]), num(d["max"]));
+}
+
+}  // namespace
+
+std::string render_summary_md(const nlohmann::json& s) {
+  std::string md = "# kvparity compare: cache ON vs cache OFF\n\n";
+  md += "Metrics as defined in DESIGN.md §7. Distributions are min / median / p90 / max over all teacher-forced "
+        "steps (first divergence: over the prompts that diverged).\n\n";
+  md += "| condition | prompts | steps | sequence divergence | token flips | first divergence | max \\|Δlogit\\| | "
+        "mean \\|Δlogit\\| | KL(p_on‖p_off) |\n|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& c : s["conditions"])
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c["condition"].get<std::string>(),
+                      c["n_prompts"].get<int>(), c["n_steps"].get<int>(), pct(c["sequence_divergence_rate"]),
+                      pct(c["token_flip_rate"]), dist(c["first_divergence_index"]), dist(c["max_abs_logit_diff"]),
+                      dist(c["mean_abs_logit_diff"]), dist(c["kl"]));
+  if (!s["fp32_control"].empty()) {
+    md += "\n## FP32 control\n\nRatio of each metric to the same run in fp32 (log10 = orders of magnitude).\n\n";
+    md += "| condition | control | median max \\|Δlogit\\| ratio (log10) | max max \\|Δlogit\\| ratio (log10) | median KL ratio "
+          "(log10) | divergence rate (ctrl) | flip rate (ctrl) |\n|---|---|---|---|---|---|---|\n";
+    for (const auto& k : s["fp32_control"]) {
+      const auto& m = k["metrics"];
+      auto r = [&](const char* name) {
+        const auto& e = m[name];
+        if (e["ratio"].is_null()) return std::string("– (control 0)");
+        if (e["log10"].is_null()) return num(e["ratio"]);
+        return fmt::format("{} ({:+.1f})", num(e["ratio"]), e["log10"].get<double>());
+      };
+      md += fmt::format("| {} | {} | {} | {} | {} | {} ({}) | {} ({}) |\n", k["condition"].get<std::string>(),
+                        k["control"].get<std::string>(), r("max_abs_logit_diff_median"), r("max_abs_logit_diff_max"),
+                        r("kl_median"), pct(m["sequence_divergence_rate"]["value"]),
+                        pct(m["sequence_divergence_rate"]["control"]), pct(m["token_flip_rate"]["value"]),
+                        pct(m["token_flip_rate"]["control"]));
+    }
+  }
+  return md;
+}
+
+std::string render_report_html(const nlohmann::json& s) {
+  std::vector<Series> logit, kl, hist;
+  std::vector<std::string> bins;
+  for (const auto& c : s["conditions"]) {
+    const std::string name = c["condition"].get<std::string>();
+    Series a{name, {}, {}}, b{name, {}, {}};
+    const auto& mx = c["per_step"]["max_abs_logit_diff_median"];
+    const auto& k = c["per_step"]["kl_median"];
+    for (size_t i = 0; i < mx.size(); ++i) {
+      a.x.push_back(double(i));
+      a.y.push_back(mx[i].get<double>());
+    }
+    for (size_t i = 0; i < k.size(); ++i) {
+      b.x.push_back(double(i));
+      b.y.push_back(k[i].get<double>());
+    }
+    logit.push_back(a);
+    kl.push_back(b);
+    const auto& h = c["first_divergence_histogram"];
+    if (bins.empty())
+      for (size_t i = 0; i + 1 < h["edges"].size(); ++i)
+        bins.push_back(fmt::format("{}-{}", h["edges"][i].get<int>(), h["edges"][i + 1].get<int>() - 1));
+    Series hs{name, {}, {}};
+    for (const auto& v : h["counts"]) hs.y.push_back(v.get<double>());
+    hist.push_back(hs);
+  }
+  std::string html =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvparity report</title>\n"
+      "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;"
+      "font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
+      "td:first-child{text-align:left}svg{margin:1em 0;display:block}</style></head><body>\n"
+      "<h1>kvparity: cache ON vs cache OFF</h1>\n";
+  html += "<h2>Summary</h2>\n<table><tr><th>condition</th><th>prompts</th><th>sequence divergence</th><th>token flips"
+          "</th><th>median first divergence</th><th>median max |Δlogit|</th><th>max max |Δlogit|</th><th>median KL"
+          "</th></tr>\n";
+  for (const auto& c : s["conditions"])
+    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                        "</tr>\n",
+                        html_escape(c["condition"].get<std::string>()), c["n_prompts"].get<int>(),
+                        pct(c["sequence_divergence_rate"]), pct(c["token_flip_rate"]),
+                        num(c["first_divergence_index"]["median"]), num(c["max_abs_logit_diff"]["median"]),
+                        num(c["max_abs_logit_diff"]["max"]), num(c["kl"]["median"]));
+  html += "</table>\n<h2>Divergence over generation</h2>\n";
+  html += svg_line_chart("Per-step max |Δlogit| (median over prompts)", "generated token index", "max |Δlogit|",
+                         logit, true);
+  html += svg_line_chart("Per-step KL(p_on ‖ p_off) (median over prompts)", "generated token index", "KL", kl, true);
+  html += "<h2>Where generations part</h2>\n";
+  html += svg_bar_chart("First divergence index (prompts per bin)", bins, hist);
+  html += "<p>Definitions: DESIGN.md §7. Teacher-forced metrics run the cache-OFF path along the cache-ON "
+          "trajectory.</p>\n</body></html>\n";
+  return html;
+}
+
+nlohmann::json write_reports(const std::string& dir) {
+  const std::string results = dir + "/results.jsonl";
+  if (!std::filesystem::exists(results)) fail("{}: no results.jsonl here (run kvparity compare --out {})", dir, dir);
+  const auto records = ResultsLog::read_all(results);
+  if (records.empty()) fail("{}: no complete records", results);
+  nlohmann::json summary = summarize_compare(records);
+  write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+  write_file_atomic(dir + "/summary.md", render_summary_md(summary));
+  write_file_atomic(dir + "/report.html", render_report_html(summary));
+  return summary;
+}
+
+}  // namespace kvp

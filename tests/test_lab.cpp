@@ -1,0 +1,176 @@
+// The divergence lab: metric definitions, crash-safe results, `compare` invariants on a real
+// model, resume after a kill, and the reports.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "lab/compare.h"
+#include "lab/report.h"
+#include "lab/results_log.h"
+#include "lab/stats.h"
+#include "lab/step_metrics.h"
+#include "test_util.h"
+
+namespace kvp {
+namespace {
+
+TEST(LabStats, QuantilesInterpolateLikeNumpy) {
+  const Distribution d = summarize({4, 1, 3, 2, 5, 6, 7, 8, 9, 10});
+  EXPECT_EQ(d.n, 10u);
+  EXPECT_DOUBLE_EQ(d.min, 1);
+  EXPECT_DOUBLE_EQ(d.max, 10);
+  EXPECT_DOUBLE_EQ(d.median, 5.5);
+  EXPECT_NEAR(d.p90, 9.1, 1e-12);
+  EXPECT_DOUBLE_EQ(d.mean, 5.5);
+  EXPECT_TRUE(summarize({}).to_json()["median"].is_null());
+  const Histogram h = histogram({0, 1, 5, 9, 9}, 10, 5);
+  EXPECT_EQ(h.counts, (std::vector<int>{2, 0, 1, 0, 2}));
+}
+
+TEST(LabMetrics, StepMetricsMatchHandComputedValues) {
+  const float a[3] = {1.0f, 2.0f, 3.0f};
+  StepMetrics same = step_metrics(a, a, 3);
+  EXPECT_EQ(same.max_abs_logit_diff, 0.0);
+  EXPECT_EQ(same.kl, 0.0);
+  EXPECT_DOUBLE_EQ(same.top1_margin, 1.0);
+  const float b[3] = {1.0f, 2.5f, 3.0f};
+  const StepMetrics m = step_metrics(a, b, 3);
+  EXPECT_DOUBLE_EQ(m.max_abs_logit_diff, 0.5);
+  EXPECT_NEAR(m.mean_abs_logit_diff, 0.5 / 3, 1e-12);
+  // KL(p||q) by hand in double.
+  double zp = std::exp(1.0) + std::exp(2.0) + std::exp(3.0), zq = std::exp(1.0) + std::exp(2.5) + std::exp(3.0);
+  double kl = 0;
+  const double la[3] = {1, 2, 3}, lb[3] = {1, 2.5, 3};
+  for (int i = 0; i < 3; ++i) {
+    const double p = std::exp(la[i]) / zp, q = std::exp(lb[i]) / zq;
+    kl += p * std::log(p / q);
+  }
+  EXPECT_NEAR(m.kl, kl, 1e-12);
+}
+
+std::string key_of(const nlohmann::json& r) { return r.value("k", std::string()); }
+
+TEST(LabResults, TornLastRecordIsDroppedAndAppendingResumes) {
+  test::TempDir tmp;
+  const std::string path = tmp.file("r.jsonl");
+  {
+    ResultsLog log(path, key_of);
+    log.append({{"k", "a"}, {"v", 1}});
+    log.append({{"k", "b"}, {"v", 2}});
+  }
+  {  // a kill in the middle of the third record
+    std::ofstream out(path, std::ios::app);
+    out << R"({"k": "c", "v": 3, "pad)";
+  }
+  ResultsLog log(path, key_of);
+  EXPECT_EQ(log.records().size(), 2u);
+  EXPECT_TRUE(log.has("a"));
+  EXPECT_FALSE(log.has("c"));
+  log.append({{"k", "c"}, {"v", 3}});
+  const auto all = ResultsLog::read_all(path);
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[2]["v"], 3);
+}
+
+CompareOptions small_compare(const std::string& model, const std::string& out, DType dt, KernelPolicy pol) {
+  CompareOptions o;
+  o.model = model;
+  o.prompts = load_prompts("builtin:stories");
+  o.prompts.resize(6);
+  Condition c;
+  c.dtype = dt;
+  c.kv_dtype = dt;
+  c.kernels = pol;
+  o.conditions = {c};
+  o.max_new_tokens = 40;
+  o.out_dir = out;
+  return o;
+}
+
+TEST(LabCompare, Fp32ReferenceHasNoFlipsAndInvariantsHold) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  test::TempDir tmp;
+  CompareOptions o = small_compare(model, tmp.path(), DType::F32, KernelPolicy::Reference);
+  Condition half = o.conditions[0];
+  half.dtype = half.kv_dtype = DType::F16;
+  half.kernels = KernelPolicy::Standard;
+  o.conditions.push_back(half);
+  Condition sampled = half;
+  sampled.sampler.kind = SamplerKind::TopP;
+  sampled.sampler.temperature = 0.8;
+  o.conditions.push_back(sampled);
+  EXPECT_EQ(run_compare(o), 18);
+  const auto summary = write_reports(tmp.path());
+  for (const auto& r : ResultsLog::read_all(tmp.path() + "/results.jsonl")) {
+    const auto on = r["on_ids"].get<std::vector<int>>(), off = r["off_ids"].get<std::vector<int>>();
+    ASSERT_EQ(on.size(), 40u);
+    const int fd = r["first_divergence"].is_null() ? int(on.size()) : r["first_divergence"].get<int>();
+    for (int i = 0; i < fd; ++i) ASSERT_EQ(on[size_t(i)], off[size_t(i)]) << "prefixes before the first divergence";
+    if (fd < int(on.size())) EXPECT_NE(on[size_t(fd)], off[size_t(fd)]);
+    // Up to the first divergence the teacher-forced cache-OFF choice is the free-running one.
+    const auto tf_off = r["teacher_forced"]["off_token"].get<std::vector<int>>();
+    for (int i = 0; i < std::min(fd + 1, int(off.size())); ++i) EXPECT_EQ(tf_off[size_t(i)], off[size_t(i)]);
+    if (r["dtype"] == "fp32") {
+      EXPECT_TRUE(r["first_divergence"].is_null());
+      EXPECT_EQ(r["teacher_forced"]["flips"], 0);
+    }
+  }
+  for (const auto& c : summary["conditions"]) {
+    EXPECT_LE(c["token_flip_rate"].get<double>(), c["sequence_divergence_rate"].get<double>() + 1e-12)
+        << c["condition"];
+    for (const char* k : {"sequence_divergence_rate", "token_flip_rate", "first_divergence_index",
+                          "max_abs_logit_diff", "kl", "n_prompts", "n_steps"})
+      EXPECT_TRUE(c.contains(k)) << k;
+    for (const char* s : {"min", "median", "p90", "max", "mean"}) EXPECT_TRUE(c["kl"].contains(s));
+    if (c["dtype"] == "fp32") EXPECT_EQ(c["token_flip_rate"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(summary["schema_version"], 1);
+  for (const char* f : {"summary.json", "summary.md", "report.html"})
+    EXPECT_TRUE(std::filesystem::exists(tmp.file(f))) << f;
+}
+
+TEST(LabCompare, ResumeAfterAKillEqualsAnUninterruptedRun) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  test::TempDir full, killed;
+  run_compare(small_compare(model, full.path(), DType::F16, KernelPolicy::Standard));
+  // Simulate a kill: keep the first 3 records and half of the 4th.
+  std::ifstream in(full.file("results.jsonl"));
+  std::string line, kept;
+  for (int i = 0; i < 3 && std::getline(in, line); ++i) kept += line + "\n";
+  std::getline(in, line);
+  kept += line.substr(0, line.size() / 2);
+  std::ofstream(killed.file("results.jsonl")) << kept;
+  EXPECT_EQ(run_compare(small_compare(model, killed.path(), DType::F16, KernelPolicy::Standard)), 3);
+  const auto a = ResultsLog::read_all(full.file("results.jsonl"));
+  const auto b = ResultsLog::read_all(killed.file("results.jsonl"));
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_EQ(a[i], b[i]) << "record " << i;
+  EXPECT_EQ(run_compare(small_compare(model, killed.path(), DType::F16, KernelPolicy::Standard)), 0);
+}
+
+TEST(LabReport, HtmlIsSelfContainedWithChartData) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  test::TempDir tmp;
+  CompareOptions o = small_compare(model, tmp.path(), DType::F16, KernelPolicy::Standard);
+  add_fp32_controls(o.conditions);
+  run_compare(o);
+  const auto summary = write_reports(tmp.path());
+  ASSERT_EQ(summary["fp32_control"].size(), 1u);
+  std::ifstream in(tmp.file("report.html"));
+  const std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Self-contained: no scripts, stylesheets or images fetched from anywhere.
+  for (const char* external : {"<script", "<link", "<img", "https://", "src="})
+    EXPECT_EQ(html.find(external), std::string::npos) << external;
+  EXPECT_NE(html.find("class=\"chart line log-y\""), std::string::npos);
+  EXPECT_NE(html.find("class=\"chart bars\""), std::string::npos);
+  // One point per generated token index for each condition's per-step |Δlogit| curve (non-zero ones).
+  size_t points = 0;
+  for (size_t p = html.find("class=\"point\""); p != std::string::npos; p = html.find("class=\"point\"", p + 1)) ++points;
+  EXPECT_GT(points, 10u);
+}
+
+}  // namespace
+}  // namespace kvp
