@@ -48,5 +48,6 @@ void register_demo(CLI::App& app);
 void register_bench(CLI::App& app);
 void register_compare(CLI::App& app);
 void register_report(CLI::App& app);
+void register_profile(CLI::App& app);
 
 }  // namespace kvp::cli

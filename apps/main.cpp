@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   kvp::cli::register_bench(app);
   kvp::cli::register_compare(app);
   kvp::cli::register_report(app);
+  kvp::cli::register_profile(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

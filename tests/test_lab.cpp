@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/compare.h"
+#include "lab/layer_profile.h"
 #include "lab/report.h"
 #include "lab/results_log.h"
 #include "lab/stats.h"
@@ -170,6 +171,39 @@ TEST(LabReport, HtmlIsSelfContainedWithChartData) {
   size_t points = 0;
   for (size_t p = html.find("class=\"point\""); p != std::string::npos; p = html.find("class=\"point\"", p + 1)) ++points;
   EXPECT_GT(points, 10u);
+}
+
+}  // namespace
+}  // namespace kvp
+
+namespace kvp {
+namespace {
+
+TEST(LabProfile, ReferencePolicyIsBitwiseEqualAndStandardShowsWhereDivergenceIsBorn) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  ProfileOptions o;
+  o.model = model;
+  o.step = 40;
+  o.kernels = KernelPolicy::Reference;
+  o.dtypes = {DType::F32, DType::F16};
+  for (const auto& p : run_profile(o)) {
+    EXPECT_EQ(p.logits.max, 0.0) << p.dtype;
+    for (const auto& L : p.layers) {
+      EXPECT_EQ(L.resid_post.max, 0.0);
+      for (const auto& k : L.k) EXPECT_EQ(k.max, 0.0);
+    }
+  }
+  o.kernels = KernelPolicy::Standard;
+  const auto std_prof = run_profile(o);
+  const auto j = profile_json(std_prof, o);
+  ASSERT_EQ(j["profiles"].size(), 2u);
+  EXPECT_EQ(j["profiles"][0]["layers"].size(), 5u);
+  EXPECT_EQ(j["profiles"][0]["layers"][0]["k"].size(), 4u);  // one entry per KV head
+  double fp16_max = 0;
+  for (const auto& L : std_prof[1].layers) fp16_max = std::max(fp16_max, L.resid_post.max);
+  std::cout << "[report] stories260K standard fp16 step 40: max residual |Δ| " << fp16_max << ", logits "
+            << std_prof[1].logits.max << "\n";
+  EXPECT_GT(std_prof[0].logits.max, 0.0) << "fp32 standard: GEMV vs GEMM orders should differ in the last bits";
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -59,6 +60,28 @@ std::string render_summary_md(const nlohmann::json& s) {
                         pct(m["token_flip_rate"]["control"]));
     }
   }
+  if (s.contains("layer_profile")) {
+    const auto& lp = s["layer_profile"];
+    md += fmt::format("\n## Layer profile (step {}, prompt \"{}\")\n\nmax \\|cache ON − cache OFF\\| of the residual "
+                      "stream after each layer at the new position, and of K over all cached positions.\n\n| layer |",
+                      lp["step"].get<int>(), lp["prompt"].get<std::string>());
+    for (const auto& p : lp["profiles"]) md += " " + p["dtype"].get<std::string>() + " resid |";
+    for (const auto& p : lp["profiles"]) md += " " + p["dtype"].get<std::string>() + " K |";
+    md += "\n|---|";
+    for (size_t i = 0; i < 2 * lp["profiles"].size(); ++i) md += "---|";
+    md += "\n";
+    const size_t L = lp["profiles"].empty() ? 0 : lp["profiles"][0]["layers"].size();
+    for (size_t l = 0; l < L; ++l) {
+      md += fmt::format("| {} |", l);
+      for (const auto& p : lp["profiles"]) md += " " + num(p["layers"][l]["resid_post"]["max"]) + " |";
+      for (const auto& p : lp["profiles"]) {
+        double k = 0;
+        for (const auto& h : p["layers"][l]["k"]) k = std::max(k, h["max"].get<double>());
+        md += " " + num(k) + " |";
+      }
+      md += "\n";
+    }
+  }
   return md;
 }
 
@@ -108,6 +131,25 @@ std::string render_report_html(const nlohmann::json& s) {
   html += svg_line_chart("Per-step max |Δlogit| (median over prompts)", "generated token index", "max |Δlogit|",
                          logit, true);
   html += svg_line_chart("Per-step KL(p_on ‖ p_off) (median over prompts)", "generated token index", "KL", kl, true);
+  if (s.contains("layer_profile")) {
+    std::vector<Series> resid, kser;
+    for (const auto& p : s["layer_profile"]["profiles"]) {
+      Series r{p["dtype"].get<std::string>(), {}, {}}, k{p["dtype"].get<std::string>(), {}, {}};
+      for (const auto& L : p["layers"]) {
+        r.x.push_back(L["layer"].get<double>());
+        r.y.push_back(L["resid_post"]["max"].get<double>());
+        double km = 0;
+        for (const auto& h : L["k"]) km = std::max(km, h["max"].get<double>());
+        k.x.push_back(L["layer"].get<double>());
+        k.y.push_back(km);
+      }
+      resid.push_back(r);
+      kser.push_back(k);
+    }
+    html += "<h2>Where divergence is born: layer profile</h2>\n";
+    html += svg_line_chart("max |ON − OFF| of the residual stream after each layer", "layer", "max |Δ|", resid, true);
+    html += svg_line_chart("max |cached − recomputed| K entries per layer", "layer", "max |ΔK|", kser, true);
+  }
   html += "<h2>Where generations part</h2>\n";
   html += svg_bar_chart("First divergence index (prompts per bin)", bins, hist);
   html += "<p>Definitions: DESIGN.md §7. Teacher-forced metrics run the cache-OFF path along the cache-ON "
@@ -116,11 +158,19 @@ std::string render_report_html(const nlohmann::json& s) {
 }
 
 nlohmann::json write_reports(const std::string& dir) {
-  const std::string results = dir + "/results.jsonl";
-  if (!std::filesystem::exists(results)) fail("{}: no results.jsonl here (run kvparity compare --out {})", dir, dir);
-  const auto records = ResultsLog::read_all(results);
-  if (records.empty()) fail("{}: no complete records", results);
+  const std::string results = dir + "/results.jsonl", profile = dir + "/profile.json";
+  const bool have_results = std::filesystem::exists(results), have_profile = std::filesystem::exists(profile);
+  if (!have_results && !have_profile)
+    fail("{}: no results.jsonl or profile.json here (run kvparity compare/profile --out {})", dir, dir);
+  const auto records = have_results ? ResultsLog::read_all(results) : std::vector<nlohmann::json>{};
+  if (have_results && records.empty()) fail("{}: no complete records", results);
   nlohmann::json summary = summarize_compare(records);
+  if (have_profile) {
+    std::ifstream in(profile);
+    nlohmann::json p = nlohmann::json::parse(in, nullptr, false);
+    if (p.is_discarded() || !p.contains("profiles")) fail("{}: not a kvparity profile", profile);
+    summary["layer_profile"] = p;
+  }
   write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
   write_file_atomic(dir + "/summary.md", render_summary_md(summary));
   write_file_atomic(dir + "/report.html", render_report_html(summary));

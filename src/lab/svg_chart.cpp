@@ -9,7 +9,7 @@
 namespace kvp {
 namespace {
 
-constexpr double kW = 640, kH = 300, kLeft = 70, kRight = 170, kTop = 34, kBottom = 44;
+constexpr double kW = 900, kH = 320, kLeft = 70, kRight = 320, kTop = 34, kBottom = 44;
 const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
 
 std::string header(const std::string& title, const std::string& cls) {
