@@ -49,5 +49,6 @@ void register_bench(CLI::App& app);
 void register_compare(CLI::App& app);
 void register_report(CLI::App& app);
 void register_profile(CLI::App& app);
+void register_patch(CLI::App& app);
 
 }  // namespace kvp::cli

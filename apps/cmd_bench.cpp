@@ -19,7 +19,7 @@ void register_bench(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "prefill/decode tok/s (cache ON) and cache-OFF step time vs the bandwidth bound");
   cmd->add_option("--model", o->model, "checkpoint to measure (default: a synthesised model, see --synth)");
-  cmd->add_option("--synth", o->synth, "preset of the synthesised llama model when no --model: tiny, tinyllama-1.1b, llama2-7b");
+  cmd->add_option("--synth", o->synth, "preset of the synthesised model when no --model: tiny, tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b, qwen2.5-0.5b");
   cmd->add_option("--dtype", o->dtypes, "comma-separated dtypes");
   cmd->add_option("--kernels", o->kernels, "comma-separated kernel policies");
   cmd->add_option("--threads", o->threads, "comma-separated thread counts");
@@ -58,7 +58,7 @@ void register_bench(CLI::App& app) {
     cfg.repeats = o->repeats;
     cfg.bandwidth_gbs = o->bandwidth;
     const Checkpoint ckpt = o->model.empty()
-                                ? synthesize_checkpoint(synthetic_config("llama", o->synth), DType::F16)
+                                ? synthesize_checkpoint(synthetic_config("", o->synth), DType::F16)
                                 : open_checkpoint(o->model);
     const bool tty = isatty(STDERR_FILENO);
     auto progress = +[](const BenchResult& r) {

@@ -12,13 +12,15 @@ namespace kvp::cli {
 
 void register_model_files(CLI::App& app) {
   struct SynthOpts {
-    std::string arch = "llama", preset = "tiny", dtype = "fp32", format = "hf", out;
+    std::string arch, preset = "tiny", dtype = "fp32", format = "hf", out;
     uint64_t seed = 1234;
   };
   auto s = std::make_shared<SynthOpts>();
   auto* synth = app.add_subcommand("synth", "write a model the project generates itself (real shapes, seeded weights)");
-  synth->add_option("--arch", s->arch, "architecture: llama");
-  synth->add_option("--preset", s->preset, "tiny, tinyllama-1.1b, llama2-7b");
+  synth->add_option("--arch", s->arch, "llama, mistral, gemma2 or qwen2 (default: the preset's; llama for tiny)")
+      ->check(CLI::IsMember({"llama", "mistral", "gemma2", "qwen2"}));
+  synth->add_option("--preset", s->preset,
+                    "tiny (any arch), tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b, qwen2.5-0.5b (real shapes)");
   synth->add_option("--dtype", s->dtype, "fp32, fp16, bf16")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   synth->add_option("--format", s->format, "hf (directory) or gguf (file)")->check(CLI::IsMember({"hf", "gguf"}));
   synth->add_option("--seed", s->seed, "weight seed");

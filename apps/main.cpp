@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   kvp::cli::register_compare(app);
   kvp::cli::register_report(app);
   kvp::cli::register_profile(app);
+  kvp::cli::register_patch(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake g++ pkg-config ninja-build
       nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
-      python3 python3-numpy python3-sentencepiece)
+      python3 python3-numpy python3-sentencepiece
+      clang libclang-rt-dev)  # clang + libFuzzer/ASan runtimes: the sanitizer CI stage and fuzz/
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -232,9 +232,12 @@ TEST(IoMalformed, HfConfig) {
   std::string no_hidden = kLlamaConfig;
   no_hidden.replace(no_hidden.find("\"hidden_size\":8,"), 16, "");
   check(no_hidden, {"'hidden_size'"});
-  check(with(kLlamaConfig, R"("rope_scaling":{"type":"linear","factor":2.0})"),
-        {"rope_scaling type 'linear' is not supported (config.json field rope_scaling)"});
-  check(with(kLlamaConfig, R"("rope_scaling":{"rope_type":"llama3","factor":8.0})"), {"'llama3'"});
+  // "linear" and "llama3" are implemented for Llama (tests/test_families.cpp); other types are refused.
+  check(with(kLlamaConfig, R"("rope_scaling":{"type":"dynamic","factor":2.0})"),
+        {"rope_scaling type 'dynamic' is not supported (config.json field rope_scaling)"});
+  check(with(kLlamaConfig, R"("rope_scaling":{"rope_type":"yarn","factor":8.0})"), {"'yarn'", "rope_scaling"});
+  check(with(kLlamaConfig, R"("rope_scaling":{"rope_type":"llama3","factor":8.0})"),
+        {"'llama3'", "low_freq_factor", "rope_scaling"});
   check(with(kLlamaConfig, R"("num_local_experts":8)"), {"num_local_experts"});
   check(with(kLlamaConfig, R"("hidden_act":"gelu")"), {"hidden_act", "gelu"});
   check(with(kLlamaConfig, R"("attention_bias":true)"), {"attention_bias"});

@@ -392,6 +392,13 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
                            std::pair{"final_logit_softcapping", "final_logit_softcapping"},
                            std::pair{"attention.query_pre_attn_scalar", "query_pre_attn_scalar"}})
       if (m.find(A + key) != nullptr) ck.extras[ex] = m.get_num(A + key, 0.0);
+    // Defaults when a key is absent: llama.cpp's (softcaps 50/30; query_pre_attn_scalar = head_dim,
+    // which is what Gemma-2 2B and 9B use).
+    auto ex = [&](const char* k, double d) { auto it = ck.extras.find(k); return it == ck.extras.end() ? d : it->second; };
+    c.query_pre_attn_scalar = float(ex("query_pre_attn_scalar", double(c.head_dim)));
+    c.attn_logit_softcapping = float(ex("attn_logit_softcapping", 50.0));
+    c.final_logit_softcapping = float(ex("final_logit_softcapping", 30.0));
+    c.sliding_window_period = 2;
   }
 
   for (const auto& ti : g.tensors) {

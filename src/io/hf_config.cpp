@@ -138,8 +138,15 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
       for (const char* k : {"rope_type", "type"})
         if (rs.contains(k) && rs[k].is_string()) { type = rs[k].get<std::string>(); break; }
     }
-    fail("{}: rope_scaling type '{}' is not supported (config.json field rope_scaling)", src, type);
+    // Llama's "linear" and "llama3" are implemented (parse_rope_scaling); everything else is refused.
+    const bool known = type == "linear" || type == "llama3" || type == "default";
+    if (!known || arch != Arch::Llama)
+      fail("{}: rope_scaling type '{}' is not supported{} (config.json field rope_scaling)", src, type,
+           known ? fmt::format(" for {}", arch_name(arch)) : std::string());
   }
+  for (const char* k : {"vision_config", "audio_config", "text_config", "vision_tower", "mm_projector_type",
+                        "image_token_index"})
+    if (r.has(k)) fail("{}: multimodal models are not supported (config.json field {})", src, k);
   for (const char* k : {"num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts",
                         "moe_intermediate_size", "shared_expert_intermediate_size"}) {
     if (!r.has(k)) continue;
@@ -202,6 +209,28 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.bos_id = r.get_token_id("bos_token_id", fd.bos);
   c.eos_id = r.get_token_id("eos_token_id", fd.eos);
   c.qkv_bias = c.arch == Arch::Qwen2;  // hard-wired in Qwen2's modeling code, no config field
+  if (r.has("rope_scaling")) {
+    // transformers v4.44 _compute_linear_scaling_rope_parameters / _compute_llama3_parameters.
+    const json& rs = j["rope_scaling"];
+    std::string type;  // reject_unsupported() checked that one of these is a known string
+    for (const char* k : {"rope_type", "type"})
+      if (rs.contains(k) && rs[k].is_string()) { type = rs[k].get<std::string>(); break; }
+    auto num = [&](const char* k) -> double {
+      if (!rs.contains(k) || !rs[k].is_number())
+        fail("{}: rope_scaling type '{}' needs a number '{}' (config.json field rope_scaling.{})", source, type, k, k);
+      return rs[k].get<double>();
+    };
+    if (type == "linear") {
+      c.rope_scaling = ModelConfig::RopeScaling::Linear;
+      c.rope_factor = float(num("factor"));
+    } else if (type == "llama3") {
+      c.rope_scaling = ModelConfig::RopeScaling::Llama3;
+      c.rope_factor = float(num("factor"));
+      c.rope_low_freq_factor = float(num("low_freq_factor"));
+      c.rope_high_freq_factor = float(num("high_freq_factor"));
+      c.rope_original_max_pos = int(num("original_max_position_embeddings"));
+    }
+  }
 
   switch (c.arch) {
     case Arch::Llama:
@@ -229,6 +258,16 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       // final_logit_softcapping, hidden_activation (gelu_pytorch_tanh) and the per-layer window
       // pattern; until then they travel in Checkpoint::extras.
       c.sliding_window = r.get_int("sliding_window", 4096);
+      c.sliding_window_period = 2;  // Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
+      c.query_pre_attn_scalar = float(r.get_num("query_pre_attn_scalar", 224.0));
+      // null disables a cap; 0 stands for that.
+      c.attn_logit_softcapping = (j.contains("attn_logit_softcapping") && j["attn_logit_softcapping"].is_null())
+                                     ? 0.0f
+                                     : float(r.get_num("attn_logit_softcapping", 50.0));
+      c.final_logit_softcapping = (j.contains("final_logit_softcapping") && j["final_logit_softcapping"].is_null())
+                                      ? 0.0f
+                                      : float(r.get_num("final_logit_softcapping", 30.0));
+      // Kept in Checkpoint::extras too (the writers and older callers read them there).
       if (extras != nullptr) {
         (*extras)["query_pre_attn_scalar"] = r.get_num("query_pre_attn_scalar", 224.0);
         // null disables the cap; 0 stands for that.
@@ -281,7 +320,17 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
       j["hidden_act"] = "silu";
       j["attention_bias"] = false;
       j["mlp_bias"] = false;
-      j["rope_scaling"] = nullptr;
+      if (c.rope_scaling == ModelConfig::RopeScaling::Linear) {
+        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", float_for_json(c.rope_factor)}};
+      } else if (c.rope_scaling == ModelConfig::RopeScaling::Llama3) {
+        j["rope_scaling"] = {{"rope_type", "llama3"},
+                             {"factor", float_for_json(c.rope_factor)},
+                             {"low_freq_factor", float_for_json(c.rope_low_freq_factor)},
+                             {"high_freq_factor", float_for_json(c.rope_high_freq_factor)},
+                             {"original_max_position_embeddings", c.rope_original_max_pos}};
+      } else {
+        j["rope_scaling"] = nullptr;
+      }
       j["pretraining_tp"] = 1;
       break;
     case Arch::Mistral:

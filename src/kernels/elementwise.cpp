@@ -4,13 +4,30 @@
 
 namespace kvp {
 
-RopeTable::RopeTable(int head_dim, int max_positions, float theta)
+RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc)
     : head_dim_(head_dim), max_positions_(max_positions) {
   const int half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i) {
     const float exponent = float(2 * i) / float(head_dim);
     inv_freq[size_t(i)] = 1.0f / std::pow(theta, exponent);
+  }
+  if (sc.type == RopeScalingSpec::Type::Linear) {
+    for (auto& f : inv_freq) f = f / sc.factor;  // _compute_linear_scaling_rope_parameters
+  } else if (sc.type == RopeScalingSpec::Type::Llama3) {
+    // _compute_llama3_parameters, elementwise on the fp32 inv_freq tensor.
+    const double old_len = double(sc.original_max_pos);
+    const double low_wavelen = old_len / double(sc.low_freq_factor);
+    const double high_wavelen = old_len / double(sc.high_freq_factor);
+    const float two_pi = float(2.0 * M_PI);
+    for (auto& f : inv_freq) {
+      const float wavelen = two_pi / f;
+      float g = double(wavelen) > low_wavelen ? f / sc.factor : f;
+      const float smooth = (float(old_len) / wavelen - sc.low_freq_factor) / (sc.high_freq_factor - sc.low_freq_factor);
+      const float smoothed = (1.0f - smooth) * g / sc.factor + smooth * g;
+      const bool medium = !(double(wavelen) < high_wavelen) && !(double(wavelen) > low_wavelen);
+      f = medium ? smoothed : g;
+    }
   }
   cos_.resize(size_t(max_positions) * half);
   sin_.resize(size_t(max_positions) * half);
@@ -46,6 +63,27 @@ void silu_mul(float* gate, const float* up, size_t n, DType act) {
     const float silu = round_to(act, g / (1.0f + std::exp(-g)));
     gate[i] = round_to(act, silu * up[i]);
   }
+}
+
+void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) {
+  // PyTorch's GeluKernel (approximate="tanh"): kBeta = sqrt(2) * (2/sqrt(pi)) * 0.5, kKappa = 0.044715.
+  const float kBeta = float(M_SQRT2 * M_2_SQRTPI * 0.5);
+  const float kKappa = 0.044715f;
+  for (size_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    const float inner = kBeta * (x + kKappa * (x * x * x));
+    const float g = round_to(act, 0.5f * x * (1.0f + std::tanh(inner)));
+    gate[i] = round_to(act, g * up[i]);
+  }
+}
+
+void softcap_inplace(float* x, size_t n, float cap, DType act) {
+  for (size_t i = 0; i < n; ++i) x[i] = round_to(act, round_to(act, std::tanh(round_to(act, x[i] / cap))) * cap);
+}
+
+void scale_inplace(float* x, size_t n, float scale, DType act) {
+  const float s = round_to(act, scale);
+  for (size_t i = 0; i < n; ++i) x[i] = round_to(act, x[i] * s);
 }
 
 void add_inplace(float* x, const float* y, size_t n, DType act) {

@@ -10,10 +10,19 @@ namespace kvp {
 
 // cos/sin of pos * inv_freq[i] for every position and i < head_dim/2, computed in fp32 as HF's
 // LlamaRotaryEmbedding does (inv_freq = 1 / theta^(2i/head_dim)); rounded to `act` at use.
+// Llama rope_scaling applied to inv_freq, as transformers v4.44's ROPE_INIT_FUNCTIONS (in fp32).
+struct RopeScalingSpec {
+  enum class Type { None, Linear, Llama3 } type = Type::None;
+  float factor = 1.0f;           // linear: inv_freq / factor; llama3: low-frequency divisor
+  float low_freq_factor = 1.0f;  // llama3
+  float high_freq_factor = 4.0f; // llama3
+  int original_max_pos = 8192;   // llama3: original_max_position_embeddings
+};
+
 class RopeTable {
  public:
   RopeTable() = default;
-  RopeTable(int head_dim, int max_positions, float theta);
+  RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& scaling = {});
   int head_dim() const { return head_dim_; }
   int max_positions() const { return max_positions_; }
   const float* cos_row(int pos) const { return cos_.data() + size_t(pos) * (head_dim_ / 2); }
@@ -30,6 +39,16 @@ void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& ta
 
 // gate <- round(round(silu(gate)) * up): SwiGLU's element-wise part.
 void silu_mul(float* gate, const float* up, size_t n, DType act);
+
+// gate <- round(round(gelu_tanh(gate)) * up): GeGLU's element-wise part (Gemma-2,
+// gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in fp32, rounded once).
+void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act);
+
+// x <- round(round(tanh(round(x / cap))) * cap): Gemma-2's soft-capping as three eager ops.
+void softcap_inplace(float* x, size_t n, float cap, DType act);
+
+// x <- round(x * round(scale)): Gemma-2's embedding normaliser (a tensor in the compute dtype).
+void scale_inplace(float* x, size_t n, float scale, DType act);
 
 // x <- round(x + y): residual connection.
 void add_inplace(float* x, const float* y, size_t n, DType act);

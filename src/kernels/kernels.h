@@ -5,6 +5,7 @@
 //  standard:  what fast stacks do — SIMD, threads, shape-dependent algorithms (split-K GEMV for
 //             decode, register-blocked GEMM for prefill, split-KV decode attention, tiled prefill attention);
 //  invariant: (later issue) one fixed order per output element regardless of shape and threads.
+#include <cmath>
 #include <memory>
 #include <string>
 
@@ -34,9 +35,24 @@ struct AttentionParams {
   float* out = nullptr;       // [M, n_heads*head_dim]; written unrounded, the caller rounds to `act`
   // score = (q.k) / score_divisor (HF Llama's eager order: round(q.k) then round(/sqrt(d))).
   float score_divisor = 1.0f;
+  // Gemma-2's order instead (when > 0): score = round(round(q.k) * score_scale), score_scale =
+  // query_pre_attn_scalar^-0.5 as an fp32 value (PyTorch's opmath for tensor * Python float).
+  float score_scale = 0.0f;
+  // Gemma-2 attention-logit soft-capping (when > 0), after the scaling and before the mask:
+  // s = round(round(tanh(round(s / cap))) * cap), as Gemma2Attention's three eager ops.
+  float softcap = 0.0f;
   int sliding_window = 0;     // 0: full causal; W: query i sees keys j with i-W < j <= i
   DType act = DType::F32;     // compute dtype: scores and probabilities are rounded to it where HF does
 };
+
+// The score of one key from its fp32 dot product, rounded where HF's eager code rounds (shared by
+// every policy so their semantics agree up to summation order).
+inline float attention_score(float dot, float divisor, float scale, float softcap, DType act) {
+  float s = round_to(act, dot);
+  s = scale > 0.0f ? round_to(act, s * scale) : round_to(act, s / divisor);
+  if (softcap > 0.0f) s = round_to(act, round_to(act, std::tanh(round_to(act, s / softcap))) * softcap);
+  return s;
+}
 
 class Kernels {
  public:
@@ -48,6 +64,9 @@ class Kernels {
   virtual void attention(const AttentionParams& p) = 0;
   // Per row: x * rsqrt(mean(x^2) + eps) in fp32, rounded to act, times w, rounded to act (HF Llama).
   virtual void rmsnorm(const float* x, int M, int dim, const float* w, float eps, DType act, float* y) = 0;
+  // Gemma-2: x * rsqrt(mean(x^2) + eps) * g all in fp32, one rounding to act (Gemma2RMSNorm, where
+  // g = 1 + w is computed in fp32 by the caller).
+  virtual void rmsnorm_fp32_gain(const float* x, int M, int dim, const float* g, float eps, DType act, float* y) = 0;
 };
 
 // `pool` may be null (single thread); the kernels do not own it.

@@ -53,7 +53,7 @@ class ReferenceKernels final : public Kernels {
           const size_t kb = head_base + size_t(j) * p.head_dim;
           float dot = 0.0f;
           for (int d = 0; d < p.head_dim; ++d) dot += q[d] * load(p.kv_dtype, p.k_cache, kb + d);
-          const float s = round_to(p.act, round_to(p.act, dot) / p.score_divisor);
+          const float s = attention_score(dot, p.score_divisor, p.score_scale, p.softcap, p.act);
           scores[j] = s;
           max_score = std::max(max_score, s);
         }
@@ -82,6 +82,17 @@ class ReferenceKernels final : public Kernels {
       for (int i = 0; i < dim; ++i) ss += xm[i] * xm[i];
       const float inv = 1.0f / std::sqrt(ss / float(dim) + eps);
       for (int i = 0; i < dim; ++i) ym[i] = round_to(act, w[i] * round_to(act, xm[i] * inv));
+    }
+  }
+
+  void rmsnorm_fp32_gain(const float* x, int M, int dim, const float* g, float eps, DType act, float* y) override {
+    for (int m = 0; m < M; ++m) {
+      const float* xm = x + size_t(m) * dim;
+      float* ym = y + size_t(m) * dim;
+      float ss = 0.0f;
+      for (int i = 0; i < dim; ++i) ss += xm[i] * xm[i];
+      const float inv = 1.0f / std::sqrt(ss / float(dim) + eps);
+      for (int i = 0; i < dim; ++i) ym[i] = round_to(act, (xm[i] * inv) * g[i]);
     }
   }
 };

@@ -66,6 +66,8 @@ struct AttnTile {
   DType kv_dtype = DType::F32;
   int j0 = 0, j1 = 0;
   float score_divisor = 1.0f;
+  float score_scale = 0.0f;  // see AttentionParams
+  float softcap = 0.0f;
   DType act = DType::F32;
   float* m = nullptr;        // [group]
   float* l = nullptr;        // [group]
@@ -77,6 +79,8 @@ void attn_tile(const AttnTile& t);
 
 // HF Llama RMSNorm of one row (see Kernels::rmsnorm); sum of squares over vector lanes.
 void rmsnorm_row(const float* x, size_t dim, const float* w, float eps, DType act, float* y);
+// Gemma-2 variant (see Kernels::rmsnorm_fp32_gain): one rounding after the fp32 gain.
+void rmsnorm_row_fp32_gain(const float* x, size_t dim, const float* g, float eps, DType act, float* y);
 
 // Rounds n values in place to `t` (RNE), as round_to() does per value.
 void round_inplace(DType t, float* x, size_t n);

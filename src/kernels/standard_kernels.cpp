@@ -90,6 +90,16 @@ class StandardKernels final : public Kernels {
     else
       rows(0, M, 0);
   }
+  void rmsnorm_fp32_gain(const float* x, int M, int dim, const float* g, float eps, DType act, float* y) override {
+    auto rows = [&](long b, long e, int) {
+      for (long m = b; m < e; ++m) simd::rmsnorm_row_fp32_gain(x + size_t(m) * dim, dim, g, eps, act, y + size_t(m) * dim);
+    };
+    // One row is a few microseconds of work: cheaper than waking the other threads.
+    if (M >= 2 * threads_)
+      parallel(M, rows);
+    else
+      rows(0, M, 0);
+  }
 
  private:
   void gemv(const float* x, const TensorView& W, int64_t N, int64_t K, float* y) {
@@ -172,6 +182,8 @@ class StandardKernels final : public Kernels {
     t.v = head_base(p.v_cache, p.kv_dtype, p, kvh);
     t.kv_dtype = p.kv_dtype;
     t.score_divisor = p.score_divisor;
+    t.score_scale = p.score_scale;
+    t.softcap = p.softcap;
     t.act = p.act;
     t.m = m;
     t.l = l;

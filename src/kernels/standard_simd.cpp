@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/dtype.h"
+#include "kernels/kernels.h"
 #include "kernels/simd_ops.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -401,10 +402,16 @@ void AttnTileImpl(const AttnTile& t) {
     // Padding lanes are -inf: they never win the max and exp() turns them into 0.
     for (size_t j = n; j < npad; ++j) s[j] = kNegInf;
     VF vmax = hn::Set(d, kNegInf);
-    for (size_t j = 0; j < npad; j += L) {
-      const VF v = RoundAct(d, hn::Div(RoundAct(d, hn::LoadU(d, s + j), t.act), div), t.act);
-      hn::StoreU(v, d, s + j);
-      vmax = hn::Max(vmax, v);
+    if (t.score_scale > 0.0f || t.softcap > 0.0f) {
+      // Gemma-2's scaling and soft-capping: the same scalar formula as the reference policy.
+      for (size_t j = 0; j < n; ++j) s[j] = attention_score(s[j], t.score_divisor, t.score_scale, t.softcap, t.act);
+      for (size_t j = 0; j < npad; j += L) vmax = hn::Max(vmax, hn::LoadU(d, s + j));
+    } else {
+      for (size_t j = 0; j < npad; j += L) {
+        const VF v = RoundAct(d, hn::Div(RoundAct(d, hn::LoadU(d, s + j), t.act), div), t.act);
+        hn::StoreU(v, d, s + j);
+        vmax = hn::Max(vmax, v);
+      }
     }
     const float tile_max = hn::GetLane(hn::MaxOfLanes(d, vmax));
     const float m_old = t.m[g];
@@ -457,7 +464,7 @@ void AttnTileImpl(const AttnTile& t) {
 }
 
 // ---------------------------------------------------------------------------------------------
-void RmsnormRow(const float* x, size_t dim, const float* w, float eps, DType act, float* y) {
+float SumSquares(const float* x, size_t dim) {
   const DF d;
   const size_t L = hn::Lanes(d);
   VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
@@ -476,7 +483,13 @@ void RmsnormRow(const float* x, size_t dim, const float* w, float eps, DType act
   }
   float ss = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
   for (; i < dim; ++i) ss += x[i] * x[i];
-  const float inv = 1.0f / std::sqrt(ss / float(dim) + eps);
+  return ss;
+}
+
+void RmsnormRow(const float* x, size_t dim, const float* w, float eps, DType act, float* y) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const float inv = 1.0f / std::sqrt(SumSquares(x, dim) / float(dim) + eps);
   const VF vinv = hn::Set(d, inv);
   size_t k = 0;
   for (; k + L <= dim; k += L) {
@@ -484,6 +497,17 @@ void RmsnormRow(const float* x, size_t dim, const float* w, float eps, DType act
     hn::StoreU(RoundAct(d, hn::Mul(hn::LoadU(d, w + k), n), act), d, y + k);
   }
   for (; k < dim; ++k) y[k] = round_to(act, w[k] * round_to(act, x[k] * inv));
+}
+
+void RmsnormRowFp32Gain(const float* x, size_t dim, const float* g, float eps, DType act, float* y) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const float inv = 1.0f / std::sqrt(SumSquares(x, dim) / float(dim) + eps);
+  const VF vinv = hn::Set(d, inv);
+  size_t k = 0;
+  for (; k + L <= dim; k += L)
+    hn::StoreU(RoundAct(d, hn::Mul(hn::Mul(hn::LoadU(d, x + k), vinv), hn::LoadU(d, g + k)), act), d, y + k);
+  for (; k < dim; ++k) y[k] = round_to(act, (x[k] * inv) * g[k]);
 }
 
 void RoundInplace(DType t, float* x, size_t n) {
@@ -529,6 +553,7 @@ HWY_EXPORT(GemmPackedBlock);
 HWY_EXPORT(AttnScratchFloats);
 HWY_EXPORT(AttnTileImpl);
 HWY_EXPORT(RmsnormRow);
+HWY_EXPORT(RmsnormRowFp32Gain);
 HWY_EXPORT(RoundInplace);
 HWY_EXPORT(ReadSum);
 
@@ -559,6 +584,9 @@ size_t attn_tile_scratch_floats(int group, int head_dim, int max_tile) {
 void attn_tile(const AttnTile& t) { HWY_DYNAMIC_DISPATCH(AttnTileImpl)(t); }
 void rmsnorm_row(const float* x, size_t dim, const float* w, float eps, DType act, float* y) {
   HWY_DYNAMIC_DISPATCH(RmsnormRow)(x, dim, w, eps, act, y);
+}
+void rmsnorm_row_fp32_gain(const float* x, size_t dim, const float* g, float eps, DType act, float* y) {
+  HWY_DYNAMIC_DISPATCH(RmsnormRowFp32Gain)(x, dim, g, eps, act, y);
 }
 void round_inplace(DType t, float* x, size_t n) { HWY_DYNAMIC_DISPATCH(RoundInplace)(t, x, n); }
 float read_sum(const float* p, size_t n) { return HWY_DYNAMIC_DISPATCH(ReadSum)(p, n); }

@@ -82,6 +82,24 @@ std::string render_summary_md(const nlohmann::json& s) {
       md += "\n";
     }
   }
+  if (s.contains("patching")) {
+    const auto& p = s["patching"];
+    md += fmt::format("\n## Patching (step {}, {} {}): cache ON picks {}, cache OFF picks {}\n\n"
+                      "| layer | residual: next token | residual: continuation | KV: next token | KV: continuation |\n"
+                      "|---|---|---|---|---|\n",
+                      p["step"].get<int>(), p["dtype"].get<std::string>(), p["kernels"].get<std::string>(),
+                      p["on_token"].get<int>(), p["off_token"].get<int>());
+    const auto& rows = p["rows"];
+    const size_t half = rows.size() / 2;
+    const int cont = p["continuation_length"].get<int>();
+    for (size_t i = 0; i < half; ++i) {
+      const auto& a = rows[i];
+      const auto& b = rows[half + i];
+      md += fmt::format("| {} | {} | {}/{} | {} | {}/{} |\n", a["layer"].dump(),
+                        a["next_follows_off"].get<bool>() ? "OFF" : "ON", a["continuation_agree"].get<int>(), cont,
+                        b["next_follows_off"].get<bool>() ? "OFF" : "ON", b["continuation_agree"].get<int>(), cont);
+    }
+  }
   return md;
 }
 
@@ -150,6 +168,27 @@ std::string render_report_html(const nlohmann::json& s) {
     html += svg_line_chart("max |ON − OFF| of the residual stream after each layer", "layer", "max |Δ|", resid, true);
     html += svg_line_chart("max |cached − recomputed| K entries per layer", "layer", "max |ΔK|", kser, true);
   }
+  if (s.contains("patching")) {
+    const auto& p = s["patching"];
+    html += fmt::format("<h2>Patching cache OFF into cache ON</h2>\n<p>Step {} ({} {}): cache ON picks token {}, cache "
+                        "OFF picks {}. Each cell: whose token the patched cache-ON step picks, and how many of cache "
+                        "OFF's next {} tokens the patched run reproduces.</p>\n<table class=\"patching\"><tr>"
+                        "<th>layer</th><th>residual stream</th><th>KV cache</th></tr>\n",
+                        p["step"].get<int>(), html_escape(p["dtype"].get<std::string>()),
+                        html_escape(p["kernels"].get<std::string>()), p["on_token"].get<int>(),
+                        p["off_token"].get<int>(), p["continuation_length"].get<int>());
+    const auto& rows = p["rows"];
+    const size_t half = rows.size() / 2;
+    for (size_t i = 0; i < half; ++i) {
+      auto cell = [&](const nlohmann::json& x) {
+        return fmt::format("{} · {}/{}", x["next_follows_off"].get<bool>() ? "OFF" : "ON",
+                           x["continuation_agree"].get<int>(), p["continuation_length"].get<int>());
+      };
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", html_escape(rows[i]["layer"].dump()),
+                          cell(rows[i]), cell(rows[half + i]));
+    }
+    html += "</table>\n";
+  }
   html += "<h2>Where generations part</h2>\n";
   html += svg_bar_chart("First divergence index (prompts per bin)", bins, hist);
   html += "<p>Definitions: DESIGN.md §7. Teacher-forced metrics run the cache-OFF path along the cache-ON "
@@ -159,9 +198,12 @@ std::string render_report_html(const nlohmann::json& s) {
 
 nlohmann::json write_reports(const std::string& dir) {
   const std::string results = dir + "/results.jsonl", profile = dir + "/profile.json";
-  const bool have_results = std::filesystem::exists(results), have_profile = std::filesystem::exists(profile);
-  if (!have_results && !have_profile)
-    fail("{}: no results.jsonl or profile.json here (run kvparity compare/profile --out {})", dir, dir);
+  const std::string patch = dir + "/patch.json";
+  const bool have_results = std::filesystem::exists(results), have_profile = std::filesystem::exists(profile),
+             have_patch = std::filesystem::exists(patch);
+  if (!have_results && !have_profile && !have_patch)
+    fail("{}: no results.jsonl, profile.json or patch.json here (run kvparity compare/profile/patch --out {})", dir,
+         dir);
   const auto records = have_results ? ResultsLog::read_all(results) : std::vector<nlohmann::json>{};
   if (have_results && records.empty()) fail("{}: no complete records", results);
   nlohmann::json summary = summarize_compare(records);
@@ -170,6 +212,12 @@ nlohmann::json write_reports(const std::string& dir) {
     nlohmann::json p = nlohmann::json::parse(in, nullptr, false);
     if (p.is_discarded() || !p.contains("profiles")) fail("{}: not a kvparity profile", profile);
     summary["layer_profile"] = p;
+  }
+  if (have_patch) {
+    std::ifstream in(patch);
+    nlohmann::json p = nlohmann::json::parse(in, nullptr, false);
+    if (p.is_discarded() || !p.contains("rows")) fail("{}: not a kvparity patch result", patch);
+    summary["patching"] = p;
   }
   write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
   write_file_atomic(dir + "/summary.md", render_summary_md(summary));

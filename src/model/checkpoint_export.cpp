@@ -79,6 +79,15 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   } else {
     fail_usage("unknown output format '{}' (expected hf or gguf)", format);
   }
+  if (format == "gguf" && c.rope_scaling != ModelConfig::RopeScaling::None)
+    fail("{}: rope_scaling is not written to GGUF by kvparity (config rope_scaling); export to hf instead", out);
+  // Gemma-2's hyper-parameters come from the config (the source of truth); extras only carry them.
+  std::map<std::string, double> extras = ckpt.extras;
+  if (c.arch == Arch::Gemma2) {
+    extras["query_pre_attn_scalar"] = c.query_pre_attn_scalar;
+    extras["attn_logit_softcapping"] = c.attn_logit_softcapping;
+    extras["final_logit_softcapping"] = c.final_logit_softcapping;
+  }
   float norm_shift = 0.0f;
   if (c.arch == Arch::Gemma2) {
     if (format == "gguf" && !ckpt.norm_weights_include_one) norm_shift = 1.0f;
@@ -104,7 +113,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     fs::create_directories(out, ec);
     if (ec) fail("{}: cannot create output directory: {}", out, ec.message());
     write_safetensors(out + "/model.safetensors", tensors);
-    write_hf_config(out + "/config.json", c, torch_dtype_name(common), ckpt.extras);
+    write_hf_config(out + "/config.json", c, torch_dtype_name(common), extras);
     if (!opts.tokenizer_json.empty()) {
       fs::copy_file(opts.tokenizer_json, out + "/tokenizer.json", fs::copy_options::overwrite_existing, ec);
       if (ec) fail("{}: cannot copy tokenizer.json into {}: {}", opts.tokenizer_json, out, ec.message());
@@ -115,7 +124,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
       fs::create_directories(fs::path(out).parent_path(), ec);
     }
     GgufWriteOptions go;
-    go.extras = ckpt.extras;
+    go.extras = extras;
     write_gguf(out, c, tensors, opts.vocab, go);
   }
 }

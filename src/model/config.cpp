@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace kvp {
@@ -38,6 +40,22 @@ void ModelConfig::validate() const {
   if (!(rope_theta > 0.0f)) fail("{}: invalid config: rope_theta = {}", source, rope_theta);
   if (!(norm_eps > 0.0f) || norm_eps > 1.0f) fail("{}: invalid config: rms_norm_eps = {}", source, norm_eps);
   if (sliding_window < 0) bad("sliding window", sliding_window);
+  if (sliding_window_period != 1 && sliding_window_period != 2) bad("sliding window layer period", sliding_window_period);
+  if (query_pre_attn_scalar < 0.0f || !std::isfinite(query_pre_attn_scalar))
+    fail("{}: invalid config: query_pre_attn_scalar = {}", source, query_pre_attn_scalar);
+  if (arch == Arch::Gemma2 && !(query_pre_attn_scalar > 0.0f))
+    fail("{}: invalid config: gemma2 needs query_pre_attn_scalar > 0 (got {})", source, query_pre_attn_scalar);
+  if (attn_logit_softcapping < 0.0f || !std::isfinite(attn_logit_softcapping))
+    fail("{}: invalid config: attn_logit_softcapping = {}", source, attn_logit_softcapping);
+  if (final_logit_softcapping < 0.0f || !std::isfinite(final_logit_softcapping))
+    fail("{}: invalid config: final_logit_softcapping = {}", source, final_logit_softcapping);
+  if (rope_scaling != RopeScaling::None && !(rope_factor > 0.0f && std::isfinite(rope_factor)))
+    fail("{}: invalid config: rope_scaling factor = {}", source, rope_factor);
+  if (rope_scaling == RopeScaling::Llama3 &&
+      (!(rope_high_freq_factor > rope_low_freq_factor) || !(rope_low_freq_factor > 0.0f) || rope_original_max_pos <= 0))
+    fail("{}: invalid config: llama3 rope_scaling needs high_freq_factor > low_freq_factor > 0 and "
+         "original_max_position_embeddings > 0",
+         source);
   if (bos_id >= vocab_size) bad("bos token id", bos_id);
   if (eos_id >= vocab_size) bad("eos token id", eos_id);
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Architecture-neutral hyper-parameters. Loaders fill it from config.json, GGUF keys or a
 // llama2.c header; the forward pass reads only this.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -31,10 +32,29 @@ struct ModelConfig {
   // Family features (issue 4); for plain Llama these stay at their defaults.
   bool qkv_bias = false;
   int sliding_window = 0;   // 0 = none
+  // Which layers the window applies to: 1 = every layer (Mistral, Qwen2 with max_window_layers 0),
+  // 2 = even layers only (Gemma-2: layer_idx % 2 == 0 is local, odd layers are global).
+  int sliding_window_period = 1;
+  // Gemma-2 (0 = absent): attention scores are multiplied by query_pre_attn_scalar^-0.5 (instead of
+  // divided by sqrt(head_dim)); scores and final logits are soft-capped as cap * tanh(x / cap).
+  float query_pre_attn_scalar = 0.0f;
+  float attn_logit_softcapping = 0.0f;
+  float final_logit_softcapping = 0.0f;
+  // Llama rope_scaling (HF ROPE_INIT_FUNCTIONS on inv_freq): none, "linear" or "llama3".
+  enum class RopeScaling { None, Linear, Llama3 };
+  RopeScaling rope_scaling = RopeScaling::None;
+  float rope_factor = 1.0f;
+  float rope_low_freq_factor = 1.0f;     // llama3 only
+  float rope_high_freq_factor = 4.0f;    // llama3 only
+  int rope_original_max_pos = 8192;      // llama3 only: original_max_position_embeddings
   std::string source;       // file or directory the config came from, for error messages
 
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
+  // The window (0 = none) that attention in layer `layer` uses.
+  int window_for_layer(int layer) const {
+    return sliding_window > 0 && layer % std::max(1, sliding_window_period) == 0 ? sliding_window : 0;
+  }
   // Throws a clear error naming `source` when the numbers are inconsistent or unsupported.
   void validate() const;
 };

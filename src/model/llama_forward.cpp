@@ -1,4 +1,6 @@
-// Llama-family forward pass (Llama, and Mistral which differs only by its sliding window).
+// Decoder forward pass for the four families: Llama; Mistral (+ sliding window); Qwen2 (+ q/k/v
+// biases); Gemma-2 (embedding normaliser, (1 + w) RMSNorm, four norms per layer, GeGLU, scaled and
+// soft-capped attention scores, window on even layers, final logit soft-capping).
 //
 // Rounding points (DESIGN.md §3), in the order HF's eager LlamaForCausalLM materialises tensors
 // in the compute dtype P. Every one goes through `Pass::materialise`, which also detects NaN/Inf:
@@ -17,6 +19,15 @@
 //   resid_post       residual + mlp_out -> P
 //   final_norm       as attn_norm
 //   logits           lm_head -> P (returned as fp32 values)
+// Gemma-2 (transformers v4.44.2 Gemma2ForCausalLM, eager) differs at these points:
+//   embed            embedding rows -> P, then * normalizer -> P, normalizer = P(sqrt(hidden_size))
+//   every norm       fp32 normalise * (1 + w) in fp32 -> P, one rounding    (kernels.rmsnorm_fp32_gain)
+//   scores           round(q.k) -> P, * P32(query_pre_attn_scalar^-0.5) -> P; then / cap -> P,
+//                    tanh -> P, * cap -> P (attn_logit_softcapping); window on layers with l % 2 == 0
+//   attn_out         o_proj -> P, post_attention_layernorm -> P, then resid_mid
+//   act              gelu_tanh(gate) -> P, * up -> P
+//   mlp_out          down_proj -> P, post_feedforward_layernorm -> P, then resid_post
+//   logits           lm_head -> P, / cap -> P, tanh -> P, * cap -> P (final_logit_softcapping)
 // K/V enter the cache converted to the KV dtype (lossless when it is wider than P).
 #include <cmath>
 
@@ -43,7 +54,7 @@ class Pass {
   Pass(const Model& model, Kernels& kernels, KVCache& cache, Activations& act, int M, int start_pos,
        const ForwardOptions& opts)
       : m_(model), c_(model.config), kn_(kernels), cache_(cache), a_(act), M_(M), start_(start_pos), opts_(opts),
-        P_(model.dtype) {}
+        P_(model.dtype), gemma_(model.config.arch == Arch::Gemma2) {}
 
   // Rounds [rows, width] to P, stops (or records) at the first NaN/Inf.
   void materialise(float* data, int rows, int width, const char* tensor, int layer, int first_row = 0) {
@@ -94,13 +105,14 @@ class Pass {
              a_.x.data() + size_t(m) * dim, size_t(dim));
     }
     materialise(a_.x.data(), M_, dim, "embed", -1);
+    if (gemma_) scale_inplace(a_.x.data(), M * dim, float(std::sqrt(double(dim))), P_);
     hook(HookPoint::Embed, -1, a_.x.data(), M_, dim);
 
     for (int l = 0; l < c_.n_layers; ++l) {
       const LayerWeights& L = W.layers[size_t(l)];
       hook(HookPoint::ResidPre, l, a_.x.data(), M_, dim);
       // Attention block.
-      kn_.rmsnorm(a_.x.data(), M_, dim, static_cast<const float*>(L.attn_norm.data), c_.norm_eps, P_, a_.xb.data());
+      norm(a_.x.data(), L.attn_norm, a_.xb.data());
       materialise(a_.xb.data(), M_, dim, "attn_norm", l);
       linear(a_.xb.data(), L.wq, a_.q.data(), "q_proj", l, &L.bq);
       linear(a_.xb.data(), L.wk, a_.k.data(), "k_proj", l, &L.bk);
@@ -127,24 +139,41 @@ class Pass {
       ap.capacity = cache_.capacity();
       ap.out = a_.att.data();
       ap.score_divisor = std::sqrt(float(c_.head_dim));
-      ap.sliding_window = c_.sliding_window;
+      if (gemma_) {
+        ap.score_scale = float(std::pow(double(c_.query_pre_attn_scalar), -0.5));
+        ap.softcap = c_.attn_logit_softcapping;
+      }
+      ap.sliding_window = c_.window_for_layer(l);
       ap.act = P_;
       kn_.attention(ap);
       materialise(a_.att.data(), M_, qd, "attn", l);
       linear(a_.att.data(), L.wo, a_.proj.data(), "attn_out", l);
+      if (gemma_) {
+        norm(a_.proj.data(), L.post_attn_norm, a_.xb.data());
+        a_.proj.swap(a_.xb);
+        materialise(a_.proj.data(), M_, dim, "post_attn_norm", l);
+      }
       hook(HookPoint::AttnOut, l, a_.proj.data(), M_, dim);
       add_inplace(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_mid", l);
       hook(HookPoint::ResidMid, l, a_.x.data(), M_, dim);
 
       // MLP block (SwiGLU).
-      kn_.rmsnorm(a_.x.data(), M_, dim, static_cast<const float*>(L.ffn_norm.data), c_.norm_eps, P_, a_.xb.data());
+      norm(a_.x.data(), L.ffn_norm, a_.xb.data());
       materialise(a_.xb.data(), M_, dim, "ffn_norm", l);
       linear(a_.xb.data(), L.w_gate, a_.gate.data(), "gate_proj", l);
       linear(a_.xb.data(), L.w_up, a_.up.data(), "up_proj", l);
-      silu_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
+      if (gemma_)
+        gelu_tanh_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
+      else
+        silu_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
       materialise(a_.gate.data(), M_, hid, "mlp_act", l);
       linear(a_.gate.data(), L.w_down, a_.proj.data(), "mlp_out", l);
+      if (gemma_) {
+        norm(a_.proj.data(), L.post_ffn_norm, a_.xb.data());
+        a_.proj.swap(a_.xb);
+        materialise(a_.proj.data(), M_, dim, "post_ffn_norm", l);
+      }
       hook(HookPoint::MlpOut, l, a_.proj.data(), M_, dim);
       add_inplace(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_post", l);
@@ -152,22 +181,37 @@ class Pass {
     }
     cache_.set_length(start_ + M_);
 
-    kn_.rmsnorm(a_.x.data(), M_, dim, static_cast<const float*>(W.final_norm.data), c_.norm_eps, P_, a_.xb.data());
+    norm(a_.x.data(), W.final_norm, a_.xb.data());
     materialise(a_.xb.data(), M_, dim, "final_norm", -1);
     hook(HookPoint::FinalNorm, -1, a_.xb.data(), M_, dim);
     if (opts_.all_logits) {
       kn_.matmul(a_.xb.data(), M_, W.lm_head, a_.logits.data());
       materialise(a_.logits.data(), M_, V, "logits", -1);
+      final_softcap(a_.logits.data(), M * V);
       hook(HookPoint::Logits, -1, a_.logits.data(), M_, V);
     } else {
       kn_.matmul(a_.xb.data() + (M - 1) * dim, 1, W.lm_head, a_.logits.data());
       materialise(a_.logits.data(), 1, V, "logits", -1, M_ - 1);
+      final_softcap(a_.logits.data(), size_t(V));
       hook(HookPoint::Logits, -1, a_.logits.data(), 1, V, M_ - 1);
     }
     return a_.logits.data();
   }
 
  private:
+  // RMSNorm of M rows: HF Llama's (two roundings) or Gemma-2's (fp32 gain, one rounding).
+  void norm(const float* x, const TensorView& w, float* y) {
+    const auto* g = static_cast<const float*>(w.data);
+    if (gemma_)
+      kn_.rmsnorm_fp32_gain(x, M_, c_.dim, g, c_.norm_eps, P_, y);
+    else
+      kn_.rmsnorm(x, M_, c_.dim, g, c_.norm_eps, P_, y);
+  }
+
+  void final_softcap(float* logits, size_t n) {
+    if (gemma_ && c_.final_logit_softcapping > 0.0f) softcap_inplace(logits, n, c_.final_logit_softcapping, P_);
+  }
+
   const Model& m_;
   const ModelConfig& c_;
   Kernels& kn_;
@@ -176,6 +220,7 @@ class Pass {
   int M_, start_;
   const ForwardOptions& opts_;
   DType P_;
+  bool gemma_;
 };
 
 }  // namespace

@@ -7,31 +7,77 @@
 
 namespace kvp {
 
-std::vector<std::string> synthetic_presets() { return {"tiny", "tinyllama-1.1b", "llama2-7b"}; }
+std::vector<std::string> synthetic_presets() {
+  return {"tiny", "tinyllama-1.1b", "llama2-7b", "mistral-7b", "gemma2-2b", "qwen2.5-0.5b"};
+}
 
-ModelConfig synthetic_config(const std::string& arch_s, const std::string& preset) {
+namespace {
+
+// The architecture a real-shape preset belongs to ("" for "tiny", which exists for every family).
+std::string preset_arch(const std::string& preset) {
+  if (preset == "tinyllama-1.1b" || preset == "llama2-7b") return "llama";
+  if (preset == "mistral-7b") return "mistral";
+  if (preset == "gemma2-2b") return "gemma2";
+  if (preset == "qwen2.5-0.5b") return "qwen2";
+  if (preset == "tiny") return "";
+  fail_usage("synth: unknown preset '{}' (expected tiny, tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b or "
+             "qwen2.5-0.5b)",
+             preset);
+}
+
+}  // namespace
+
+ModelConfig synthetic_config(const std::string& arch_in, const std::string& preset) {
+  const std::string owner = preset_arch(preset);
+  const std::string arch_s = arch_in.empty() ? (owner.empty() ? "llama" : owner) : arch_in;
   ModelConfig c;
   c.arch = parse_arch(arch_s);
-  if (c.arch != Arch::Llama)
-    fail_usage("synth: architecture '{}' is not supported yet (supported: llama)", arch_s);
-  if (preset == "tiny") {
-    c.dim = 128; c.hidden_dim = 352; c.n_layers = 4; c.n_heads = 8; c.n_kv_heads = 4;
-    c.vocab_size = 512; c.max_seq_len = 512;
-  } else if (preset == "tinyllama-1.1b") {
-    c.dim = 2048; c.hidden_dim = 5632; c.n_layers = 22; c.n_heads = 32; c.n_kv_heads = 4;
-    c.vocab_size = 32000; c.max_seq_len = 2048;
-  } else if (preset == "llama2-7b") {
-    c.dim = 4096; c.hidden_dim = 11008; c.n_layers = 32; c.n_heads = 32; c.n_kv_heads = 32;
-    c.vocab_size = 32000; c.max_seq_len = 4096;
-  } else {
-    fail_usage("synth: unknown preset '{}' (expected tiny, tinyllama-1.1b or llama2-7b)", preset);
-  }
-  c.head_dim = c.dim / c.n_heads;
+  if (!owner.empty() && owner != arch_s)
+    fail_usage("synth: preset '{}' is a {} model, not {} (use --arch {} or --preset tiny)", preset, owner, arch_s,
+               owner);
   c.rope_theta = 10000.0f;
   c.norm_eps = 1e-5f;
   c.tied_embeddings = false;
   c.bos_id = 1;
   c.eos_id = 2;
+  if (preset == "tiny") {
+    c.dim = 128; c.hidden_dim = 352; c.n_layers = 4; c.n_heads = 8; c.n_kv_heads = 4;
+    c.vocab_size = 512; c.max_seq_len = 512;
+    switch (c.arch) {
+      case Arch::Llama: break;
+      case Arch::Mistral: c.sliding_window = 16; break;  // short, so tests run past it
+      case Arch::Gemma2:
+        // head_dim (48) independent of dim / heads (32), query_pre_attn_scalar different from both.
+        c.n_heads = 4; c.n_kv_heads = 2; c.head_dim = 48; c.query_pre_attn_scalar = 40.0f;
+        c.attn_logit_softcapping = 50.0f; c.final_logit_softcapping = 30.0f;
+        c.sliding_window = 16; c.sliding_window_period = 2; c.norm_eps = 1e-6f; c.tied_embeddings = true;
+        c.bos_id = 2; c.eos_id = 1;
+        break;
+      case Arch::Qwen2:
+        c.n_kv_heads = 2; c.qkv_bias = true; c.tied_embeddings = true; c.norm_eps = 1e-6f;
+        c.bos_id = -1; c.eos_id = 2;  // no BOS, as Qwen2's tokenizer
+        break;
+    }
+  } else if (preset == "tinyllama-1.1b") {
+    c.dim = 2048; c.hidden_dim = 5632; c.n_layers = 22; c.n_heads = 32; c.n_kv_heads = 4;
+    c.vocab_size = 32000; c.max_seq_len = 2048;
+  } else if (preset == "llama2-7b") {  // meta-llama/Llama-2-7b-hf
+    c.dim = 4096; c.hidden_dim = 11008; c.n_layers = 32; c.n_heads = 32; c.n_kv_heads = 32;
+    c.vocab_size = 32000; c.max_seq_len = 4096;
+  } else if (preset == "mistral-7b") {  // mistralai/Mistral-7B-v0.3: no sliding window
+    c.dim = 4096; c.hidden_dim = 14336; c.n_layers = 32; c.n_heads = 32; c.n_kv_heads = 8;
+    c.vocab_size = 32768; c.max_seq_len = 32768; c.rope_theta = 1000000.0f;
+  } else if (preset == "gemma2-2b") {  // google/gemma-2-2b
+    c.dim = 2304; c.hidden_dim = 9216; c.n_layers = 26; c.n_heads = 8; c.n_kv_heads = 4; c.head_dim = 256;
+    c.vocab_size = 256000; c.max_seq_len = 8192; c.norm_eps = 1e-6f; c.tied_embeddings = true;
+    c.query_pre_attn_scalar = 256.0f; c.attn_logit_softcapping = 50.0f; c.final_logit_softcapping = 30.0f;
+    c.sliding_window = 4096; c.sliding_window_period = 2; c.bos_id = 2; c.eos_id = 1;
+  } else {  // qwen2.5-0.5b: Qwen/Qwen2.5-0.5B
+    c.dim = 896; c.hidden_dim = 4864; c.n_layers = 24; c.n_heads = 14; c.n_kv_heads = 2;
+    c.vocab_size = 151936; c.max_seq_len = 32768; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
+    c.tied_embeddings = true; c.qkv_bias = true; c.bos_id = -1; c.eos_id = 151643;
+  }
+  if (c.head_dim == 0) c.head_dim = c.dim / c.n_heads;
   c.source = "synthetic:" + arch_s + "/" + preset;
   c.validate();
   return c;
@@ -88,20 +134,36 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
   const int64_t dim = cfg.dim, q = cfg.q_dim(), kv = cfg.kv_dim(), hid = cfg.hidden_dim, vocab = cfg.vocab_size;
   const float w_dim = 1.0f / std::sqrt(float(dim)), w_q = 1.0f / std::sqrt(float(q)),
               w_hid = 1.0f / std::sqrt(float(hid));
-  add(f.uniform("model.embed_tokens.weight", {vocab, dim}, index++, 0.0f, 1.0f));
+  const bool gemma = cfg.arch == Arch::Gemma2;
+  // Gemma-2 stores w where the gain is (1 + w); the other families store the gain itself.
+  const float norm_mean = gemma ? 0.0f : 1.0f;
+  // A tied table is also the output head, so it gets the head's scale (Gemma-2 multiplies the
+  // embeddings by sqrt(hidden) again on input).
+  const float embed_std = cfg.tied_embeddings || gemma ? w_dim : 1.0f;
+  add(f.uniform("model.embed_tokens.weight", {vocab, dim}, index++, 0.0f, embed_std));
   for (int l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(f.uniform(p + "input_layernorm.weight", {dim}, index++, 1.0f, 0.1f));
+    add(f.uniform(p + "input_layernorm.weight", {dim}, index++, norm_mean, 0.1f));
     add(f.uniform(p + "self_attn.q_proj.weight", {q, dim}, index++, 0.0f, 2.5f * w_dim));
     add(f.uniform(p + "self_attn.k_proj.weight", {kv, dim}, index++, 0.0f, 2.5f * w_dim));
     add(f.uniform(p + "self_attn.v_proj.weight", {kv, dim}, index++, 0.0f, w_dim));
     add(f.uniform(p + "self_attn.o_proj.weight", {dim, q}, index++, 0.0f, w_q));
-    add(f.uniform(p + "post_attention_layernorm.weight", {dim}, index++, 1.0f, 0.1f));
+    add(f.uniform(p + "post_attention_layernorm.weight", {dim}, index++, norm_mean, 0.1f));
     add(f.uniform(p + "mlp.gate_proj.weight", {hid, dim}, index++, 0.0f, w_dim));
     add(f.uniform(p + "mlp.up_proj.weight", {hid, dim}, index++, 0.0f, w_dim));
     add(f.uniform(p + "mlp.down_proj.weight", {dim, hid}, index++, 0.0f, w_hid));
+    // Family extras draw later indices, so a Llama model's tensors do not depend on them.
+    if (cfg.qkv_bias) {
+      add(f.uniform(p + "self_attn.q_proj.bias", {q}, 1000000 + index++, 0.0f, 0.5f));
+      add(f.uniform(p + "self_attn.k_proj.bias", {kv}, 1000000 + index++, 0.0f, 0.5f));
+      add(f.uniform(p + "self_attn.v_proj.bias", {kv}, 1000000 + index++, 0.0f, 0.1f));
+    }
+    if (gemma) {
+      add(f.uniform(p + "pre_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));
+      add(f.uniform(p + "post_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));
+    }
   }
-  add(f.uniform("model.norm.weight", {dim}, index++, final_gain, 0.1f * final_gain));
+  add(f.uniform("model.norm.weight", {dim}, index++, final_gain - (gemma ? 1.0f : 0.0f), 0.1f * final_gain));
   if (!cfg.tied_embeddings) add(f.uniform("lm_head.weight", {vocab, dim}, index++, 0.0f, w_dim));
   return ck;
 }

@@ -11,7 +11,10 @@
 namespace kvp {
 
 std::vector<std::string> synthetic_presets();
-// Hyper-parameters of a preset for an architecture ("tiny", "tinyllama-1.1b", "llama2-7b").
+// Hyper-parameters of a preset for an architecture. "tiny" exists for every family (small test
+// models that exercise each family's features); "tinyllama-1.1b", "llama2-7b" (llama),
+// "mistral-7b" (Mistral-7B-v0.3), "gemma2-2b" and "qwen2.5-0.5b" have the real models' shapes.
+// An empty arch means the preset's own (llama for "tiny"); a mismatch is a usage error.
 ModelConfig synthetic_config(const std::string& arch, const std::string& preset);
 
 // Seeded weights in `dtype`, canonical HF names, Halves RoPE layout. The scale follows the

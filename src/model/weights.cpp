@@ -79,12 +79,27 @@ class Builder {
 
   // Norm gains and biases: small, kept as fp32 values already rounded to the compute dtype
   // (what `model.to(dtype)` stores), so the kernels read floats.
+  // Gemma-2 norm gains: vector_f32 returns g = 1 + w (fp32) while this is set.
+  void set_gemma_norm(bool on) { gemma_norm_ = on; }
+
   TensorView vector_f32(const std::string& name, int64_t n, bool qk_rows = false, int heads = 0) {
     const TensorView& src = require(name, {n});
     auto buf = std::make_shared<AlignedBuffer>(size_t(n) * 4);
     float* f = buf->as<float>();
     to_f32(src.dtype, src.data, f, size_t(n));
     for (int64_t i = 0; i < n; ++i) f[i] = round_to(dtype_, f[i]);
+    if (gemma_norm_) {
+      // Gemma2RMSNorm: (1.0 + self.weight.float()), with the weight stored in the compute dtype.
+      // A GGUF gain holds fl(1 + w); fl(s - 1) recovers w exactly when w fits the file's dtype.
+      for (int64_t i = 0; i < n; ++i) {
+        float w = f[i];
+        if (ckpt_.norm_weights_include_one) {
+          to_f32(src.dtype, static_cast<const uint8_t*>(src.data) + size_t(i) * dtype_size(src.dtype), &w, 1);
+          w = round_to(dtype_, w - 1.0f);
+        }
+        f[i] = 1.0f + w;
+      }
+    }
     if (qk_rows && ckpt_.qk_layout == RopeLayout::Interleaved) {
       std::vector<float> tmp(f, f + n);
       interleaved_to_halves(tmp.data(), f, DType::F32, heads, int(n / heads), 1);
@@ -111,6 +126,7 @@ class Builder {
   const Checkpoint& ckpt_;
   DType dtype_;
   ModelWeights& out_;
+  bool gemma_norm_ = false;
 };
 
 }  // namespace
@@ -134,12 +150,16 @@ size_t ModelWeights::matrix_bytes() const {
 ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
   const ModelConfig& c = ckpt.config;
   c.validate();
-  if (c.arch != Arch::Llama && c.arch != Arch::Mistral)
-    fail("{}: architecture '{}' is not supported by this build yet (supported: llama)", ckpt.path, arch_name(c.arch));
+  if (c.qkv_bias && c.arch != Arch::Qwen2)
+    fail("{}: q/k/v biases are only supported for qwen2 (architecture '{}')", ckpt.path, arch_name(c.arch));
+  const bool gemma = c.arch == Arch::Gemma2;
+  if (ckpt.norm_weights_include_one && !gemma)
+    fail("{}: norm gains stored as (1 + w) only exist for gemma2 (architecture '{}')", ckpt.path, arch_name(c.arch));
   ModelWeights w;
   w.dtype = dtype;
   w.keepalive = ckpt.keepalive;
   Builder b(ckpt, dtype, w);
+  b.set_gemma_norm(gemma);
   const int64_t dim = c.dim, q = c.q_dim(), kv = c.kv_dim(), hid = c.hidden_dim, vocab = c.vocab_size;
   w.embed = b.matrix("model.embed_tokens.weight", {vocab, dim});
   w.final_norm = b.vector_f32("model.norm.weight", dim);
@@ -163,7 +183,13 @@ ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
       l.bk = b.vector_f32(p + "self_attn.k_proj.bias", kv, true, c.n_kv_heads);
       l.bv = b.vector_f32(p + "self_attn.v_proj.bias", kv);
     }
-    l.ffn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
+    if (gemma) {
+      l.post_attn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
+      l.ffn_norm = b.vector_f32(p + "pre_feedforward_layernorm.weight", dim);
+      l.post_ffn_norm = b.vector_f32(p + "post_feedforward_layernorm.weight", dim);
+    } else {
+      l.ffn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
+    }
     l.w_gate = b.matrix(p + "mlp.gate_proj.weight", {hid, dim});
     l.w_up = b.matrix(p + "mlp.up_proj.weight", {hid, dim});
     l.w_down = b.matrix(p + "mlp.down_proj.weight", {dim, hid});

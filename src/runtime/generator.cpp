@@ -40,7 +40,15 @@ GenerationResult Engine::generate(const std::vector<int>& prompt_in, const Gener
   const ModelConfig& c = model_->config;
   GenerationResult r;
   r.prompt_ids = prompt_in;
-  if (r.prompt_ids.empty()) r.prompt_ids.push_back(c.bos_id >= 0 ? c.bos_id : 0);
+  if (r.prompt_ids.empty()) {
+    // An empty prompt starts from BOS: the tokenizer's when it has one, else the model's.
+    int bos = tokenizer != nullptr ? tokenizer->bos_id() : -1;
+    if (bos < 0 || bos >= c.vocab_size) bos = c.bos_id;
+    if (bos < 0)
+      fail_usage("the prompt is empty and this model ({}) has no BOS token to start from; give a non-empty prompt",
+                 arch_name(c.arch));
+    r.prompt_ids.push_back(bos);
+  }
   const int limit = cache_.capacity();
   if (int(r.prompt_ids.size()) > limit)
     fail("prompt of {} tokens does not fit the context ({} positions)", r.prompt_ids.size(), limit);

@@ -17,13 +17,17 @@ constexpr int32_t kMaxPieceLen = 1 << 16;
 
 std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::load(const std::string& path) {
   auto mf = MappedFile::open(path);
-  const size_t size = mf->size();
-  if (size >= 4 && std::memcmp(mf->data(), "GGUF", 4) == 0)
+  return from_bytes(mf->data(), mf->size(), path);
+}
+
+std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::from_bytes(const uint8_t* data, size_t size,
+                                                               const std::string& path) {
+  if (size >= 4 && std::memcmp(data, "GGUF", 4) == 0)
     fail("{}: this is a GGUF file, not a tokenizer; its vocabulary is read with the model", path);
   if (size < 4) fail("{}: too short for a llama2.c tokenizer.bin ({} bytes, need at least 4)", path, size);
   auto t = std::unique_ptr<Llama2cTokenizer>(new Llama2cTokenizer());
   int32_t max_len;
-  std::memcpy(&max_len, mf->bytes(0, 4, "max_token_length"), 4);
+  std::memcpy(&max_len, data, 4);
   if (max_len <= 0 || max_len > kMaxPieceLen)
     fail("{}: not a llama2.c tokenizer.bin: max_token_length {} is out of range (1..{})", path, max_len,
          kMaxPieceLen);
@@ -37,15 +41,15 @@ std::unique_ptr<Llama2cTokenizer> Llama2cTokenizer::load(const std::string& path
            path, off, idx, size - off);
     float score;
     int32_t len;
-    std::memcpy(&score, mf->data() + off, 4);
-    std::memcpy(&len, mf->data() + off + 4, 4);
+    std::memcpy(&score, data + off, 4);
+    std::memcpy(&len, data + off + 4, 4);
     if (len < 0 || len > max_len)
       fail("{}: entry {} at byte {} has piece length {}, outside 0..max_token_length ({})", path, idx, off, len,
            max_len);
     if (size_t(len) > size - off - 8)
       fail("{}: truncated: entry {} at byte {} declares a {}-byte piece but only {} bytes remain", path, idx, off,
            len, size - off - 8);
-    t->pieces_.emplace_back(reinterpret_cast<const char*>(mf->data() + off + 8), size_t(len));
+    t->pieces_.emplace_back(reinterpret_cast<const char*>(data + off + 8), size_t(len));
     t->scores_.push_back(score);
     off += 8 + size_t(len);
   }

@@ -237,6 +237,10 @@ std::unique_ptr<Tokenizer> tokenizer_from_json(std::string_view json_text, const
   return tok::bpe_from_json_text(json_text, origin);
 }
 
+std::unique_ptr<Tokenizer> tokenizer_from_llama2c_bin(const uint8_t* data, size_t size, const std::string& origin) {
+  return tok::Llama2cTokenizer::from_bytes(data, size, origin);
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;

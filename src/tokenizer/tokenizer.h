@@ -1,6 +1,8 @@
 #pragma once
 // Text <-> token ids. Implementations: llama2.c tokenizer.bin, HF tokenizer.json (SentencePiece-like
 // BPE with byte fallback, and byte-level BPE), and the vocabulary embedded in GGUF files.
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -55,6 +57,8 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec);
 VocabSpec vocab_from_tokenizer(const Tokenizer& tok);
 // A tokenizer.json held in memory; `origin` names it in error messages.
 std::unique_ptr<Tokenizer> tokenizer_from_json(std::string_view json_text, const std::string& origin);
+// A llama2.c tokenizer.bin held in memory; `origin` names it in error messages.
+std::unique_ptr<Tokenizer> tokenizer_from_llama2c_bin(const uint8_t* data, size_t size, const std::string& origin);
 
 // Tokenizer for models the project generates itself: SentencePiece-style BPE with <unk>=0, <s>=1,
 // </s>=2, byte-fallback tokens <0x00>..<0xFF> at 3..258, then "▁", letters, digits, punctuation and

@@ -65,6 +65,8 @@ extern const char* const kLlama3Pattern;
 class Llama2cTokenizer final : public Tokenizer {
  public:
   static std::unique_ptr<Llama2cTokenizer> load(const std::string& path);
+  // The same from bytes in memory; `path` names them in errors.
+  static std::unique_ptr<Llama2cTokenizer> from_bytes(const uint8_t* data, size_t size, const std::string& path);
 
   std::vector<int> encode(std::string_view text, bool add_bos) const override;
   std::string token_bytes(int prev, int id) const override;

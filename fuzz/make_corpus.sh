@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# Makes seed corpora for the fuzz targets under OUT/<target>/, from files the project generates
+# itself (tiny hand-written HF models, `kvparity synth` and `kvparity convert`) plus, when present,
+# the small models in $KVPARITY_SHARED/models. Nothing here is committed; rerunning is cheap.
+# Usage: fuzz/make_corpus.sh OUT [KVPARITY_BINARY]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="$1"
+KVP="${2:-build/kvparity}"
+SHARED="${KVPARITY_SHARED:-$(cd .. && pwd)/shared}"
+M="$SHARED/models"
+[ -x "$KVP" ] || { echo "make_corpus: $KVP not built" >&2; exit 1; }
+rm -rf "$OUT"
+mkdir -p "$OUT"/{fuzz_gguf,fuzz_safetensors,fuzz_safetensors_index,fuzz_hf_config,fuzz_llama2c,fuzz_tokenizer_bin,fuzz_tokenizer_json,fuzz_tokenize}
+T="$OUT/tmp"
+mkdir -p "$T"
+
+# Tiny HF models (dim 8, one layer, vocab 512) in llama and qwen2 layout, fp32/fp16/bf16, a
+# byte-level tokenizer.json, config.json files for every family, a tiny llama2.c checkpoint.
+python3 - "$T" "$OUT" <<'PY'
+import json, os, random, struct, sys
+T, OUT = sys.argv[1], sys.argv[2]
+# Tensors are (shape, flat list of floats); no numpy needed.
+def st_bytes(tensors, dtype):
+    hdr, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for name, (shape, vals) in tensors.items():
+        if dtype == "F16": b = struct.pack(f"<{len(vals)}e", *vals)
+        elif dtype == "BF16":
+            b = b"".join(struct.pack("<I", struct.unpack("<I", struct.pack("<f", v))[0])[2:] for v in vals)
+        else: b = struct.pack(f"<{len(vals)}f", *vals)
+        hdr[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b); off += len(b)
+    h = json.dumps(hdr).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+rng = random.Random(1)
+def rnd(*shape):
+    n = 1
+    for d in shape: n *= d
+    return (shape, [rng.gauss(0, 0.1) for _ in range(n)])
+def ones(n): return ((n,), [1.0] * n)
+def model(arch, bias):
+    d, f, V, H, KV, hd = 8, 16, 512, 2, 1, 4
+    t = {"model.embed_tokens.weight": rnd(V, d), "model.norm.weight": ones(d)}
+    p = "model.layers.0."
+    t[p + "input_layernorm.weight"] = ones(d)
+    t[p + "post_attention_layernorm.weight"] = ones(d)
+    t[p + "self_attn.q_proj.weight"] = rnd(H * hd, d)
+    t[p + "self_attn.k_proj.weight"] = rnd(KV * hd, d)
+    t[p + "self_attn.v_proj.weight"] = rnd(KV * hd, d)
+    t[p + "self_attn.o_proj.weight"] = rnd(d, H * hd)
+    for n in ("gate", "up"): t[p + f"mlp.{n}_proj.weight"] = rnd(f, d)
+    t[p + "mlp.down_proj.weight"] = rnd(d, f)
+    if bias:
+        t[p + "self_attn.q_proj.bias"] = rnd(H * hd)
+        t[p + "self_attn.k_proj.bias"] = rnd(KV * hd)
+        t[p + "self_attn.v_proj.bias"] = rnd(KV * hd)
+    cfg = {"architectures": ["LlamaForCausalLM" if arch == "llama" else "Qwen2ForCausalLM"],
+           "model_type": arch, "hidden_size": d, "intermediate_size": f, "num_hidden_layers": 1,
+           "num_attention_heads": H, "num_key_value_heads": KV, "head_dim": hd, "vocab_size": V,
+           "max_position_embeddings": 64, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+           "tie_word_embeddings": True, "bos_token_id": 1, "eos_token_id": 2, "torch_dtype": "float32"}
+    return t, cfg
+for arch, bias in (("llama", False), ("qwen2", True)):
+    t, cfg = model(arch, bias)
+    for dt in ("F32", "F16", "BF16"):
+        d = os.path.join(T, f"{arch}_{dt}")
+        os.makedirs(d, exist_ok=True)
+        b = st_bytes(t, dt)
+        open(os.path.join(d, "model.safetensors"), "wb").write(b)
+        json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
+        open(os.path.join(OUT, "fuzz_safetensors", f"{arch}_{dt}.safetensors"), "wb").write(b)
+    open(os.path.join(OUT, "fuzz_hf_config", f"{arch}.json"), "w").write(json.dumps(cfg, indent=1))
+    # Sharded: two shards; the index target reads one shard named a.safetensors.
+    names = sorted(t)
+    half = {n: t[n] for n in names[: len(names) // 2]}
+    idx = {"metadata": {"total_size": 0}, "weight_map": {n: "a.safetensors" for n in half}}
+    open(os.path.join(OUT, "fuzz_safetensors_index", f"{arch}.bin"), "wb").write(
+        json.dumps(idx, indent=1).encode() + b"\n--shard--\n" + st_bytes(half, "F32"))
+cfgs = {
+  "mistral": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 64,
+              "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 128,
+              "sliding_window": 32, "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False},
+  "gemma2": {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 64,
+             "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512, "max_position_embeddings": 128,
+             "sliding_window": 32, "query_pre_attn_scalar": 16, "attn_logit_softcapping": 50.0,
+             "final_logit_softcapping": 30.0, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+             "hidden_activation": "gelu_pytorch_tanh"},
+  "qwen2_window": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 64,
+                   "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 128,
+                   "use_sliding_window": True, "sliding_window": 32, "max_window_layers": 0,
+                   "rope_scaling": None, "tie_word_embeddings": True},
+}
+for k, v in cfgs.items():
+    open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))
+# A llama2.c checkpoint: dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 32 (shared), seq 16.
+dim, hid, L, H, KV, V, S = 8, 16, 1, 2, 1, 32, 16
+hd = dim // H
+n = V * dim + L * dim + L * dim * H * hd + 2 * L * dim * KV * hd + L * H * hd * dim + L * dim + 3 * L * dim * hid \
+    + dim + S * hd  # + freq_cis real/imag halves
+for vs, tail in ((V, 0), (-V, V * dim)):
+    m = n + tail
+    b = struct.pack("<7i", dim, hid, L, H, KV, vs, S) + struct.pack(f"<{m}f", *[i / m for i in range(m)])
+    open(os.path.join(OUT, "fuzz_llama2c", f"tiny_{'shared' if vs > 0 else 'unshared'}.bin"), "wb").write(b)
+# Text for the tokenize target: byte 0 picks the tokenizer (0 llama2c, 1 SentencePiece json, 2 byte level).
+texts = ["Hello world", " the cat sat", "<s>hi</s>", "<|endoftext|>12 12", "é à ü 😀 ▁x",
+         "\x00\x01\xff", "  spaces   and\ttabs\n", "ab" * 40]
+for i, s in enumerate(texts):
+    for sel in range(3):
+        data = s.encode("utf-8", "surrogatepass") if not s.startswith("\x00") else bytes([0, 1, 255])
+        open(os.path.join(OUT, "fuzz_tokenize", f"t{i}_{sel}"), "wb").write(bytes([sel | 4]) + data)
+open(os.path.join(OUT, "fuzz_tokenize", "invalid_utf8"), "wb").write(b"\x01\xc3\x28\xe2\x82\xf0\x9f\x98")
+# A small llama2.c tokenizer.bin: <unk> <s> </s>, byte tokens, letters, a few merges.
+pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + ["\u2581"] + \
+         [chr(c) for c in range(97, 123)] + ["\u2581t", "he", "\u2581the", "in", "\u2581a", "at"]
+b = struct.pack("<i", max(len(p.encode()) for p in pieces))
+for i, p in enumerate(pieces):
+    e = p.encode()
+    b += struct.pack("<fi", 0.0 if i < 259 else -float(i), len(e)) + e
+open(os.path.join(OUT, "fuzz_tokenizer_bin", "small.bin"), "wb").write(b)
+# A byte-level (GPT-2 style) tokenizer.json.
+bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+cs, k = bs[:], 0
+for x in range(256):
+    if x not in bs:
+        bs.append(x); cs.append(256 + k); k += 1
+ch = {b_: chr(c) for b_, c in zip(bs, cs)}
+vocab = {ch[x]: x for x in range(256)}
+G = ch[32]
+for i, p in enumerate([G + "t", "he", G + "the", "in", "ca", "cat"]): vocab[p] = 256 + i
+vocab["12"] = 263
+j = {"added_tokens": [{"id": 262, "content": "<|endoftext|>", "special": True}], "normalizer": None,
+     "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+     "post_processor": {"type": "ByteLevel"}, "decoder": {"type": "ByteLevel"},
+     "model": {"type": "BPE", "vocab": vocab, "merges": [G + " t", "h e", G + "t he", "i n", "c a", "ca t", "1 2"]}}
+open(os.path.join(OUT, "fuzz_tokenizer_json", "byte_level.json"), "w").write(json.dumps(j, ensure_ascii=False))
+PY
+
+# The project's own writers: synth (SentencePiece-style tokenizer.json), convert to GGUF with and
+# without an embedded vocabulary, in each dtype.
+"$KVP" synth --preset tiny --format hf --dtype fp16 --out "$T/synth_hf" 2>/dev/null
+cp "$T/synth_hf/tokenizer.json" "$OUT/fuzz_tokenizer_json/synthetic_spm.json"
+cp "$T/synth_hf/config.json" "$OUT/fuzz_hf_config/synth_tiny.json"
+for arch in llama qwen2; do
+  for dt in F32 F16 BF16; do
+    "$KVP" convert --model "$T/${arch}_$dt" --to gguf --out "$OUT/fuzz_gguf/${arch}_${dt}_novocab.gguf" 2>/dev/null || true
+  done
+  "$KVP" convert --model "$T/${arch}_F32" --tokenizer "$T/synth_hf/tokenizer.json" --to gguf \
+    --out "$OUT/fuzz_gguf/${arch}_spm.gguf" 2>/dev/null || true
+done
+
+# Shared tiny models, when the data is there (never copied into the repository).
+if [ -d "$M" ]; then
+  for d in stories260K aidreams260K; do
+    [ -f "$M/$d/tok512.bin" ] && cp "$M/$d/tok512.bin" "$OUT/fuzz_tokenizer_bin/$d-tok512.bin"
+    [ -f "$M/$d/hf/config.json" ] && cp "$M/$d/hf/config.json" "$OUT/fuzz_hf_config/$d.json"
+    [ -f "$M/$d/$d.bin" ] && cp "$M/$d/$d.bin" "$OUT/fuzz_llama2c/$d.bin"
+    if [ -f "$M/$d/hf/model.safetensors" ]; then
+      cp "$M/$d/hf/model.safetensors" "$OUT/fuzz_safetensors/$d.safetensors"
+      if [ -f "$M/$d/tok512.bin" ]; then
+        "$KVP" convert --model "$M/$d/hf" --tokenizer "$M/$d/tok512.bin" --to gguf --dtype fp16 \
+          --out "$OUT/fuzz_gguf/$d.gguf" 2>/dev/null || true
+      fi
+    fi
+  done
+  [ -f "$M/llama2-tokenizer/tokenizer.bin" ] && cp "$M/llama2-tokenizer/tokenizer.bin" "$OUT/fuzz_tokenizer_bin/llama2.bin"
+fi
+rm -rf "$T"
+for t in "$OUT"/*/; do printf '%s: %s seeds\n' "$(basename "$t")" "$(ls "$t" | wc -l)"; done

@@ -1,0 +1,208 @@
+#include "lab/patching.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model/model.h"
+#include "runtime/generator.h"
+#include "runtime/rng.h"
+#include "runtime/tokenizer_for_model.h"
+
+namespace kvp {
+namespace {
+
+// Copies (layer, position) residual rows out of one pass and writes them into another.
+class ResidualTap final : public ForwardHooks {
+ public:
+  ResidualTap(int position, int n_layers, int dim) : pos_(position), rows_(size_t(n_layers)), dim_(dim) {}
+  bool capture = true;
+  int patch_layer = -2;  // -2 none, -1 all, else one layer
+  void on(const HookSite& s, float* d) override {
+    if (s.point != HookPoint::ResidPost) return;
+    const int row = pos_ - s.start_pos;
+    if (row < 0 || row >= s.rows) return;
+    float* r = d + size_t(row) * dim_;
+    auto& saved = rows_[size_t(s.layer)];
+    if (capture) {
+      saved.assign(r, r + dim_);
+    } else if (patch_layer == -1 || patch_layer == s.layer) {
+      std::copy(saved.begin(), saved.end(), r);
+    }
+  }
+
+ private:
+  int pos_;
+  std::vector<std::vector<float>> rows_;
+  int dim_;
+};
+
+double max_abs(const float* a, const float* b, int n) {
+  double m = 0;
+  for (int i = 0; i < n; ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+}  // namespace
+
+PatchResult run_patch(const PatchOptions& opts) {
+  opts.sampler.validate();
+  auto model = Model::load(opts.model, opts.dtype);
+  auto tok = tokenizer_for_model(*model, opts.tokenizer);
+  const ModelConfig& c = model->config;
+  EngineOptions eo;
+  eo.kernels = opts.kernels;
+  eo.threads = opts.threads;
+  eo.kv_dtype = opts.dtype;
+  Engine on(model, eo), off(model, eo);
+  const std::vector<int> prompt = tok->encode(opts.prompt, tok->default_add_bos());
+  const int P = int(prompt.size());
+  GenerationConfig g;
+  g.sampler = opts.sampler;
+  g.seed = opts.seed;
+  g.stop_at_eos = false;
+  g.max_new_tokens = opts.max_new_tokens;
+  g.cache = CacheMode::On;
+  const auto free_on = on.generate(prompt, g, nullptr);
+  g.cache = CacheMode::Off;
+  const auto free_off = off.generate(prompt, g, nullptr);
+
+  PatchResult r;
+  for (size_t i = 0; i < free_on.output_ids.size() && i < free_off.output_ids.size(); ++i)
+    if (free_on.output_ids[i] != free_off.output_ids[i]) {
+      r.first_divergence = int(i);
+      break;
+    }
+  r.step = opts.step >= 0 ? opts.step : (r.first_divergence >= 0 ? r.first_divergence : 1);
+  if (r.step < 1) fail_usage("--step must be >= 1 (step 0 is the prefill, identical on both paths)");
+  if (r.step >= int(free_on.output_ids.size())) fail_usage("--step {} is beyond --max-new-tokens {}", r.step, opts.max_new_tokens);
+  // The shared prefix: prompt + cache-ON tokens before the step.
+  std::vector<int> seq = prompt;
+  seq.insert(seq.end(), free_on.output_ids.begin(), free_on.output_ids.begin() + r.step);
+  const int n = int(seq.size()), pos = n - 1;
+  r.position = pos;
+  const uint64_t sid = 0;
+  auto choose = [&](const float* logits, int step) {
+    return sample_token(logits, c.vocab_size, opts.sampler, uniform_at(opts.seed, sid, uint64_t(step)));
+  };
+
+  // Cache OFF at this step: full recompute; keep its residual rows, its K/V and its continuation.
+  ResidualTap tap(pos, c.n_layers, c.dim);
+  ForwardOptions fo;
+  fo.hooks = &tap;
+  off.cache().clear();
+  const float* lo = off.forward(seq.data(), n, 0, fo);
+  const std::vector<float> off_logits(lo + size_t(pos) * c.vocab_size, lo + size_t(pos + 1) * c.vocab_size);
+  r.off_token = choose(off_logits.data(), r.step);
+  {
+    std::vector<int> s = seq;
+    s.push_back(r.off_token);
+    Engine cont(model, eo);
+    GenerationConfig gc = g;
+    gc.cache = CacheMode::Off;
+    gc.max_new_tokens = opts.continuation;
+    // Continuation draws continue the step numbering of the original run.
+    const auto res = cont.generate(s, gc, nullptr);
+    r.off_continuation = res.output_ids;
+  }
+  tap.capture = false;
+
+  // One cache-ON decode at `pos` with an optional patch, then `continuation` more plain steps.
+  auto run_on = [&](const std::string& kind, int layer, PatchRow* row) {
+    Engine e(model, eo);
+    ForwardOptions f;
+    e.forward(seq.data(), P, 0, f);
+    for (int p = P; p < pos; ++p) e.forward(seq.data() + p, 1, p, f);
+    if (kind == "kv") {
+      std::vector<float> buf(size_t(c.kv_dim()));
+      for (int l = 0; l < c.n_layers; ++l) {
+        if (layer != -1 && layer != l) continue;
+        for (bool is_v : {false, true})
+          for (int p = 0; p < pos; ++p) {
+            for (int h = 0; h < c.n_kv_heads; ++h) off.cache().read(l, is_v, h, p, buf.data() + size_t(h) * c.head_dim);
+            e.cache().write(l, is_v, buf.data(), 1, p);
+          }
+      }
+    }
+    if (kind == "residual") {
+      tap.patch_layer = layer;
+      f.hooks = &tap;
+    }
+    const float* l = e.forward(seq.data() + pos, 1, pos, f);
+    std::vector<float> logits(l, l + c.vocab_size);
+    const int next = choose(logits.data(), r.step);
+    if (row == nullptr) {
+      r.on_token = next;
+      r.unpatched_max_abs_logit_diff = max_abs(logits.data(), off_logits.data(), c.vocab_size);
+      return;
+    }
+    row->kind = kind;
+    row->layer = layer;
+    row->next_token = next;
+    row->next_follows_off = next == r.off_token;
+    row->max_abs_logit_diff_to_off = max_abs(logits.data(), off_logits.data(), c.vocab_size);
+    // Continue on the cache-ON path (no more patching) from the patched choice.
+    f.hooks = nullptr;
+    int token = next, p = pos + 1;
+    int agree = 0;
+    bool still = true;
+    for (size_t k = 0; k < r.off_continuation.size() + 1 && p < e.cache().capacity(); ++k, ++p) {
+      if (k > 0) {
+        const bool same = token == r.off_continuation[k - 1];
+        still = still && same;
+        agree += still ? 1 : 0;
+        if (k == r.off_continuation.size()) break;
+      }
+      const float* lg = e.forward(&token, 1, p, f);
+      token = choose(lg, int(k));  // numbered as the cache-OFF continuation run numbers its steps
+    }
+    row->continuation_agree = agree;
+  };
+  run_on("none", -2, nullptr);
+  for (const std::string kind : {"residual", "kv"}) {
+    for (int l = 0; l < c.n_layers; ++l) {
+      PatchRow row;
+      run_on(kind, l, &row);
+      r.rows.push_back(row);
+    }
+    PatchRow all;
+    run_on(kind, -1, &all);
+    r.rows.push_back(all);
+  }
+  return r;
+}
+
+nlohmann::json patch_json(const PatchResult& r, const PatchOptions& opts) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& x : r.rows)
+    rows.push_back({{"kind", x.kind}, {"layer", x.layer < 0 ? nlohmann::json("all") : nlohmann::json(x.layer)},
+                    {"next_token", x.next_token}, {"next_follows_off", x.next_follows_off},
+                    {"continuation_agree", x.continuation_agree},
+                    {"max_abs_logit_diff_to_off", x.max_abs_logit_diff_to_off}});
+  return {{"schema_version", 1}, {"kind", "patch"}, {"model", opts.model}, {"prompt", opts.prompt},
+          {"dtype", std::string(dtype_name(opts.dtype))}, {"kernels", policy_name(opts.kernels)},
+          {"sampler", opts.sampler.describe()}, {"step", r.step}, {"position", r.position},
+          {"first_divergence", r.first_divergence < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.first_divergence)},
+          {"on_token", r.on_token}, {"off_token", r.off_token}, {"continuation_length", r.off_continuation.size()},
+          {"unpatched_max_abs_logit_diff", r.unpatched_max_abs_logit_diff}, {"rows", rows}};
+}
+
+std::string patch_table(const PatchResult& r) {
+  std::string s = fmt::format("step {} (position {}): cache ON chooses {}, cache OFF chooses {}; unpatched max |Δlogit| {:.3e}\n",
+                              r.step, r.position, r.on_token, r.off_token, r.unpatched_max_abs_logit_diff);
+  s += fmt::format("{:<7} {:>22} {:>22}\n", "layer", "residual: next / cont", "KV: next / cont");
+  auto cell = [&](const PatchRow& x) {
+    return fmt::format("{} {:>2}/{:<2} {:.1e}", x.next_follows_off ? "OFF" : "ON ", x.continuation_agree,
+                       r.off_continuation.size(), x.max_abs_logit_diff_to_off);
+  };
+  const size_t half = r.rows.size() / 2;
+  for (size_t i = 0; i < half; ++i) {
+    const auto& a = r.rows[i];
+    const auto& b = r.rows[half + i];
+    s += fmt::format("{:<7} {:>22} {:>22}\n", a.layer < 0 ? std::string("all") : std::to_string(a.layer), cell(a), cell(b));
+  }
+  return s;
+}
+
+}  // namespace kvp

@@ -1,0 +1,49 @@
+#pragma once
+// `kvparity patch`: activation patching between the two cache paths. At a step where the paths
+// choose different tokens, the cache-ON computation is re-run with either the residual stream of
+// one layer (or of all layers) or the cached K/V entries (of one layer, or all) replaced by the
+// cache-OFF values. Each row of the result says whether the next token then follows cache-OFF,
+// and how much of cache-OFF's continuation the patched cache-ON run reproduces.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "runtime/sampler.h"
+
+namespace kvp {
+
+struct PatchOptions {
+  std::string model, tokenizer, prompt = "Once upon a time";
+  DType dtype = DType::F16;
+  KernelPolicy kernels = KernelPolicy::Standard;
+  SamplerConfig sampler;
+  uint64_t seed = 1;
+  int threads = 1;
+  int max_new_tokens = 96;  // horizon searched for the first divergence
+  int step = -1;            // generated-token index to patch at; -1: the first divergence
+  int continuation = 16;    // tokens generated after the patched step
+};
+
+struct PatchRow {
+  std::string kind;   // "residual" | "kv"
+  int layer = -1;     // -1: all layers
+  int next_token = -1;
+  bool next_follows_off = false;
+  int continuation_agree = 0;   // leading tokens equal to cache-OFF's continuation
+  double max_abs_logit_diff_to_off = 0;  // patched cache-ON logits vs cache-OFF logits at the step
+};
+
+struct PatchResult {
+  int step = 0, position = 0, first_divergence = -1;
+  int on_token = -1, off_token = -1;
+  std::vector<int> off_continuation;
+  double unpatched_max_abs_logit_diff = 0;
+  std::vector<PatchRow> rows;
+};
+
+PatchResult run_patch(const PatchOptions& opts);
+nlohmann::json patch_json(const PatchResult& r, const PatchOptions& opts);
+std::string patch_table(const PatchResult& r);
+
+}  // namespace kvp

@@ -1,0 +1,493 @@
+// Model families (issue 4): Llama, Mistral, Gemma-2 and Qwen2.
+//  - Hugging Face reference outputs (../shared/reference/<family>): fp32 logits / hidden states /
+//    cached step / greedy generations on both paths, and a bf16 plausibility bound;
+//  - every family x {HF dir, GGUF written by `kvparity synth`} x {cache on, off} x {fp32, bf16, fp16};
+//  - export + reload round-trips bitwise; sliding-window equivalence between the cache paths for
+//    sequences longer than the window; rope_scaling (linear, llama3); refusals naming the field.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "io/hf_config.h"
+#include "kernels/elementwise.h"
+#include "model/checkpoint_export.h"
+#include "model/model.h"
+#include "model/synthetic.h"
+#include "runtime/generator.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvp {
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::vector<float> read_f32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const auto size = in.tellg();
+  std::vector<float> v(static_cast<size_t>(size) / 4);
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(v.data()), size);
+  return v;
+}
+
+double max_abs_diff(const float* a, const float* b, size_t n) {
+  double d = 0;
+  for (size_t i = 0; i < n; ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
+  return d;
+}
+
+// HF output_hidden_states layout: [0] embeddings, [1..L-1] residual after layers 1..L-1, [L] final norm.
+class HiddenCapture final : public ForwardHooks {
+ public:
+  HiddenCapture(int n_layers, int rows, int dim)
+      : n_layers_(n_layers), rows_(rows), dim_(dim), data(size_t(n_layers + 1) * rows * dim) {}
+  void on(const HookSite& s, float* d) override {
+    int slot = -1;
+    if (s.point == HookPoint::Embed) slot = 0;
+    if (s.point == HookPoint::ResidPost && s.layer < n_layers_ - 1) slot = s.layer + 1;
+    if (s.point == HookPoint::FinalNorm) slot = n_layers_;
+    if (s.point == HookPoint::ResidPost && s.layer == n_layers_ - 1) last_layer.assign(d, d + size_t(s.rows) * dim_);
+    if (slot >= 0) std::copy(d, d + size_t(s.rows) * dim_, data.begin() + (size_t(slot) * rows_ + s.start_pos) * dim_);
+  }
+  int n_layers_, rows_, dim_;
+  std::vector<float> data, last_layer;
+};
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2"};
+
+// ---------------------------------------------------------------------------------------------
+// Hugging Face reference outputs.
+class FamilyReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilyReference, Fp32LogitsAndHiddenStatesMatchTransformers) {
+  const std::string fam = GetParam();
+  KVP_REQUIRE_SHARED(dir, "reference/" + fam);
+  auto model = Model::load(dir, DType::F32);
+  EXPECT_EQ(arch_name(model->config.arch), fam);
+  const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
+  const auto ref_logits = read_f32(dir + "/logits.f32");
+  const auto ref_hidden = read_f32(dir + "/hidden.f32");
+  const auto ref_last = read_f32(dir + "/last_layer_out.f32");
+  const ModelConfig& c = model->config;
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+    EngineOptions eo;
+    eo.kernels = pol;
+    eo.threads = 2;
+    Engine engine(model, eo);
+    HiddenCapture cap(c.n_layers, int(tokens.size()), c.dim);
+    ForwardOptions fo;
+    fo.hooks = &cap;
+    const float* logits = engine.forward(tokens.data(), int(tokens.size()), 0, fo);
+    ASSERT_EQ(ref_logits.size(), tokens.size() * size_t(c.vocab_size));
+    ASSERT_EQ(ref_hidden.size(), cap.data.size());
+    ASSERT_EQ(ref_last.size(), cap.last_layer.size());
+    const double dl = max_abs_diff(logits, ref_logits.data(), ref_logits.size());
+    const double dh = max_abs_diff(cap.data.data(), ref_hidden.data(), ref_hidden.size());
+    const double dlast = max_abs_diff(cap.last_layer.data(), ref_last.data(), ref_last.size());
+    std::printf("[ measured ] %s fp32 %s: max|dlogits| %.3g, max|dhidden| %.3g, last layer %.3g\n", fam.c_str(),
+                policy_name(pol).c_str(), dl, dh, dlast);
+    EXPECT_LE(dl, 1e-4) << fam << " logits, policy " << policy_name(pol);
+    EXPECT_LE(dh, 1e-4) << fam << " hidden states, policy " << policy_name(pol);
+    EXPECT_LE(dlast, 1e-4) << fam << " last layer output, policy " << policy_name(pol);
+  }
+}
+
+TEST_P(FamilyReference, Fp32CachedStepAndGreedyGenerationsMatchTransformers) {
+  const std::string fam = GetParam();
+  KVP_REQUIRE_SHARED(dir, "reference/" + fam);
+  auto model = Model::load(dir, DType::F32);
+  const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
+  const auto step_ref = read_f32(dir + "/step_logits.f32");
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+    EngineOptions eo;
+    eo.kernels = pol;
+    Engine engine(model, eo);
+    engine.forward(tokens.data(), int(tokens.size()) - 1, 0, ForwardOptions{});
+    const float* step =
+        engine.forward(tokens.data() + tokens.size() - 1, 1, int(tokens.size()) - 1, ForwardOptions{});
+    EXPECT_LE(max_abs_diff(step, step_ref.data(), step_ref.size()), 1e-4) << fam << " " << policy_name(pol);
+  }
+
+  const auto gen = read_json(dir + "/generate.json");
+  const auto prompt = gen["prompt"].get<std::vector<int>>();
+  const auto gen_logits = read_f32(dir + "/gen_logits.f32");
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+    for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+      EngineOptions eo;
+      eo.kernels = pol;
+      Engine e(model, eo);
+      GenerationConfig g;
+      g.max_new_tokens = gen["max_new_tokens"].get<int>();
+      g.cache = mode;
+      g.stop_at_eos = false;
+      double worst = 0;
+      const auto r = e.generate(prompt, g, nullptr, [&](const StepInfo& s) {
+        worst = std::max(worst, max_abs_diff(s.logits, gen_logits.data() + size_t(s.step) * s.vocab, size_t(s.vocab)));
+      });
+      const char* key = mode == CacheMode::On ? "new_tokens_use_cache_true" : "new_tokens_use_cache_false";
+      EXPECT_EQ(r.output_ids, gen[key].get<std::vector<int>>()) << fam << " " << key << " " << policy_name(pol);
+      EXPECT_LE(worst, 1e-4) << fam << " " << key << " " << policy_name(pol);
+    }
+  }
+}
+
+// bf16 is a plausibility target (the reference README): PyTorch's CPU bf16 kernels reduce and
+// round inside their matmuls in ways kvparity does not reproduce, so single logits move by a few
+// bf16 ulps of the activations feeding them, and then the two bf16 runs differ about as much as
+// either differs from fp32. The bounds asserted, all relative to HF's own bf16-vs-fp32 gap:
+//  - argmax agrees at >= 90% of positions (HF's bf16 agrees with its fp32 at 92-96%);
+//  - mean |dlogit| <= 1.5x HF's mean bf16-vs-fp32 gap, max |dlogit| <= 2x HF's max gap
+//    (summary.json), both against HF bf16 and against HF fp32;
+//  - the cached bf16 step picks a token whose HF bf16 logit is within 0.5 of HF's best (HF's
+//    Gemma-2 bf16 step has an exact tie at the top).
+// The measured values are printed.
+TEST_P(FamilyReference, Bf16LogitsArePlausibleAgainstTransformersBf16) {
+  const std::string fam = GetParam();
+  KVP_REQUIRE_SHARED(dir, "reference/" + fam);
+  KVP_REQUIRE_SHARED(summary_path, "reference/summary.json");
+  const double hf_gap = read_json(summary_path)["per_arch"][fam]["bf16_vs_fp32"].get<double>();
+  auto model = Model::load(dir, DType::BF16);
+  const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
+  const auto ref = read_f32(dir + "/logits_bf16.f32");
+  const auto ref32 = read_f32(dir + "/logits.f32");
+  const auto step_ref = read_f32(dir + "/step_logits_bf16.f32");
+  const int V = model->config.vocab_size;
+  const int n = int(tokens.size());
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+    EngineOptions eo;
+    eo.kernels = pol;
+    eo.kv_dtype = DType::BF16;
+    Engine engine(model, eo);
+    const float* logits = engine.forward(tokens.data(), n, 0, ForwardOptions{});
+    const double d = max_abs_diff(logits, ref.data(), ref.size());
+    const double d32 = max_abs_diff(logits, ref32.data(), ref32.size());
+    double mean = 0;
+    int agree = 0;
+    for (int p = 0; p < n; ++p) {
+      const float* a = logits + size_t(p) * V;
+      const float* b = ref.data() + size_t(p) * V;
+      agree += std::max_element(a, a + V) - a == std::max_element(b, b + V) - b;
+      for (int v = 0; v < V; ++v) mean += std::fabs(a[v] - b[v]);
+    }
+    mean /= double(n) * V;
+    double hf_mean_gap = 0;
+    for (size_t i = 0; i < ref.size(); ++i) hf_mean_gap += std::fabs(ref[i] - ref32[i]);
+    hf_mean_gap /= double(ref.size());
+    std::printf("[ measured ] %s bf16 %s: max|d| to HF bf16 %.4g (mean %.3g), to HF fp32 %.4g, HF's own gap %.4g, "
+                "argmax agreement %d/%d\n",
+                fam.c_str(), policy_name(pol).c_str(), d, mean, d32, hf_gap, agree, n);
+    EXPECT_GE(agree, int(std::ceil(0.9 * n))) << fam << " " << policy_name(pol);
+    EXPECT_LE(d, 2.0 * hf_gap) << fam << " " << policy_name(pol);
+    EXPECT_LE(d32, 2.0 * hf_gap) << fam << " (against HF fp32) " << policy_name(pol);
+    EXPECT_LE(mean, 1.5 * hf_mean_gap) << fam << " " << policy_name(pol) << " (HF mean gap " << hf_mean_gap << ")";
+    // The cached step in bf16 (prefill 47, then one row).
+    Engine e2(model, eo);
+    e2.forward(tokens.data(), n - 1, 0, ForwardOptions{});
+    const float* step = e2.forward(tokens.data() + n - 1, 1, n - 1, ForwardOptions{});
+    EXPECT_LE(max_abs_diff(step, step_ref.data(), step_ref.size()), 2.0 * hf_gap) << fam << " step";
+    const auto chosen = std::max_element(step, step + V) - step;
+    EXPECT_GE(step_ref[size_t(chosen)], *std::max_element(step_ref.begin(), step_ref.end()) - 0.5f)
+        << fam << " step argmax " << chosen << " " << policy_name(pol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilyReference, ::testing::ValuesIn(kFamilies));
+
+// ---------------------------------------------------------------------------------------------
+// Synthetic tiny models of every family, written in both formats as `kvparity synth` writes them.
+void write_synth(const std::string& arch, const std::string& format, DType dtype, const std::string& out) {
+  const ModelConfig cfg = synthetic_config(arch, "tiny");
+  const Checkpoint ck = synthesize_checkpoint(cfg, dtype);
+  ExportOptions eo;
+  VocabSpec vocab;
+  if (format == "gguf") {
+    vocab = make_synthetic_vocab(cfg.vocab_size);
+    eo.vocab = &vocab;
+  }
+  export_checkpoint(ck, format, out, eo);
+}
+
+std::vector<float> all_logits(const std::shared_ptr<const Model>& m, const std::vector<int>& toks, KernelPolicy pol) {
+  EngineOptions eo;
+  eo.kernels = pol;
+  eo.kv_dtype = m->dtype;
+  Engine e(m, eo);
+  const float* l = e.forward(toks.data(), int(toks.size()), 0, ForwardOptions{});
+  return std::vector<float>(l, l + toks.size() * size_t(m->config.vocab_size));
+}
+
+class FamilySynth : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilySynth, RunsFromHfAndGgufOnBothPathsInEveryDtype) {
+  const std::string arch = GetParam();
+  test::TempDir tmp;
+  const std::vector<int> prompt{5, 17, 42, 99, 7};
+  const int n_new = 20;  // 25 positions: past the tiny Mistral/Gemma-2 window of 16
+  for (DType dt : {DType::F32, DType::BF16, DType::F16}) {
+    const std::string hf = tmp.file(arch + "_" + std::string(dtype_name(dt))), gguf = hf + ".gguf";
+    write_synth(arch, "hf", dt, hf);
+    write_synth(arch, "gguf", dt, gguf);
+    auto m_hf = Model::load(hf, dt);
+    auto m_gguf = Model::load(gguf, dt);
+    EXPECT_EQ(arch_name(m_hf->config.arch), arch);
+    EXPECT_EQ(arch_name(m_gguf->config.arch), arch);
+    // Export + reload is bitwise: the GGUF (llama.cpp names, RoPE layout, Gemma-2 norm + 1) gives
+    // the same logits as the HF directory.
+    const std::vector<int> seq{1, 5, 17, 42, 99, 7, 300, 12, 64, 400, 3, 8, 77, 150, 200, 250, 11, 23, 45, 67, 89, 101};
+    const auto a = all_logits(m_hf, seq, KernelPolicy::Standard);
+    const auto b = all_logits(m_gguf, seq, KernelPolicy::Standard);
+    EXPECT_EQ(max_abs_diff(a.data(), b.data(), a.size()), 0.0) << arch << " " << dtype_name(dt) << " hf vs gguf";
+    for (const auto& [label, model] : {std::pair{"hf", m_hf}, std::pair{"gguf", m_gguf}}) {
+      std::vector<int> outs[2];
+      for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+        EngineOptions eo;
+        eo.kernels = KernelPolicy::Standard;
+        eo.kv_dtype = dt;
+        Engine e(model, eo);
+        GenerationConfig g;
+        g.max_new_tokens = n_new;
+        g.cache = mode;
+        g.stop_at_eos = false;
+        const auto r = e.generate(prompt, g, nullptr);
+        EXPECT_EQ(int(r.output_ids.size()), n_new) << arch << " " << label << " " << dtype_name(dt);
+        outs[mode == CacheMode::On ? 0 : 1] = r.output_ids;
+      }
+      // fp32 paths agree token for token (the peaked synthetic logits leave no near-ties).
+      if (dt == DType::F32) {
+        EXPECT_EQ(outs[0], outs[1]) << arch << " " << label;
+      }
+    }
+  }
+}
+
+// Cache ON vs OFF with the window: the reference policy in fp32 gives (nearly) the same logits at
+// every step of a sequence 3x longer than the window, and the window really changes the result.
+class FamilyWindow : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FamilyWindow, SlidingWindowPathsAgreePastTheWindow) {
+  const std::string arch = GetParam();
+  ModelConfig cfg = synthetic_config(arch, "tiny");
+  ASSERT_GT(cfg.sliding_window, 0) << arch;
+  auto model = Model::from_checkpoint(synthesize_checkpoint(cfg, DType::F32), DType::F32);
+  const std::vector<int> prompt{1, 9, 33, 70};
+  const int n_new = 3 * cfg.sliding_window;
+  std::vector<std::vector<float>> logits[2];
+  std::vector<int> ids[2];
+  for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+    EngineOptions eo;
+    eo.kernels = KernelPolicy::Reference;
+    Engine e(model, eo);
+    GenerationConfig g;
+    g.max_new_tokens = n_new;
+    g.cache = mode;
+    g.stop_at_eos = false;
+    const int k = mode == CacheMode::On ? 0 : 1;
+    ids[k] = e.generate(prompt, g, nullptr, [&](const StepInfo& s) {
+      logits[k].emplace_back(s.logits, s.logits + s.vocab);
+    }).output_ids;
+  }
+  EXPECT_EQ(ids[0], ids[1]);
+  ASSERT_EQ(logits[0].size(), logits[1].size());
+  for (size_t s = 0; s < logits[0].size(); ++s) {
+    const auto& a = logits[0][s];
+    const auto& b = logits[1][s];
+    double scale = 0;
+    for (float v : a) scale = std::max(scale, double(std::fabs(v)));
+    EXPECT_LE(max_abs_diff(a.data(), b.data(), a.size()), 1e-5 * std::max(1.0, scale)) << arch << " step " << s;
+  }
+  // The same weights without a window give other logits once a query no longer sees position 0.
+  ModelConfig full = cfg;
+  full.sliding_window = 0;
+  auto no_window = Model::from_checkpoint(synthesize_checkpoint(full, DType::F32), DType::F32);
+  std::vector<int> seq = prompt;
+  seq.insert(seq.end(), ids[0].begin(), ids[0].end());
+  const auto w = all_logits(model, seq, KernelPolicy::Reference);
+  const auto nw = all_logits(no_window, seq, KernelPolicy::Reference);
+  const size_t V = size_t(cfg.vocab_size), W = size_t(cfg.sliding_window);
+  EXPECT_EQ(max_abs_diff(w.data(), nw.data(), W * V), 0.0) << "rows before the window edge";
+  EXPECT_GT(max_abs_diff(w.data() + W * V, nw.data() + W * V, (seq.size() - W) * V), 1e-3) << "rows past it";
+  // The standard policy (split-KV decode, tiled prefill) honours the window too.
+  const auto st = all_logits(model, seq, KernelPolicy::Standard);
+  EXPECT_LE(max_abs_diff(w.data(), st.data(), w.size()), 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, FamilySynth, ::testing::ValuesIn(kFamilies));
+INSTANTIATE_TEST_SUITE_P(Families, FamilyWindow, ::testing::Values("mistral", "gemma2"));
+
+// ---------------------------------------------------------------------------------------------
+TEST(FamilyPresets, RealShapesAndArchitectureChecks) {
+  const ModelConfig g = synthetic_config("gemma2", "gemma2-2b");
+  EXPECT_EQ(g.n_layers, 26);
+  EXPECT_EQ(g.dim, 2304);
+  EXPECT_EQ(g.n_heads, 8);
+  EXPECT_EQ(g.n_kv_heads, 4);
+  EXPECT_EQ(g.head_dim, 256);
+  EXPECT_EQ(g.hidden_dim, 9216);
+  EXPECT_EQ(g.vocab_size, 256000);
+  EXPECT_EQ(g.query_pre_attn_scalar, 256.0f);
+  EXPECT_EQ(g.attn_logit_softcapping, 50.0f);
+  EXPECT_EQ(g.final_logit_softcapping, 30.0f);
+  EXPECT_EQ(g.sliding_window, 4096);
+  EXPECT_EQ(g.window_for_layer(0), 4096);
+  EXPECT_EQ(g.window_for_layer(1), 0);
+  EXPECT_TRUE(g.tied_embeddings);
+  const ModelConfig q = synthetic_config("", "qwen2.5-0.5b");
+  EXPECT_EQ(q.arch, Arch::Qwen2);
+  EXPECT_EQ(q.n_layers, 24);
+  EXPECT_EQ(q.dim, 896);
+  EXPECT_EQ(q.n_heads, 14);
+  EXPECT_EQ(q.n_kv_heads, 2);
+  EXPECT_EQ(q.hidden_dim, 4864);
+  EXPECT_EQ(q.vocab_size, 151936);
+  EXPECT_TRUE(q.tied_embeddings && q.qkv_bias);
+  EXPECT_EQ(q.rope_theta, 1e6f);
+  const ModelConfig mi = synthetic_config("mistral", "mistral-7b");
+  EXPECT_EQ(mi.vocab_size, 32768);
+  EXPECT_EQ(mi.sliding_window, 0);
+  EXPECT_EQ(mi.n_kv_heads, 8);
+  EXPECT_EQ(mi.hidden_dim, 14336);
+  EXPECT_EQ(mi.rope_theta, 1e6f);
+  const ModelConfig l = synthetic_config("llama", "llama2-7b");
+  EXPECT_EQ(l.n_layers, 32);
+  EXPECT_EQ(l.hidden_dim, 11008);
+  const std::string e = error_of([] { synthetic_config("llama", "gemma2-2b"); });
+  EXPECT_NE(e.find("gemma2-2b"), std::string::npos) << e;
+  EXPECT_NE(e.find("gemma2"), std::string::npos) << e;
+  // The synthetic vocabulary at the large families' sizes (and quickly).
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(make_synthetic_vocab(256000).tokens.size(), 256000u);
+  EXPECT_FALSE(make_synthetic_tokenizer_json(151936).empty());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60.0);
+}
+
+TEST(FamilyGeneration, EmptyPromptUsesBosOrIsRefused) {
+  auto qwen = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32), DType::F32);
+  ASSERT_EQ(qwen->config.bos_id, -1);
+  Engine e(qwen, EngineOptions{});
+  GenerationConfig g;
+  g.max_new_tokens = 2;
+  const std::string err = error_of([&] { e.generate({}, g, nullptr); });
+  EXPECT_NE(err.find("no BOS"), std::string::npos) << err;
+  auto gemma = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("gemma2", "tiny"), DType::F32), DType::F32);
+  Engine e2(gemma, EngineOptions{});
+  EXPECT_EQ(e2.generate({}, g, nullptr).prompt_ids, std::vector<int>{2});
+}
+
+// ---------------------------------------------------------------------------------------------
+constexpr const char* kLlama = R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","hidden_size":64,
+  "intermediate_size":160,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+  "vocab_size":512,"max_position_embeddings":512,"rms_norm_eps":1e-5,"rope_theta":500000.0)";
+
+std::string cfg_with(const char* base, const std::string& extra) { return std::string(base) + "," + extra + "}"; }
+
+TEST(FamilyConfig, RopeScalingLinearAndLlama3) {
+  const ModelConfig lin = parse_hf_config(cfg_with(kLlama, R"("rope_scaling":{"type":"linear","factor":2.0})"), "t");
+  EXPECT_EQ(lin.rope_scaling, ModelConfig::RopeScaling::Linear);
+  EXPECT_EQ(lin.rope_factor, 2.0f);
+  const ModelConfig l3 = parse_hf_config(
+      cfg_with(kLlama, R"("rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,)"
+                       R"("high_freq_factor":4.0,"original_max_position_embeddings":8192})"),
+      "t");
+  EXPECT_EQ(l3.rope_scaling, ModelConfig::RopeScaling::Llama3);
+  EXPECT_EQ(l3.rope_original_max_pos, 8192);
+
+  // Linear: position 2p with factor 2 is exactly position p unscaled (the scalings are powers of 2).
+  const int hd = 64, half = hd / 2;
+  RopeTable plain(hd, 4096, 500000.0f);
+  RopeScalingSpec ls;
+  ls.type = RopeScalingSpec::Type::Linear;
+  ls.factor = 2.0f;
+  RopeTable scaled(hd, 4096, 500000.0f, ls);
+  for (int p : {1, 7, 100, 1000})
+    for (int i = 0; i < half; ++i) {
+      EXPECT_EQ(scaled.cos_row(2 * p)[i], plain.cos_row(p)[i]);
+      EXPECT_EQ(scaled.sin_row(2 * p)[i], plain.sin_row(p)[i]);
+    }
+  // Llama3: high frequencies (wavelength < 8192/4) unchanged, low ones (> 8192) divided by 8,
+  // the band between interpolated (neither).
+  RopeScalingSpec s3;
+  s3.type = RopeScalingSpec::Type::Llama3;
+  s3.factor = 8.0f;
+  RopeTable l3t(hd, 4096, 500000.0f, s3);
+  int high = 0, low = 0, mid = 0;
+  for (int i = 0; i < half; ++i) {
+    const double inv = 1.0 / std::pow(500000.0, 2.0 * i / hd);
+    const double wavelen = 2 * M_PI / inv;
+    if (wavelen < 8192.0 / 4) {
+      ++high;
+      EXPECT_EQ(l3t.sin_row(1)[i], plain.sin_row(1)[i]) << i;
+    } else if (wavelen > 8192.0) {
+      ++low;
+      EXPECT_EQ(l3t.sin_row(8)[i], plain.sin_row(1)[i]) << i;
+    } else {
+      ++mid;
+      EXPECT_LT(l3t.sin_row(1)[i], plain.sin_row(1)[i]) << i;
+      EXPECT_GT(l3t.sin_row(8)[i], plain.sin_row(1)[i]) << i;
+    }
+  }
+  EXPECT_GT(high, 0);
+  EXPECT_GT(low, 0);
+  EXPECT_GT(mid, 0);
+
+  // config.json round trip, and a scaled model runs (HF dir); GGUF export is refused by name.
+  test::TempDir tmp;
+  ModelConfig c = synthetic_config("llama", "tiny");
+  c.rope_scaling = ModelConfig::RopeScaling::Llama3;
+  c.rope_factor = 8.0f;
+  c.rope_original_max_pos = 64;
+  const Checkpoint ck = synthesize_checkpoint(c, DType::F32);
+  export_checkpoint(ck, "hf", tmp.file("l3"));
+  auto m = Model::load(tmp.file("l3"), DType::F32);
+  EXPECT_EQ(m->config.rope_scaling, ModelConfig::RopeScaling::Llama3);
+  EXPECT_EQ(m->config.rope_original_max_pos, 64);
+  const auto a = all_logits(m, {1, 2, 3, 4, 5, 6, 7, 8}, KernelPolicy::Reference);
+  for (float v : a) ASSERT_TRUE(std::isfinite(v));
+  const std::string err = error_of([&] { export_checkpoint(ck, "gguf", tmp.file("l3.gguf")); });
+  EXPECT_NE(err.find("rope_scaling"), std::string::npos) << err;
+}
+
+TEST(FamilyConfig, UnsupportedFeaturesAreRefusedNamingTheField) {
+  struct Case {
+    std::string json;
+    std::vector<std::string> want;
+  };
+  const std::string qwen = R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2","hidden_size":64,
+    "intermediate_size":160,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+    "vocab_size":512,"max_position_embeddings":512)";
+  const Case cases[] = {
+      {cfg_with(kLlama, R"("rope_scaling":{"type":"dynamic","factor":2.0})"), {"'dynamic'", "rope_scaling"}},
+      {cfg_with(kLlama, R"("rope_scaling":{"rope_type":"yarn","factor":4.0})"), {"'yarn'", "rope_scaling"}},
+      {cfg_with(kLlama, R"("rope_scaling":{"rope_type":"longrope"})"), {"'longrope'", "rope_scaling"}},
+      {cfg_with(kLlama, R"("rope_scaling":{"type":"linear"})"), {"factor", "rope_scaling"}},
+      {cfg_with(qwen.c_str(), R"("rope_scaling":{"type":"linear","factor":2.0})"), {"qwen2", "rope_scaling"}},
+      {cfg_with(kLlama, R"("num_local_experts":8)"), {"mixture-of-experts", "num_local_experts"}},
+      {cfg_with(qwen.c_str(), R"("num_experts":60)"), {"mixture-of-experts", "num_experts"}},
+      {cfg_with(kLlama, R"("vision_config":{"hidden_size":32})"), {"multimodal", "vision_config"}},
+  };
+  for (const auto& c : cases) {
+    const std::string err = error_of([&] { parse_hf_config(c.json, "cfg.json"); });
+    ASSERT_FALSE(err.empty()) << c.json;
+    for (const auto& w : c.want) EXPECT_NE(err.find(w), std::string::npos) << "'" << w << "' not in: " << err;
+  }
+}
+
+}  // namespace
+}  // namespace kvp
