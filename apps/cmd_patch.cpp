@@ -14,6 +14,7 @@ void register_patch(CLI::App& app) {
     PatchOptions p;
     SamplerOptions sampler;
     std::string dtype = "fp16", kernels = "standard", out;
+    std::string kv_positions;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
@@ -31,6 +32,8 @@ void register_patch(CLI::App& app) {
   cmd->add_option("--step", o->p.step, "generated-token index to patch at (default: the first divergence)");
   cmd->add_option("--continuation", o->p.continuation, "tokens compared after the patched step")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--kv-positions", o->kv_positions,
+                  "KV rows copy only cached positions BEGIN:END (half-open; default all before the step)");
   cmd->add_option("--out", o->out, "directory for patch.json (and the report)");
   cmd->add_flag("--json", o->json, "print patch.json to stdout instead of the table");
   cmd->callback([o] {
@@ -38,6 +41,19 @@ void register_patch(CLI::App& app) {
     o->p.kernels = parse_policy(o->kernels);
     o->p.sampler = o->sampler.config();
     o->p.seed = o->sampler.seed;
+    if (!o->kv_positions.empty()) {
+      const auto colon = o->kv_positions.find(':');
+      try {
+        if (colon == std::string::npos) throw std::invalid_argument("no colon");
+        size_t used = 0;
+        o->p.kv_begin = std::stoi(o->kv_positions.substr(0, colon), &used);
+        const std::string end = o->kv_positions.substr(colon + 1);
+        o->p.kv_end = std::stoi(end, &used);
+        if (used != end.size() || o->p.kv_begin < 0 || o->p.kv_end <= o->p.kv_begin) throw std::invalid_argument("range");
+      } catch (const std::exception&) {
+        fail_usage("--kv-positions '{}': expected BEGIN:END with 0 <= BEGIN < END", o->kv_positions);
+      }
+    }
     const PatchResult r = run_patch(o->p);
     const auto j = patch_json(r, o->p);
     if (!o->out.empty()) {

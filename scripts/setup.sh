@@ -7,7 +7,8 @@ PKGS=(build-essential cmake g++ pkg-config ninja-build
       nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-numpy python3-sentencepiece
-      clang libclang-rt-dev)  # clang + libFuzzer/ASan runtimes: the sanitizer CI stage and fuzz/
+      clang libclang-rt-dev  # clang + libFuzzer/ASan runtimes: the sanitizer CI stage and fuzz/
+      chromium)              # headless rendering check of report.html in the tests
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

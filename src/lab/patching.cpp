@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -82,6 +83,8 @@ PatchResult run_patch(const PatchOptions& opts) {
   seq.insert(seq.end(), free_on.output_ids.begin(), free_on.output_ids.begin() + r.step);
   const int n = int(seq.size()), pos = n - 1;
   r.position = pos;
+  r.kv_begin = std::clamp(opts.kv_begin, 0, pos);
+  r.kv_end = opts.kv_end < 0 ? pos : std::clamp(opts.kv_end, r.kv_begin, pos);
   const uint64_t sid = 0;
   auto choose = [&](const float* logits, int step) {
     return sample_token(logits, c.vocab_size, opts.sampler, uniform_at(opts.seed, sid, uint64_t(step)));
@@ -102,7 +105,8 @@ PatchResult run_patch(const PatchOptions& opts) {
     GenerationConfig gc = g;
     gc.cache = CacheMode::Off;
     gc.max_new_tokens = opts.continuation;
-    // Continuation draws continue the step numbering of the original run.
+    // Both continuations (this one and the patched cache-ON runs below) number their draws from 0,
+    // so with a sampler they see the same random numbers step for step.
     const auto res = cont.generate(s, gc, nullptr);
     r.off_continuation = res.output_ids;
   }
@@ -119,7 +123,7 @@ PatchResult run_patch(const PatchOptions& opts) {
       for (int l = 0; l < c.n_layers; ++l) {
         if (layer != -1 && layer != l) continue;
         for (bool is_v : {false, true})
-          for (int p = 0; p < pos; ++p) {
+          for (int p = r.kv_begin; p < r.kv_end; ++p) {
             for (int h = 0; h < c.n_kv_heads; ++h) off.cache().read(l, is_v, h, p, buf.data() + size_t(h) * c.head_dim);
             e.cache().write(l, is_v, buf.data(), 1, p);
           }
@@ -184,7 +188,7 @@ nlohmann::json patch_json(const PatchResult& r, const PatchOptions& opts) {
           {"dtype", std::string(dtype_name(opts.dtype))}, {"kernels", policy_name(opts.kernels)},
           {"sampler", opts.sampler.describe()}, {"step", r.step}, {"position", r.position},
           {"first_divergence", r.first_divergence < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.first_divergence)},
-          {"on_token", r.on_token}, {"off_token", r.off_token}, {"continuation_length", r.off_continuation.size()},
+          {"kv_positions", {r.kv_begin, r.kv_end}}, {"on_token", r.on_token}, {"off_token", r.off_token}, {"continuation_length", r.off_continuation.size()},
           {"unpatched_max_abs_logit_diff", r.unpatched_max_abs_logit_diff}, {"rows", rows}};
 }
 

@@ -23,6 +23,9 @@ struct PatchOptions {
   int max_new_tokens = 96;  // horizon searched for the first divergence
   int step = -1;            // generated-token index to patch at; -1: the first divergence
   int continuation = 16;    // tokens generated after the patched step
+  // KV patching copies cached positions [kv_begin, kv_end) (clamped to the positions before the
+  // step); the default is every cached position.
+  int kv_begin = 0, kv_end = -1;
 };
 
 struct PatchRow {
@@ -36,6 +39,7 @@ struct PatchRow {
 
 struct PatchResult {
   int step = 0, position = 0, first_divergence = -1;
+  int kv_begin = 0, kv_end = 0;  // the KV positions the "kv" rows replaced
   int on_token = -1, off_token = -1;
   std::vector<int> off_continuation;
   double unpatched_max_abs_logit_diff = 0;

@@ -22,6 +22,10 @@ std::string num(const nlohmann::json& v) {
   return fmt::format("{:.3e}", d);
 }
 
+std::string patch_layer_label(const nlohmann::json& layer) {
+  return layer.is_string() ? layer.get<std::string>() : layer.dump();
+}
+
 std::string pct(const nlohmann::json& v) { return v.is_null() ? "–" : fmt::format("{:.1f}%", 100.0 * v.get<double>()); }
 
 std::string dist(const nlohmann::json& d) {
@@ -65,19 +69,19 @@ std::string render_summary_md(const nlohmann::json& s) {
     md += fmt::format("\n## Layer profile (step {}, prompt \"{}\")\n\nmax \\|cache ON − cache OFF\\| of the residual "
                       "stream after each layer at the new position, and of K over all cached positions.\n\n| layer |",
                       lp["step"].get<int>(), lp["prompt"].get<std::string>());
-    for (const auto& p : lp["profiles"]) md += " " + p["dtype"].get<std::string>() + " resid |";
-    for (const auto& p : lp["profiles"]) md += " " + p["dtype"].get<std::string>() + " K |";
+    for (const auto& p : lp["profiles"]) md += fmt::format(" {} resid |", p["dtype"].get<std::string>());
+    for (const auto& p : lp["profiles"]) md += fmt::format(" {} K |", p["dtype"].get<std::string>());
     md += "\n|---|";
     for (size_t i = 0; i < 2 * lp["profiles"].size(); ++i) md += "---|";
     md += "\n";
     const size_t L = lp["profiles"].empty() ? 0 : lp["profiles"][0]["layers"].size();
     for (size_t l = 0; l < L; ++l) {
       md += fmt::format("| {} |", l);
-      for (const auto& p : lp["profiles"]) md += " " + num(p["layers"][l]["resid_post"]["max"]) + " |";
+      for (const auto& p : lp["profiles"]) md += fmt::format(" {} |", num(p["layers"][l]["resid_post"]["max"]));
       for (const auto& p : lp["profiles"]) {
         double k = 0;
         for (const auto& h : p["layers"][l]["k"]) k = std::max(k, h["max"].get<double>());
-        md += " " + num(k) + " |";
+        md += fmt::format(" {} |", num(k));
       }
       md += "\n";
     }
@@ -85,19 +89,23 @@ std::string render_summary_md(const nlohmann::json& s) {
   if (s.contains("patching")) {
     const auto& p = s["patching"];
     md += fmt::format("\n## Patching (step {}, {} {}): cache ON picks {}, cache OFF picks {}\n\n"
-                      "| layer | residual: next token | residual: continuation | KV: next token | KV: continuation |\n"
-                      "|---|---|---|---|---|\n",
+                      "Unpatched max |Δlogit| at the step: {}. Each cell: whose token the patched cache-ON step picks, "
+                      "how many of cache OFF's next {} tokens the patched run reproduces, and max |Δlogit| to cache OFF.\n\n"
+                      "| layer | residual: next | residual: continuation | residual: max abs logit diff | KV: next | "
+                      "KV: continuation | KV: max abs logit diff |\n|---|---|---|---|---|---|---|\n",
                       p["step"].get<int>(), p["dtype"].get<std::string>(), p["kernels"].get<std::string>(),
-                      p["on_token"].get<int>(), p["off_token"].get<int>());
+                      p["on_token"].get<int>(), p["off_token"].get<int>(), num(p["unpatched_max_abs_logit_diff"]),
+                      p["continuation_length"].get<int>());
     const auto& rows = p["rows"];
     const size_t half = rows.size() / 2;
     const int cont = p["continuation_length"].get<int>();
     for (size_t i = 0; i < half; ++i) {
       const auto& a = rows[i];
       const auto& b = rows[half + i];
-      md += fmt::format("| {} | {} | {}/{} | {} | {}/{} |\n", a["layer"].dump(),
+      md += fmt::format("| {} | {} | {}/{} | {} | {} | {}/{} | {} |\n", patch_layer_label(a["layer"]),
                         a["next_follows_off"].get<bool>() ? "OFF" : "ON", a["continuation_agree"].get<int>(), cont,
-                        b["next_follows_off"].get<bool>() ? "OFF" : "ON", b["continuation_agree"].get<int>(), cont);
+                        num(a["max_abs_logit_diff_to_off"]), b["next_follows_off"].get<bool>() ? "OFF" : "ON",
+                        b["continuation_agree"].get<int>(), cont, num(b["max_abs_logit_diff_to_off"]));
     }
   }
   return md;
@@ -172,19 +180,21 @@ std::string render_report_html(const nlohmann::json& s) {
     const auto& p = s["patching"];
     html += fmt::format("<h2>Patching cache OFF into cache ON</h2>\n<p>Step {} ({} {}): cache ON picks token {}, cache "
                         "OFF picks {}. Each cell: whose token the patched cache-ON step picks, and how many of cache "
-                        "OFF's next {} tokens the patched run reproduces.</p>\n<table class=\"patching\"><tr>"
+                        "OFF's next {} tokens the patched run reproduces, and max |Δlogit| to cache OFF (unpatched: {}).</p>\n<table class=\"patching\"><tr>"
                         "<th>layer</th><th>residual stream</th><th>KV cache</th></tr>\n",
                         p["step"].get<int>(), html_escape(p["dtype"].get<std::string>()),
                         html_escape(p["kernels"].get<std::string>()), p["on_token"].get<int>(),
-                        p["off_token"].get<int>(), p["continuation_length"].get<int>());
+                        p["off_token"].get<int>(), p["continuation_length"].get<int>(),
+                        num(p["unpatched_max_abs_logit_diff"]));
     const auto& rows = p["rows"];
     const size_t half = rows.size() / 2;
     for (size_t i = 0; i < half; ++i) {
       auto cell = [&](const nlohmann::json& x) {
-        return fmt::format("{} · {}/{}", x["next_follows_off"].get<bool>() ? "OFF" : "ON",
-                           x["continuation_agree"].get<int>(), p["continuation_length"].get<int>());
+        return fmt::format("{} · {}/{} · {}", x["next_follows_off"].get<bool>() ? "OFF" : "ON",
+                           x["continuation_agree"].get<int>(), p["continuation_length"].get<int>(),
+                           num(x["max_abs_logit_diff_to_off"]));
       };
-      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", html_escape(rows[i]["layer"].dump()),
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td></tr>\n", html_escape(patch_layer_label(rows[i]["layer"])),
                           cell(rows[i]), cell(rows[half + i]));
     }
     html += "</table>\n";
