@@ -15,6 +15,9 @@
 #include "lab/layer_profile.h"
 #include "lab/patching.h"
 #include "lab/report.h"
+#include "model/checkpoint_export.h"
+#include "model/synthetic.h"
+#include "tokenizer/tokenizer.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -188,6 +191,107 @@ TEST(LabReport, HeadlessChromiumRendersEveryChartWithTheSummaryData) {
   size_t rows = 0;
   for (size_t at = patching.find("<tr>"); at != std::string::npos; at = patching.find("<tr>", at + 1)) ++rows;
   EXPECT_EQ(rows, 1u + 5u + 1u);
+}
+
+}  // namespace
+}  // namespace kvp
+
+namespace kvp {
+namespace {
+
+// compare, profile and patch end to end on both real models and on synthesised models of two
+// families, every dtype, both kernel policies; the reference policy must show no divergence at all
+// (each of its reductions runs in index order whatever the shape).
+struct LabModel {
+  std::string name, model, tokenizer;
+};
+
+std::vector<LabModel> lab_models(const test::TempDir& tmp) {
+  std::vector<LabModel> out;
+  for (const char* m : {"stories260K", "aidreams260K"}) {
+    const std::string dir = std::string("models/") + m + "/";
+    const std::string model = test::shared_file(dir + m + ".bin"), tok = test::shared_file(dir + "tok512.bin");
+    if (model.empty() || tok.empty()) return {};  // the failure names the missing file
+    out.push_back({m, model, tok});
+  }
+  for (const char* arch : {"llama", "gemma2"}) {
+    const ModelConfig cfg = synthetic_config(arch, "tiny");
+    const VocabSpec vocab = make_synthetic_vocab(cfg.vocab_size);
+    ExportOptions eo;
+    eo.vocab = &vocab;
+    const std::string path = tmp.file(std::string(arch) + ".gguf");
+    export_checkpoint(synthesize_checkpoint(cfg, DType::F32), "gguf", path, eo);
+    out.push_back({std::string("synth-") + arch, path, ""});
+  }
+  return out;
+}
+
+TEST(LabEndToEnd, CompareProfileAndPatchRunOnRealAndSynthesisedModels) {
+  test::TempDir tmp;
+  const auto models = lab_models(tmp);
+  ASSERT_EQ(models.size(), 4u);
+  for (const LabModel& m : models) {
+    for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+      SCOPED_TRACE(m.name + " " + policy_name(pol));
+      const std::string out = tmp.file(m.name + "-" + policy_name(pol));
+      CompareOptions c;
+      c.model = m.model;
+      c.tokenizer = m.tokenizer;
+      c.prompts = load_prompts("builtin:stories");
+      c.prompts.resize(2);
+      for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+        Condition cond;
+        cond.dtype = cond.kv_dtype = dt;
+        cond.kernels = pol;
+        c.conditions.push_back(cond);
+      }
+      c.max_new_tokens = 12;
+      c.out_dir = out;
+      ASSERT_EQ(run_compare(c), 6);
+
+      ProfileOptions p;
+      p.model = m.model;
+      p.tokenizer = m.tokenizer;
+      p.kernels = pol;
+      p.step = 3;
+      const auto prof = run_profile(p);
+      ASSERT_EQ(prof.size(), 3u);
+      write_file_atomic(out + "/profile.json", profile_json(prof, p).dump(2));
+
+      PatchOptions po;
+      po.model = m.model;
+      po.tokenizer = m.tokenizer;
+      po.dtype = DType::F16;
+      po.kernels = pol;
+      po.max_new_tokens = 8;
+      po.step = 2;
+      po.continuation = 3;
+      const PatchResult patch = run_patch(po);
+      write_file_atomic(out + "/patch.json", patch_json(patch, po).dump(2));
+      const nlohmann::json summary = write_reports(out);
+      ASSERT_EQ(summary["conditions"].size(), 3u);
+      EXPECT_TRUE(summary.contains("layer_profile"));
+      EXPECT_TRUE(summary.contains("patching"));
+
+      for (const auto& cond : summary["conditions"]) {
+        EXPECT_EQ(cond["n_steps"], 24);
+        EXPECT_LE(cond["token_flip_rate"].get<double>(), cond["sequence_divergence_rate"].get<double>() + 1e-12);
+        if (pol == KernelPolicy::Reference) {
+          EXPECT_EQ(cond["token_flip_rate"].get<double>(), 0.0) << cond["condition"];
+          EXPECT_EQ(cond["max_abs_logit_diff"]["max"].get<double>(), 0.0) << cond["condition"];
+        }
+      }
+      if (pol == KernelPolicy::Reference) {
+        for (const auto& pr : prof) EXPECT_EQ(pr.logits.max, 0.0) << pr.dtype;
+        // KV patching with every recomputed entry reproduces cache OFF's next-token logits bitwise.
+        const PatchRow& kv_all = patch.rows.back();
+        EXPECT_EQ(kv_all.kind, "kv");
+        EXPECT_EQ(kv_all.layer, -1);
+        EXPECT_EQ(kv_all.max_abs_logit_diff_to_off, 0.0);
+        EXPECT_TRUE(kv_all.next_follows_off);
+      }
+    }
+  }
 }
 
 }  // namespace
