@@ -87,7 +87,7 @@ TEST_P(FamilyReference, Fp32LogitsAndHiddenStatesMatchTransformers) {
   const auto ref_hidden = read_f32(dir + "/hidden.f32");
   const auto ref_last = read_f32(dir + "/last_layer_out.f32");
   const ModelConfig& c = model->config;
-  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
     EngineOptions eo;
     eo.kernels = pol;
     eo.threads = 2;
@@ -116,7 +116,7 @@ TEST_P(FamilyReference, Fp32CachedStepAndGreedyGenerationsMatchTransformers) {
   auto model = Model::load(dir, DType::F32);
   const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
   const auto step_ref = read_f32(dir + "/step_logits.f32");
-  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
     EngineOptions eo;
     eo.kernels = pol;
     Engine engine(model, eo);
@@ -129,7 +129,7 @@ TEST_P(FamilyReference, Fp32CachedStepAndGreedyGenerationsMatchTransformers) {
   const auto gen = read_json(dir + "/generate.json");
   const auto prompt = gen["prompt"].get<std::vector<int>>();
   const auto gen_logits = read_f32(dir + "/gen_logits.f32");
-  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
     for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
       EngineOptions eo;
       eo.kernels = pol;
@@ -171,7 +171,7 @@ TEST_P(FamilyReference, Bf16LogitsArePlausibleAgainstTransformersBf16) {
   const auto step_ref = read_f32(dir + "/step_logits_bf16.f32");
   const int V = model->config.vocab_size;
   const int n = int(tokens.size());
-  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
     EngineOptions eo;
     eo.kernels = pol;
     eo.kv_dtype = DType::BF16;
@@ -447,7 +447,7 @@ TEST(FamilyConfig, RopeScalingLinearAndLlama3) {
   EXPECT_GT(low, 0);
   EXPECT_GT(mid, 0);
 
-  // config.json round trip, and a scaled model runs (HF dir); GGUF export is refused by name.
+  // config.json and GGUF round trips of both scaling types.
   test::TempDir tmp;
   ModelConfig c = synthetic_config("llama", "tiny");
   c.rope_scaling = ModelConfig::RopeScaling::Llama3;
@@ -458,10 +458,52 @@ TEST(FamilyConfig, RopeScalingLinearAndLlama3) {
   auto m = Model::load(tmp.file("l3"), DType::F32);
   EXPECT_EQ(m->config.rope_scaling, ModelConfig::RopeScaling::Llama3);
   EXPECT_EQ(m->config.rope_original_max_pos, 64);
-  const auto a = all_logits(m, {1, 2, 3, 4, 5, 6, 7, 8}, KernelPolicy::Reference);
+  std::vector<int> toks;
+  for (int i = 0; i < 80; ++i) toks.push_back(1 + (i * 37) % 500);  // past original_max_position_embeddings
+  const auto a = all_logits(m, toks, KernelPolicy::Reference);
   for (float v : a) ASSERT_TRUE(std::isfinite(v));
-  const std::string err = error_of([&] { export_checkpoint(ck, "gguf", tmp.file("l3.gguf")); });
-  EXPECT_NE(err.find("rope_scaling"), std::string::npos) << err;
+
+  // GGUF carries llama3 scaling as llama.cpp does, per-frequency divisors in rope_freqs.weight: the
+  // same angles up to the last bit of the division, so the logits agree to fp32 noise.
+  export_checkpoint(ck, "gguf", tmp.file("l3.gguf"));
+  auto g = Model::load(tmp.file("l3.gguf"), DType::F32);
+  EXPECT_EQ(g->config.rope_scaling, ModelConfig::RopeScaling::FreqFactors);
+  ASSERT_EQ(g->config.rope_freq_factors.size(), size_t(c.head_dim / 2));
+  EXPECT_EQ(g->config.rope_freq_factors.front(), 1.0f);  // the highest frequency is left alone
+  EXPECT_FLOAT_EQ(g->config.rope_freq_factors.back(), 8.0f);
+  const auto b = all_logits(g, toks, KernelPolicy::Reference);
+  double worst = 0, scale = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, double(std::fabs(a[i] - b[i])));
+    scale = std::max(scale, double(std::fabs(a[i])));
+  }
+  EXPECT_LT(worst, 1e-5 * scale) << "max |logit| " << scale;
+  // ...and the scaling matters: without it the logits move far more.
+  ModelConfig plain_cfg = c;
+  plain_cfg.rope_scaling = ModelConfig::RopeScaling::None;
+  Checkpoint plain_ck = ck;
+  plain_ck.config = plain_cfg;
+  export_checkpoint(plain_ck, "hf", tmp.file("plain"));
+  const auto p = all_logits(Model::load(tmp.file("plain"), DType::F32), toks, KernelPolicy::Reference);
+  double moved = 0;
+  for (size_t i = 0; i < a.size(); ++i) moved = std::max(moved, double(std::fabs(a[i] - p[i])));
+  EXPECT_GT(moved, 100 * worst + 1e-3);
+  // A GGUF model's frequency factors have no config.json form.
+  const std::string err = error_of([&] { export_checkpoint(open_checkpoint(tmp.file("l3.gguf")), "hf", tmp.file("back")); });
+  EXPECT_NE(err.find("rope_freqs"), std::string::npos) << err;
+
+  // Linear scaling is two GGUF keys; HF and GGUF give bitwise-equal logits.
+  ModelConfig lc = synthetic_config("llama", "tiny");
+  lc.rope_scaling = ModelConfig::RopeScaling::Linear;
+  lc.rope_factor = 4.0f;
+  const Checkpoint lck = synthesize_checkpoint(lc, DType::F32);
+  export_checkpoint(lck, "hf", tmp.file("lin"));
+  export_checkpoint(lck, "gguf", tmp.file("lin.gguf"));
+  auto lg = Model::load(tmp.file("lin.gguf"), DType::F32);
+  EXPECT_EQ(lg->config.rope_scaling, ModelConfig::RopeScaling::Linear);
+  EXPECT_EQ(lg->config.rope_factor, 4.0f);
+  EXPECT_EQ(all_logits(Model::load(tmp.file("lin"), DType::F32), toks, KernelPolicy::Reference),
+            all_logits(lg, toks, KernelPolicy::Reference));
 }
 
 TEST(FamilyConfig, UnsupportedFeaturesAreRefusedNamingTheField) {

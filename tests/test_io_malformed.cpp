@@ -364,8 +364,10 @@ TEST(IoMalformed, GgufSemantics) {
   };
   std::string f = write_with("arch.gguf", {{"general.architecture", GgufValue::of_str("gptneox")}});
   expect_error([&] { open_checkpoint(f); }, {"unsupported architecture 'gptneox'", f, "general.architecture"});
-  f = write_with("rope.gguf", {{"llama.rope.scaling.type", GgufValue::of_str("linear")}});
-  expect_error([&] { open_checkpoint(f); }, {f, "'linear'", "rope.scaling.type"});
+  f = write_with("rope.gguf", {{"llama.rope.scaling.type", GgufValue::of_str("yarn")}});
+  expect_error([&] { open_checkpoint(f); }, {f, "'yarn'", "rope.scaling.type"});
+  f = write_with("linear.gguf", {{"llama.rope.scaling.type", GgufValue::of_str("linear")}});
+  expect_error([&] { open_checkpoint(f); }, {f, "rope.scaling.factor"});
   f = write_with("none.gguf", {{"llama.rope.scaling.type", GgufValue::of_str("none")}});
   EXPECT_NO_THROW(open_checkpoint(f));
   f = write_with("ffarr.gguf", {{"llama.feed_forward_length", GgufValue::of_array(GgufType::U32, {GgufValue::of_u32(16)})}});

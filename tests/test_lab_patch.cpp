@@ -1,5 +1,6 @@
 // `kvparity patch` on a real model, and the full report (compare + profile + patch) rendered by
 // headless Chromium: the charts must be in the rendered DOM with the data points of summary.json.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -140,11 +141,11 @@ TEST(LabReport, HeadlessChromiumRendersEveryChartWithTheSummaryData) {
   write_file_atomic(tmp.file("patch.json"), patch_json(run_patch(po), po).dump(2));
   const nlohmann::json summary = write_reports(tmp.path());
 
-  const std::string cmd = "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-                          "--disable-quic --no-first-run --disable-background-networking --disable-component-update "
-                          "--disable-sync --user-data-dir=" + tmp.file("chromium-profile") +
-                          " --dump-dom file://" + tmp.file("report.html") + " >" + tmp.file("dom.html") + " 2>" +
-                          tmp.file("chromium.err");
+  const std::string cmd = fmt::format(
+      "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --disable-quic "
+      "--no-first-run --disable-background-networking --disable-component-update --disable-sync "
+      "--user-data-dir={} --dump-dom file://{} >{} 2>{}",
+      tmp.file("chromium-profile"), tmp.file("report.html"), tmp.file("dom.html"), tmp.file("chromium.err"));
   ASSERT_EQ(std::system(cmd.c_str()), 0) << read_text(tmp.file("chromium.err"));
   const std::string dom = read_text(tmp.file("dom.html"));
   ASSERT_NE(dom.find("</html>"), std::string::npos) << "Chromium produced no document";

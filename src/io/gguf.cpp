@@ -348,12 +348,11 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
 
-  if (const GgufValue* st = m.find(A + "rope.scaling.type")) {
-    std::string t = m.get_str(A + "rope.scaling.type", "");
-    if (t != "none" && !t.empty())
-      fail("{}: rope scaling type '{}' is not supported (key {}rope.scaling.type)", name, t, A);
-    (void)st;
-  }
+  std::string rope_scaling = m.get_str(A + "rope.scaling.type", "none");
+  if (rope_scaling != "none" && rope_scaling != "linear" && !rope_scaling.empty())
+    fail("{}: rope scaling type '{}' is not supported (key {}rope.scaling.type; linear, or llama3 as the "
+         "rope_freqs.weight tensor)",
+         name, rope_scaling, A);
   for (const char* k : {"expert_count", "expert_used_count"})
     if (m.get_int(A + k, 0) > 0) fail("{}: mixture-of-experts models are not supported (key {}{})", name, A, k);
 
@@ -375,6 +374,10 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
          c.head_dim, A);
   c.max_seq_len = m.get_int(A + "context_length");
   c.rope_theta = float(m.get_num(A + "rope.freq_base", 10000.0));
+  if (rope_scaling == "linear") {
+    c.rope_scaling = ModelConfig::RopeScaling::Linear;
+    c.rope_factor = float(m.get_num(A + "rope.scaling.factor", 0.0, true));
+  }
   c.norm_eps = float(m.get_num(A + "attention.layer_norm_rms_epsilon", 0.0, true));
   c.sliding_window = m.get_int(A + "attention.sliding_window", 0);
   // llama.cpp stores Mistral as "llama"; a window marks it (kvparity's writer records it).
@@ -402,6 +405,18 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   }
 
   for (const auto& ti : g.tensors) {
+    if (ti.name == kRopeFreqsTensor) {
+      const uint64_t n = ti.ne.empty() ? 0 : ti.ne[0];
+      if (ti.type != uint32_t(GgmlType::F32) || ti.ne.size() != 1 || n != uint64_t(c.head_dim / 2))
+        fail("{}: tensor '{}' must be F32 with head_dim/2 = {} entries", name, ti.name, c.head_dim / 2);
+      if (c.rope_scaling != ModelConfig::RopeScaling::None)
+        fail("{}: both {}rope.scaling.type and tensor '{}' scale RoPE; expected one", name, A, ti.name);
+      const uint8_t* p = data + g.data_offset + ti.offset;
+      c.rope_freq_factors.resize(size_t(n));
+      std::memcpy(c.rope_freq_factors.data(), p, size_t(n) * sizeof(float));
+      c.rope_scaling = ModelConfig::RopeScaling::FreqFactors;
+      continue;
+    }
     std::string hf = gguf_to_hf_name(ti.name, arch);
     if (hf.empty()) fail("{}: tensor '{}' is not part of a {} model as kvparity reads it", name, ti.name, arch);
     long layer;

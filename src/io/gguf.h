@@ -74,6 +74,8 @@ Checkpoint load_gguf(const std::string& path);
 // Name mapping between llama.cpp and HF, per GGUF architecture ("llama" | "qwen2" | "gemma2").
 // Return "" for names with no counterpart.
 std::string gguf_to_hf_name(const std::string& gguf_name, const std::string& gguf_arch);
+// llama.cpp's RoPE frequency divisors (F32, [head_dim/2]); a model parameter, not a weight.
+inline constexpr const char* kRopeFreqsTensor = "rope_freqs.weight";
 std::string hf_to_gguf_name(const std::string& hf_name, const std::string& gguf_arch);
 // "llama" for Llama and Mistral (as llama.cpp's converter does), else the family name.
 std::string gguf_arch_for(Arch a);

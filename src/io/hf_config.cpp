@@ -328,6 +328,8 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
                              {"low_freq_factor", float_for_json(c.rope_low_freq_factor)},
                              {"high_freq_factor", float_for_json(c.rope_high_freq_factor)},
                              {"original_max_position_embeddings", c.rope_original_max_pos}};
+      } else if (c.rope_scaling == ModelConfig::RopeScaling::FreqFactors) {
+        fail("{}: RoPE frequency factors (GGUF rope_freqs.weight) have no config.json form", path);
       } else {
         j["rope_scaling"] = nullptr;
       }

@@ -6,7 +6,9 @@
 
 #include "core/error.h"
 #include "core/atomic_file.h"
+#include "io/gguf.h"
 #include "io/io_util.h"
+#include "kernels/elementwise.h"
 
 namespace kvp {
 
@@ -139,9 +141,31 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   std::set<std::string> seen;
   uint64_t off = 0;
   size_t n_f16 = 0, n_bf16 = 0;
-  for (const auto& t : tensors) {
+  // llama3 RoPE scaling travels as llama.cpp's per-frequency divisors, tensor rope_freqs.weight.
+  std::vector<float> rope_freqs;
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Llama3) {
+    RopeScalingSpec l3;
+    l3.type = RopeScalingSpec::Type::Llama3;
+    l3.factor = cfg.rope_factor;
+    l3.low_freq_factor = cfg.rope_low_freq_factor;
+    l3.high_freq_factor = cfg.rope_high_freq_factor;
+    l3.original_max_pos = cfg.rope_original_max_pos;
+    rope_freqs = llama3_rope_freq_factors(cfg.head_dim, cfg.rope_theta, l3);
+  } else if (cfg.rope_scaling == ModelConfig::RopeScaling::FreqFactors) {
+    rope_freqs = cfg.rope_freq_factors;
+  }
+  std::vector<TensorView> all = tensors;
+  if (!rope_freqs.empty()) {
+    TensorView rf;
+    rf.name = kRopeFreqsTensor;
+    rf.dtype = DType::F32;
+    rf.shape = {int64_t(rope_freqs.size())};
+    rf.data = rope_freqs.data();
+    all.push_back(rf);
+  }
+  for (const auto& t : all) {
     check_view(path, t);
-    std::string g = hf_to_gguf_name(t.name, arch);
+    std::string g = t.name == kRopeFreqsTensor ? t.name : hf_to_gguf_name(t.name, arch);
     if (g.empty()) fail("{}: tensor '{}' has no llama.cpp name for GGUF architecture '{}'", path, t.name, arch);
     if (!seen.insert(g).second) fail("{}: duplicate tensor '{}'", path, t.name);
     if (t.shape.empty() || t.shape.size() > 4)
@@ -166,6 +190,10 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "attention.head_count", GgufValue::of_u32(uint32_t(cfg.n_heads)));
   kv.set(A + "attention.head_count_kv", GgufValue::of_u32(uint32_t(cfg.n_kv_heads)));
   kv.set(A + "rope.freq_base", GgufValue::of_f32(cfg.rope_theta));
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Linear) {
+    kv.set(A + "rope.scaling.type", GgufValue::of_str("linear"));
+    kv.set(A + "rope.scaling.factor", GgufValue::of_f32(cfg.rope_factor));
+  }
   kv.set(A + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(cfg.norm_eps));
   kv.set(A + "attention.key_length", GgufValue::of_u32(uint32_t(cfg.head_dim)));
   kv.set(A + "attention.value_length", GgufValue::of_u32(uint32_t(cfg.head_dim)));

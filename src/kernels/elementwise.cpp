@@ -4,8 +4,7 @@
 
 namespace kvp {
 
-RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc)
-    : head_dim_(head_dim), max_positions_(max_positions) {
+std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& sc) {
   const int half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i) {
@@ -14,6 +13,8 @@ RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeSca
   }
   if (sc.type == RopeScalingSpec::Type::Linear) {
     for (auto& f : inv_freq) f = f / sc.factor;  // _compute_linear_scaling_rope_parameters
+  } else if (sc.type == RopeScalingSpec::Type::FreqFactors) {
+    for (int i = 0; i < half; ++i) inv_freq[size_t(i)] /= sc.freq_factors.at(size_t(i));
   } else if (sc.type == RopeScalingSpec::Type::Llama3) {
     // _compute_llama3_parameters, elementwise on the fp32 inv_freq tensor.
     const double old_len = double(sc.original_max_pos);
@@ -29,6 +30,13 @@ RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeSca
       f = medium ? smoothed : g;
     }
   }
+  return inv_freq;
+}
+
+RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc)
+    : head_dim_(head_dim), max_positions_(max_positions) {
+  const int half = head_dim / 2;
+  const std::vector<float> inv_freq = rope_inv_freq(head_dim, theta, sc);
   cos_.resize(size_t(max_positions) * half);
   sin_.resize(size_t(max_positions) * half);
   for (int p = 0; p < max_positions; ++p) {
@@ -38,6 +46,14 @@ RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeSca
       sin_[size_t(p) * half + i] = float(std::sin(double(angle)));
     }
   }
+}
+
+std::vector<float> llama3_rope_freq_factors(int head_dim, float theta, const RopeScalingSpec& llama3) {
+  const std::vector<float> plain = rope_inv_freq(head_dim, theta, {});
+  const std::vector<float> scaled = rope_inv_freq(head_dim, theta, llama3);
+  std::vector<float> factors(plain.size());
+  for (size_t i = 0; i < plain.size(); ++i) factors[i] = plain[i] / scaled[i];
+  return factors;
 }
 
 void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act) {

@@ -12,12 +12,20 @@ namespace kvp {
 // LlamaRotaryEmbedding does (inv_freq = 1 / theta^(2i/head_dim)); rounded to `act` at use.
 // Llama rope_scaling applied to inv_freq, as transformers v4.44's ROPE_INIT_FUNCTIONS (in fp32).
 struct RopeScalingSpec {
-  enum class Type { None, Linear, Llama3 } type = Type::None;
+  enum class Type { None, Linear, Llama3, FreqFactors } type = Type::None;
   float factor = 1.0f;           // linear: inv_freq / factor; llama3: low-frequency divisor
   float low_freq_factor = 1.0f;  // llama3
   float high_freq_factor = 4.0f; // llama3
   int original_max_pos = 8192;   // llama3: original_max_position_embeddings
+  std::vector<float> freq_factors;  // FreqFactors (llama.cpp's rope_freqs): inv_freq[i] / freq_factors[i]
 };
+
+// llama3 scaling expressed as llama.cpp's per-frequency divisors (what its converter stores in the
+// GGUF tensor rope_freqs.weight): 1 for high frequencies, `factor` for low ones, interpolated between.
+std::vector<float> llama3_rope_freq_factors(int head_dim, float theta, const RopeScalingSpec& llama3);
+
+// inv_freq[i] = 1 / theta^(2i/head_dim) in fp32, then the scaling.
+std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& scaling);
 
 class RopeTable {
  public:

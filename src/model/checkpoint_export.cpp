@@ -79,8 +79,10 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   } else {
     fail_usage("unknown output format '{}' (expected hf or gguf)", format);
   }
-  if (format == "gguf" && c.rope_scaling != ModelConfig::RopeScaling::None)
-    fail("{}: rope_scaling is not written to GGUF by kvparity (config rope_scaling); export to hf instead", out);
+  if (format == "hf" && c.rope_scaling == ModelConfig::RopeScaling::FreqFactors)
+    fail("{}: this model's RoPE frequency factors (GGUF rope_freqs.weight) have no config.json form; export to "
+         "gguf instead",
+         out);
   // Gemma-2's hyper-parameters come from the config (the source of truth); extras only carry them.
   std::map<std::string, double> extras = ckpt.extras;
   if (c.arch == Arch::Gemma2) {

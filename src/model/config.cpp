@@ -49,7 +49,13 @@ void ModelConfig::validate() const {
     fail("{}: invalid config: attn_logit_softcapping = {}", source, attn_logit_softcapping);
   if (final_logit_softcapping < 0.0f || !std::isfinite(final_logit_softcapping))
     fail("{}: invalid config: final_logit_softcapping = {}", source, final_logit_softcapping);
-  if (rope_scaling != RopeScaling::None && !(rope_factor > 0.0f && std::isfinite(rope_factor)))
+  if (rope_scaling == RopeScaling::FreqFactors) {
+    if (rope_freq_factors.size() != size_t(head_dim / 2))
+      fail("{}: invalid config: {} rope frequency factors for head_dim {} (expected {})", source,
+           rope_freq_factors.size(), head_dim, head_dim / 2);
+    for (float f : rope_freq_factors)
+      if (!(f > 0.0f && std::isfinite(f))) fail("{}: invalid config: rope frequency factor {}", source, f);
+  } else if (rope_scaling != RopeScaling::None && !(rope_factor > 0.0f && std::isfinite(rope_factor)))
     fail("{}: invalid config: rope_scaling factor = {}", source, rope_factor);
   if (rope_scaling == RopeScaling::Llama3 &&
       (!(rope_high_freq_factor > rope_low_freq_factor) || !(rope_low_freq_factor > 0.0f) || rope_original_max_pos <= 0))

@@ -40,13 +40,16 @@ struct ModelConfig {
   float query_pre_attn_scalar = 0.0f;
   float attn_logit_softcapping = 0.0f;
   float final_logit_softcapping = 0.0f;
-  // Llama rope_scaling (HF ROPE_INIT_FUNCTIONS on inv_freq): none, "linear" or "llama3".
-  enum class RopeScaling { None, Linear, Llama3 };
+  // Llama rope_scaling (HF ROPE_INIT_FUNCTIONS on inv_freq): none, "linear" or "llama3"; or
+  // llama.cpp's per-frequency divisors (GGUF tensor rope_freqs.weight), which is how GGUF files
+  // carry llama3 scaling.
+  enum class RopeScaling { None, Linear, Llama3, FreqFactors };
   RopeScaling rope_scaling = RopeScaling::None;
   float rope_factor = 1.0f;
   float rope_low_freq_factor = 1.0f;     // llama3 only
   float rope_high_freq_factor = 4.0f;    // llama3 only
   int rope_original_max_pos = 8192;      // llama3 only: original_max_position_embeddings
+  std::vector<float> rope_freq_factors;  // FreqFactors only: inv_freq[i] / factor[i], head_dim/2 entries
   std::string source;       // file or directory the config came from, for error messages
 
   int q_dim() const { return n_heads * head_dim; }

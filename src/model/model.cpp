@@ -13,11 +13,13 @@ std::shared_ptr<Model> Model::from_checkpoint(const Checkpoint& ckpt, DType dtyp
   RopeScalingSpec rs;
   rs.type = c.rope_scaling == ModelConfig::RopeScaling::Linear   ? RopeScalingSpec::Type::Linear
             : c.rope_scaling == ModelConfig::RopeScaling::Llama3 ? RopeScalingSpec::Type::Llama3
-                                                                 : RopeScalingSpec::Type::None;
+            : c.rope_scaling == ModelConfig::RopeScaling::FreqFactors ? RopeScalingSpec::Type::FreqFactors
+                                                                      : RopeScalingSpec::Type::None;
   rs.factor = c.rope_factor;
   rs.low_freq_factor = c.rope_low_freq_factor;
   rs.high_freq_factor = c.rope_high_freq_factor;
   rs.original_max_pos = c.rope_original_max_pos;
+  rs.freq_factors = c.rope_freq_factors;
   m->rope = RopeTable(c.head_dim, c.max_seq_len, c.rope_theta, rs);
   m->vocab = ckpt.vocab;
   m->tokenizer_path = ckpt.tokenizer_path;
