@@ -6,8 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 #include <string>
 #include <thread>
@@ -55,33 +59,40 @@ TEST(KillResume, CompareKilledAtRandomMomentsResumesToTheUninterruptedResult) {
   const auto expected = ResultsLog::read_all(full + "/results.jsonl");
   ASSERT_EQ(expected.size(), 16u * 2u);
 
+  // Each attempt waits until the run has written a random number of further records, then kills
+  // it a random few milliseconds later: mid-record, mid-fsync or between records.
   std::mt19937_64 rng(20261122);
-  std::uniform_real_distribution<double> when(0.05, 0.9);
+  const std::string results = killed + "/results.jsonl";
+  auto lines_on_disk = [&] {
+    std::ifstream in(results);
+    return size_t(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+  };
   int kills = 0;
-  size_t done = 0;  // records on disk: a resumed run only has the rest to do
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  size_t done = 0;  // complete records on disk
+  for (int attempt = 0; attempt < 3 && done + 2 < expected.size(); ++attempt) {
+    const size_t target = done + 1 + rng() % std::max<size_t>(1, (expected.size() - done) / 3);
     const pid_t pid = spawn(compare_args(model, tok, killed), log);
-    const double remaining = double(expected.size() - done) / double(expected.size());
-    std::this_thread::sleep_for(std::chrono::duration<double>(when(rng) * full_s * remaining));
-    if (kill(pid, SIGKILL) != 0) {
-      wait_status(pid);
-      continue;
+    int st = -1;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(20 * full_s + 60);
+    while (lines_on_disk() < target && std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, &st, WNOHANG) == pid) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    const int st = wait_status(pid);
-    if (st == 0) continue;  // it finished before the signal
-    ASSERT_EQ(st, 128 + SIGKILL);
+    if (st != -1) continue;  // it finished before the signal
+    std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
+    ASSERT_EQ(kill(pid, SIGKILL), 0);
+    const int status = wait_status(pid);
+    if (status == 0) continue;
+    ASSERT_EQ(status, 128 + SIGKILL);
     ++kills;
     // Whatever the kill left behind reads back, and the report renders from it.
-    if (std::filesystem::exists(killed + "/results.jsonl")) {
-      const auto partial = ResultsLog::read_all(killed + "/results.jsonl");
-      ASSERT_LE(partial.size(), expected.size());
-      done = partial.size();
-      for (size_t i = 0; i < partial.size(); ++i) EXPECT_EQ(partial[i], expected[i]) << "record " << i;
-      if (!partial.empty()) {
-        const std::string cmd = std::string(KVPARITY_BIN) + " report " + killed + " >>" + log + " 2>&1";
-        EXPECT_EQ(std::system(cmd.c_str()), 0) << "report after kill " << kills;
-      }
-    }
+    const auto partial = ResultsLog::read_all(results);
+    ASSERT_LE(partial.size(), expected.size());
+    ASSERT_GE(partial.size(), done);
+    done = partial.size();
+    for (size_t i = 0; i < partial.size(); ++i) EXPECT_EQ(partial[i], expected[i]) << "record " << i;
+    const std::string cmd = std::string(KVPARITY_BIN) + " report " + killed + " >>" + log + " 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "report after kill " << kills;
   }
   EXPECT_GE(kills, 2) << "the runs kept finishing before the signal; nothing was tested";
 
