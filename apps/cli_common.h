@@ -50,5 +50,7 @@ void register_compare(CLI::App& app);
 void register_report(CLI::App& app);
 void register_profile(CLI::App& app);
 void register_patch(CLI::App& app);
+void register_eval(CLI::App& app);   // eval gsm8k
+void register_merge(CLI::App& app);
 
 }  // namespace kvp::cli

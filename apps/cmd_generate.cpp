@@ -11,8 +11,10 @@ void register_generate(CLI::App& app) {
   struct Opts {
     ModelOptions model;
     SamplerOptions sampler;
-    std::string prompt;
+    std::vector<std::string> prompts;
     int max_new_tokens = 64;
+    int prefill_chunk = 0;
+    int batch_size = 0;
     std::string cache = "on";
     std::vector<std::string> stop;
     bool json = false;
@@ -23,7 +25,22 @@ void register_generate(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "generate a continuation with the KV cache on or off");
   o->model.add(cmd);
   o->sampler.add(cmd);
-  cmd->add_option("--prompt", o->prompt, "prompt text (empty: BOS only)");
+  cmd->add_option("--prompt", o->prompts,
+                  "prompt text (empty: BOS only); repeat it to give several prompts, which are then decoded as "
+                  "one batch")
+      ->expected(1)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  cmd->add_option("--prefill-chunk", o->prefill_chunk,
+                  "cache on: prefill at most N prompt tokens per forward pass (0: the whole prompt at once)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--batch-size", o->batch_size,
+                  "decode B sequences together, one forward pass per step for all of them (each with its own KV "
+                  "cache). Sequence i uses prompt i mod (number of --prompt) and draws its random numbers with "
+                  "sequence id i, so with several prompts the sequences have different lengths and with one "
+                  "prompt and a sampler they still differ. Default: one sequence per --prompt. Output: one "
+                  "'[i] text' line per sequence, or with --json one object per line with its 'sequence' index. "
+                  "With --kernels invariant each sequence is bitwise what it would be alone")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("--cache", o->cache, "on: prefill + one row per step; off: recompute everything each step")
       ->check(CLI::IsMember({"on", "off"}));
@@ -35,7 +52,11 @@ void register_generate(CLI::App& app) {
   cmd->callback([o] {
     auto model = Model::load(o->model.model, o->model.compute_dtype());
     auto tok = tokenizer_for_model(*model, o->model.tokenizer);
-    const std::vector<int> prompt_ids = tok->encode(o->prompt, tok->default_add_bos());
+    std::vector<std::string> texts = o->prompts;
+    if (texts.empty()) texts.push_back("");
+    const int n_seq = o->batch_size > 0 ? o->batch_size : int(texts.size());
+    std::vector<std::vector<int>> prompt_ids;
+    for (int i = 0; i < n_seq; ++i) prompt_ids.push_back(tok->encode(texts[size_t(i) % texts.size()], tok->default_add_bos()));
     GenerationConfig g;
     g.max_new_tokens = o->max_new_tokens;
     g.cache = parse_cache_mode(o->cache);
@@ -44,26 +65,46 @@ void register_generate(CLI::App& app) {
     g.stop_strings = o->stop;
     g.stop_at_eos = !o->ignore_eos;
     g.on_nonfinite = o->on_nonfinite == "warn" ? NonFinitePolicy::Warn : NonFinitePolicy::Error;
-    Engine engine(model, o->model.engine());
-    GenerationResult r = engine.generate(prompt_ids, g, tok.get());
+    EngineOptions eo = o->model.engine();
+    eo.prefill_chunk = o->prefill_chunk;
+    Engine engine(model, eo);
+    // One sequence keeps the solo loop (and its output format); several go through one batch.
+    const bool batched = n_seq > 1;
+    std::vector<GenerationResult> results;
+    if (batched)
+      results = engine.generate_batch(prompt_ids, g, tok.get());
+    else
+      results.push_back(engine.generate(prompt_ids[0], g, tok.get()));
     for (const auto& e : engine.activations().nonfinite) std::cerr << "warning: " << e.describe() << "\n";
-    if (r.stop_reason == "context_full")
-      std::cerr << "note: stopped at the end of the context (" << engine.cache().capacity() << " positions)\n";
-    if (o->json) {
-      nlohmann::json j;
-      j["prompt_ids"] = r.prompt_ids;
-      j["output_ids"] = r.output_ids;
-      j["text"] = r.text;
-      j["stop_reason"] = r.stop_reason;
-      j["dtype"] = o->model.dtype;
-      j["kv_dtype"] = std::string(dtype_name(engine.options().kv_dtype));
-      j["kernels"] = o->model.kernels;
-      j["cache"] = o->cache;
-      j["sampler"] = g.sampler.describe();
-      j["seed"] = g.seed;
-      print_json(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    } else {
-      std::cout << r.text << std::endl;
+    for (size_t i = 0; i < results.size(); ++i) {
+      const GenerationResult& r = results[i];
+      if (r.stop_reason == "context_full")
+        std::cerr << "note: " << (batched ? "sequence " + std::to_string(i) + " " : std::string())
+                  << "stopped at the end of the context (" << engine.cache().capacity() << " positions)\n";
+      if (o->json) {
+        // One object per line (JSON Lines) when batched; each names its sequence.
+        nlohmann::json j;
+        if (batched) {
+          j["sequence"] = i;
+          j["batch_size"] = n_seq;
+        }
+        j["prompt_ids"] = r.prompt_ids;
+        j["output_ids"] = r.output_ids;
+        j["text"] = r.text;
+        j["stop_reason"] = r.stop_reason;
+        j["dtype"] = o->model.dtype;
+        j["kv_dtype"] = std::string(dtype_name(engine.options().kv_dtype));
+        j["kernels"] = o->model.kernels;
+        j["cache"] = o->cache;
+        j["sampler"] = g.sampler.describe();
+        j["seed"] = g.seed;
+        if (o->prefill_chunk > 0) j["prefill_chunk"] = o->prefill_chunk;
+        print_json(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      } else if (batched) {
+        std::cout << "[" << i << "] " << r.text << std::endl;
+      } else {
+        std::cout << r.text << std::endl;
+      }
     }
   });
 }

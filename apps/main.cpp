@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   kvp::cli::register_report(app);
   kvp::cli::register_profile(app);
   kvp::cli::register_patch(app);
+  kvp::cli::register_eval(app);
+  kvp::cli::register_merge(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -55,7 +55,7 @@ bool register_all() {
     int n_rows, start_pos;
   };
   const Case cases[] = {{"decode_512", 1, 511}, {"decode_2048", 1, 2047}, {"prefill_256", 256, 0}};
-  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard})
+  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant})
     for (const Case& c : cases)
       for (int threads : {1, 2}) {
         if (policy == KernelPolicy::Reference && (threads != 1 || c.start_pos > 600)) continue;

@@ -1,6 +1,7 @@
-// matmul on the shapes of one TinyLlama-1.1B layer (and its lm_head): the decode GEMV (M = 1) is
-// memory-bound, so it reports GB/s of weights streamed; the prefill GEMMs (M = 64, 256) report
-// FLOP/s. The scalar reference policy runs only the small shapes.
+// matmul on the shapes of one TinyLlama-1.1B layer (and its lm_head): the decode GEMV (M = 1) and
+// a batched decode step (M = 4) are memory-bound, so they report GB/s of weights streamed; the
+// prefill GEMMs (M = 64, 256) report FLOP/s. The scalar reference policy runs only the small
+// shapes. Policies: reference, standard, invariant.
 #include <benchmark/benchmark.h>
 
 #include <string>
@@ -40,9 +41,9 @@ void run_matmul(benchmark::State& state, KernelPolicy policy, DType wt, int M, S
 }
 
 bool register_all() {
-  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard})
+  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant})
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
-      for (int M : {1, 64, 256})
+      for (int M : {1, 4, 64, 256})
         for (const Shape& s : kShapes)
           for (int threads : {1, 2}) {
             if (policy == KernelPolicy::Reference) {

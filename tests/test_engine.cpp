@@ -69,7 +69,7 @@ TEST_P(Golden, GreedyMatchesReferenceOnBothPathsAndPolicies) {
   for (const auto& c : cases) {
     const int n_new = int(c.full.size() - c.prompt.size());
     // The empty-prompt cases run 256/128 steps; the cache-OFF path is quadratic, so check a prefix there.
-    for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+    for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
       for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
         const int n = (mode == CacheMode::Off || pol == KernelPolicy::Reference) ? std::min(n_new, 64) : n_new;
         const auto ids = generate_ids(model, pol, mode, c.prompt, n);
@@ -80,7 +80,7 @@ TEST_P(Golden, GreedyMatchesReferenceOnBothPathsAndPolicies) {
     }
     if (c.top5.empty()) continue;
     // Top-5 logits at every position of the reference sequence (one cache-free forward).
-    for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+    for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
       EngineOptions eo;
       eo.kernels = pol;
       Engine engine(model, eo);
@@ -135,7 +135,7 @@ TEST(HfReference, LlamaFp32LogitsAndHiddenStatesMatchTransformers) {
   const auto ref_hidden = read_f32(dir + "/hidden.f32");
   const auto ref_last = read_f32(dir + "/last_layer_out.f32");
   const ModelConfig& c = model->config;
-  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
     EngineOptions eo;
     eo.kernels = pol;
     Engine engine(model, eo);
@@ -238,7 +238,7 @@ TEST(KVCache, UnwrittenPositionsNeverLeakIntoAttention) {
   KVP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
   for (DType dt : {DType::F32, DType::F16}) {
     auto model = Model::load(path, dt);
-    for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+    for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
       EngineOptions eo;
       eo.kernels = pol;
       eo.kv_dtype = dt;
@@ -266,7 +266,7 @@ TEST(KVCache, UnwrittenPositionsNeverLeakIntoAttention) {
 TEST(KVCache, StaticCacheEqualsExactSizeCacheBitwise) {
   KVP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
   auto model = Model::load(path, DType::F16);
-  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard}) {
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
     for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
       std::vector<std::vector<float>> logits[2];
       for (int exact = 0; exact < 2; ++exact) {

@@ -110,7 +110,9 @@ TEST(LabCompare, Fp32ReferenceHasNoFlipsAndInvariantsHold) {
     ASSERT_EQ(on.size(), 40u);
     const int fd = r["first_divergence"].is_null() ? int(on.size()) : r["first_divergence"].get<int>();
     for (int i = 0; i < fd; ++i) ASSERT_EQ(on[size_t(i)], off[size_t(i)]) << "prefixes before the first divergence";
-    if (fd < int(on.size())) EXPECT_NE(on[size_t(fd)], off[size_t(fd)]);
+    if (fd < int(on.size())) {
+      EXPECT_NE(on[size_t(fd)], off[size_t(fd)]);
+    }
     // Up to the first divergence the teacher-forced cache-OFF choice is the free-running one.
     const auto tf_off = r["teacher_forced"]["off_token"].get<std::vector<int>>();
     for (int i = 0; i < std::min(fd + 1, int(off.size())); ++i) EXPECT_EQ(tf_off[size_t(i)], off[size_t(i)]);
@@ -126,7 +128,9 @@ TEST(LabCompare, Fp32ReferenceHasNoFlipsAndInvariantsHold) {
                           "max_abs_logit_diff", "kl", "n_prompts", "n_steps"})
       EXPECT_TRUE(c.contains(k)) << k;
     for (const char* s : {"min", "median", "p90", "max", "mean"}) EXPECT_TRUE(c["kl"].contains(s));
-    if (c["dtype"] == "fp32") EXPECT_EQ(c["token_flip_rate"].get<double>(), 0.0);
+    if (c["dtype"] == "fp32") {
+      EXPECT_EQ(c["token_flip_rate"].get<double>(), 0.0);
+    }
   }
   EXPECT_EQ(summary["schema_version"], 1);
   for (const char* f : {"summary.json", "summary.md", "report.html"})

@@ -17,15 +17,15 @@ std::string policy_name(KernelPolicy p) {
 KernelPolicy parse_policy(const std::string& s) {
   if (s == "reference") return KernelPolicy::Reference;
   if (s == "standard") return KernelPolicy::Standard;
-  if (s == "invariant") fail_usage("--kernels invariant is not available yet (planned: bitwise cache-ON == cache-OFF)");
-  fail_usage("unknown kernel policy '{}' (expected reference or standard)", s);
+  if (s == "invariant") return KernelPolicy::Invariant;
+  fail_usage("unknown kernel policy '{}' (expected reference, standard or invariant)", s);
 }
 
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool) {
   switch (policy) {
     case KernelPolicy::Reference: return make_reference_kernels();
     case KernelPolicy::Standard: return make_standard_kernels(pool);
-    case KernelPolicy::Invariant: break;
+    case KernelPolicy::Invariant: return make_invariant_kernels(pool);
   }
   fail_usage("kernel policy '{}' is not implemented", policy_name(policy));
 }

@@ -4,7 +4,8 @@
 //  reference: scalar, every reduction strictly in index order (the oracle);
 //  standard:  what fast stacks do — SIMD, threads, shape-dependent algorithms (split-K GEMV for
 //             decode, register-blocked GEMM for prefill, split-KV decode attention, tiled prefill attention);
-//  invariant: (later issue) one fixed order per output element regardless of shape and threads.
+//  invariant: one fixed order per output element regardless of M, cached keys, batch and threads
+//             (invariant_kernels.cpp, orders specified in invariant_simd.h).
 #include <cmath>
 #include <memory>
 #include <string>

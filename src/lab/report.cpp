@@ -7,6 +7,8 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "lab/gsm8k_eval.h"
+#include "lab/gsm8k_report.h"
 #include "lab/results_log.h"
 #include "lab/summary.h"
 #include "lab/svg_chart.h"
@@ -207,6 +209,7 @@ std::string render_report_html(const nlohmann::json& s) {
 }
 
 nlohmann::json write_reports(const std::string& dir) {
+  if (std::filesystem::exists(dir + "/" + kGsm8kResultsFile)) return write_gsm8k_reports(dir);  // an eval study
   const std::string results = dir + "/results.jsonl", profile = dir + "/profile.json";
   const std::string patch = dir + "/patch.json";
   const bool have_results = std::filesystem::exists(results), have_profile = std::filesystem::exists(profile),

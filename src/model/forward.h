@@ -42,4 +42,21 @@ struct ForwardOptions {
 const float* forward(const Model& model, Kernels& kernels, KVCache& cache, Activations& act, const int* tokens, int M,
                      int start_pos, const ForwardOptions& opts = {});
 
+// One sequence's share of a batched pass: n_tokens consecutive tokens at positions start_pos..,
+// attending to (and written into) that sequence's own cache.
+struct SequenceSlice {
+  KVCache* cache = nullptr;
+  const int* tokens = nullptr;
+  int n_tokens = 0;
+  int start_pos = 0;
+};
+
+// Several sequences in one pass (batched decoding, batched or chunked prefill): the slices' rows
+// are concatenated, so every matmul and norm runs once with M = total tokens, while RoPE, cache
+// writes and attention run per slice. Slices must use distinct caches. Returns logits
+// [total, vocab] in slice order when all_logits, else [slices, vocab] (each slice's last row).
+// Hooks are called once per slice, with that slice's rows and start position.
+const float* forward_batch(const Model& model, Kernels& kernels, Activations& act,
+                           const std::vector<SequenceSlice>& slices, const ForwardOptions& opts = {});
+
 }  // namespace kvp

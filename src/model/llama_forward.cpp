@@ -49,25 +49,42 @@ void ensure(std::vector<float>& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
+// The rows of a pass are the slices' tokens, concatenated: matmuls, norms and element-wise ops
+// see all M rows at once (rows never interact there), while RoPE, the cache writes and attention
+// run per slice, each against its own sequence's cache and positions.
 class Pass {
  public:
-  Pass(const Model& model, Kernels& kernels, KVCache& cache, Activations& act, int M, int start_pos,
+  Pass(const Model& model, Kernels& kernels, Activations& act, const std::vector<SequenceSlice>& slices,
        const ForwardOptions& opts)
-      : m_(model), c_(model.config), kn_(kernels), cache_(cache), a_(act), M_(M), start_(start_pos), opts_(opts),
-        P_(model.dtype), gemma_(model.config.arch == Arch::Gemma2) {}
+      : m_(model), c_(model.config), kn_(kernels), a_(act), slices_(slices), opts_(opts), P_(model.dtype),
+        gemma_(model.config.arch == Arch::Gemma2) {
+    M_ = 0;
+    for (const auto& sl : slices_) {
+      row0_.push_back(M_);
+      for (int i = 0; i < sl.n_tokens; ++i) pos_of_row_.push_back(sl.start_pos + i);
+      last_pos_.push_back(sl.start_pos + sl.n_tokens - 1);
+      M_ += sl.n_tokens;
+    }
+  }
 
-  // Rounds [rows, width] to P, stops (or records) at the first NaN/Inf.
-  void materialise(float* data, int rows, int width, const char* tensor, int layer, int first_row = 0) {
+  // Rounds [rows, width] to P, stops (or records) at the first NaN/Inf. row_pos[r]: the sequence
+  // position of row r (for the message).
+  void materialise(float* data, int rows, int width, const char* tensor, int layer, const int* row_pos = nullptr) {
     const long bad = round_span(P_, data, size_t(rows) * width);
     if (bad >= 0) {
-      NonFiniteEvent e{tensor, layer, start_ + first_row + int(bad / width), int(bad % width), data[bad]};
+      if (row_pos == nullptr) row_pos = pos_of_row_.data();
+      NonFiniteEvent e{tensor, layer, row_pos[bad / width], int(bad % width), data[bad]};
       if (opts_.on_nonfinite == NonFinitePolicy::Error) throw Error(ErrorKind::Numeric, e.describe());
       if (a_.nonfinite.size() < 64) a_.nonfinite.push_back(e);
     }
   }
 
-  void hook(HookPoint point, int layer, float* data, int rows, int width, int first_row = 0) {
-    if (opts_.hooks != nullptr) opts_.hooks->on(HookSite{point, layer, start_ + first_row, rows, width}, data);
+  // Hooks see one slice at a time, so a hook never has to know about batching.
+  void hook(HookPoint point, int layer, float* data, int width) {
+    if (opts_.hooks == nullptr) return;
+    for (size_t s = 0; s < slices_.size(); ++s)
+      opts_.hooks->on(HookSite{point, layer, slices_[s].start_pos, slices_[s].n_tokens, width},
+                      data + size_t(row0_[s]) * width);
   }
 
   // F.linear: the bias joins the fp32 accumulator before the single rounding to P.
@@ -83,7 +100,7 @@ class Pass {
     materialise(out, M_, int(W.rows()), tensor, layer);
   }
 
-  const float* run(const int* tokens) {
+  const float* run() {
     const int dim = c_.dim, qd = c_.q_dim(), kvd = c_.kv_dim(), hid = c_.hidden_dim, V = c_.vocab_size;
     const size_t M = size_t(M_);
     ensure(a_.x, M * dim);
@@ -95,57 +112,70 @@ class Pass {
     ensure(a_.proj, M * dim);
     ensure(a_.gate, M * hid);
     ensure(a_.up, M * hid);
-    ensure(a_.logits, (opts_.all_logits ? M : 1) * size_t(V));
+    ensure(a_.logits, (opts_.all_logits ? M : slices_.size()) * size_t(V));
     const auto& W = m_.weights;
 
-    for (int m = 0; m < M_; ++m) {
-      if (tokens[m] < 0 || tokens[m] >= V) fail("token id {} at position {} is outside the vocabulary (size {})",
-                                               tokens[m], start_ + m, V);
-      to_f32(W.embed.dtype, static_cast<const uint8_t*>(W.embed.data) + size_t(tokens[m]) * dim * dtype_size(W.embed.dtype),
-             a_.x.data() + size_t(m) * dim, size_t(dim));
+    for (size_t s = 0; s < slices_.size(); ++s) {
+      for (int i = 0; i < slices_[s].n_tokens; ++i) {
+        const int tok = slices_[s].tokens[i];
+        if (tok < 0 || tok >= V)
+          fail("token id {} at position {} is outside the vocabulary (size {})", tok, slices_[s].start_pos + i, V);
+        const size_t m = size_t(row0_[s] + i);
+        to_f32(W.embed.dtype, static_cast<const uint8_t*>(W.embed.data) + size_t(tok) * dim * dtype_size(W.embed.dtype),
+               a_.x.data() + m * dim, size_t(dim));
+      }
     }
     materialise(a_.x.data(), M_, dim, "embed", -1);
     if (gemma_) scale_inplace(a_.x.data(), M * dim, float(std::sqrt(double(dim))), P_);
-    hook(HookPoint::Embed, -1, a_.x.data(), M_, dim);
+    hook(HookPoint::Embed, -1, a_.x.data(), dim);
 
     for (int l = 0; l < c_.n_layers; ++l) {
       const LayerWeights& L = W.layers[size_t(l)];
-      hook(HookPoint::ResidPre, l, a_.x.data(), M_, dim);
+      hook(HookPoint::ResidPre, l, a_.x.data(), dim);
       // Attention block.
       norm(a_.x.data(), L.attn_norm, a_.xb.data());
       materialise(a_.xb.data(), M_, dim, "attn_norm", l);
       linear(a_.xb.data(), L.wq, a_.q.data(), "q_proj", l, &L.bq);
       linear(a_.xb.data(), L.wk, a_.k.data(), "k_proj", l, &L.bk);
       linear(a_.xb.data(), L.wv, a_.v.data(), "v_proj", l, &L.bv);
-      apply_rope(a_.q.data(), M_, c_.n_heads, start_, m_.rope, P_);
-      apply_rope(a_.k.data(), M_, c_.n_kv_heads, start_, m_.rope, P_);
+      for (size_t s = 0; s < slices_.size(); ++s) {
+        const SequenceSlice& sl = slices_[s];
+        apply_rope(a_.q.data() + size_t(row0_[s]) * qd, sl.n_tokens, c_.n_heads, sl.start_pos, m_.rope, P_);
+        apply_rope(a_.k.data() + size_t(row0_[s]) * kvd, sl.n_tokens, c_.n_kv_heads, sl.start_pos, m_.rope, P_);
+      }
       materialise(a_.q.data(), M_, qd, "q_rope", l);
       materialise(a_.k.data(), M_, kvd, "k_rope", l);
-      hook(HookPoint::K, l, a_.k.data(), M_, kvd);
-      hook(HookPoint::V, l, a_.v.data(), M_, kvd);
-      cache_.write(l, false, a_.k.data(), M_, start_);
-      cache_.write(l, true, a_.v.data(), M_, start_);
-
-      AttentionParams ap;
-      ap.n_rows = M_;
-      ap.start_pos = start_;
-      ap.n_heads = c_.n_heads;
-      ap.n_kv_heads = c_.n_kv_heads;
-      ap.head_dim = c_.head_dim;
-      ap.q = a_.q.data();
-      ap.k_cache = cache_.k(l);
-      ap.v_cache = cache_.v(l);
-      ap.kv_dtype = cache_.dtype();
-      ap.capacity = cache_.capacity();
-      ap.out = a_.att.data();
-      ap.score_divisor = std::sqrt(float(c_.head_dim));
-      if (gemma_) {
-        ap.score_scale = float(std::pow(double(c_.query_pre_attn_scalar), -0.5));
-        ap.softcap = c_.attn_logit_softcapping;
+      hook(HookPoint::K, l, a_.k.data(), kvd);
+      hook(HookPoint::V, l, a_.v.data(), kvd);
+      for (size_t s = 0; s < slices_.size(); ++s) {
+        const SequenceSlice& sl = slices_[s];
+        sl.cache->write(l, false, a_.k.data() + size_t(row0_[s]) * kvd, sl.n_tokens, sl.start_pos);
+        sl.cache->write(l, true, a_.v.data() + size_t(row0_[s]) * kvd, sl.n_tokens, sl.start_pos);
       }
-      ap.sliding_window = c_.window_for_layer(l);
-      ap.act = P_;
-      kn_.attention(ap);
+
+      for (size_t s = 0; s < slices_.size(); ++s) {
+        const SequenceSlice& sl = slices_[s];
+        AttentionParams ap;
+        ap.n_rows = sl.n_tokens;
+        ap.start_pos = sl.start_pos;
+        ap.n_heads = c_.n_heads;
+        ap.n_kv_heads = c_.n_kv_heads;
+        ap.head_dim = c_.head_dim;
+        ap.q = a_.q.data() + size_t(row0_[s]) * qd;
+        ap.k_cache = sl.cache->k(l);
+        ap.v_cache = sl.cache->v(l);
+        ap.kv_dtype = sl.cache->dtype();
+        ap.capacity = sl.cache->capacity();
+        ap.out = a_.att.data() + size_t(row0_[s]) * qd;
+        ap.score_divisor = std::sqrt(float(c_.head_dim));
+        if (gemma_) {
+          ap.score_scale = float(std::pow(double(c_.query_pre_attn_scalar), -0.5));
+          ap.softcap = c_.attn_logit_softcapping;
+        }
+        ap.sliding_window = c_.window_for_layer(l);
+        ap.act = P_;
+        kn_.attention(ap);
+      }
       materialise(a_.att.data(), M_, qd, "attn", l);
       linear(a_.att.data(), L.wo, a_.proj.data(), "attn_out", l);
       if (gemma_) {
@@ -153,10 +183,10 @@ class Pass {
         a_.proj.swap(a_.xb);
         materialise(a_.proj.data(), M_, dim, "post_attn_norm", l);
       }
-      hook(HookPoint::AttnOut, l, a_.proj.data(), M_, dim);
+      hook(HookPoint::AttnOut, l, a_.proj.data(), dim);
       add_inplace(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_mid", l);
-      hook(HookPoint::ResidMid, l, a_.x.data(), M_, dim);
+      hook(HookPoint::ResidMid, l, a_.x.data(), dim);
 
       // MLP block (SwiGLU).
       norm(a_.x.data(), L.ffn_norm, a_.xb.data());
@@ -174,26 +204,37 @@ class Pass {
         a_.proj.swap(a_.xb);
         materialise(a_.proj.data(), M_, dim, "post_ffn_norm", l);
       }
-      hook(HookPoint::MlpOut, l, a_.proj.data(), M_, dim);
+      hook(HookPoint::MlpOut, l, a_.proj.data(), dim);
       add_inplace(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_post", l);
-      hook(HookPoint::ResidPost, l, a_.x.data(), M_, dim);
+      hook(HookPoint::ResidPost, l, a_.x.data(), dim);
     }
-    cache_.set_length(start_ + M_);
+    for (const auto& sl : slices_) sl.cache->set_length(sl.start_pos + sl.n_tokens);
 
     norm(a_.x.data(), W.final_norm, a_.xb.data());
     materialise(a_.xb.data(), M_, dim, "final_norm", -1);
-    hook(HookPoint::FinalNorm, -1, a_.xb.data(), M_, dim);
+    hook(HookPoint::FinalNorm, -1, a_.xb.data(), dim);
     if (opts_.all_logits) {
       kn_.matmul(a_.xb.data(), M_, W.lm_head, a_.logits.data());
       materialise(a_.logits.data(), M_, V, "logits", -1);
       final_softcap(a_.logits.data(), M * V);
-      hook(HookPoint::Logits, -1, a_.logits.data(), M_, V);
+      hook(HookPoint::Logits, -1, a_.logits.data(), V);
     } else {
-      kn_.matmul(a_.xb.data() + (M - 1) * dim, 1, W.lm_head, a_.logits.data());
-      materialise(a_.logits.data(), 1, V, "logits", -1, M_ - 1);
-      final_softcap(a_.logits.data(), size_t(V));
-      hook(HookPoint::Logits, -1, a_.logits.data(), 1, V, M_ - 1);
+      // Only each slice's last row: gathered (proj is free by now) so lm_head runs once.
+      const int S = int(slices_.size());
+      const float* rows = a_.xb.data() + (M - 1) * dim;
+      if (S > 1) {
+        for (int s = 0; s < S; ++s)
+          std::copy_n(a_.xb.data() + size_t(row0_[s] + slices_[s].n_tokens - 1) * dim, dim,
+                      a_.proj.data() + size_t(s) * dim);
+        rows = a_.proj.data();
+      }
+      kn_.matmul(rows, S, W.lm_head, a_.logits.data());
+      materialise(a_.logits.data(), S, V, "logits", -1, last_pos_.data());
+      final_softcap(a_.logits.data(), size_t(S) * V);
+      if (opts_.hooks != nullptr)
+        for (int s = 0; s < S; ++s)
+          opts_.hooks->on(HookSite{HookPoint::Logits, -1, last_pos_[size_t(s)], 1, V}, a_.logits.data() + size_t(s) * V);
     }
     return a_.logits.data();
   }
@@ -215,9 +256,12 @@ class Pass {
   const Model& m_;
   const ModelConfig& c_;
   Kernels& kn_;
-  KVCache& cache_;
   Activations& a_;
-  int M_, start_;
+  const std::vector<SequenceSlice>& slices_;
+  int M_ = 0;
+  std::vector<int> row0_;        // first row of each slice
+  std::vector<int> pos_of_row_;  // sequence position of each row
+  std::vector<int> last_pos_;    // position of each slice's last row
   const ForwardOptions& opts_;
   DType P_;
   bool gemma_;
@@ -225,17 +269,31 @@ class Pass {
 
 }  // namespace
 
+const float* forward_batch(const Model& model, Kernels& kernels, Activations& act,
+                           const std::vector<SequenceSlice>& slices, const ForwardOptions& opts) {
+  if (slices.empty()) fail("forward called with no sequences");
+  for (size_t s = 0; s < slices.size(); ++s) {
+    const SequenceSlice& sl = slices[s];
+    const int M = sl.n_tokens, start_pos = sl.start_pos;
+    if (sl.cache == nullptr || sl.tokens == nullptr) fail("forward: sequence {} has no cache or tokens", s);
+    if (M <= 0) fail("forward called with no tokens");
+    const KVCache& cache = *sl.cache;
+    if (start_pos < 0 || start_pos + M > cache.capacity())
+      fail("positions {}..{} do not fit the KV cache ({} positions)", start_pos, start_pos + M - 1, cache.capacity());
+    if (start_pos + M > model.config.max_seq_len)
+      fail("sequence of {} tokens exceeds the model's context length {}", start_pos + M, model.config.max_seq_len);
+    if (start_pos > cache.length())
+      fail("forward at position {} but the cache holds only {} positions", start_pos, cache.length());
+    for (size_t t = 0; t < s; ++t)
+      if (slices[t].cache == sl.cache) fail("forward: sequences {} and {} share one KV cache", t, s);
+  }
+  Pass pass(model, kernels, act, slices, opts);
+  return pass.run();
+}
+
 const float* forward(const Model& model, Kernels& kernels, KVCache& cache, Activations& act, const int* tokens, int M,
                      int start_pos, const ForwardOptions& opts) {
-  if (M <= 0) fail("forward called with no tokens");
-  if (start_pos < 0 || start_pos + M > cache.capacity())
-    fail("positions {}..{} do not fit the KV cache ({} positions)", start_pos, start_pos + M - 1, cache.capacity());
-  if (start_pos + M > model.config.max_seq_len)
-    fail("sequence of {} tokens exceeds the model's context length {}", start_pos + M, model.config.max_seq_len);
-  if (start_pos > cache.length())
-    fail("forward at position {} but the cache holds only {} positions", start_pos, cache.length());
-  Pass pass(model, kernels, cache, act, M, start_pos, opts);
-  return pass.run(tokens);
+  return forward_batch(model, kernels, act, {SequenceSlice{&cache, tokens, M, start_pos}}, opts);
 }
 
 }  // namespace kvp

@@ -33,76 +33,203 @@ const float* Engine::forward(const int* tokens, int M, int start_pos, const Forw
   return kvp::forward(*model_, *kernels_, cache_, act_, tokens, M, start_pos, fo);
 }
 
-GenerationResult Engine::generate(const std::vector<int>& prompt_in, const GenerationConfig& cfg,
-                                  const Tokenizer* tokenizer, const std::function<void(const StepInfo&)>& on_step) {
+namespace {
+
+// One sequence being generated: its tokens so far and the stop logic, shared by the solo and the
+// batched loops so that both stop for the same reasons at the same step.
+class SequenceRun {
+ public:
+  SequenceRun(std::vector<int> prompt_in, const ModelConfig& c, const Tokenizer* tokenizer, int limit) {
+    r_.prompt_ids = std::move(prompt_in);
+    if (r_.prompt_ids.empty()) {
+      // An empty prompt starts from BOS: the tokenizer's when it has one, else the model's.
+      int bos = tokenizer != nullptr ? tokenizer->bos_id() : -1;
+      if (bos < 0 || bos >= c.vocab_size) bos = c.bos_id;
+      if (bos < 0)
+        fail_usage("the prompt is empty and this model ({}) has no BOS token to start from; give a non-empty prompt",
+                   arch_name(c.arch));
+      r_.prompt_ids.push_back(bos);
+    }
+    if (int(r_.prompt_ids.size()) > limit)
+      fail("prompt of {} tokens does not fit the context ({} positions)", r_.prompt_ids.size(), limit);
+    seq_ = r_.prompt_ids;
+    r_.stop_reason = "max_new_tokens";
+  }
+
+  const std::vector<int>& seq() const { return seq_; }
+  int length() const { return int(seq_.size()); }
+  bool done() const { return done_; }
+
+  // Stops before a step whose newest token would not fit the cache; returns done().
+  bool check_room(int limit) {
+    if (!done_ && length() > limit) {
+      r_.stop_reason = "context_full";
+      done_ = true;
+    }
+    return done_;
+  }
+
+  // Appends the chosen token and applies EOS / stop strings.
+  void push(int token, const GenerationConfig& cfg, const Tokenizer* tokenizer, int eos_id) {
+    seq_.push_back(token);
+    r_.output_ids.push_back(token);
+    if (cfg.stop_at_eos && token == eos_id) {
+      r_.stop_reason = "eos";
+      done_ = true;
+      return;
+    }
+    if (tokenizer != nullptr) {
+      const int prev = seq_[seq_.size() - 2];
+      text_ += utf8_.push(tokenizer->token_bytes(prev, token));
+      bool hit = false;
+      for (const auto& s : cfg.stop_strings) {
+        const auto pos = s.empty() ? std::string::npos : text_.find(s);
+        if (pos != std::string::npos) {
+          text_.resize(pos);
+          hit = true;
+        }
+      }
+      if (hit) {
+        r_.stop_reason = "stop_string";
+        done_ = true;
+      }
+    }
+  }
+
+  GenerationResult finish(const Tokenizer* tokenizer) {
+    if (tokenizer != nullptr && r_.stop_reason != "stop_string") text_ += utf8_.flush();
+    r_.text = text_;
+    return std::move(r_);
+  }
+
+ private:
+  GenerationResult r_;
+  std::vector<int> seq_;
+  Utf8StreamDecoder utf8_;
+  std::string text_;
+  bool done_ = false;
+};
+
+void validate(const GenerationConfig& cfg, const EngineOptions& eo) {
   cfg.sampler.validate();
   if (cfg.max_new_tokens < 0) fail_usage("--max-new-tokens must be >= 0 (got {})", cfg.max_new_tokens);
-  const ModelConfig& c = model_->config;
-  GenerationResult r;
-  r.prompt_ids = prompt_in;
-  if (r.prompt_ids.empty()) {
-    // An empty prompt starts from BOS: the tokenizer's when it has one, else the model's.
-    int bos = tokenizer != nullptr ? tokenizer->bos_id() : -1;
-    if (bos < 0 || bos >= c.vocab_size) bos = c.bos_id;
-    if (bos < 0)
-      fail_usage("the prompt is empty and this model ({}) has no BOS token to start from; give a non-empty prompt",
-                 arch_name(c.arch));
-    r.prompt_ids.push_back(bos);
-  }
-  const int limit = cache_.capacity();
-  if (int(r.prompt_ids.size()) > limit)
-    fail("prompt of {} tokens does not fit the context ({} positions)", r.prompt_ids.size(), limit);
+  if (eo.prefill_chunk < 0) fail_usage("--prefill-chunk must be >= 0 (got {})", eo.prefill_chunk);
+}
 
-  std::vector<int> seq = r.prompt_ids;
+}  // namespace
+
+GenerationResult Engine::generate(const std::vector<int>& prompt_in, const GenerationConfig& cfg,
+                                  const Tokenizer* tokenizer, const std::function<void(const StepInfo&)>& on_step) {
+  validate(cfg, opts_);
+  const ModelConfig& c = model_->config;
+  const int limit = cache_.capacity();
+  SequenceRun run(prompt_in, c, tokenizer, limit);
   ForwardOptions fo;
   fo.on_nonfinite = cfg.on_nonfinite;
   fo.all_logits = true;
-  Utf8StreamDecoder utf8;
-  std::string text;
-  r.stop_reason = "max_new_tokens";
   for (int step = 0; step < cfg.max_new_tokens; ++step) {
-    const int n = int(seq.size());
-    if (n > limit) {  // the newest token's position must still fit the cache
-      r.stop_reason = "context_full";
-      break;
-    }
+    if (run.check_room(limit)) break;
+    const std::vector<int>& seq = run.seq();
+    const int n = run.length();
     const float* logits;
-    if (cfg.cache == CacheMode::Off || step == 0) {
+    if (cfg.cache == CacheMode::Off) {
       cache_.clear();
-      const float* all = forward(seq.data(), n, 0, fo);
-      logits = all + size_t(n - 1) * c.vocab_size;
+      logits = forward(seq.data(), n, 0, fo) + size_t(n - 1) * c.vocab_size;
+    } else if (step == 0) {
+      cache_.clear();
+      const int chunk = opts_.prefill_chunk > 0 ? opts_.prefill_chunk : n;
+      int p = 0;
+      const float* all = nullptr;
+      for (; p + chunk < n; p += chunk) forward(seq.data() + p, chunk, p, fo);
+      all = forward(seq.data() + p, n - p, p, fo);
+      logits = all + size_t(n - 1 - p) * c.vocab_size;
     } else {
       logits = forward(seq.data() + n - 1, 1, n - 1, fo);
     }
     const double u = uniform_at(cfg.seed, cfg.sequence_id, uint64_t(step));
     const int token = sample_token(logits, c.vocab_size, cfg.sampler, u);
     if (on_step) on_step(StepInfo{step, n - 1, token, logits, c.vocab_size});
-    seq.push_back(token);
-    r.output_ids.push_back(token);
-    if (cfg.stop_at_eos && token == c.eos_id) {
-      r.stop_reason = "eos";
-      break;
-    }
-    if (tokenizer != nullptr) {
-      const int prev = seq[size_t(seq.size()) - 2];
-      text += utf8.push(tokenizer->token_bytes(prev, token));
-      bool hit = false;
-      for (const auto& s : cfg.stop_strings) {
-        const auto pos = s.empty() ? std::string::npos : text.find(s);
-        if (pos != std::string::npos) {
-          text.resize(pos);
-          hit = true;
+    run.push(token, cfg, tokenizer, c.eos_id);
+    if (run.done()) break;
+  }
+  return run.finish(tokenizer);
+}
+
+std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vector<int>>& prompts,
+                                                     const GenerationConfig& cfg, const Tokenizer* tokenizer,
+                                                     const std::function<void(int, const StepInfo&)>& on_step) {
+  validate(cfg, opts_);
+  const ModelConfig& c = model_->config;
+  const int B = int(prompts.size());
+  const int limit = cache_.capacity();
+  const size_t V = size_t(c.vocab_size);
+  std::vector<SequenceRun> runs;
+  runs.reserve(size_t(B));
+  for (const auto& p : prompts) runs.emplace_back(p, c, tokenizer, limit);
+  while (int(batch_caches_.size()) < B)
+    batch_caches_.push_back(std::make_unique<KVCache>(c, cache_.capacity(), cache_.dtype()));
+
+  ForwardOptions fo;
+  fo.on_nonfinite = cfg.on_nonfinite;
+  fo.all_logits = false;  // each sequence's last row only
+  std::vector<float> logits(size_t(B) * V);
+  std::vector<int> active;
+  std::vector<SequenceSlice> slices;
+  // One pass over `slices` (sequence who[i] in slice i); keeps each one's last-row logits.
+  auto run_pass = [&](const std::vector<int>& who) {
+    const float* out = forward_batch(*model_, *kernels_, act_, slices, fo);
+    for (size_t i = 0; i < who.size(); ++i)
+      std::copy_n(out + i * V, V, logits.data() + size_t(who[i]) * V);
+  };
+  for (int step = 0; step < cfg.max_new_tokens; ++step) {
+    active.clear();
+    for (int b = 0; b < B; ++b)
+      if (!runs[size_t(b)].check_room(limit)) active.push_back(b);
+    if (active.empty()) break;
+    std::vector<int> who;
+    if (cfg.cache == CacheMode::Off || step == 0) {
+      // The whole sequence from position 0 (cache OFF, or the prefill), in chunks of
+      // prefill_chunk rows per sequence when prefilling: pass k holds chunk k of every sequence
+      // that still has one.
+      int longest = 0;
+      for (int b : active) {
+        batch_caches_[size_t(b)]->clear();
+        longest = std::max(longest, runs[size_t(b)].length());
+      }
+      const int chunk = (cfg.cache == CacheMode::On && opts_.prefill_chunk > 0) ? opts_.prefill_chunk : longest;
+      for (int p = 0; p < longest; p += chunk) {
+        slices.clear();
+        who.clear();
+        for (int b : active) {
+          const int n = runs[size_t(b)].length();
+          if (p >= n) continue;
+          slices.push_back(SequenceSlice{batch_caches_[size_t(b)].get(), runs[size_t(b)].seq().data() + p,
+                                         std::min(chunk, n - p), p});
+          who.push_back(b);
         }
+        run_pass(who);
       }
-      if (hit) {
-        r.stop_reason = "stop_string";
-        break;
+    } else {
+      slices.clear();
+      for (int b : active) {
+        const int n = runs[size_t(b)].length();
+        slices.push_back(SequenceSlice{batch_caches_[size_t(b)].get(), runs[size_t(b)].seq().data() + n - 1, 1, n - 1});
       }
+      run_pass(active);
+    }
+    for (int b : active) {
+      SequenceRun& run = runs[size_t(b)];
+      const float* row = logits.data() + size_t(b) * V;
+      const double u = uniform_at(cfg.seed, cfg.sequence_id + uint64_t(b), uint64_t(step));
+      const int token = sample_token(row, c.vocab_size, cfg.sampler, u);
+      if (on_step) on_step(b, StepInfo{step, run.length() - 1, token, row, c.vocab_size});
+      run.push(token, cfg, tokenizer, c.eos_id);
     }
   }
-  if (tokenizer != nullptr && r.stop_reason != "stop_string") text += utf8.flush();
-  r.text = text;
-  return r;
+  std::vector<GenerationResult> out;
+  out.reserve(size_t(B));
+  for (auto& r : runs) out.push_back(r.finish(tokenizer));
+  return out;
 }
 
 }  // namespace kvp

@@ -1,9 +1,14 @@
 #pragma once
 // The generation loop, with the two paths the project compares:
-//   cache ON : prefill the prompt once (M = prompt length), then one row per step (M = 1);
+//   cache ON : prefill the prompt once (M = prompt length, or chunks of prefill_chunk rows), then
+//              one row per step (M = 1);
 //   cache OFF: every step recomputes the whole sequence from position 0 (M = t + 1).
 // Both paths draw the same uniform at the same step (seed, sequence id, step), so any token
 // difference between them comes from numerics.
+// Batched generation runs B sequences in lockstep, each with its own KV cache: one forward per
+// step whose rows come from all unfinished sequences (M = B in decode). Sequence b draws with
+// sequence id (GenerationConfig::sequence_id + b), so it is comparable with a solo run of the
+// same prompt under that id; with the invariant kernels the two are bitwise identical.
 #include <functional>
 #include <memory>
 #include <string>
@@ -52,6 +57,7 @@ struct EngineOptions {
   int threads = 1;
   DType kv_dtype = DType::F32;
   int cache_capacity = 0;  // 0: the model's context length (a static cache, DESIGN.md §5)
+  int prefill_chunk = 0;   // cache ON: prefill at most this many prompt tokens per forward (0: all)
 };
 
 class Engine {
@@ -70,6 +76,12 @@ class Engine {
   GenerationResult generate(const std::vector<int>& prompt, const GenerationConfig& cfg, const Tokenizer* tokenizer,
                             const std::function<void(const StepInfo&)>& on_step = {});
 
+  // Generates from every prompt together (see the top of this file); results in prompt order.
+  // on_step(b, info) is called for sequence b at each of its steps.
+  std::vector<GenerationResult> generate_batch(const std::vector<std::vector<int>>& prompts, const GenerationConfig& cfg,
+                                               const Tokenizer* tokenizer,
+                                               const std::function<void(int, const StepInfo&)>& on_step = {});
+
  private:
   std::shared_ptr<const Model> model_;
   EngineOptions opts_;
@@ -77,6 +89,7 @@ class Engine {
   std::unique_ptr<Kernels> kernels_;
   KVCache cache_;
   Activations act_;
+  std::vector<std::unique_ptr<KVCache>> batch_caches_;  // one per batch slot, created on first use
 };
 
 }  // namespace kvp

@@ -1,0 +1,406 @@
+#include "lab/gsm8k_eval.h"
+
+#include <algorithm>
+#include <charconv>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "lab/answer_extract.h"
+#include "lab/compare.h"
+#include "lab/gsm8k_prompt.h"
+#include "lab/results_log.h"
+#include "model/model.h"
+#include "runtime/generator.h"
+#include "runtime/rng.h"
+#include "runtime/tokenizer_for_model.h"
+
+namespace kvp {
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kPromptFormat = "lm-eval-gsm8k: first-k train exemplars, 'Question: q\\nAnswer: a' joined by "
+                                      "blank lines, until Question:|</s>|<|im_end|>|EOS";
+
+bool parse_number(const std::string& s, double* out) {
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, *out);
+  return ec == std::errc() && p == end;
+}
+
+uint64_t fnv1a(const char* p, size_t n, uint64_t h = 1469598103934665603ull) {
+  for (size_t i = 0; i < n; ++i) {
+    h ^= static_cast<unsigned char>(p[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// Hash of the whole file: data files are small, and every byte decides a prompt or a target.
+std::string file_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open", path);
+  std::string buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return fmt::format("size={}:fnv1a64={:016x}", buf.size(), fnv1a(buf.data(), buf.size()));
+}
+
+std::string model_name(const std::string& path) {
+  fs::path p(path);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+  return fs::is_directory(p) ? p.filename().string() : p.stem().string();
+}
+
+nlohmann::json config_json(const ModelConfig& c) {
+  return {{"arch", std::string(arch_name(c.arch))}, {"dim", c.dim}, {"hidden_dim", c.hidden_dim},
+          {"n_layers", c.n_layers}, {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
+          {"max_seq_len", c.max_seq_len}};
+}
+
+nlohmann::json side_json(const GenerationResult& g, const std::string& target) {
+  const auto strict = extract_strict(g.text), flex = extract_flexible(g.text);
+  auto opt = [](const std::optional<std::string>& s) { return s ? nlohmann::json(*s) : nlohmann::json(nullptr); };
+  return {{"text", g.text},
+          {"ids", g.output_ids},
+          {"stop_reason", g.stop_reason},
+          {"strict", opt(strict)},
+          {"flexible", opt(flex)},
+          {"correct_strict", strict.has_value() && *strict == target},
+          {"correct_flexible", flex.has_value() && *flex == target}};
+}
+
+struct Item {
+  const Gsm8kItem* problem;
+  std::vector<int> prompt_ids;
+  bool fits;
+};
+
+// Both free-running paths, then flips teacher-forced along the cache-ON trajectory exactly as
+// `compare` defines them (DESIGN.md §7). Up to the first divergence the cache-OFF free run saw the
+// same prefix, so its own choices are the teacher-forced ones; only later steps need a forward.
+nlohmann::json run_item(Engine& engine, const Tokenizer& tok, const Item& item, const Gsm8kCondition& cond,
+                        const Gsm8kOptions& opts) {
+  const int vocab = engine.model().config.vocab_size;
+  GenerationConfig g;
+  g.max_new_tokens = opts.max_new_tokens;
+  g.sampler = cond.sampler;
+  g.seed = opts.seed;
+  g.sequence_id = sequence_id_for(fmt::format("gsm8k-test-{}", item.problem->index));
+  g.stop_at_eos = true;
+  g.stop_strings = gsm8k_stop_strings();
+  g.cache = CacheMode::On;
+  const auto on = engine.generate(item.prompt_ids, g, &tok);
+  g.cache = CacheMode::Off;
+  const auto off = engine.generate(item.prompt_ids, g, &tok);
+
+  int first_div = -1;
+  const size_t common = std::min(on.output_ids.size(), off.output_ids.size());
+  for (size_t i = 0; i < common && first_div < 0; ++i)
+    if (on.output_ids[i] != off.output_ids[i]) first_div = int(i);
+  if (first_div < 0 && on.output_ids.size() != off.output_ids.size()) first_div = int(common);
+
+  int flips = 0;
+  std::vector<int> seq = item.prompt_ids;
+  ForwardOptions fo;
+  for (size_t s = 0; s < on.output_ids.size(); ++s) {
+    int off_choice;
+    if ((first_div < 0 || int(s) <= first_div) && s < off.output_ids.size()) {
+      off_choice = off.output_ids[s];
+    } else {
+      engine.cache().clear();
+      const float* all = engine.forward(seq.data(), int(seq.size()), 0, fo);
+      off_choice = sample_token(all + (seq.size() - 1) * size_t(vocab), vocab, cond.sampler,
+                                uniform_at(g.seed, g.sequence_id, s));
+    }
+    flips += off_choice != on.output_ids[s];
+    seq.push_back(on.output_ids[s]);
+  }
+  nlohmann::json r;
+  r["on"] = side_json(on, item.problem->target);
+  r["off"] = side_json(off, item.problem->target);
+  r["status"] = "ok";
+  r["diverged"] = first_div >= 0;
+  r["first_divergence"] = first_div < 0 ? nlohmann::json(nullptr) : nlohmann::json(first_div);
+  r["teacher_forced"] = {{"steps", on.output_ids.size()}, {"flips", flips}};
+  return r;
+}
+
+}  // namespace
+
+std::vector<Gsm8kCondition> parse_gsm8k_conditions(const std::string& csv) {
+  std::vector<Gsm8kCondition> out;
+  size_t i = 0;
+  while (i <= csv.size()) {
+    size_t j = csv.find(',', i);
+    if (j == std::string::npos) j = csv.size();
+    const std::string item = csv.substr(i, j - i);
+    i = j + 1;
+    if (item.empty()) continue;
+    const size_t colon = item.find(':');
+    const std::string kind = item.substr(0, colon);
+    Gsm8kCondition c;
+    c.name = item;
+    if (kind == "greedy") {
+      if (colon != std::string::npos) fail_usage("--conditions: 'greedy' takes no parameter (got '{}')", item);
+      c.sampler.kind = SamplerKind::Greedy;
+    } else {
+      double v = 0;
+      if (colon == std::string::npos || !parse_number(item.substr(colon + 1), &v))
+        fail_usage("--conditions: '{}' needs a number, e.g. temperature:0.7, top-p:0.9, top-k:40, min-p:0.05", item);
+      if (kind == "temperature") {
+        c.sampler.kind = SamplerKind::Temperature;
+        c.sampler.temperature = v;
+      } else if (kind == "top-p") {
+        c.sampler.kind = SamplerKind::TopP;
+        c.sampler.top_p = v;
+      } else if (kind == "top-k") {
+        c.sampler.kind = SamplerKind::TopK;
+        if (v != double(int(v))) fail_usage("--conditions: '{}': k must be an integer", item);
+        c.sampler.top_k = int(v);
+      } else if (kind == "min-p") {
+        c.sampler.kind = SamplerKind::MinP;
+        c.sampler.min_p = v;
+      } else {
+        fail_usage("--conditions: unknown condition '{}' (greedy, temperature:T, top-p:P, top-k:K, min-p:P)", item);
+      }
+    }
+    c.sampler.validate();
+    for (const auto& e : out)
+      if (e.name == c.name) fail_usage("--conditions: '{}' is listed twice", item);
+    out.push_back(c);
+  }
+  if (out.empty()) fail_usage("--conditions: no conditions given");
+  return out;
+}
+
+ShardSpec parse_shard(const std::string& spec) {
+  const size_t slash = spec.find('/');
+  ShardSpec s;
+  auto to_int = [](const std::string& t, int* v) {
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), *v);
+    return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+  };
+  if (slash == std::string::npos || !to_int(spec.substr(0, slash), &s.index) ||
+      !to_int(spec.substr(slash + 1), &s.count))
+    fail_usage("--shard '{}': expected i/n (e.g. 0/4)", spec);
+  if (s.count < 1 || s.index < 0 || s.index >= s.count)
+    fail_usage("--shard '{}': need 0 <= i < n (shards are numbered from 0)", spec);
+  return s;
+}
+
+std::string model_fingerprint(const std::string& path) {
+  std::vector<fs::path> files;
+  if (fs::is_directory(path)) {
+    for (const auto& e : fs::directory_iterator(path))
+      if (e.is_regular_file()) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(path);
+  }
+  uint64_t h = 1469598103934665603ull, total = 0;
+  constexpr size_t kMiB = 1 << 20;
+  std::string buf;
+  for (const auto& f : files) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) fail("{}: cannot open", f.string());
+    const uint64_t size = fs::file_size(f);
+    total += size;
+    const std::string name = f.filename().string();
+    h = fnv1a(name.data(), name.size(), h);
+    h = fnv1a(reinterpret_cast<const char*>(&size), sizeof size, h);
+    buf.resize(size_t(std::min<uint64_t>(size, kMiB)));
+    in.read(buf.data(), std::streamsize(buf.size()));
+    h = fnv1a(buf.data(), buf.size(), h);
+    if (size > kMiB) {
+      in.seekg(std::streamoff(size - std::min<uint64_t>(size - kMiB, kMiB)));
+      buf.resize(size_t(std::min<uint64_t>(size - kMiB, kMiB)));
+      in.read(buf.data(), std::streamsize(buf.size()));
+      h = fnv1a(buf.data(), buf.size(), h);
+    }
+  }
+  return fmt::format("size={}:fnv1a64-head-tail={:016x}", total, h);
+}
+
+std::string gsm8k_record_key(const nlohmann::json& r) { return r.value("key", std::string()); }
+
+std::string json_first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path) {
+  if (a.type() == b.type() && a.is_object()) {
+    for (const auto& [k, v] : a.items()) {
+      if (!b.contains(k)) return fmt::format("{}/{}: {} vs (absent)", path, k, v.dump());
+      if (auto d = json_first_difference(v, b[k], path + "/" + k); !d.empty()) return d;
+    }
+    for (const auto& [k, v] : b.items())
+      if (!a.contains(k)) return fmt::format("{}/{}: (absent) vs {}", path, k, v.dump());
+    return "";
+  }
+  if (a.type() == b.type() && a.is_array() && a.size() == b.size()) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (auto d = json_first_difference(a[i], b[i], fmt::format("{}/{}", path, i)); !d.empty()) return d;
+    return "";
+  }
+  return a == b ? "" : fmt::format("{}: {} vs {}", path.empty() ? "/" : path, a.dump(), b.dump());
+}
+
+int run_gsm8k(const Gsm8kOptions& opts) {
+  if (opts.models.empty()) fail_usage("eval gsm8k: give at least one --model");
+  if (opts.conditions.empty() || opts.dtypes.empty() || opts.kernels.empty())
+    fail_usage("eval gsm8k: --conditions, --dtypes and --kernels must not be empty");
+  if (opts.max_new_tokens < 1) fail_usage("--max-new-tokens must be >= 1");
+  if (opts.shots < 0) fail_usage("--shots must be >= 0");
+  if (opts.limit < 0) fail_usage("--limit must be >= 0");
+  const std::string train_path = opts.train.empty() ? default_train_path(opts.data) : opts.train;
+  const auto problems = load_gsm8k(opts.data);
+  std::vector<Gsm8kItem> exemplars;
+  if (opts.shots > 0) exemplars = load_gsm8k(train_path);
+  const size_t n_selected = opts.limit > 0 ? std::min(problems.size(), size_t(opts.limit)) : problems.size();
+
+  nlohmann::json settings;
+  settings["schema_version"] = kGsm8kSchemaVersion;
+  settings["data"] = {{"file", fs::path(opts.data).filename().string()}, {"hash", file_hash(opts.data)},
+                      {"records", problems.size()}};
+  settings["exemplars"] = opts.shots > 0 ? nlohmann::json{{"file", fs::path(train_path).filename().string()},
+                                                          {"hash", file_hash(train_path)}, {"selection", "first k"}}
+                                         : nlohmann::json(nullptr);
+  settings["shots"] = opts.shots;
+  settings["prompt_format"] = kPromptFormat;
+  settings["max_new_tokens"] = opts.max_new_tokens;
+  settings["seed"] = opts.seed;
+  settings["skip_long"] = opts.skip_long;
+  for (const auto& c : opts.conditions)
+    settings["conditions"].push_back({{"name", c.name}, {"sampler", c.sampler.describe()}});
+  for (DType d : opts.dtypes) settings["dtypes"].push_back(std::string(dtype_name(d)));
+  for (KernelPolicy k : opts.kernels) settings["kernels"].push_back(policy_name(k));
+
+  // Load each model once in fp32 for its name, config, tokenizer and the prompt-length check.
+  struct Loaded {
+    std::string name;
+    Checkpoint ckpt;
+    std::unique_ptr<Tokenizer> tok;
+    std::vector<Item> items;
+  };
+  std::vector<Loaded> models;
+  for (const auto& m : opts.models) {
+    Loaded L;
+    L.name = model_name(m.path);
+    for (const auto& o : models)
+      if (o.name == L.name)
+        fail_usage("--model {}: two models are both named '{}' (the file/directory name names a model in the results)",
+                   m.path, L.name);
+    L.ckpt = open_checkpoint(m.path);
+    auto model = Model::from_checkpoint(L.ckpt, DType::F32);
+    L.tok = tokenizer_for_model(*model, m.tokenizer);
+    const int context = model->config.max_seq_len;
+    int too_long = 0, cut = 0;
+    size_t worst = 0;
+    for (size_t i = 0; i < n_selected; ++i) {
+      Item it{&problems[i], L.tok->encode(gsm8k_prompt(exemplars, opts.shots, problems[i].question),
+                                          L.tok->default_add_bos()),
+              true};
+      // At least one generated token must fit; longer generations stop at "context_full".
+      it.fits = int(it.prompt_ids.size()) < context;
+      too_long += !it.fits;
+      cut += it.fits && int(it.prompt_ids.size()) + opts.max_new_tokens > context;
+      L.items.push_back(std::move(it));
+      if (L.items.back().prompt_ids.size() > L.items[worst].prompt_ids.size()) worst = L.items.size() - 1;
+    }
+    if (too_long > 0 && !opts.skip_long)
+      fail("{}: {} of {} prompts do not fit the model's context of {} tokens with --shots {} (longest: problem {}, "
+           "{} tokens); lower --shots (tiny models need --shots 0 or 1) or pass --skip-long to record them as skipped",
+           m.path, too_long, n_selected, context, opts.shots, L.items[worst].problem->index, L.items[worst].prompt_ids.size());
+    if (cut > 0)
+      std::cerr << fmt::format("note: {}: {} of {} prompts leave fewer than --max-new-tokens {} positions in the "
+                               "context of {}; those generations may stop with stop_reason \"context_full\"\n",
+                               L.name, cut, n_selected, opts.max_new_tokens, context);
+    settings["models"].push_back({{"name", L.name},
+                                  {"fingerprint", model_fingerprint(m.path)},
+                                  {"tokenizer", m.tokenizer.empty() ? nlohmann::json("auto")
+                                                                    : nlohmann::json(model_fingerprint(m.tokenizer))},
+                                  {"config", config_json(model->config)}});
+    models.push_back(std::move(L));
+  }
+
+  std::error_code ec;
+  fs::create_directories(opts.out_dir, ec);
+  if (ec) fail("{}: cannot create output directory: {}", opts.out_dir, ec.message());
+  const std::string manifest_path = opts.out_dir + "/" + kGsm8kManifestFile;
+  const nlohmann::json shard = {{"index", opts.shard.index}, {"count", opts.shard.count}};
+  if (fs::exists(manifest_path)) {
+    std::ifstream in(manifest_path);
+    const auto old = nlohmann::json::parse(in, nullptr, false);
+    if (old.is_discarded() || !old.contains("settings")) fail("{}: not a kvparity gsm8k manifest", manifest_path);
+    if (auto d = json_first_difference(old["settings"], settings, "settings"); !d.empty())
+      fail("{}: this directory holds a run with different settings ({}); resume with the same settings or use "
+           "another --out",
+           manifest_path, d);
+    if (old.value("shard", nlohmann::json()) != shard)
+      fail("{}: this directory holds shard {} but --shard is {}/{}; give each shard its own --out", manifest_path,
+           old.value("shard", nlohmann::json()).dump(), opts.shard.index, opts.shard.count);
+  } else if (fs::exists(opts.out_dir + "/" + kGsm8kResultsFile)) {
+    fail("{}/{}: results without a manifest; use another --out", opts.out_dir, kGsm8kResultsFile);
+  }
+  nlohmann::json manifest = {{"kind", "kvparity-gsm8k"}, {"settings", settings}, {"shard", shard},
+                             {"run", {{"limit", opts.limit}, {"threads", opts.threads},
+                                      {"batch_size", opts.batch_size}}}};
+  write_file_atomic(manifest_path, manifest.dump(2) + "\n");
+
+  ResultsLog log(opts.out_dir + "/" + kGsm8kResultsFile, gsm8k_record_key);
+  int written = 0;
+  size_t total = 0, done = 0;
+  for (size_t i = 0; i < n_selected; ++i) total += int(i % size_t(opts.shard.count)) == opts.shard.index;
+  total *= models.size() * opts.dtypes.size() * opts.kernels.size() * opts.conditions.size();
+  for (const auto& L : models) {
+    for (DType dtype : opts.dtypes) {
+      for (KernelPolicy kp : opts.kernels) {
+        auto key_of = [&](const Item& it, const Gsm8kCondition& c) {
+          return fmt::format("{}/{}/{}/{}/{}", it.problem->index, L.name, dtype_name(dtype), policy_name(kp), c.name);
+        };
+        std::shared_ptr<Model> model;
+        std::unique_ptr<Engine> engine;
+        for (const auto& cond : opts.conditions) {
+          for (const auto& it : L.items) {
+            if (int(size_t(it.problem->index) % size_t(opts.shard.count)) != opts.shard.index) continue;
+            ++done;
+            const std::string key = key_of(it, cond);
+            if (log.has(key)) continue;
+            if (opts.progress)
+              std::cerr << fmt::format("\r[eval gsm8k] {}/{}  {:<50.50}", done, total, key) << std::flush;
+            nlohmann::json r;
+            if (it.fits) {
+              if (!engine) {  // only built when something is left to run, so a finished resume is instant
+                model = Model::from_checkpoint(L.ckpt, dtype);
+                EngineOptions eo;
+                eo.kernels = kp;
+                eo.threads = opts.threads;
+                eo.kv_dtype = dtype;
+                engine = std::make_unique<Engine>(model, eo);
+              }
+              r = run_item(*engine, *L.tok, it, cond, opts);
+            } else {
+              r["status"] = "skipped";
+              r["skip_reason"] = "prompt_too_long";
+            }
+            r["schema_version"] = kGsm8kSchemaVersion;
+            r["key"] = key;
+            r["problem"] = it.problem->index;
+            r["model"] = L.name;
+            r["condition"] = cond.name;
+            r["sampler"] = cond.sampler.describe();
+            r["dtype"] = std::string(dtype_name(dtype));
+            r["kernels"] = policy_name(kp);
+            r["target"] = it.problem->target;
+            r["prompt_tokens"] = it.prompt_ids.size();
+            log.append(r);
+            ++written;
+          }
+        }
+      }
+    }
+  }
+  if (opts.progress) std::cerr << "\r[eval gsm8k] " << total << "/" << total << " done" << std::string(50, ' ') << "\n";
+  return written;
+}
+
+}  // namespace kvp

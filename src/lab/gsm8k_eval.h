@@ -1,0 +1,73 @@
+#pragma once
+// `kvparity eval gsm8k` (issue 7): every problem x model x sampling condition x dtype x kernel
+// policy is generated on both cache paths with the same seeded draws (sequence id from the problem
+// id), scored as lm-eval scores gsm8k, and compared token by token. One record per item goes to
+// OUT/gsm8k.jsonl (append-only, fsync'ed per item); a restarted run skips the items already there.
+// OUT/gsm8k_manifest.json pins what makes records comparable (data, prompt, models, settings), so a
+// restart or a merge with different settings is refused instead of silently mixing results.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+#include "runtime/sampler.h"
+
+namespace kvp {
+
+inline constexpr const char* kGsm8kResultsFile = "gsm8k.jsonl";
+inline constexpr const char* kGsm8kManifestFile = "gsm8k_manifest.json";
+inline constexpr int kGsm8kSchemaVersion = 1;
+
+// A named sampling condition: "greedy", "temperature:T", "top-p:P", "top-k:K", "min-p:P"
+// (temperature 1 unless it is the parameter).
+struct Gsm8kCondition {
+  std::string name;
+  SamplerConfig sampler;
+};
+std::vector<Gsm8kCondition> parse_gsm8k_conditions(const std::string& csv);
+
+// "i/n" with 0 <= i < n: this run takes the problems whose index is i mod n. Slurm array task ids
+// and Kubernetes completion indexes are 0-based, so they can be passed as i directly.
+struct ShardSpec {
+  int index = 0, count = 1;
+};
+ShardSpec parse_shard(const std::string& spec);
+
+struct Gsm8kModel {
+  std::string path;
+  std::string tokenizer;  // empty: found beside the model
+};
+
+struct Gsm8kOptions {
+  std::string data;   // test split
+  std::string train;  // exemplar source; empty: train.jsonl beside `data`
+  std::vector<Gsm8kModel> models;
+  std::vector<Gsm8kCondition> conditions;
+  std::vector<DType> dtypes;
+  std::vector<KernelPolicy> kernels;
+  int shots = 5;
+  int max_new_tokens = 256;
+  int limit = 0;  // first N problems of the file (0: all)
+  uint64_t seed = 1;
+  int threads = 1;
+  int batch_size = 1;  // recorded only: items run one at a time (see README)
+  ShardSpec shard;
+  bool skip_long = false;  // prompts that do not fit the context: skipped records instead of an error
+  std::string out_dir;
+  bool progress = false;
+};
+
+// Size plus a 64-bit FNV-1a of the first and last MiB of every file of the model (a directory's
+// files in name order): cheap for multi-GB checkpoints, and catches a different file in practice.
+std::string model_fingerprint(const std::string& path);
+
+std::string gsm8k_record_key(const nlohmann::json& record);
+
+// Runs what is missing; returns the number of records written now.
+int run_gsm8k(const Gsm8kOptions& opts);
+
+// The first place two JSON values differ, as "path: a vs b" ("" when equal).
+std::string json_first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path = "");
+
+}  // namespace kvp

@@ -1,0 +1,20 @@
+#pragma once
+// `kvparity merge`: joins the result directories of `eval gsm8k` shards into one. Shards must agree
+// on every setting of their manifests (data, exemplars, models' fingerprints, conditions, ...);
+// a mismatch is an error naming both directories and the first differing setting. Records are
+// independent of how the work was split, so the union is the unsharded result; duplicates must be
+// identical.
+#include <string>
+#include <vector>
+
+namespace kvp {
+
+struct MergeSummary {
+  size_t records = 0;
+  size_t duplicates = 0;            // identical records seen in more than one input
+  std::vector<std::string> missing_shards;  // e.g. "2/4", when the inputs share a shard count
+};
+
+MergeSummary merge_gsm8k(const std::vector<std::string>& dirs, const std::string& out_dir);
+
+}  // namespace kvp

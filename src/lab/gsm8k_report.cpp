@@ -1,0 +1,274 @@
+#include "lab/gsm8k_report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "lab/gsm8k_eval.h"
+#include "lab/mcnemar.h"
+#include "lab/results_log.h"
+#include "lab/stats.h"
+#include "lab/svg_chart.h"
+
+namespace kvp {
+namespace {
+
+struct Group {
+  std::string model, condition, dtype, kernels;
+  int n = 0, skipped = 0, diverged = 0;
+  int on_strict = 0, off_strict = 0, on_flex = 0, off_flex = 0;
+  int b_strict = 0, c_strict = 0, b_flex = 0, c_flex = 0;
+  int64_t steps = 0, flips = 0;
+  std::vector<double> first_div;
+};
+
+bool get_bool(const nlohmann::json& r, const char* side, const char* field) {
+  const auto& s = r.at(side);
+  return s.at(field).get<bool>();
+}
+
+nlohmann::json rate(int num, int den) { return den > 0 ? nlohmann::json(double(num) / den) : nlohmann::json(nullptr); }
+
+nlohmann::json paired(int on, int off, int b, int c, int n) {
+  const McNemar m = mcnemar_exact(b, c);
+  return {{"accuracy_on", rate(on, n)},
+          {"accuracy_off", rate(off, n)},
+          {"delta", n > 0 ? nlohmann::json(double(on - off) / n) : nlohmann::json(nullptr)},
+          {"on_only", b},
+          {"off_only", c},
+          {"mcnemar_p", m.p},
+          {"mcnemar_log10_p", m.log10_p}};
+}
+
+std::string pct(const nlohmann::json& v) { return v.is_null() ? "–" : fmt::format("{:.1f}%", 100.0 * v.get<double>()); }
+std::string signed_pct(const nlohmann::json& v) {
+  return v.is_null() ? "–" : fmt::format("{:+.1f} pp", 100.0 * v.get<double>());
+}
+std::string pval(const nlohmann::json& p) {
+  const double v = p["mcnemar_p"].get<double>();
+  if (v >= 1e-3) return fmt::format("{:.3g}", v);
+  return fmt::format("1e{:.1f}", p["mcnemar_log10_p"].get<double>());
+}
+std::string median(const nlohmann::json& d) {
+  return d["median"].is_null() ? "–" : fmt::format("{:g}", d["median"].get<double>());
+}
+
+
+}  // namespace
+
+nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector<nlohmann::json>& records) {
+  // Rows in the order the study lists models, conditions, dtypes and policies.
+  std::map<std::string, int> order;
+  auto names = [](const nlohmann::json& arr, const char* field) {
+    std::vector<std::string> v;
+    for (const auto& e : arr) v.push_back(field ? e.at(field).get<std::string>() : e.get<std::string>());
+    return v;
+  };
+  const auto& st = manifest.at("settings");
+  const auto models = names(st.at("models"), "name"), conds = names(st.at("conditions"), "name"),
+             dtypes = names(st.at("dtypes"), nullptr), kernels = names(st.at("kernels"), nullptr);
+  std::vector<Group> groups;
+  for (const auto& m : models)
+    for (const auto& c : conds)
+      for (const auto& d : dtypes)
+        for (const auto& k : kernels) {
+          order[m + "\n" + c + "\n" + d + "\n" + k] = int(groups.size());
+          Group g;
+          g.model = m;
+          g.condition = c;
+          g.dtype = d;
+          g.kernels = k;
+          groups.push_back(std::move(g));
+        }
+  for (const auto& r : records) {
+    const std::string id = r.value("key", std::string("?"));
+    try {
+      const auto it = order.find(r.at("model").get<std::string>() + "\n" + r.at("condition").get<std::string>() +
+                                 "\n" + r.at("dtype").get<std::string>() + "\n" + r.at("kernels").get<std::string>());
+      if (it == order.end()) fail("record {}: model/condition/dtype/kernels not in the manifest", id);
+      Group& g = groups[size_t(it->second)];
+      if (r.at("status").get<std::string>() != "ok") {
+        ++g.skipped;
+        continue;
+      }
+      ++g.n;
+      const bool os = get_bool(r, "on", "correct_strict"), fs_ = get_bool(r, "off", "correct_strict");
+      const bool of = get_bool(r, "on", "correct_flexible"), ff = get_bool(r, "off", "correct_flexible");
+      g.on_strict += os;
+      g.off_strict += fs_;
+      g.b_strict += os && !fs_;
+      g.c_strict += !os && fs_;
+      g.on_flex += of;
+      g.off_flex += ff;
+      g.b_flex += of && !ff;
+      g.c_flex += !of && ff;
+      if (r.at("diverged").get<bool>()) {
+        ++g.diverged;
+        g.first_div.push_back(r.at("first_divergence").get<double>());
+      }
+      g.steps += r.at("teacher_forced").at("steps").get<int64_t>();
+      g.flips += r.at("teacher_forced").at("flips").get<int64_t>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("gsm8k record {}: missing or mistyped field ({})", id, e.what());
+    }
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& g : groups) {
+    if (g.n == 0 && g.skipped == 0) continue;
+    nlohmann::json row = {{"model", g.model}, {"condition", g.condition}, {"dtype", g.dtype}, {"kernels", g.kernels},
+                          {"n", g.n}, {"skipped", g.skipped},
+                          {"strict", paired(g.on_strict, g.off_strict, g.b_strict, g.c_strict, g.n)},
+                          {"flexible", paired(g.on_flex, g.off_flex, g.b_flex, g.c_flex, g.n)},
+                          {"sequence_divergence_rate", rate(g.diverged, g.n)},
+                          {"token_flip_rate", g.steps > 0 ? nlohmann::json(double(g.flips) / double(g.steps))
+                                                          : nlohmann::json(nullptr)},
+                          {"steps", g.steps},
+                          {"first_divergence_index", summarize(g.first_div).to_json()}};
+    // The invariant policy's promise (DESIGN.md): cache ON and OFF agree bit for bit.
+    if (g.kernels == "invariant") row["invariant_holds"] = g.diverged == 0 && g.flips == 0;
+    rows.push_back(row);
+  }
+  return {{"schema_version", kGsm8kSchemaVersion},
+          {"settings", st},
+          {"shard", manifest.value("shard", nlohmann::json())},
+          {"records", records.size()},
+          {"rows", rows}};
+}
+
+std::string render_gsm8k_md(const nlohmann::json& s) {
+  const auto& st = s["settings"];
+  std::string md = "# kvparity GSM8K study: accuracy with cache ON vs cache OFF\n\n";
+  md += fmt::format("{} records; {}-shot prompts (lm-eval gsm8k format, first-k train exemplars), max {} new tokens, "
+                    "seed {}. Accuracy is exact match of the final number: strict = after \"#### \", flexible = last "
+                    "number in the output. Δ = ON − OFF; p = exact McNemar test on the paired outcomes. Divergence "
+                    "and flips as in DESIGN.md §7 (flips teacher-forced along the cache-ON trajectory).\n\n",
+                    s["records"].get<size_t>(), st["shots"].get<int>(), st["max_new_tokens"].get<int>(),
+                    st["seed"].dump());
+  md += "| model | condition | dtype | kernels | n | acc ON (strict) | acc OFF (strict) | Δ strict | p strict | "
+        "acc ON (flex) | acc OFF (flex) | Δ flex | p flex | sequence divergence | token flips | median first "
+        "divergence |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : s["rows"]) {
+    const auto &a = r["strict"], &f = r["flexible"];
+    std::string n = std::to_string(r["n"].get<int>());
+    if (r["skipped"].get<int>() > 0) n += fmt::format(" (+{} skipped)", r["skipped"].get<int>());
+    std::string div = pct(r["sequence_divergence_rate"]);
+    if (r.contains("invariant_holds")) div += r["invariant_holds"].get<bool>() ? " ✓" : " **VIOLATED**";
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                      r["model"].get<std::string>(), r["condition"].get<std::string>(), r["dtype"].get<std::string>(),
+                      r["kernels"].get<std::string>(), n, pct(a["accuracy_on"]), pct(a["accuracy_off"]),
+                      signed_pct(a["delta"]), pval(a), pct(f["accuracy_on"]), pct(f["accuracy_off"]),
+                      signed_pct(f["delta"]), pval(f), div, pct(r["token_flip_rate"]),
+                      median(r["first_divergence_index"]));
+  }
+  bool any_skipped = false;
+  for (const auto& r : s["rows"]) any_skipped = any_skipped || r["skipped"].get<int>() > 0;
+  if (any_skipped)
+    md += "\nSkipped items (prompt longer than the model's context, `--skip-long`) are excluded from n and every "
+          "rate.\n";
+  return md;
+}
+
+std::string render_gsm8k_html(const nlohmann::json& s) {
+  auto v = [](const nlohmann::json& x) { return x.is_null() ? 0.0 : x.get<double>(); };
+  // Accuracy: one chart per model, kernel policy and extraction (bars: conditions; series: dtype x
+  // path). Divergence: one chart per model (bars: dtypes; series: condition x policy). Few bars per
+  // chart keep the labels readable.
+  std::vector<std::string> acc_order, div_order, conds;
+  std::map<std::string, std::vector<Series>> acc, div;
+  std::vector<std::string> dtypes;
+  for (const auto& d : s["settings"]["dtypes"]) dtypes.push_back(d.get<std::string>());
+  for (const auto& c : s["settings"]["conditions"]) conds.push_back(c["name"].get<std::string>());
+  auto index_of = [](const std::vector<std::string>& v, const std::string& x) {
+    return size_t(std::find(v.begin(), v.end(), x) - v.begin());
+  };
+  for (const auto& r : s["rows"]) {
+    const std::string model = r["model"].get<std::string>(), kernels = r["kernels"].get<std::string>(),
+                      cond = r["condition"].get<std::string>(), dtype = r["dtype"].get<std::string>();
+    const size_t ci = index_of(conds, cond);
+    for (const char* ex : {"strict", "flexible"}) {
+      const std::string ak = fmt::format("{}, {} kernels, {} extraction", model, kernels, ex);
+      if (!acc.count(ak)) acc_order.push_back(ak);
+      auto& series = acc[ak];
+      for (const char* side : {"on", "off"}) {
+        const std::string name = fmt::format("{} {}", dtype, side[1] == 'n' ? "ON" : "OFF");
+        auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return x.name == name; });
+        if (it == series.end()) {
+          series.push_back(Series{name, {}, std::vector<double>(conds.size(), 0.0)});
+          it = series.end() - 1;
+        }
+        if (ci < conds.size()) it->y[ci] = v(r[ex][std::string("accuracy_") + side]);
+      }
+    }
+    if (!div.count(model)) div_order.push_back(model);
+    auto& series = div[model];
+    const std::string name = cond + " " + kernels;
+    auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return x.name == name; });
+    if (it == series.end()) {
+      series.push_back(Series{name, {}, std::vector<double>(dtypes.size(), 0.0)});
+      it = series.end() - 1;
+    }
+    for (size_t i = 0; i < dtypes.size(); ++i)
+      if (dtypes[i] == dtype) it->y[i] = v(r["sequence_divergence_rate"]);
+  }
+
+  std::string html =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvparity GSM8K study</title>\n"
+      "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}table{border-collapse:collapse;"
+      "font-size:12px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}"
+      "td:nth-child(-n+4){text-align:left}svg{margin:1em 0;display:block}</style></head><body>\n"
+      "<h1>GSM8K: accuracy with cache ON vs cache OFF</h1>\n";
+  html += fmt::format("<p>{} records, {}-shot, max {} new tokens, seed {}. Strict = number after \"#### \"; flexible = "
+                      "last number. p: exact McNemar on paired outcomes.</p>\n",
+                      s["records"].get<size_t>(), s["settings"]["shots"].get<int>(),
+                      s["settings"]["max_new_tokens"].get<int>(), s["settings"]["seed"].dump());
+  html += "<table class=\"gsm8k\"><tr><th>model</th><th>condition</th><th>dtype</th><th>kernels</th><th>n</th>"
+          "<th>acc ON strict</th><th>acc OFF strict</th><th>Δ</th><th>p</th><th>acc ON flex</th><th>acc OFF flex</th>"
+          "<th>Δ</th><th>p</th><th>sequence divergence</th><th>token flips</th><th>median first divergence</th></tr>\n";
+  for (const auto& r : s["rows"]) {
+    const auto &a = r["strict"], &f = r["flexible"];
+    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                        html_escape(r["model"].get<std::string>()), html_escape(r["condition"].get<std::string>()),
+                        r["dtype"].get<std::string>(), r["kernels"].get<std::string>(), r["n"].get<int>(),
+                        pct(a["accuracy_on"]), pct(a["accuracy_off"]), signed_pct(a["delta"]), pval(a),
+                        pct(f["accuracy_on"]), pct(f["accuracy_off"]), signed_pct(f["delta"]), pval(f),
+                        pct(r["sequence_divergence_rate"]), pct(r["token_flip_rate"]),
+                        median(r["first_divergence_index"]));
+  }
+  html += "</table>\n<h2>Accuracy with cache ON vs OFF</h2>\n";
+  for (const auto& k : acc_order)
+    html += svg_bar_chart("Accuracy (fraction): " + k, conds, acc[k]);
+  html += "<h2>Sequence divergence rate per dtype</h2>\n";
+  for (const auto& m : div_order)
+    html += svg_bar_chart("Share of problems whose ON and OFF generations differ: " + m, dtypes, div[m]);
+  html += "<p>Definitions: DESIGN.md §7.</p>\n</body></html>\n";
+  return html;
+}
+
+nlohmann::json write_gsm8k_reports(const std::string& dir) {
+  const std::string mpath = dir + "/" + kGsm8kManifestFile, rpath = dir + "/" + kGsm8kResultsFile;
+  std::ifstream in(mpath);
+  if (!in) fail("{}: missing; {} needs the manifest that `eval gsm8k` writes beside it", mpath, rpath);
+  const auto manifest = nlohmann::json::parse(in, nullptr, false);
+  if (manifest.is_discarded() || !manifest.contains("settings")) fail("{}: not a kvparity gsm8k manifest", mpath);
+  const auto records = ResultsLog::read_all(rpath);
+  if (records.empty()) fail("{}: no complete records", rpath);
+  nlohmann::json g;
+  try {
+    g = summarize_gsm8k(manifest, records);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: malformed manifest settings ({})", mpath, e.what());
+  }
+  const nlohmann::json summary = {{"gsm8k", g}};
+  write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
+  write_file_atomic(dir + "/summary.md", render_gsm8k_md(g));
+  write_file_atomic(dir + "/report.html", render_gsm8k_html(g));
+  return summary;
+}
+
+}  // namespace kvp

@@ -1,0 +1,359 @@
+// GSM8K study (issue 7): answer extraction, McNemar, shard/merge/resume, end-to-end on real models.
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <utility>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "lab/answer_extract.h"
+#include "lab/gsm8k_eval.h"
+#include "lab/gsm8k_prompt.h"
+#include "lab/mcnemar.h"
+#include "lab/results_log.h"
+#include "test_util.h"
+
+namespace kvp {
+namespace {
+
+using test::TempDir;
+
+struct CliResult {
+  int status = -1;
+  std::string out, err;
+};
+
+CliResult kvparity(const std::string& args) {
+  TempDir tmp;
+  const std::string cmd = std::string(KVPARITY_BIN) + " " + args + " 2>" + tmp.file("err");
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  std::ifstream e(tmp.file("err"));
+  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
+  return r;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Records by key: the order items are written in may differ between runs, their content may not.
+std::map<std::string, nlohmann::json> records_by_key(const std::string& dir) {
+  std::map<std::string, nlohmann::json> m;
+  for (auto& r : ResultsLog::read_all(dir + "/gsm8k.jsonl")) m[r["key"].get<std::string>()] = r;
+  return m;
+}
+
+TEST(Gsm8kExtract, StrictTakesTheNumberAfterHashes) {
+  EXPECT_EQ(extract_strict("She makes 9 * 2 = $18 every day.\n#### 18"), "18");
+  EXPECT_EQ(extract_strict("#### -3"), "-3");
+  EXPECT_EQ(extract_strict("so 1,000 in all\n#### 1,000"), "1000");
+  EXPECT_EQ(extract_strict("#### $18."), "18");
+  EXPECT_EQ(extract_strict("####0.50"), "0.5");
+  EXPECT_EQ(extract_strict("#### 7 and then 9"), "7");
+  EXPECT_EQ(extract_strict("The answer is 42."), std::nullopt);  // strict needs the #### format
+  EXPECT_EQ(extract_strict("#### none"), std::nullopt);
+}
+
+TEST(Gsm8kExtract, FlexibleTakesTheLastNumber) {
+  EXPECT_EQ(extract_flexible("The answer is 42."), "42");
+  EXPECT_EQ(extract_flexible("3 apples and 5 pears, so 8 fruits"), "8");
+  EXPECT_EQ(extract_flexible("It costs $1,234.50."), "1234.5");
+  EXPECT_EQ(extract_flexible("The temperature fell to -7"), "-7");
+  EXPECT_EQ(extract_flexible("It was 2.5 at first and 10 later."), "10");
+  EXPECT_EQ(extract_flexible("between 3, 4"), "4");
+  EXPECT_EQ(extract_flexible("#### 18\nand 20 more"), "20");  // lm-eval's flexible-extract: last number
+  EXPECT_EQ(extract_flexible("no numbers here."), std::nullopt);
+  EXPECT_EQ(extract_flexible(""), std::nullopt);
+}
+
+TEST(Gsm8kExtract, Normalisation) {
+  EXPECT_EQ(normalize_number("007"), "7");
+  EXPECT_EQ(normalize_number("-0"), "0");
+  EXPECT_EQ(normalize_number("-0.0"), "0");
+  EXPECT_EQ(normalize_number("1,000.00"), "1000");
+  EXPECT_EQ(normalize_number("$5."), "5");
+  EXPECT_EQ(normalize_number("+12"), "12");
+  EXPECT_EQ(normalize_number(".5"), "0.5");
+  EXPECT_EQ(normalize_number("-$3.25"), "-3.25");
+  EXPECT_EQ(normalize_number("abc"), std::nullopt);
+  EXPECT_EQ(normalize_number("."), std::nullopt);
+  EXPECT_EQ(normalize_number("1.2.3"), std::nullopt);
+}
+
+TEST(Gsm8kMcNemar, MatchesHandComputedValues) {
+  EXPECT_DOUBLE_EQ(mcnemar_exact(1, 6).p, 16.0 / 128);   // 2 * (1 + 7) / 2^7
+  EXPECT_DOUBLE_EQ(mcnemar_exact(6, 1).p, 16.0 / 128);
+  EXPECT_DOUBLE_EQ(mcnemar_exact(0, 5).p, 2.0 / 32);
+  EXPECT_DOUBLE_EQ(mcnemar_exact(2, 8).p, 112.0 / 1024);  // 2 * (1 + 10 + 45) / 2^10
+  EXPECT_DOUBLE_EQ(mcnemar_exact(3, 3).p, 1.0);
+  EXPECT_DOUBLE_EQ(mcnemar_exact(3, 4).p, 1.0);
+  EXPECT_DOUBLE_EQ(mcnemar_exact(0, 0).p, 1.0);
+  EXPECT_DOUBLE_EQ(mcnemar_exact(0, 1).p, 1.0);
+  // Reference values from exact integer arithmetic (Python: 2*sum(comb(n,i) for i<=k)/2**n).
+  EXPECT_NEAR(mcnemar_exact(10, 30).p, 0.0022214337732293643, 1e-15);
+  EXPECT_NEAR(mcnemar_exact(450, 550).p / 0.0017305360849763176, 1.0, 1e-9);
+  EXPECT_NEAR(mcnemar_exact(4800, 5200).log10_p, -4.180882962038339, 1e-9);
+}
+
+TEST(Gsm8kMcNemar, LargeLopsidedSamplesStayFinite) {
+  const McNemar m = mcnemar_exact(0, 2000);  // 2 * 2^-2000: below the smallest double
+  EXPECT_EQ(m.p, 0.0);
+  EXPECT_NEAR(m.log10_p, std::log10(2.0) - 2000 * std::log10(2.0), 1e-9);
+  const McNemar big = mcnemar_exact(2'000'000, 2'001'000);
+  EXPECT_TRUE(std::isfinite(big.log10_p));
+  EXPECT_GT(big.p, 0.5);
+  EXPECT_LE(big.p, 1.0);
+}
+
+TEST(Gsm8kOptions, ShardSpecs) {
+  EXPECT_EQ(parse_shard("0/4").index, 0);
+  EXPECT_EQ(parse_shard("3/4").count, 4);
+  for (const char* bad : {"3/2", "4/4", "-1/3", "1/0", "a/b", "1", "1/", "/2", "1/2/3"}) {
+    try {
+      parse_shard(bad);
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Usage) << bad;
+      EXPECT_NE(std::string(e.what()).find("--shard"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Gsm8kOptions, Conditions) {
+  const auto c = parse_gsm8k_conditions("greedy,temperature:0.7,top-p:0.9");
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].sampler.kind, SamplerKind::Greedy);
+  EXPECT_EQ(c[1].sampler.kind, SamplerKind::Temperature);
+  EXPECT_DOUBLE_EQ(c[1].sampler.temperature, 0.7);
+  EXPECT_EQ(c[2].sampler.kind, SamplerKind::TopP);
+  EXPECT_DOUBLE_EQ(c[2].sampler.top_p, 0.9);
+  for (const char* bad : {"temperature", "greedy:1", "foo:1", "top-p:1.5", "temperature:x", "greedy,greedy", ""})
+    EXPECT_THROW(parse_gsm8k_conditions(bad), Error) << bad;
+}
+
+TEST(Gsm8kData, PromptAndTargets) {
+  KVP_REQUIRE_SHARED(train, "data/gsm8k/train.jsonl");
+  const auto items = load_gsm8k(train);
+  ASSERT_EQ(items.size(), 7473u);
+  EXPECT_EQ(items[0].target, "72");
+  const std::string p = gsm8k_prompt(items, 2, "What is 1+1?");
+  EXPECT_EQ(p.rfind("Question: " + items[0].question + "\nAnswer: " + items[0].answer + "\n\nQuestion: ", 0), 0u);
+  EXPECT_TRUE(p.ends_with("\n\nQuestion: What is 1+1?\nAnswer:"));
+  EXPECT_EQ(gsm8k_prompt(items, 0, "Q?"), "Question: Q?\nAnswer:");
+  EXPECT_THROW(gsm8k_prompt(items, -1, "Q?"), Error);
+}
+
+TEST(Gsm8kData, MalformedLinesNameFileAndLine) {
+  TempDir d;
+  const std::string f = d.file("bad.jsonl");
+  std::ofstream(f) << "{\"question\": \"q\", \"answer\": \"a\\n#### 1\"}\n{\"question\": \"q\"}\n";
+  try {
+    load_gsm8k(f);
+    FAIL() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(f + ":2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("answer"), std::string::npos) << e.what();
+  }
+  std::ofstream(f) << "{\"question\": \"q\", \"answer\": \"no final line\"}\n";
+  EXPECT_THROW(load_gsm8k(f), Error);
+  std::ofstream(f) << "not json\n";
+  EXPECT_THROW(load_gsm8k(f), Error);
+}
+
+// Small settings so each run takes a second or two on the 260K-parameter models; an option in
+// `extra` replaces the default of the same name (the CLI takes each option once).
+std::string small_eval(const std::string& shared, const std::string& out, const std::string& extra) {
+  const std::vector<std::pair<std::string, std::string>> defaults = {
+      {"--data", shared + "/data/gsm8k/test.jsonl"}, {"--model", shared + "/models/stories260K/stories260K.bin"},
+      {"--conditions", "greedy,temperature:0.7"}, {"--dtypes", "fp16"}, {"--shots", "0"},
+      {"--max-new-tokens", "8"}, {"--limit", "4"}, {"--seed", "3"}, {"--out", out}};
+  std::string args = "eval gsm8k --no-report " + extra;
+  for (const auto& [k, v] : defaults)
+    if ((" " + extra + " ").find(" " + k + " ") == std::string::npos) args += " " + k + " " + v;
+  return args;
+}
+
+TEST(Gsm8kCli, ShardsMergeToTheUnshardedResult) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) return;
+  TempDir t;
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("all"), "")).status, 0);
+  for (int i = 0; i < 3; ++i) {
+    const CliResult r = kvparity(small_eval(shared, t.file("s" + std::to_string(i)), fmt::format("--shard {}/3", i)));
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  const CliResult m = kvparity(fmt::format("merge {0}/s0 {0}/s1 {0}/s2 --out {0}/merged", t.path()));
+  ASSERT_EQ(m.status, 0) << m.err;
+  EXPECT_EQ(m.err.find("warning"), std::string::npos) << m.err;
+  const auto all = records_by_key(t.file("all")), merged = records_by_key(t.file("merged"));
+  EXPECT_EQ(all.size(), 8u);
+  EXPECT_EQ(all, merged);
+  EXPECT_TRUE(std::filesystem::exists(t.file("merged/report.html")));
+
+  // A missing shard merges with a warning; a shard of another study is refused.
+  const CliResult part = kvparity(fmt::format("merge {0}/s0 {0}/s2 --out {0}/partial --no-report", t.path()));
+  EXPECT_EQ(part.status, 0) << part.err;
+  EXPECT_NE(part.err.find("1/3"), std::string::npos) << part.err;
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("other"), "--shard 1/3 --max-new-tokens 6")).status, 0);
+  const CliResult bad = kvparity(fmt::format("merge {0}/s0 {0}/other --out {0}/m2", t.path()));
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("max_new_tokens"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("different settings"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("m2/gsm8k.jsonl")));
+  // Merging into a directory that already holds results is refused too.
+  EXPECT_EQ(kvparity(fmt::format("merge {0}/s0 --out {0}/s1", t.path())).status, 1);
+}
+
+TEST(Gsm8kCli, KilledRunResumesToIdenticalResults) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) return;
+  TempDir t;
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("ref"), "")).status, 0);
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("run"), "")).status, 0);
+  // A kill mid-write leaves a torn record: cut the file in the middle of its 5th line.
+  const std::string path = t.file("run/gsm8k.jsonl");
+  const std::string text = read_text(path);
+  size_t pos = 0;
+  for (int i = 0; i < 4; ++i) pos = text.find('\n', pos) + 1;
+  const size_t cut = pos + (text.find('\n', pos) - pos) / 2;
+  std::filesystem::resize_file(path, cut);
+  EXPECT_EQ(ResultsLog::read_all(path).size(), 4u);
+  const CliResult r = kvparity(small_eval(shared, t.file("run"), ""));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("4 new records"), std::string::npos) << r.out;
+  EXPECT_EQ(records_by_key(t.file("ref")), records_by_key(t.file("run")));
+  // A finished run resumes to nothing; a restart with other settings is refused.
+  EXPECT_NE(kvparity(small_eval(shared, t.file("run"), "")).out.find("0 new records"), std::string::npos);
+  const CliResult other = kvparity(small_eval(shared, t.file("run"), "--seed 4"));
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.err.find("seed"), std::string::npos) << other.err;
+  const CliResult shard = kvparity(small_eval(shared, t.file("run"), "--shard 0/2"));
+  EXPECT_EQ(shard.status, 1);
+  EXPECT_NE(shard.err.find("shard"), std::string::npos) << shard.err;
+}
+
+TEST(Gsm8kCli, BadInputAndUsageErrors) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) return;
+  TempDir t;
+  EXPECT_EQ(kvparity(small_eval(shared, t.file("a"), "--shard 3/2")).status, 2);
+  EXPECT_EQ(kvparity(small_eval(shared, t.file("a"), "--conditions warm:1")).status, 2);
+  const std::string bad = t.file("bad.jsonl");
+  std::ofstream(bad) << "{\"question\": \"q\", \"answer\": \"#### 1\"}\n{oops\n";
+  const CliResult r = kvparity(fmt::format("eval gsm8k --data {} --model {}/models/stories260K/stories260K.bin --shots 0 "
+                                     "--out {}",
+                                     bad, shared, t.file("b")));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find(bad + ":2"), std::string::npos) << r.err;
+  // Five exemplars do not fit a 512-token context: a clear error naming the lengths and the way out.
+  const CliResult longp = kvparity(small_eval(shared, t.file("c"), "--shots 5"));
+  EXPECT_EQ(longp.status, 1);
+  EXPECT_NE(longp.err.find("context of 512"), std::string::npos) << longp.err;
+  EXPECT_NE(longp.err.find("--shots"), std::string::npos) << longp.err;
+  // ... or, with --skip-long, skipped records that the report counts apart.
+  const CliResult skip = kvparity(small_eval(shared, t.file("d"), "--shots 5 --skip-long --limit 2"));
+  ASSERT_EQ(skip.status, 0) << skip.err;
+  for (const auto& [k, rec] : records_by_key(t.file("d"))) EXPECT_EQ(rec["skip_reason"], "prompt_too_long") << k;
+  EXPECT_EQ(kvparity("report " + t.file("d")).status, 0);
+  EXPECT_NE(read_text(t.file("d/summary.md")).find("skipped"), std::string::npos);
+}
+
+TEST(Gsm8kCli, InvariantPolicyDoesNotDependOnShardsOrThreads) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) return;
+  TempDir t;
+  const std::string inv = "--kernels invariant --dtypes fp16,bf16";
+  const CliResult a = kvparity(small_eval(shared, t.file("t1"), inv + " --threads 1"));
+  ASSERT_EQ(a.status, 0) << a.err;
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("t2"), inv + " --threads 2 --batch-size 4")).status, 0);
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("s0"), inv + " --threads 2 --shard 0/2")).status, 0);
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("s1"), inv + " --threads 1 --shard 1/2")).status, 0);
+  ASSERT_EQ(kvparity(fmt::format("merge {0}/s0 {0}/s1 --out {0}/m --no-report", t.path())).status, 0);
+  const auto ref = records_by_key(t.file("t1"));
+  EXPECT_EQ(ref.size(), 16u);
+  EXPECT_EQ(ref, records_by_key(t.file("t2")));
+  EXPECT_EQ(ref, records_by_key(t.file("m")));
+  for (const auto& [k, r] : ref) {
+    EXPECT_FALSE(r["diverged"].get<bool>()) << k;
+    EXPECT_EQ(r["teacher_forced"]["flips"], 0) << k;
+  }
+}
+
+TEST(Gsm8kCli, EndToEndOnBothRealModels) {
+  KVP_REQUIRE_SHARED(stories, "models/stories260K/stories260K.bin");
+  KVP_REQUIRE_SHARED(aidreams, "models/aidreams260K/aidreams260K.bin");
+  KVP_REQUIRE_SHARED(data, "data/gsm8k/test.jsonl");
+  TempDir t;
+  const CliResult r = kvparity(fmt::format("eval gsm8k --data {} --model {} --model {} --tokenizer auto --tokenizer auto "
+                                     "--conditions greedy,temperature:0.7,top-p:0.9 --dtypes fp16,fp32 "
+                                     "--kernels standard --shots 0 --skip-long --max-new-tokens 12 --limit 5 --seed 1 "
+                                     "--out {}",
+                                     data, stories, aidreams, t.path()));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto recs = records_by_key(t.path());
+  ASSERT_EQ(recs.size(), 2u * 3 * 2 * 5);
+  int ok = 0;
+  for (const auto& [k, rec] : recs) {
+    if (rec["status"] != "ok") continue;
+    ++ok;
+    const int steps = rec["teacher_forced"]["steps"], flips = rec["teacher_forced"]["flips"];
+    EXPECT_EQ(size_t(steps), rec["on"]["ids"].size()) << k;
+    EXPECT_LE(flips, steps) << k;
+    EXPECT_EQ(rec["diverged"].get<bool>(), !rec["first_divergence"].is_null()) << k;
+    if (!rec["diverged"].get<bool>()) {
+      EXPECT_EQ(flips, 0) << k;
+      EXPECT_EQ(rec["on"]["text"], rec["off"]["text"]) << k;
+    } else {
+      EXPECT_GE(flips, 1) << k;  // the first divergence is a flip by definition
+    }
+    for (const char* side : {"on", "off"}) {
+      const auto& s = rec[side];
+      EXPECT_EQ(s["correct_strict"].get<bool>(), s["strict"].is_string() && s["strict"] == rec["target"]) << k;
+      EXPECT_TRUE(s["stop_reason"] == "max_new_tokens" || s["stop_reason"] == "eos" ||
+                  s["stop_reason"] == "stop_string" || s["stop_reason"] == "context_full")
+          << k;
+    }
+  }
+  EXPECT_GT(ok, 0);
+  std::ifstream in(t.file("summary.json"));
+  const auto summary = nlohmann::json::parse(in);
+  const auto& rows = summary["gsm8k"]["rows"];
+  ASSERT_EQ(rows.size(), 12u);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row["n"].get<int>() + row["skipped"].get<int>(), 5);
+    if (row["n"].get<int>() == 0) continue;
+    const double on = row["strict"]["accuracy_on"], off = row["strict"]["accuracy_off"];
+    EXPECT_NEAR(row["strict"]["delta"].get<double>(), on - off, 1e-12);
+    EXPECT_GT(row["strict"]["mcnemar_p"].get<double>(), 0.0);
+    EXPECT_LE(row["strict"]["mcnemar_p"].get<double>(), 1.0);
+    EXPECT_GE(row["sequence_divergence_rate"].get<double>(), 0.0);
+    const double flip = row["token_flip_rate"], div = row["sequence_divergence_rate"];
+    EXPECT_LE(flip, 1.0);
+    EXPECT_EQ(flip == 0.0, div == 0.0);  // a diverged item has at least its first divergence as a flip
+  }
+  const std::string md = read_text(t.file("summary.md")), html = read_text(t.file("report.html"));
+  EXPECT_NE(md.find("| model | condition | dtype | kernels |"), std::string::npos);
+  EXPECT_NE(md.find("stories260K | top-p:0.9 | fp32 | standard"), std::string::npos) << md;
+  EXPECT_NE(html.find("Accuracy with cache ON vs OFF"), std::string::npos);
+  EXPECT_NE(html.find("data-series=\"fp16 ON\""), std::string::npos);
+  EXPECT_NE(html.find("Sequence divergence rate per dtype"), std::string::npos);
+  // `kvparity report` renders the same study again.
+  EXPECT_EQ(kvparity("report " + t.path()).status, 0);
+}
+
+}  // namespace
+}  // namespace kvp
