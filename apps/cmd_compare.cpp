@@ -29,7 +29,7 @@ void register_compare(CLI::App& app) {
     std::string model, tokenizer, prompts, prompt, dtypes = "fp16", kv_dtype, kernels = "standard", samplers = "greedy",
         control, out;
     SamplerOptions sampler;
-    int max_new_tokens = 128, threads = 1;
+    int max_new_tokens = 128, threads = 1, batch_size = 1;
     bool stop_at_eos = false, no_report = false;
   };
   auto o = std::make_shared<Opts>();
@@ -41,7 +41,7 @@ void register_compare(CLI::App& app) {
   cmd->add_option("--prompt", o->prompt, "a single prompt");
   cmd->add_option("--dtype", o->dtypes, "compute dtypes, comma-separated (fp32,fp16,bf16)");
   cmd->add_option("--kv-dtype", o->kv_dtype, "KV-cache dtype (default: each --dtype)");
-  cmd->add_option("--kernels", o->kernels, "kernel policies, comma-separated (reference,standard)");
+  cmd->add_option("--kernels", o->kernels, "kernel policies, comma-separated (reference,standard,invariant)");
   cmd->add_option("--sampler", o->samplers, "samplers, comma-separated (greedy,temperature,top-k,top-p,min-p)");
   cmd->add_option("--temperature", o->sampler.temperature, "sampling temperature");
   cmd->add_option("--top-k", o->sampler.top_k, "top-k cutoff");
@@ -50,6 +50,10 @@ void register_compare(CLI::App& app) {
   cmd->add_option("--seed", o->sampler.seed, "seed of the counter-based RNG");
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation")->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "worker threads")->check(CLI::Range(1, 256));
+  cmd->add_option("--batch-size", o->batch_size,
+                  "B > 1: also decode prompts in fixed groups of B (by index) as one cache-ON batch and compare each "
+                  "with its solo cache-ON run (records get a \"batch\" object)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--control", o->control, "fp32: rerun every condition in fp32 and report the ratios")
       ->check(CLI::IsMember({"fp32"}));
   cmd->add_flag("--stop-at-eos", o->stop_at_eos, "end generations at EOS (default: always max-new-tokens)");
@@ -80,6 +84,7 @@ void register_compare(CLI::App& app) {
     c.max_new_tokens = o->max_new_tokens;
     c.seed = o->sampler.seed;
     c.threads = o->threads;
+    c.batch_size = o->batch_size;
     c.stop_at_eos = o->stop_at_eos;
     c.out_dir = o->out;
     c.progress = isatty(STDERR_FILENO);

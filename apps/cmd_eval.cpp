@@ -53,8 +53,10 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "generation budget per answer")->check(CLI::PositiveNumber);
   cmd->add_option("--limit", o->limit, "first N problems of --data (0: all)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--seed", o->seed, "seed of the counter-based RNG");
-  cmd->add_option("--batch-size", o->batch_size, "accepted for interface stability; items currently run one at a "
-                                                 "time, so it changes nothing")->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", o->batch_size,
+                  "decode B items at a time as one batch on each cache path (fixed groups of consecutive problems "
+                  "of the shard; same per-item draws as B = 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--threads", o->threads, "worker threads")->check(CLI::Range(1, 256));
   cmd->add_option("--shard", o->shard, "i/n: run the problems with index mod n == i (0 <= i < n)");
   cmd->add_flag("--skip-long", o->skip_long, "record prompts longer than the context as skipped instead of failing");

@@ -8,6 +8,7 @@
 #include "lab/results_log.h"
 #include "lab/step_metrics.h"
 #include "model/model.h"
+#include "runtime/batch_compare.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
 #include "runtime/tokenizer_for_model.h"
@@ -51,17 +52,34 @@ std::string record_key(const nlohmann::json& r) {
 
 using Logits = std::vector<std::vector<float>>;
 
-nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& prompt, const Condition& cond,
-                       const CompareOptions& opts) {
-  const Model& model = engine.model();
-  const int vocab = model.config.vocab_size;
-  const std::vector<int> prompt_ids = tok.encode(prompt.text, tok.default_add_bos());
+// One prompt's share of a batched cache-ON run.
+struct BatchTrace {
+  int batch_size = 0, slot = 0;
+  std::vector<int> ids;
+  Logits logits;
+};
+
+std::vector<int> encode_prompt(const Tokenizer& tok, const Prompt& prompt) {
+  return tok.encode(prompt.text, tok.default_add_bos());
+}
+
+GenerationConfig generation_config(const Prompt& prompt, const Condition& cond, const CompareOptions& opts) {
   GenerationConfig g;
   g.max_new_tokens = opts.max_new_tokens;
   g.sampler = cond.sampler;
   g.seed = opts.seed;
   g.sequence_id = sequence_id_for(prompt.id);
   g.stop_at_eos = opts.stop_at_eos;
+  return g;
+}
+
+// `batch`: this prompt's batched run (batch_size > 1), compared with the solo cache-ON run.
+nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& prompt, const Condition& cond,
+                       const CompareOptions& opts, const BatchTrace* batch) {
+  const Model& model = engine.model();
+  const int vocab = model.config.vocab_size;
+  const std::vector<int> prompt_ids = encode_prompt(tok, prompt);
+  GenerationConfig g = generation_config(prompt, cond, opts);
   Logits on_logits, off_logits;
   g.cache = CacheMode::On;
   const auto on = engine.generate(prompt_ids, g, &tok,
@@ -123,6 +141,14 @@ nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& promp
   r["first_divergence"] = first_div < 0 ? nlohmann::json(nullptr) : nlohmann::json(first_div);
   r["teacher_forced"] = {{"on_token", on_tok}, {"off_token", off_tok}, {"max_abs_logit_diff", mx},
                          {"mean_abs_logit_diff", mean}, {"kl", kl}, {"top1_margin", margin}, {"flips", flips}};
+  if (batch != nullptr) {
+    const BatchSoloSequence q = compare_batch_sequence(batch->ids, batch->logits, on.output_ids, on_logits);
+    r["batch"] = {{"batch_size", batch->batch_size},
+                  {"slot", batch->slot},
+                  {"first_divergence", q.first_divergence < 0 ? nlohmann::json(nullptr) : nlohmann::json(q.first_divergence)},
+                  {"logits_bitwise_equal", q.logits_bitwise_equal},
+                  {"max_abs_logit_diff", q.max_abs_logit_diff}};
+  }
   return r;
 }
 
@@ -132,37 +158,73 @@ int run_compare(const CompareOptions& opts) {
   if (opts.prompts.empty()) fail_usage("compare: no prompts");
   if (opts.conditions.empty()) fail_usage("compare: no conditions");
   if (opts.max_new_tokens < 1) fail_usage("--max-new-tokens must be >= 1");
+  if (opts.batch_size < 1) fail_usage("--batch-size must be >= 1 (got {})", opts.batch_size);
   std::error_code ec;
   std::filesystem::create_directories(opts.out_dir, ec);
   if (ec) fail("{}: cannot create output directory: {}", opts.out_dir, ec.message());
   ResultsLog log(opts.out_dir + "/results.jsonl", record_key);
   const Checkpoint ckpt = open_checkpoint(opts.model);
   int written = 0;
-  const size_t total = opts.prompts.size() * opts.conditions.size();
+  const size_t n = opts.prompts.size(), B = size_t(opts.batch_size);
+  const size_t total = n * opts.conditions.size();
   size_t done = 0;
   for (const Condition& cond : opts.conditions) {
     cond.sampler.validate();
-    bool all_done = true;
-    for (const auto& p : opts.prompts) all_done = all_done && log.has(p.id + "\n" + cond.key());
-    if (all_done) {
-      done += opts.prompts.size();
-      continue;
-    }
-    auto model = Model::from_checkpoint(ckpt, cond.dtype);
-    auto tok = tokenizer_for_model(*model, opts.tokenizer);
-    EngineOptions eo;
-    eo.kernels = cond.kernels;
-    eo.threads = opts.threads;
-    eo.kv_dtype = cond.kv_dtype;
-    Engine engine(model, eo);
-    for (const auto& p : opts.prompts) {
-      ++done;
-      if (log.has(p.id + "\n" + cond.key())) continue;
-      if (opts.progress)
-        std::cerr << fmt::format("\r[compare] {}/{}  {:<40.40}  prompt {}", done, total, cond.key(), p.id)
-                  << std::flush;
-      log.append(run_one(engine, *tok, p, cond, opts));
-      ++written;
+    auto has = [&](size_t i) { return log.has(opts.prompts[i].id + "\n" + cond.key()); };
+    std::shared_ptr<Model> model;
+    std::unique_ptr<Tokenizer> tok;
+    std::unique_ptr<Engine> engine;
+    // Groups of B prompts by index; with B = 1 every prompt is its own group and runs solo only.
+    for (size_t g0 = 0; g0 < n; g0 += B) {
+      const size_t g1 = std::min(n, g0 + B);
+      bool complete = true;
+      for (size_t i = g0; i < g1; ++i) complete = complete && has(i);
+      if (complete) {
+        done += g1 - g0;
+        continue;
+      }
+      if (!engine) {  // only built when something is left to run, so a finished resume is instant
+        model = Model::from_checkpoint(ckpt, cond.dtype);
+        tok = tokenizer_for_model(*model, opts.tokenizer);
+        EngineOptions eo;
+        eo.kernels = cond.kernels;
+        eo.threads = opts.threads;
+        eo.kv_dtype = cond.kv_dtype;
+        engine = std::make_unique<Engine>(model, eo);
+      }
+      std::vector<BatchTrace> traces;
+      if (B > 1) {
+        // The whole group as one batch, every sequence under its solo sequence id; logits are
+        // kept only for the records still to write.
+        std::vector<std::vector<int>> ids;
+        std::vector<uint64_t> sequence_ids;
+        for (size_t i = g0; i < g1; ++i) {
+          ids.push_back(encode_prompt(*tok, opts.prompts[i]));
+          sequence_ids.push_back(sequence_id_for(opts.prompts[i].id));
+        }
+        GenerationConfig g = generation_config(opts.prompts[g0], cond, opts);
+        g.cache = CacheMode::On;
+        traces.resize(g1 - g0);
+        const auto results = engine->generate_batch(ids, sequence_ids, g, tok.get(), [&](int b, const StepInfo& s) {
+          if (!has(g0 + size_t(b))) traces[size_t(b)].logits.emplace_back(s.logits, s.logits + s.vocab);
+        });
+        for (size_t b = 0; b < traces.size(); ++b) {
+          traces[b].batch_size = int(g1 - g0);
+          traces[b].slot = int(b);
+          traces[b].ids = results[b].output_ids;
+        }
+      }
+      for (size_t i = g0; i < g1; ++i) {
+        ++done;
+        if (has(i)) continue;
+        const Prompt& p = opts.prompts[i];
+        if (opts.progress)
+          std::cerr << fmt::format("\r[compare] {}/{}  {:<40.40}  prompt {}", done, total, cond.key(), p.id)
+                    << std::flush;
+        log.append(run_one(*engine, *tok, p, cond, opts, traces.empty() ? nullptr : &traces[i - g0]));
+        if (!traces.empty()) Logits().swap(traces[i - g0].logits);
+        ++written;
+      }
     }
   }
   if (opts.progress) std::cerr << "\r[compare] " << total << "/" << total << " done" << std::string(50, ' ') << "\n";

@@ -3,6 +3,11 @@
 // generations on both cache paths with the same seeded draws, then the cache-OFF path
 // teacher-forced along the cache-ON trajectory with per-step logit metrics. Records go to
 // results.jsonl one prompt at a time; a restarted run skips what is already there.
+// With batch_size B > 1 the prompts also form fixed groups by index, [gB, (g+1)B), each decoded
+// as one batch on the cache-ON path (Engine::generate_batch, every sequence under its solo
+// sequence id); each record then gets a "batch" object comparing its batched run with its solo
+// cache-ON run. A group with any record missing is decoded again whole (so a resumed run forms the
+// same batches) and only the missing records are written.
 #include <string>
 #include <vector>
 
@@ -30,6 +35,7 @@ struct CompareOptions {
   uint64_t seed = 1;
   int threads = 1;
   bool stop_at_eos = false;  // off by default: both paths then always produce max_new_tokens
+  int batch_size = 1;        // > 1: also batched cache-ON decoding vs solo (above)
   std::string out_dir;
   bool progress = false;     // progress line on stderr
 };

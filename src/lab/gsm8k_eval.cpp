@@ -78,12 +78,7 @@ struct Item {
   bool fits;
 };
 
-// Both free-running paths, then flips teacher-forced along the cache-ON trajectory exactly as
-// `compare` defines them (DESIGN.md §7). Up to the first divergence the cache-OFF free run saw the
-// same prefix, so its own choices are the teacher-forced ones; only later steps need a forward.
-nlohmann::json run_item(Engine& engine, const Tokenizer& tok, const Item& item, const Gsm8kCondition& cond,
-                        const Gsm8kOptions& opts) {
-  const int vocab = engine.model().config.vocab_size;
+GenerationConfig generation_config(const Item& item, const Gsm8kCondition& cond, const Gsm8kOptions& opts) {
   GenerationConfig g;
   g.max_new_tokens = opts.max_new_tokens;
   g.sampler = cond.sampler;
@@ -91,10 +86,56 @@ nlohmann::json run_item(Engine& engine, const Tokenizer& tok, const Item& item, 
   g.sequence_id = sequence_id_for(fmt::format("gsm8k-test-{}", item.problem->index));
   g.stop_at_eos = true;
   g.stop_strings = gsm8k_stop_strings();
-  g.cache = CacheMode::On;
-  const auto on = engine.generate(item.prompt_ids, g, &tok);
-  g.cache = CacheMode::Off;
-  const auto off = engine.generate(item.prompt_ids, g, &tok);
+  return g;
+}
+
+struct BothPaths {
+  GenerationResult on, off;
+};
+
+// The free-running generations of `items` on both cache paths, each item under its own sequence id
+// (the same as alone). batch_size 1: one item at a time (Engine::generate); otherwise all items as
+// one batch per path (Engine::generate_batch, which recomputes every sequence from position 0 at
+// each step for cache OFF).
+std::vector<BothPaths> generate_items(Engine& engine, const Tokenizer& tok, const std::vector<const Item*>& items,
+                                      const Gsm8kCondition& cond, const Gsm8kOptions& opts) {
+  std::vector<BothPaths> out(items.size());
+  if (opts.batch_size == 1) {
+    for (size_t i = 0; i < items.size(); ++i) {
+      GenerationConfig g = generation_config(*items[i], cond, opts);
+      g.cache = CacheMode::On;
+      out[i].on = engine.generate(items[i]->prompt_ids, g, &tok);
+      g.cache = CacheMode::Off;
+      out[i].off = engine.generate(items[i]->prompt_ids, g, &tok);
+    }
+    return out;
+  }
+  if (items.empty()) return out;
+  std::vector<std::vector<int>> prompts;
+  std::vector<uint64_t> ids;
+  for (const Item* it : items) {
+    prompts.push_back(it->prompt_ids);
+    ids.push_back(generation_config(*it, cond, opts).sequence_id);
+  }
+  GenerationConfig g = generation_config(*items[0], cond, opts);
+  for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+    g.cache = mode;
+    auto results = engine.generate_batch(prompts, ids, g, &tok);
+    for (size_t i = 0; i < items.size(); ++i) (mode == CacheMode::On ? out[i].on : out[i].off) = std::move(results[i]);
+  }
+  return out;
+}
+
+// An item's record from its two free-running generations; flips are teacher-forced along the
+// cache-ON trajectory exactly as `compare` defines them (DESIGN.md §7). Up to the first divergence
+// the cache-OFF free run saw the same prefix, so its own choices are the teacher-forced ones; only
+// later steps need a forward.
+nlohmann::json item_record(Engine& engine, const Item& item, const Gsm8kCondition& cond, const Gsm8kOptions& opts,
+                           const BothPaths& paths) {
+  const int vocab = engine.model().config.vocab_size;
+  const GenerationConfig g = generation_config(item, cond, opts);
+  const GenerationResult& on = paths.on;
+  const GenerationResult& off = paths.off;
 
   int first_div = -1;
   const size_t common = std::min(on.output_ids.size(), off.output_ids.size());
@@ -251,6 +292,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   if (opts.max_new_tokens < 1) fail_usage("--max-new-tokens must be >= 1");
   if (opts.shots < 0) fail_usage("--shots must be >= 0");
   if (opts.limit < 0) fail_usage("--limit must be >= 0");
+  if (opts.batch_size < 1) fail_usage("--batch-size must be >= 1 (got {})", opts.batch_size);
   const std::string train_path = opts.train.empty() ? default_train_path(opts.data) : opts.train;
   const auto problems = load_gsm8k(opts.data);
   std::vector<Gsm8kItem> exemplars;
@@ -351,7 +393,13 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   size_t total = 0, done = 0;
   for (size_t i = 0; i < n_selected; ++i) total += int(i % size_t(opts.shard.count)) == opts.shard.index;
   total *= models.size() * opts.dtypes.size() * opts.kernels.size() * opts.conditions.size();
+  const size_t B = size_t(opts.batch_size);
   for (const auto& L : models) {
+    // This shard's items in problem order. Groups of B consecutive ones are decoded together, so
+    // a group is the same whenever the same shard is run (resumed or not).
+    std::vector<const Item*> shard_items;
+    for (const auto& it : L.items)
+      if (int(size_t(it.problem->index) % size_t(opts.shard.count)) == opts.shard.index) shard_items.push_back(&it);
     for (DType dtype : opts.dtypes) {
       for (KernelPolicy kp : opts.kernels) {
         auto key_of = [&](const Item& it, const Gsm8kCondition& c) {
@@ -360,40 +408,63 @@ int run_gsm8k(const Gsm8kOptions& opts) {
         std::shared_ptr<Model> model;
         std::unique_ptr<Engine> engine;
         for (const auto& cond : opts.conditions) {
-          for (const auto& it : L.items) {
-            if (int(size_t(it.problem->index) % size_t(opts.shard.count)) != opts.shard.index) continue;
-            ++done;
-            const std::string key = key_of(it, cond);
-            if (log.has(key)) continue;
-            if (opts.progress)
-              std::cerr << fmt::format("\r[eval gsm8k] {}/{}  {:<50.50}", done, total, key) << std::flush;
-            nlohmann::json r;
-            if (it.fits) {
-              if (!engine) {  // only built when something is left to run, so a finished resume is instant
-                model = Model::from_checkpoint(L.ckpt, dtype);
-                EngineOptions eo;
-                eo.kernels = kp;
-                eo.threads = opts.threads;
-                eo.kv_dtype = dtype;
-                engine = std::make_unique<Engine>(model, eo);
-              }
-              r = run_item(*engine, *L.tok, it, cond, opts);
-            } else {
-              r["status"] = "skipped";
-              r["skip_reason"] = "prompt_too_long";
+          for (size_t g0 = 0; g0 < shard_items.size(); g0 += B) {
+            const size_t g1 = std::min(shard_items.size(), g0 + B);
+            // A group with any record missing is decoded again whole (the same batch as before a
+            // kill); only its missing records are written, once the group is done.
+            size_t first_missing = g1;
+            for (size_t i = g0; i < g1 && first_missing == g1; ++i)
+              if (!log.has(key_of(*shard_items[i], cond))) first_missing = i;
+            if (first_missing == g1) {
+              done += g1 - g0;
+              continue;
             }
-            r["schema_version"] = kGsm8kSchemaVersion;
-            r["key"] = key;
-            r["problem"] = it.problem->index;
-            r["model"] = L.name;
-            r["condition"] = cond.name;
-            r["sampler"] = cond.sampler.describe();
-            r["dtype"] = std::string(dtype_name(dtype));
-            r["kernels"] = policy_name(kp);
-            r["target"] = it.problem->target;
-            r["prompt_tokens"] = it.prompt_ids.size();
-            log.append(r);
-            ++written;
+            if (opts.progress)
+              std::cerr << fmt::format("\r[eval gsm8k] {}/{}  {:<50.50}", done + first_missing - g0 + 1, total,
+                                       key_of(*shard_items[first_missing], cond))
+                        << std::flush;
+            std::vector<const Item*> fitting;
+            for (size_t i = g0; i < g1; ++i)
+              if (shard_items[i]->fits) fitting.push_back(shard_items[i]);
+            if (!fitting.empty() && !engine) {  // only built when something is left to run
+              model = Model::from_checkpoint(L.ckpt, dtype);
+              EngineOptions eo;
+              eo.kernels = kp;
+              eo.threads = opts.threads;
+              eo.kv_dtype = dtype;
+              engine = std::make_unique<Engine>(model, eo);
+            }
+            std::vector<BothPaths> paths;
+            if (!fitting.empty()) paths = generate_items(*engine, *L.tok, fitting, cond, opts);
+            size_t k = 0;  // index into fitting / paths
+            for (size_t i = g0; i < g1; ++i) {
+              const Item& it = *shard_items[i];
+              ++done;
+              const std::string key = key_of(it, cond);
+              const bool have = log.has(key);
+              nlohmann::json r;
+              if (it.fits) {
+                const size_t slot = k++;
+                if (have) continue;
+                r = item_record(*engine, it, cond, opts, paths[slot]);
+              } else {
+                if (have) continue;
+                r["status"] = "skipped";
+                r["skip_reason"] = "prompt_too_long";
+              }
+              r["schema_version"] = kGsm8kSchemaVersion;
+              r["key"] = key;
+              r["problem"] = it.problem->index;
+              r["model"] = L.name;
+              r["condition"] = cond.name;
+              r["sampler"] = cond.sampler.describe();
+              r["dtype"] = std::string(dtype_name(dtype));
+              r["kernels"] = policy_name(kp);
+              r["target"] = it.problem->target;
+              r["prompt_tokens"] = it.prompt_ids.size();
+              log.append(r);
+              ++written;
+            }
           }
         }
       }

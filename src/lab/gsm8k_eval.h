@@ -2,7 +2,8 @@
 // `kvparity eval gsm8k` (issue 7): every problem x model x sampling condition x dtype x kernel
 // policy is generated on both cache paths with the same seeded draws (sequence id from the problem
 // id), scored as lm-eval scores gsm8k, and compared token by token. One record per item goes to
-// OUT/gsm8k.jsonl (append-only, fsync'ed per item); a restarted run skips the items already there.
+// OUT/gsm8k.jsonl (append-only, fsync'ed per item, written when the item's batch is done); a
+// restarted run skips the items already there.
 // OUT/gsm8k_manifest.json pins what makes records comparable (data, prompt, models, settings), so a
 // restart or a merge with different settings is refused instead of silently mixing results.
 #include <nlohmann/json.hpp>
@@ -51,7 +52,10 @@ struct Gsm8kOptions {
   int limit = 0;  // first N problems of the file (0: all)
   uint64_t seed = 1;
   int threads = 1;
-  int batch_size = 1;  // recorded only: items run one at a time (see README)
+  // Items of one (model, dtype, kernels, condition) decoded B at a time through
+  // Engine::generate_batch on each cache path, in fixed groups of consecutive items of the shard;
+  // 1: one at a time (Engine::generate).
+  int batch_size = 1;
   ShardSpec shard;
   bool skip_long = false;  // prompts that do not fit the context: skipped records instead of an error
   std::string out_dir;

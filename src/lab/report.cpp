@@ -30,6 +30,18 @@ std::string patch_layer_label(const nlohmann::json& layer) {
 
 std::string pct(const nlohmann::json& v) { return v.is_null() ? "–" : fmt::format("{:.1f}%", 100.0 * v.get<double>()); }
 
+bool any_batch(const nlohmann::json& s) {
+  for (const auto& c : s["conditions"])
+    if (c.contains("batch_vs_solo") && !c["batch_vs_solo"].is_null()) return true;
+  return false;
+}
+
+std::string batch_sizes(const nlohmann::json& b) {
+  std::string out;
+  for (const auto& v : b["batch_sizes"]) out += (out.empty() ? "" : ", ") + std::to_string(v.get<int>());
+  return out;
+}
+
 std::string dist(const nlohmann::json& d) {
   return fmt::format("{} / {} / {} / {}", num(d["min"]), num(d["median"]), num(d["p90"]), num(d["max"]));
 }
@@ -47,6 +59,20 @@ std::string render_summary_md(const nlohmann::json& s) {
                       c["n_prompts"].get<int>(), c["n_steps"].get<int>(), pct(c["sequence_divergence_rate"]),
                       pct(c["token_flip_rate"]), dist(c["first_divergence_index"]), dist(c["max_abs_logit_diff"]),
                       dist(c["mean_abs_logit_diff"]), dist(c["kl"]));
+  if (any_batch(s)) {
+    md += "\n## Batched vs solo decoding (cache ON)\n\nEach prompt decoded in a batch (`--batch-size`) against "
+          "its solo cache-ON run, same sequence id and draws. Sequence divergence: the generated tokens differ; "
+          "logit difference: any logit bit differs while the two still share a prefix. Both are 0 with the "
+          "invariant kernels.\n\n| condition | prompts | batch sizes | sequence divergence | logit difference | "
+          "max \\|Δlogit\\| |\n|---|---|---|---|---|---|\n";
+    for (const auto& c : s["conditions"]) {
+      const auto& b = c.value("batch_vs_solo", nlohmann::json());
+      if (b.is_null()) continue;
+      md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", c["condition"].get<std::string>(),
+                        b["n_prompts"].get<int>(), batch_sizes(b), pct(b["sequence_divergence_rate"]),
+                        pct(b["logit_difference_rate"]), num(b["max_abs_logit_diff"]));
+    }
+  }
   if (!s["fp32_control"].empty()) {
     md += "\n## FP32 control\n\nRatio of each metric to the same run in fp32 (log10 = orders of magnitude).\n\n";
     md += "| condition | control | median max \\|Δlogit\\| ratio (log10) | max max \\|Δlogit\\| ratio (log10) | median KL ratio "
@@ -155,7 +181,24 @@ std::string render_report_html(const nlohmann::json& s) {
                         pct(c["sequence_divergence_rate"]), pct(c["token_flip_rate"]),
                         num(c["first_divergence_index"]["median"]), num(c["max_abs_logit_diff"]["median"]),
                         num(c["max_abs_logit_diff"]["max"]), num(c["kl"]["median"]));
-  html += "</table>\n<h2>Divergence over generation</h2>\n";
+  html += "</table>\n";
+  if (any_batch(s)) {
+    html += "<h2>Batched vs solo decoding (cache ON)</h2>\n<p>Each prompt decoded in a batch against its solo "
+            "cache-ON run with the same draws: share of prompts whose tokens differ, and whose logits differ in any "
+            "bit over the shared prefix (both 0 with the invariant kernels).</p>\n<table class=\"batch\"><tr><th>"
+            "condition</th><th>prompts</th><th>batch sizes</th><th>sequence divergence</th><th>logit difference</th>"
+            "<th>max |Δlogit|</th></tr>\n";
+    for (const auto& c : s["conditions"]) {
+      const auto& b = c.value("batch_vs_solo", nlohmann::json());
+      if (b.is_null()) continue;
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                          html_escape(c["condition"].get<std::string>()), b["n_prompts"].get<int>(), batch_sizes(b),
+                          pct(b["sequence_divergence_rate"]), pct(b["logit_difference_rate"]),
+                          num(b["max_abs_logit_diff"]));
+    }
+    html += "</table>\n";
+  }
+  html += "<h2>Divergence over generation</h2>\n";
   html += svg_line_chart("Per-step max |Δlogit| (median over prompts)", "generated token index", "max |Δlogit|",
                          logit, true);
   html += svg_line_chart("Per-step KL(p_on ‖ p_off) (median over prompts)", "generated token index", "KL", kl, true);

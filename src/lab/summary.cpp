@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "lab/stats.h"
 
@@ -21,6 +22,10 @@ struct Acc {
   std::vector<int> first_div;
   std::map<std::string, std::vector<double>> steps;               // metric -> all steps
   std::map<std::string, std::vector<std::vector<double>>> by_pos;  // metric -> [step index] -> values
+  // Records with a "batch" object (compare --batch-size B > 1).
+  int n_batch = 0, batch_diverged = 0, batch_logits_differ = 0;
+  double batch_max_abs_logit_diff = 0.0;
+  std::set<int> batch_sizes;
 };
 
 const char* const kMetrics[] = {"max_abs_logit_diff", "mean_abs_logit_diff", "kl", "top1_margin"};
@@ -40,6 +45,14 @@ nlohmann::json summarize_compare(const std::vector<nlohmann::json>& records) {
     if (!r["first_divergence"].is_null()) {
       ++a.n_diverged;
       a.first_div.push_back(r["first_divergence"].get<int>());
+    }
+    if (const auto it = r.find("batch"); it != r.end() && it->is_object()) {
+      const auto& b = *it;
+      ++a.n_batch;
+      a.batch_sizes.insert(b.value("batch_size", 0));
+      a.batch_diverged += !b.value("first_divergence", nlohmann::json()).is_null();
+      a.batch_logits_differ += !b.value("logits_bitwise_equal", true);
+      a.batch_max_abs_logit_diff = std::max(a.batch_max_abs_logit_diff, b.value("max_abs_logit_diff", 0.0));
     }
     const auto& tf = r["teacher_forced"];
     a.flips += tf.value("flips", 0);
@@ -75,6 +88,15 @@ nlohmann::json summarize_compare(const std::vector<nlohmann::json>& records) {
       per_step[std::string(m) + "_median"] = med;
     }
     c["per_step"] = per_step;
+    if (a.n_batch > 0) {
+      c["batch_vs_solo"] = {{"n_prompts", a.n_batch},
+                            {"batch_sizes", a.batch_sizes},
+                            {"sequence_divergence_rate", double(a.batch_diverged) / a.n_batch},
+                            {"logit_difference_rate", double(a.batch_logits_differ) / a.n_batch},
+                            {"max_abs_logit_diff", a.batch_max_abs_logit_diff}};
+    } else {
+      c["batch_vs_solo"] = nullptr;
+    }
     by_key[key] = c;
     conditions.push_back(c);
   }

@@ -33,6 +33,11 @@ struct BatchSoloComparison {
   }
 };
 
+// One sequence's batched run against its solo run: generated tokens and each step's logits
+// ([step][vocab]). Fills everything but nothing else (the counts of BatchSoloComparison).
+BatchSoloSequence compare_batch_sequence(std::vector<int> batch_ids, const std::vector<std::vector<float>>& batch_logits,
+                                         std::vector<int> solo_ids, const std::vector<std::vector<float>>& solo_logits);
+
 // Runs all prompts as one batch (Engine::generate_batch) and each prompt alone (Engine::generate
 // with sequence id gen.sequence_id + b, the id the batch gives it), with the same engine options.
 BatchSoloComparison compare_batch_to_solo(const std::shared_ptr<const Model>& model, const EngineOptions& engine,

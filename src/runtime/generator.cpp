@@ -158,7 +158,18 @@ GenerationResult Engine::generate(const std::vector<int>& prompt_in, const Gener
 std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vector<int>>& prompts,
                                                      const GenerationConfig& cfg, const Tokenizer* tokenizer,
                                                      const std::function<void(int, const StepInfo&)>& on_step) {
+  std::vector<uint64_t> ids(prompts.size());
+  for (size_t b = 0; b < ids.size(); ++b) ids[b] = cfg.sequence_id + uint64_t(b);
+  return generate_batch(prompts, ids, cfg, tokenizer, on_step);
+}
+
+std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vector<int>>& prompts,
+                                                     const std::vector<uint64_t>& sequence_ids,
+                                                     const GenerationConfig& cfg, const Tokenizer* tokenizer,
+                                                     const std::function<void(int, const StepInfo&)>& on_step) {
   validate(cfg, opts_);
+  if (sequence_ids.size() != prompts.size())
+    fail("generate_batch: {} sequence ids for {} prompts", sequence_ids.size(), prompts.size());
   const ModelConfig& c = model_->config;
   const int B = int(prompts.size());
   const int limit = cache_.capacity();
@@ -220,7 +231,7 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
     for (int b : active) {
       SequenceRun& run = runs[size_t(b)];
       const float* row = logits.data() + size_t(b) * V;
-      const double u = uniform_at(cfg.seed, cfg.sequence_id + uint64_t(b), uint64_t(step));
+      const double u = uniform_at(cfg.seed, sequence_ids[size_t(b)], uint64_t(step));
       const int token = sample_token(row, c.vocab_size, cfg.sampler, u);
       if (on_step) on_step(b, StepInfo{step, run.length() - 1, token, row, c.vocab_size});
       run.push(token, cfg, tokenizer, c.eos_id);

@@ -7,8 +7,9 @@
 // difference between them comes from numerics.
 // Batched generation runs B sequences in lockstep, each with its own KV cache: one forward per
 // step whose rows come from all unfinished sequences (M = B in decode). Sequence b draws with
-// sequence id (GenerationConfig::sequence_id + b), so it is comparable with a solo run of the
-// same prompt under that id; with the invariant kernels the two are bitwise identical.
+// sequence id (GenerationConfig::sequence_id + b), or with the id given for it explicitly, so it
+// is comparable with a solo run of the same prompt under that id; with the invariant kernels the
+// two are bitwise identical.
 #include <functional>
 #include <memory>
 #include <string>
@@ -79,6 +80,12 @@ class Engine {
   // Generates from every prompt together (see the top of this file); results in prompt order.
   // on_step(b, info) is called for sequence b at each of its steps.
   std::vector<GenerationResult> generate_batch(const std::vector<std::vector<int>>& prompts, const GenerationConfig& cfg,
+                                               const Tokenizer* tokenizer,
+                                               const std::function<void(int, const StepInfo&)>& on_step = {});
+  // The same with sequence b drawing under sequence_ids[b] (one id per prompt; cfg.sequence_id is
+  // not used), e.g. the id a solo run of that prompt uses.
+  std::vector<GenerationResult> generate_batch(const std::vector<std::vector<int>>& prompts,
+                                               const std::vector<uint64_t>& sequence_ids, const GenerationConfig& cfg,
                                                const Tokenizer* tokenizer,
                                                const std::function<void(int, const StepInfo&)>& on_step = {});
 
