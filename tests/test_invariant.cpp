@@ -432,8 +432,7 @@ std::shared_ptr<const Model> synth(const std::string& arch, DType dt) {
 }
 
 // The full battery (cache ON/OFF, threads, chunks 1/7, exact cache, batch of 4 vs each solo) for
-// every family in fp16 with both samplers; a lighter one (ON/OFF, threads, chunk 7, batch slot
-// 0) for fp32 and bf16.
+// every family, dtype and sampler.
 class InvariantSynth : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(InvariantSynth, BitwiseAcrossCachePathsThreadsChunksBatchAndCacheSize) {
@@ -441,9 +440,8 @@ TEST_P(InvariantSynth, BitwiseAcrossCachePathsThreadsChunksBatchAndCacheSize) {
   for (DType dt : kAllTypes)
     for (const auto& [sname, sampler] : {std::pair{"greedy", greedy()}, std::pair{"top-p", top_p()}}) {
       Counts c;
-      const bool full = dt == DType::F16;
       run_battery(arch + " " + std::string(dtype_name(dt)) + " " + sname, synth(arch, dt), KernelPolicy::Invariant,
-                  sampler, 40, full, true, c);
+                  sampler, 40, true, true, c);
       EXPECT_EQ(c.differing, 0);
     }
 }
@@ -460,7 +458,7 @@ TEST_P(InvariantReal, BitwiseAcrossCachePathsThreadsChunksBatchAndCacheSize) {
     for (const auto& [sname, sampler] : {std::pair{"greedy", greedy()}, std::pair{"top-p", top_p()}}) {
       Counts c;
       run_battery(name + " " + std::string(dtype_name(dt)) + " " + sname, model, KernelPolicy::Invariant, sampler, 48,
-                  dt == DType::F16, true, c);
+                  true, true, c);
       EXPECT_EQ(c.differing, 0);
     }
   }
