@@ -46,6 +46,7 @@ for t in "${TARGETS[@]}"; do
   mkdir -p "$corpus" "$found"
   seeds=()
   [ -d "$WORK/seeds/$t" ] && seeds+=("$WORK/seeds/$t")
+  [ -d "fuzz/corpus/$t" ] && seeds+=("fuzz/corpus/$t")
   [ -d "fuzz/regressions/$t" ] && seeds+=("fuzz/regressions/$t")
   log="$WORK/$t.log"
   # -rss_limit_mb / -malloc_limit_mb: an input that makes a parser allocate far beyond its size

@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -252,32 +251,29 @@ TEST(TokenizerVocabRoundTrip, Llama2cBins) {
   }
 }
 
-TEST(TokenizerPerformance, TenKilobytes) {
+// Long inputs round-trip through every route; their speed is measured in bench/bench_tokenizer.cpp
+// (`kvparity_bench --benchmark_filter=tokenizer/`), not asserted here.
+TEST(TokenizerLongInput, TenKilobytesRoundTrip) {
   KVP_REQUIRE_SHARED(path, "models/llama2-tokenizer/tokenizer.bin");
-  using clk = std::chrono::steady_clock;
-  auto t0 = clk::now();
   auto a = load_tokenizer(path);
-  double load_ms = std::chrono::duration<double, std::milli>(clk::now() - t0).count();
   auto b = tokenizer_from_vocab(vocab_from_tokenizer(*a));
   auto c = tokenizer_from_json(make_synthetic_tokenizer_json(32000), "synthetic");
   std::string text;
   while (text.size() < 10000)
     text += "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. "
             "Größe 日本語 😀 12345\n";
-  // No spaces at all: a single 10 KB "word" stresses the merge loop.
+  // No spaces at all: a single 10 KB "word" exercises the merge loop's worst case.
   std::string nospace(10000, 'a');
   for (const Tokenizer* t : {a.get(), b.get(), c.get()}) {
     for (const std::string* s : {&text, &nospace}) {
-      auto t1 = clk::now();
       Ids ids = t->encode(*s, true);
-      double ms = std::chrono::duration<double, std::milli>(clk::now() - t1).count();
-      EXPECT_LT(ms, 1000.0) << "encoding 10 KB took " << ms << " ms";
+      if (t != c.get()) EXPECT_LT(ids.size(), s->size() / 2) << "Llama-2's merges should shorten a 10 KB input";
       EXPECT_EQ(t->decode(ids), *s);
-      std::printf("[perf] encode %zu bytes -> %zu tokens in %.2f ms\n", s->size(), ids.size(), ms);
     }
   }
-  std::printf("[perf] load 32000-token tokenizer.bin in %.2f ms\n", load_ms);
-  EXPECT_LT(load_ms, 1000.0);
+  // The two Llama-2 routes agree on the long inputs too.
+  EXPECT_EQ(a->encode(text, true), b->encode(text, true));
+  EXPECT_EQ(a->encode(nospace, true), b->encode(nospace, true));
 }
 
 }  // namespace
