@@ -12,9 +12,11 @@ namespace {
 
 // How long a waiting thread busy-polls before blocking. Long enough to cover the serial gap
 // between two regions of a decode step (norms, RoPE, cache writes: a few microseconds) on an idle
-// machine. On an oversubscribed one, polling burns the time slice the awaited thread needs and the
-// scheduler then favours threads that slept, so each thread adapts: a poll that times out halves
-// its budget, one that succeeds grows it back.
+// machine. On an oversubscribed one, polling burns the time slice the awaited thread needs, so
+// each thread adapts its budget to the waits it sees: a wait that ended within kMaxSpinNs (spinning
+// a little longer would have caught it) doubles the budget; a longer one (the pool idle between
+// jobs, or the awaited thread descheduled) halves it. Judging by the whole wait, not by whether the
+// spin alone succeeded, keeps a budget that has shrunk from never growing back.
 constexpr int64_t kMaxSpinNs = 50'000;
 constexpr int64_t kMinSpinNs = 1'000;
 thread_local int64_t spin_budget_ns = kMaxSpinNs;
@@ -27,27 +29,34 @@ inline void cpu_relax() {
 #endif
 }
 
-// Polls until pred() holds or this thread's spin budget has passed; returns pred()'s last value.
+using Clock = std::chrono::steady_clock;
+
+int64_t ns_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+// Waits until pred() holds: polls for this thread's spin budget, then blocks on cv (whose
+// notifier changes pred's inputs under mu), and adapts the budget to how long the wait took.
 template <class Pred>
-bool spin_until(Pred pred) {
-  if (pred()) return true;
-  const auto start = std::chrono::steady_clock::now();
-  for (;;) {
+void await(Pred pred, std::mutex& mu, std::condition_variable& cv) {
+  if (pred()) return;
+  const auto start = Clock::now();
+  bool caught = false;
+  while (!caught) {
     // Reading the clock costs ~20 ns; checking it every 32 polls keeps that out of the way.
-    for (int i = 0; i < 32; ++i) {
-      if (pred()) {
-        spin_budget_ns = std::min(kMaxSpinNs, spin_budget_ns + spin_budget_ns / 4 + 100);
-        return true;
-      }
-      cpu_relax();
+    for (int i = 0; i < 32 && !caught; ++i) {
+      caught = pred();
+      if (!caught) cpu_relax();
     }
-    const int64_t waited = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                               std::chrono::steady_clock::now() - start).count();
-    if (waited >= spin_budget_ns) {
-      spin_budget_ns = std::max(kMinSpinNs, spin_budget_ns / 2);
-      return pred();
-    }
+    if (!caught && ns_since(start) >= spin_budget_ns) break;
   }
+  if (!caught) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, pred);
+  }
+  const int64_t waited = ns_since(start);
+  spin_budget_ns = waited <= kMaxSpinNs ? std::min(kMaxSpinNs, std::max(2 * spin_budget_ns, 2 * waited))
+                                        : std::max(kMinSpinNs, spin_budget_ns / 2);
 }
 
 }  // namespace
@@ -71,11 +80,8 @@ void ThreadPool::worker(int index) {
     auto ready = [&] {
       return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen;
     };
-    if (!spin_until(ready)) {
-      // generation_ and stop_ change under mu_, so checking them under it cannot miss a notify.
-      std::unique_lock<std::mutex> lock(mu_);
-      start_cv_.wait(lock, ready);
-    }
+    // generation_ and stop_ change under mu_, so a blocking wait cannot miss a notify.
+    await(ready, mu_, start_cv_);
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation_.load(std::memory_order_acquire);
     (*job_)(index);
@@ -100,11 +106,7 @@ void ThreadPool::run_on_all(const std::function<void(int)>& fn) {
   }
   start_cv_.notify_all();
   fn(0);
-  auto done = [&] { return pending_.load(std::memory_order_acquire) == 0; };
-  if (!spin_until(done)) {
-    std::unique_lock<std::mutex> lock(mu_);
-    done_cv_.wait(lock, done);
-  }
+  await([&] { return pending_.load(std::memory_order_acquire) == 0; }, mu_, done_cv_);
 }
 
 void ThreadPool::parallel_for(long n, const std::function<void(long, long, int)>& fn) {

@@ -19,6 +19,7 @@
 #define HWY_TARGET_INCLUDE "kernels/invariant_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "kernels/simd_common-inl.h"
@@ -102,9 +103,12 @@ HWY_INLINE void ReduceMany(DF d, VF* v, size_t n, float* out) {
 // ---------------------------------------------------------------------------------------------
 // Direct tile: R rows of x by C rows of W over the whole K, W widened in registers. `xtails[r]`
 // is row r's zero-padded last vector (used when tail > 0).
+// `next` (may be null): C rows of W read next, prefetched at the same offsets (the hardware
+// prefetchers stop at 4 KiB page boundaries; see DotTile in standard_simd.cpp). Prefetching
+// changes no arithmetic.
 template <int R, int C, typename WT>
 HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, const WT* const* ws, size_t nv,
-                           size_t tail, float* out, size_t out_stride) {
+                           size_t tail, float* out, size_t out_stride, const WT* const* next = nullptr) {
   const DF d;
   const size_t L = hn::Lanes(d);
   // The W tails are widened before the accumulators come alive: the scalar fp16 conversion is a
@@ -135,6 +139,10 @@ HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, c
       const VF w = LoadF(d, wp[c] + k);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][c] = hn::MulAdd(xv[r], w, acc[r][c]);
+    }
+    if (next != nullptr) {
+#pragma GCC unroll 16
+      for (int c = 0; c < C; ++c) hwy::Prefetch(next[c] + k);
     }
   }
   if (tail > 0) {
@@ -218,9 +226,15 @@ void MatmulDirectT(const float* x, size_t M, const WT* W, size_t K, size_t N, si
   if (M == 1) {
     size_t n = n0;
     for (; n + kGemvC <= n1; n += kGemvC) {
+      // The next group's rows; past the end of this range they repeat the current ones.
+      const size_t nn = n + 2 * kGemvC <= n1 ? n + kGemvC : n;
       const WT* ws[kGemvC];
-      for (int c = 0; c < kGemvC; ++c) ws[c] = W + (n + size_t(c)) * K;
-      DirectTile<1, kGemvC>(&x, &xt, ws, nv, tail, y + n, 0);
+      const WT* next[kGemvC];
+      for (int c = 0; c < kGemvC; ++c) {
+        ws[c] = W + (n + size_t(c)) * K;
+        next[c] = W + (nn + size_t(c)) * K;
+      }
+      DirectTile<1, kGemvC>(&x, &xt, ws, nv, tail, y + n, 0, next);
     }
     for (; n < n1; ++n) {
       const WT* w = W + n * K;
