@@ -140,7 +140,8 @@ HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, c
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][c] = hn::MulAdd(xv[r], w, acc[r][c]);
     }
-    if (next != nullptr) {
+    // One prefetch per 64-byte line: with fp16/bf16 weights a vector is half a line.
+    if (next != nullptr && (k * sizeof(WT)) % 64 == 0) {
 #pragma GCC unroll 16
       for (int c = 0; c < C; ++c) hwy::Prefetch(next[c] + k);
     }
