@@ -36,9 +36,17 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     fail("bench needs {} positions but the model's context is {}", needed, c.max_seq_len);
   if (cfg.prompt_tokens < 1 || cfg.decode_tokens < 1 || cfg.cache_off_tokens < 1)
     fail_usage("bench token counts must be >= 1");
+  // On a shared host the memory bandwidth drifts by up to 2x within minutes. So that every
+  // configuration and the bandwidth probe see the same conditions, each repeat runs all of them
+  // once, in turn (configurations interleaved, the probe beside them), and every figure is the
+  // best over the repeats.
   std::map<int, double> bandwidth;
-  for (int t : cfg.threads)
-    bandwidth[t] = cfg.bandwidth_gbs > 0 ? cfg.bandwidth_gbs : measure_read_bandwidth_gbs(size_t(1) << 30, t);
+  auto probe_bandwidth = [&] {
+    for (int t : cfg.threads) {
+      const double gbs = cfg.bandwidth_gbs > 0 ? cfg.bandwidth_gbs : measure_read_bandwidth_gbs(size_t(1) << 30, t);
+      bandwidth[t] = std::max(bandwidth[t], gbs);
+    }
+  };
 
   // Deterministic token ids spread over the vocabulary.
   std::vector<int> tokens(static_cast<size_t>(needed));
@@ -47,6 +55,13 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
   std::vector<BenchResult> rows;
   for (DType dt : cfg.dtypes) {
     std::shared_ptr<Model> model = Model::from_checkpoint(ckpt, dt);
+    bandwidth.clear();
+    struct Run {
+      std::unique_ptr<Engine> engine;
+      BenchResult r;
+      double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30;
+    };
+    std::vector<Run> runs;
     for (KernelPolicy pol : cfg.policies) {
       for (int th : cfg.threads) {
         EngineOptions eo;
@@ -54,44 +69,51 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         eo.threads = th;
         eo.kv_dtype = dt;
         eo.cache_capacity = needed;
-        Engine engine(model, eo);
-        ForwardOptions fo;
-        fo.all_logits = true;
-        BenchResult r;
-        r.kernels = policy_name(pol);
-        r.dtype = std::string(dtype_name(dt));
-        r.threads = th;
-        r.prompt_tokens = cfg.prompt_tokens;
-        r.decode_tokens = cfg.decode_tokens;
-        r.cache_off_tokens = cfg.cache_off_tokens;
-        double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30;
-        for (int rep = 0; rep < std::max(1, cfg.repeats); ++rep) {
-          engine.cache().clear();
-          double t0 = now_s();
-          engine.forward(tokens.data(), cfg.prompt_tokens, 0, fo);
-          best_prefill = std::min(best_prefill, now_s() - t0);
-          t0 = now_s();
-          for (int s = 0; s < cfg.decode_tokens; ++s) {
-            const int pos = cfg.prompt_tokens + s;
-            engine.forward(tokens.data() + pos, 1, pos, fo);
-          }
-          best_decode = std::min(best_decode, now_s() - t0);
-          engine.cache().clear();
-          t0 = now_s();
-          engine.forward(tokens.data(), cfg.cache_off_tokens, 0, fo);
-          best_off = std::min(best_off, now_s() - t0);
-        }
-        r.prefill_tok_s = cfg.prompt_tokens / best_prefill;
-        r.decode_tok_s = cfg.decode_tokens / best_decode;
-        r.cache_off_step_s = best_off;
-        r.model_bytes = double(model->weights.matrix_bytes());
-        r.bandwidth_gbs = bandwidth[th];
-        r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / r.model_bytes;
-        r.decode_fraction_of_bound = r.decode_tok_s / r.bandwidth_bound_tok_s;
-        r.peak_rss_mb = peak_rss_mb();
-        if (progress) progress(r);
-        rows.push_back(r);
+        Run run;
+        run.engine = std::make_unique<Engine>(model, eo);
+        run.r.kernels = policy_name(pol);
+        run.r.dtype = std::string(dtype_name(dt));
+        run.r.threads = th;
+        run.r.prompt_tokens = cfg.prompt_tokens;
+        run.r.decode_tokens = cfg.decode_tokens;
+        run.r.cache_off_tokens = cfg.cache_off_tokens;
+        runs.push_back(std::move(run));
       }
+    }
+    ForwardOptions fo;
+    fo.all_logits = true;
+    for (int rep = 0; rep < std::max(1, cfg.repeats); ++rep) {
+      probe_bandwidth();
+      for (Run& run : runs) {
+        Engine& engine = *run.engine;
+        engine.cache().clear();
+        double t0 = now_s();
+        engine.forward(tokens.data(), cfg.prompt_tokens, 0, fo);
+        run.best_prefill = std::min(run.best_prefill, now_s() - t0);
+        t0 = now_s();
+        for (int s = 0; s < cfg.decode_tokens; ++s) {
+          const int pos = cfg.prompt_tokens + s;
+          engine.forward(tokens.data() + pos, 1, pos, fo);
+        }
+        run.best_decode = std::min(run.best_decode, now_s() - t0);
+        engine.cache().clear();
+        t0 = now_s();
+        engine.forward(tokens.data(), cfg.cache_off_tokens, 0, fo);
+        run.best_off = std::min(run.best_off, now_s() - t0);
+      }
+    }
+    for (Run& run : runs) {
+      BenchResult& r = run.r;
+      r.prefill_tok_s = cfg.prompt_tokens / run.best_prefill;
+      r.decode_tok_s = cfg.decode_tokens / run.best_decode;
+      r.cache_off_step_s = run.best_off;
+      r.model_bytes = double(model->weights.matrix_bytes());
+      r.bandwidth_gbs = bandwidth[r.threads];
+      r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / r.model_bytes;
+      r.decode_fraction_of_bound = r.decode_tok_s / r.bandwidth_bound_tok_s;
+      r.peak_rss_mb = peak_rss_mb();
+      if (progress) progress(r);
+      rows.push_back(r);
     }
   }
   return rows;
