@@ -16,8 +16,8 @@ AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   const size_t rounded = (bytes + 63) / 64 * 64;
   // Large buffers (weights converted at load, KV caches) are 2 MiB aligned and asked to be backed
-  // by transparent huge pages: decode streams them once per token, and with 4 KiB pages the TLB
-  // misses and the prefetchers' stops at page boundaries cost a large share of the bandwidth.
+  // by transparent huge pages: decode streams them once per token, and huge pages spare it a TLB
+  // miss, and the hardware prefetchers a stop, every 4 KiB.
   const bool huge = rounded >= kHugePageBytes;
   const size_t align = huge ? kHugePageBytes : 64;
   const size_t bytes_alloc = (rounded + align - 1) / align * align;

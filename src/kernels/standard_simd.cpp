@@ -37,8 +37,9 @@ using simd_common::HWY_NAMESPACE::ScalarF;
 // accumulators, tree sum, ordered tail) is the same for every R and C.
 // `next` (may be null): C rows of W the caller reads next, prefetched at the same offsets while
 // this tile streams its own. Weight rows are often exactly one 4 KiB page (K = 2048 in fp16), and
-// the hardware prefetchers stop at page boundaries: without this every row group starts cold, which
-// costs a third of decode speed on file-mapped (4 KiB-page) weights.
+// the hardware prefetchers stop at page boundaries: without this every row group starts cold
+// (TinyLlama-1.1B fp16 decode from a mapped file, back-to-back runs on a Zen 5 host: 11.7-13.1 tok/s
+// without, 14.9-16.8 with).
 template <int R, int C, typename WT>
 HWY_INLINE void DotTile(const float* const* xs, const WT* const* ws, size_t k0, size_t k1, float* out,
                         size_t out_row_stride, const WT* const* next = nullptr) {
