@@ -126,7 +126,12 @@ class KvList {
 
 void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vector<TensorView>& tensors,
                 const VocabSpec* vocab, const GgufWriteOptions& opts) {
-  constexpr uint64_t kAlign = 32;
+  // Page-aligned tensors (general.alignment = 4096, which llama.cpp honours; its default is 32):
+  // mapped weights are read in place, and a 4 KiB row that straddles two pages costs decode a
+  // second TLB miss and a prefetcher restart per row. TinyLlama-1.1B fp16 decode on a Zen 5 host,
+  // interleaved runs: 14.0-19.1 tok/s from a 32-aligned file, 19.4-20.1 at 64, 18.0-22.1 at 4096.
+  // The padding costs at most 4 KiB per tensor.
+  constexpr uint64_t kAlign = 4096;
   cfg.validate();
   const std::string arch = gguf_arch_for(cfg.arch);
   const std::string A = arch + ".";
