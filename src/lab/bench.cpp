@@ -36,18 +36,6 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     fail("bench needs {} positions but the model's context is {}", needed, c.max_seq_len);
   if (cfg.prompt_tokens < 1 || cfg.decode_tokens < 1 || cfg.cache_off_tokens < 1)
     fail_usage("bench token counts must be >= 1");
-  // On a shared host the memory bandwidth drifts by up to 2x within minutes. So that every
-  // configuration and the bandwidth probe see the same conditions, each repeat runs all of them
-  // once, in turn (configurations interleaved, the probe beside them), and every figure is the
-  // best over the repeats.
-  std::map<int, double> bandwidth;
-  auto probe_bandwidth = [&] {
-    for (int t : cfg.threads) {
-      const double gbs = cfg.bandwidth_gbs > 0 ? cfg.bandwidth_gbs : measure_read_bandwidth_gbs(size_t(1) << 30, t);
-      bandwidth[t] = std::max(bandwidth[t], gbs);
-    }
-  };
-
   // Deterministic token ids spread over the vocabulary.
   std::vector<int> tokens(static_cast<size_t>(needed));
   for (int i = 0; i < needed; ++i) tokens[size_t(i)] = (c.bos_id >= 0 && i == 0) ? c.bos_id : (i * 7919 + 13) % c.vocab_size;
@@ -55,7 +43,17 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
   std::vector<BenchResult> rows;
   for (DType dt : cfg.dtypes) {
     std::shared_ptr<Model> model = Model::from_checkpoint(ckpt, dt);
-    bandwidth.clear();
+    // On a shared host the memory bandwidth drifts by up to 2x within minutes. So that every
+    // configuration and the bandwidth probe see the same conditions, each repeat runs all of them
+    // once, in turn (configurations interleaved, the probe beside them), and every figure is the
+    // best over the repeats.
+    std::map<int, double> bandwidth;  // threads -> best read GB/s seen beside this dtype's runs
+    auto probe_bandwidth = [&] {
+      for (int t : cfg.threads) {
+        const double gbs = cfg.bandwidth_gbs > 0 ? cfg.bandwidth_gbs : measure_read_bandwidth_gbs(size_t(1) << 30, t);
+        bandwidth[t] = std::max(bandwidth[t], gbs);
+      }
+    };
     struct Run {
       std::unique_ptr<Engine> engine;
       BenchResult r;
