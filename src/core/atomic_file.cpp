@@ -1,5 +1,6 @@
 #include "core/atomic_file.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,10 @@
 #include "core/error.h"
 
 namespace kvp {
+
+namespace {
+constexpr uint64_t kEvictAfterWriteBytes = uint64_t(64) << 20;
+}  // namespace
 
 AtomicFile::AtomicFile(const std::string& path) : path_(path), tmp_(path + ".tmp") {
   f_ = std::fopen(tmp_.c_str(), "wb");
@@ -42,6 +47,11 @@ void AtomicFile::commit() {
   std::FILE* f = f_;
   f_ = nullptr;
   const bool synced = std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  // The pages write() left in the page cache are 4 KiB folios, and a model file mapped from them
+  // decodes at two thirds of the speed it reaches once the cache holds it in 2 MiB folios (see
+  // mapped_file.cpp). The data is on disk now, so dropping those clean pages loses nothing: the
+  // first load reads the file back through readahead, which builds large folios.
+  if (synced && written_ >= kEvictAfterWriteBytes) ::posix_fadvise(fileno(f), 0, 0, POSIX_FADV_DONTNEED);
   if (std::fclose(f) != 0 || !synced) {
     int e = errno;
     std::remove(tmp_.c_str());

@@ -84,6 +84,9 @@ void rmsnorm_row_fp32_gain(const float* x, size_t dim, const float* g, float eps
 
 // Rounds n values in place to `t` (RNE), as round_to() does per value.
 void round_inplace(DType t, float* x, size_t n);
+// round_inplace, then the index of the first value that is NaN or Inf, or -1: what round_span()
+// in core/dtype.h returns, vectorised for the forward pass's rounding points.
+long round_find_nonfinite(DType t, float* x, size_t n);
 
 // Streaming read of n floats; returns their sum so the reads cannot be optimised away.
 float read_sum(const float* p, size_t n);

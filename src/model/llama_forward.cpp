@@ -33,6 +33,7 @@
 
 #include "core/error.h"
 #include "kernels/elementwise.h"
+#include "kernels/simd_ops.h"
 #include "model/forward.h"
 
 namespace kvp {
@@ -70,7 +71,7 @@ class Pass {
   // Rounds [rows, width] to P, stops (or records) at the first NaN/Inf. row_pos[r]: the sequence
   // position of row r (for the message).
   void materialise(float* data, int rows, int width, const char* tensor, int layer, const int* row_pos = nullptr) {
-    const long bad = round_span(P_, data, size_t(rows) * width);
+    const long bad = simd::round_find_nonfinite(P_, data, size_t(rows) * width);
     if (bad >= 0) {
       if (row_pos == nullptr) row_pos = pos_of_row_.data();
       NonFiniteEvent e{tensor, layer, row_pos[bad / width], int(bad % width), data[bad]};
