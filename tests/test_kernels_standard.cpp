@@ -358,7 +358,38 @@ void check_rounding_bits() {
   }
 }
 
+// round_find_nonfinite is what the forward pass calls at every rounding point: the same bits as
+// round_to() per value, and the index round_span() reports for the first NaN/Inf (or -1).
+void check_round_find_nonfinite() {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> val(-80000.0f, 80000.0f);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (size_t n : {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(100), size_t(5632)})
+      for (int bad_kind = 0; bad_kind < 4; ++bad_kind) {
+        std::vector<float> v(n);
+        for (auto& x : v) x = val(rng) * 0.5f;
+        // 0: none; 1: an fp32 Inf; 2: a NaN; 3: a finite fp32 value that overflows fp16 — each at a
+        // random place, plus a second bad value later (the first must be reported).
+        if (n > 0 && bad_kind > 0) {
+          const size_t at = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+          const float bad = bad_kind == 1 ? std::numeric_limits<float>::infinity()
+                            : bad_kind == 2 ? std::numeric_limits<float>::quiet_NaN()
+                                            : 1e6f;
+          v[at] = bad;
+          if (at + 3 < n) v[at + 3] = -std::numeric_limits<float>::infinity();
+        }
+        auto want = v, got = v;
+        const long want_bad = round_span(t, want.data(), want.size());
+        const long got_bad = simd::round_find_nonfinite(t, got.data(), got.size());
+        ASSERT_EQ(got_bad, want_bad) << dtype_name(t) << " n=" << n << " kind=" << bad_kind;
+        for (size_t i = 0; i < n; ++i)
+          if (!std::isnan(want[i])) ASSERT_EQ(f32_bits(got[i]), f32_bits(want[i])) << dtype_name(t) << " i=" << i;
+          else ASSERT_TRUE(std::isnan(got[i]));
+      }
+}
+
 TEST(StandardKernels, VectorRoundingIsBitExact) { check_rounding_bits(); }
+TEST(StandardKernels, RoundFindNonfiniteMatchesRoundSpan) { check_round_find_nonfinite(); }
 
 // Every compiled SIMD target (AVX-512, AVX2, SSE4, SSSE3, emulated) must be correct, not only the
 // one this machine picks.
@@ -371,6 +402,7 @@ TEST(StandardKernels, EveryCompiledTargetMatchesReference) {
     SCOPED_TRACE(hwy::TargetName(target));
     ++tested;
     check_rounding_bits();
+    check_round_find_nonfinite();
     auto s1 = make_standard_kernels(nullptr);
     auto s2 = make_standard_kernels(&pool2);
     std::mt19937 rng(77);

@@ -19,7 +19,6 @@
 #define HWY_TARGET_INCLUDE "kernels/invariant_simd.cpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "kernels/simd_common-inl.h"
@@ -36,7 +35,7 @@ using simd_common::HWY_NAMESPACE::kMaxLanes;
 using simd_common::HWY_NAMESPACE::LoadF;
 using simd_common::HWY_NAMESPACE::RoundAct;
 using simd_common::HWY_NAMESPACE::ScalarF;
-using simd_common::HWY_NAMESPACE::kAheadBytes;
+using simd_common::HWY_NAMESPACE::kStreams;
 
 // Register tiles (rows of x by rows of W, one accumulator each). They must fit the register file
 // with the R x loads and one W vector: 32 vector registers on AVX-512, 16 below.
@@ -105,7 +104,7 @@ HWY_INLINE void ReduceMany(DF d, VF* v, size_t n, float* out) {
 // is row r's zero-padded last vector (used when tail > 0).
 template <int R, int C, typename WT>
 HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, const WT* const* ws, size_t nv,
-                           size_t tail, float* out, size_t out_stride, const char* ahead_end = nullptr) {
+                           size_t tail, float* out, size_t out_stride) {
   const DF d;
   const size_t L = hn::Lanes(d);
   // The W tails are widened before the accumulators come alive: the scalar fp16 conversion is a
@@ -136,14 +135,6 @@ HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, c
       const VF w = LoadF(d, wp[c] + k);
 #pragma GCC unroll 16
       for (int r = 0; r < R; ++r) acc[r][c] = hn::MulAdd(xv[r], w, acc[r][c]);
-    }
-    // One prefetch per 64-byte line: with fp16/bf16 weights a vector is half a line.
-    if (ahead_end != nullptr && (k * sizeof(WT)) % 64 == 0) {
-      const char* p = reinterpret_cast<const char*>(wp[0] + k) + kAheadBytes;
-      if (p < ahead_end) {
-        hwy::Prefetch(p);
-        if (L * sizeof(WT) > 64) hwy::Prefetch(p + 64);
-      }
     }
   }
   if (tail > 0) {
@@ -225,15 +216,21 @@ void MatmulDirectT(const float* x, size_t M, const WT* W, size_t K, size_t N, si
     FillXTails(x, M, K, nv, tail, xt);
   }
   if (M == 1) {
-    // One W row after another: a single sequential stream for the hardware prefetchers, as in
-    // the standard policy's GEMV (DotRowsT in standard_simd.cpp). Out-of-order execution overlaps
-    // the next row's FMA chain with this one's, so one chain per output does not leave the core
-    // latency-bound. Sweep of TinyLlama's decode GEMVs, fp16, Zen 5 VM: 82% of the read bandwidth
-    // on one and two threads, against 65-75% with eight rows in flight and next-group prefetch.
-    const char* end = reinterpret_cast<const char*>(W + n1 * K);
-    for (size_t n = n0; n < n1; ++n) {
+    // The rows are walked as kStreams contiguous parts side by side, one row of each per tile:
+    // long sequential streams for the hardware prefetchers, as in the standard policy's GEMV
+    // (DotRowsT in standard_simd.cpp, which has the measurements), and kStreams independent FMA
+    // chains, which one chain per output needs to keep the core from waiting on FMA latency.
+    const size_t per = (n1 - n0) / kStreams;
+    for (size_t i = 0; i < per; ++i) {
+      const WT* ws[kStreams];
+      for (size_t s = 0; s < kStreams; ++s) ws[s] = W + (n0 + s * per + i) * K;
+      float out[kStreams];
+      DirectTile<1, kStreams>(&x, &xt, ws, nv, tail, out, 0);
+      for (size_t s = 0; s < kStreams; ++s) y[n0 + s * per + i] = out[s];
+    }
+    for (size_t n = n0 + kStreams * per; n < n1; ++n) {
       const WT* w = W + n * K;
-      DirectTile<1, 1>(&x, &xt, &w, nv, tail, y + n, 0, end);
+      DirectTile<1, 1>(&x, &xt, &w, nv, tail, y + n, 0);
     }
     return;
   }

@@ -29,13 +29,9 @@ using VF = hn::Vec<DF>;
 #define KVP_SCALAR_F16 0
 #endif
 
-// Decode GEMVs also prefetch this far ahead of the W row they stream (within their own range).
-// The hardware prefetchers follow one sequential stream well, but on a VM whose page cache
-// memory has a higher access latency than anonymous memory they fall short of it; a software
-// prefetch 32 KiB ahead recovered part of that (TinyLlama-shaped fp16 GEMV sweep over a mapped
-// file on a Zen 5 VM, two threads: 79-80% -> 85-87% of that memory's read bandwidth; no change on
-// anonymous memory). Prefetching changes no arithmetic.
-constexpr size_t kAheadBytes = size_t(32) << 10;
+// Decode GEMVs walk their W rows as this many sequential streams side by side (see DotRowsT in
+// standard_simd.cpp).
+constexpr size_t kStreams = 4;
 
 constexpr size_t kMaxLanes = 64;  // upper bound on float lanes for any x86 target, for stack buffers
 

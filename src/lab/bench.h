@@ -31,12 +31,15 @@ struct BenchResult {
   double bandwidth_bound_tok_s = 0;   // bandwidth / model_bytes
   double decode_fraction_of_bound = 0;
   double peak_rss_mb = 0;
+  // Share of the resident weight matrices mapped with 2 MiB pages after the runs (-1: unknown).
+  double weights_huge_page_share = -1;
 };
 
 // `progress` (may be null) receives one line per finished configuration.
 std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cfg,
                                    void (*progress)(const BenchResult&) = nullptr);
 
+// The table, plus a note under it when the weights sat mostly in 4 KiB pages.
 std::string bench_table(const std::vector<BenchResult>& rows);
 std::string bench_json(const std::vector<BenchResult>& rows);
 

@@ -147,6 +147,13 @@ size_t ModelWeights::matrix_bytes() const {
   return total;
 }
 
+std::vector<std::pair<const void*, size_t>> ModelWeights::matrix_ranges() const {
+  std::vector<std::pair<const void*, size_t>> r{{lm_head.data, lm_head.nbytes()}};
+  for (const auto& l : layers)
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) r.emplace_back(t->data, t->nbytes());
+  return r;
+}
+
 ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
   const ModelConfig& c = ckpt.config;
   c.validate();

@@ -3,6 +3,7 @@
 // Tensors already in that dtype and layout point into the file mapping; the rest are converted once.
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -31,6 +32,8 @@ struct ModelWeights {
   std::vector<std::shared_ptr<const void>> keepalive;
   std::vector<std::shared_ptr<AlignedBuffer>> owned;
   size_t matrix_bytes() const;  // bytes of weight matrices read per decoded token (incl. lm_head)
+  // Where those bytes live: one (pointer, bytes) range per matrix.
+  std::vector<std::pair<const void*, size_t>> matrix_ranges() const;
 };
 
 // Checks every tensor's presence and shape against the config (errors name the tensor and file),
