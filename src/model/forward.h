@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_allocator.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "runtime/hooks.h"
@@ -26,7 +27,8 @@ struct NonFiniteEvent {
 
 // Scratch buffers sized for the largest M seen so far; reused across calls.
 struct Activations {
-  std::vector<float> x, xb, q, k, v, att, proj, gate, up, logits;
+  using Buffer = std::vector<float, CacheAlignedAllocator<float>>;
+  Buffer x, xb, q, k, v, att, proj, gate, up, logits;
   int rows_capacity = 0;
   std::vector<NonFiniteEvent> nonfinite;  // events recorded under NonFinitePolicy::Warn
 };

@@ -46,7 +46,7 @@ std::string NonFiniteEvent::describe() const {
 
 namespace {
 
-void ensure(std::vector<float>& v, size_t n) {
+void ensure(Activations::Buffer& v, size_t n) {
   if (v.size() < n) v.resize(n);
 }
 
