@@ -26,7 +26,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--prompt-tokens", o->prompt, "prefill length");
   cmd->add_option("--decode-tokens", o->decode, "decode steps");
   cmd->add_option("--cache-off-tokens", o->cache_off, "sequence length of the cache-OFF step");
-  cmd->add_option("--repeats", o->repeats, "best of N; each repeat runs every configuration and the bandwidth probe once, interleaved");
+  cmd->add_option("--repeats", o->repeats, "best of N; each repeat runs every configuration and the bandwidth probe once, interleaved, starting one configuration later each time");
   cmd->add_option("--bandwidth-gbs", o->bandwidth, "skip measuring memory bandwidth and use this value");
   cmd->add_flag("--json", o->json, "print a JSON array instead of the table");
   cmd->callback([o] {

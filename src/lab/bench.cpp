@@ -83,7 +83,12 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     fo.all_logits = true;
     for (int rep = 0; rep < std::max(1, cfg.repeats); ++rep) {
       probe_bandwidth();
-      for (Run& run : runs) {
+      // The order rotates from repeat to repeat: in short runs the slot a configuration runs in
+      // mattered by itself (the second of five identical two-thread configurations decoded up to
+      // 15% slower than the others, in run after run), and rotation lets every configuration's
+      // best come from every slot.
+      for (size_t k = 0; k < runs.size(); ++k) {
+        Run& run = runs[(k + size_t(rep)) % runs.size()];
         Engine& engine = *run.engine;
         engine.cache().clear();
         double t0 = now_s();
