@@ -19,7 +19,7 @@ struct CacheAlignedAllocator {
   CacheAlignedAllocator(const CacheAlignedAllocator<U>&) noexcept {}
 
   T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), kAlign)); }
-  void deallocate(T* p, size_t n) noexcept { ::operator delete(p, n * sizeof(T), kAlign); }
+  void deallocate(T* p, size_t) noexcept { ::operator delete(p, kAlign); }
 
   template <class U>
   bool operator==(const CacheAlignedAllocator<U>&) const noexcept { return true; }
