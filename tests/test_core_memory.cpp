@@ -20,8 +20,6 @@
 namespace kvp {
 namespace {
 
-constexpr size_t kHuge = size_t(2) << 20;
-
 void write_pattern(const std::string& path, size_t n) {
   std::vector<char> buf(n);
   for (size_t i = 0; i < n; ++i) buf[i] = char((i * 131 + 7) & 0xff);
@@ -30,12 +28,12 @@ void write_pattern(const std::string& path, size_t n) {
 
 TEST(MappedFile, LargeFilesMapAtHugePageAlignedAddresses) {
   test::TempDir dir;
-  const size_t n = 3 * kHuge + 123;
+  const size_t n = 3 * kHugePageBytes + 123;
   write_pattern(dir.file("big.bin"), n);
   auto f = MappedFile::open(dir.file("big.bin"));
   ASSERT_EQ(f->size(), n);
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(f->data()) % kHuge, 0u);
-  for (size_t i : {size_t(0), size_t(4095), kHuge, n - 1}) ASSERT_EQ(f->data()[i], uint8_t((i * 131 + 7) & 0xff)) << i;
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(f->data()) % kHugePageBytes, 0u);
+  for (size_t i : {size_t(0), size_t(4095), kHugePageBytes, n - 1}) ASSERT_EQ(f->data()[i], uint8_t((i * 131 + 7) & 0xff)) << i;
   EXPECT_THROW(f->bytes(n - 10, 11, "tail"), Error);
 }
 
@@ -76,7 +74,7 @@ TEST(HugePages, SmapsParsingCountsOnlyMappingsHoldingTheRanges) {
 }
 
 TEST(HugePages, ReadsThisProcessesMappings) {
-  AlignedBuffer buf(8 * kHuge);  // zero-filled, so resident
+  AlignedBuffer buf(8 * kHugePageBytes);  // zero-filled, so resident
   const HugePageShare s = huge_page_share({{buf.data(), buf.size()}});
   ASSERT_TRUE(s.known) << "/proc/self/smaps unreadable";
   EXPECT_GE(s.resident_bytes, buf.size());

@@ -10,6 +10,9 @@
 
 namespace kvp {
 
+// The x86-64 PMD page size: transparent huge pages and page-cache folios mapped by one PMD entry.
+constexpr size_t kHugePageBytes = size_t(2) << 20;
+
 struct HugePageShare {
   size_t resident_bytes = 0;  // resident bytes of the mappings that hold the ranges
   size_t huge_bytes = 0;      // of which mapped by 2 MiB entries

@@ -9,12 +9,11 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 
 namespace kvp {
 
 namespace {
-
-constexpr size_t kHugePageBytes = size_t(2) << 20;
 
 // Decode streams every weight once per token. When the page cache holds the file in 2 MiB folios
 // the kernel maps them with one PMD entry each, but only where the virtual address is 2 MiB aligned

@@ -6,11 +6,9 @@
 
 #include <sys/mman.h>
 
-namespace kvp {
+#include "core/huge_pages.h"
 
-namespace {
-constexpr size_t kHugePageBytes = size_t(2) << 20;
-}  // namespace
+namespace kvp {
 
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
