@@ -96,34 +96,34 @@ void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& ta
   }
 }
 
-void silu_mul(float* gate, const float* up, size_t n, DType act) {
+namespace {
+
+// gate <- round(round(activation(gate)) * up), a block at a time.
+template <class Activation>
+void gated_mul(float* gate, const float* up, size_t n, DType act, Activation activation) {
   for (size_t b = 0; b < n; b += kBlock) {
     const size_t e = std::min(n, b + kBlock);
-    for (size_t i = b; i < e; ++i) {
-      const float g = gate[i];
-      gate[i] = g / (1.0f + std::exp(-g));
-    }
+    for (size_t i = b; i < e; ++i) gate[i] = activation(gate[i]);
     simd::round_inplace(act, gate + b, e - b);
     for (size_t i = b; i < e; ++i) gate[i] *= up[i];
     simd::round_inplace(act, gate + b, e - b);
   }
 }
 
+}  // namespace
+
+void silu_mul(float* gate, const float* up, size_t n, DType act) {
+  gated_mul(gate, up, n, act, [](float g) { return g / (1.0f + std::exp(-g)); });
+}
+
 void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) {
   // PyTorch's GeluKernel (approximate="tanh"): kBeta = sqrt(2) * (2/sqrt(pi)) * 0.5, kKappa = 0.044715.
   const float kBeta = float(M_SQRT2 * M_2_SQRTPI * 0.5);
   const float kKappa = 0.044715f;
-  for (size_t b = 0; b < n; b += kBlock) {
-    const size_t e = std::min(n, b + kBlock);
-    for (size_t i = b; i < e; ++i) {
-      const float x = gate[i];
-      const float inner = kBeta * (x + kKappa * (x * x * x));
-      gate[i] = 0.5f * x * (1.0f + std::tanh(inner));
-    }
-    simd::round_inplace(act, gate + b, e - b);
-    for (size_t i = b; i < e; ++i) gate[i] *= up[i];
-    simd::round_inplace(act, gate + b, e - b);
-  }
+  gated_mul(gate, up, n, act, [&](float x) {
+    const float inner = kBeta * (x + kKappa * (x * x * x));
+    return 0.5f * x * (1.0f + std::tanh(inner));
+  });
 }
 
 void softcap_inplace(float* x, size_t n, float cap, DType act) {
