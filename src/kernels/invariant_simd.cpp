@@ -35,6 +35,7 @@ using simd_common::HWY_NAMESPACE::kMaxLanes;
 using simd_common::HWY_NAMESPACE::LoadF;
 using simd_common::HWY_NAMESPACE::RoundAct;
 using simd_common::HWY_NAMESPACE::ScalarF;
+using simd_common::HWY_NAMESPACE::ForStreamRows;
 using simd_common::HWY_NAMESPACE::kStreams;
 
 // Register tiles (rows of x by rows of W, one accumulator each). They must fit the register file
@@ -220,18 +221,19 @@ void MatmulDirectT(const float* x, size_t M, const WT* W, size_t K, size_t N, si
     // long sequential streams for the hardware prefetchers, as in the standard policy's GEMV
     // (DotRowsT in standard_simd.cpp, which has the measurements), and kStreams independent FMA
     // chains, which one chain per output needs to keep the core from waiting on FMA latency.
-    const size_t per = (n1 - n0) / kStreams;
-    for (size_t i = 0; i < per; ++i) {
-      const WT* ws[kStreams];
-      for (size_t s = 0; s < kStreams; ++s) ws[s] = W + (n0 + s * per + i) * K;
-      float out[kStreams];
-      DirectTile<1, kStreams>(&x, &xt, ws, nv, tail, out, 0);
-      for (size_t s = 0; s < kStreams; ++s) y[n0 + s * per + i] = out[s];
-    }
-    for (size_t n = n0 + kStreams * per; n < n1; ++n) {
-      const WT* w = W + n * K;
-      DirectTile<1, 1>(&x, &xt, &w, nv, tail, y + n, 0);
-    }
+    ForStreamRows(
+        n0, n1,
+        [&](const size_t* rows) {
+          const WT* ws[kStreams];
+          for (size_t s = 0; s < kStreams; ++s) ws[s] = W + rows[s] * K;
+          float out[kStreams];
+          DirectTile<1, kStreams>(&x, &xt, ws, nv, tail, out, 0);
+          for (size_t s = 0; s < kStreams; ++s) y[rows[s]] = out[s];
+        },
+        [&](size_t n) {
+          const WT* w = W + n * K;
+          DirectTile<1, 1>(&x, &xt, &w, nv, tail, y + n, 0);
+        });
     return;
   }
   // A block of W rows small enough to stay in L2 is reused by every group of four x rows.

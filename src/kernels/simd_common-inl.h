@@ -33,6 +33,19 @@ using VF = hn::Vec<DF>;
 // standard_simd.cpp).
 constexpr size_t kStreams = 4;
 
+// Cuts rows [n0, n1) into kStreams contiguous parts and walks them side by side: tile(rows) gets
+// one row index from each part per call, in order; single(n) then takes the rows left over.
+template <class Tile, class Single>
+HWY_INLINE void ForStreamRows(size_t n0, size_t n1, Tile&& tile, Single&& single) {
+  const size_t per = (n1 - n0) / kStreams;
+  for (size_t i = 0; i < per; ++i) {
+    size_t rows[kStreams];
+    for (size_t s = 0; s < kStreams; ++s) rows[s] = n0 + s * per + i;
+    tile(rows);
+  }
+  for (size_t n = n0 + kStreams * per; n < n1; ++n) single(n);
+}
+
 constexpr size_t kMaxLanes = 64;  // upper bound on float lanes for any x86 target, for stack buffers
 
 HWY_INLINE VF LoadF(DF d, const float* p) { return hn::LoadU(d, p); }

@@ -30,6 +30,7 @@ using simd_common::HWY_NAMESPACE::kMaxLanes;
 using simd_common::HWY_NAMESPACE::LoadF;
 using simd_common::HWY_NAMESPACE::RoundAct;
 using simd_common::HWY_NAMESPACE::ScalarF;
+using simd_common::HWY_NAMESPACE::ForStreamRows;
 using simd_common::HWY_NAMESPACE::kStreams;
 
 // ---------------------------------------------------------------------------------------------
@@ -93,18 +94,19 @@ HWY_INLINE void DotTile(const float* const* xs, const WT* const* ws, size_t k0, 
 // time 83-91%; four streams 106-122% (several streams also beat a single-stream read).
 template <typename WT>
 void DotRowsT(const float* x, const WT* W, size_t K, size_t n0, size_t n1, size_t k0, size_t k1, float* y) {
-  const size_t per = (n1 - n0) / kStreams;
-  for (size_t i = 0; i < per; ++i) {
-    const WT* ws[kStreams];
-    for (size_t s = 0; s < kStreams; ++s) ws[s] = W + (n0 + s * per + i) * K;
-    float out[kStreams];
-    DotTile<1, kStreams>(&x, ws, k0, k1, out, 0);
-    for (size_t s = 0; s < kStreams; ++s) y[n0 + s * per + i] = out[s];
-  }
-  for (size_t n = n0 + kStreams * per; n < n1; ++n) {
-    const WT* w = W + n * K;
-    DotTile<1, 1>(&x, &w, k0, k1, y + n, 1);
-  }
+  ForStreamRows(
+      n0, n1,
+      [&](const size_t* rows) {
+        const WT* ws[kStreams];
+        for (size_t s = 0; s < kStreams; ++s) ws[s] = W + rows[s] * K;
+        float out[kStreams];
+        DotTile<1, kStreams>(&x, ws, k0, k1, out, 0);
+        for (size_t s = 0; s < kStreams; ++s) y[rows[s]] = out[s];
+      },
+      [&](size_t n) {
+        const WT* w = W + n * K;
+        DotTile<1, 1>(&x, &w, k0, k1, y + n, 1);
+      });
 }
 
 void DotRows(const float* x, const void* W, DType wt, size_t K, size_t n0, size_t n1, size_t k0, size_t k1,
