@@ -54,11 +54,11 @@ void register_patch(CLI::App& app) {
         fail_usage("--kv-positions '{}': expected BEGIN:END with 0 <= BEGIN < END", o->kv_positions);
       }
     }
+    if (!o->out.empty()) check_patch_dir(o->out, o->p);  // refuse before the work, not after
     const PatchResult r = run_patch(o->p);
     const auto j = patch_json(r, o->p);
     if (!o->out.empty()) {
-      std::filesystem::create_directories(o->out);
-      write_file_atomic(o->out + "/patch.json", j.dump(2) + "\n");
+      save_patch(o->out, j, o->p);
       write_reports(o->out);
     }
     if (o->json) {

@@ -36,11 +36,11 @@ void register_profile(CLI::App& app) {
       i = j + 1;
     }
     o->p.kernels = parse_policy(o->kernels);
+    if (!o->out.empty()) check_profile_dir(o->out, o->p);  // refuse before the work, not after
     const auto prof = run_profile(o->p);
     const auto j = profile_json(prof, o->p);
     if (!o->out.empty()) {
-      std::filesystem::create_directories(o->out);
-      write_file_atomic(o->out + "/profile.json", j.dump(2) + "\n");
+      save_profile(o->out, j, o->p);
       write_reports(o->out);
     }
     if (o->json)

@@ -1,6 +1,4 @@
 // GSM8K study (issue 7): answer extraction, McNemar, shard/merge/resume, end-to-end on real models.
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -18,6 +16,7 @@
 #include "lab/gsm8k_prompt.h"
 #include "lab/mcnemar.h"
 #include "lab/results_log.h"
+#include "cli_run.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -25,25 +24,9 @@ namespace {
 
 using test::TempDir;
 
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
+using CliResult = test::CliRun;
 
-CliResult kvparity(const std::string& args) {
-  TempDir tmp;
-  const std::string cmd = std::string(KVPARITY_BIN) + " " + args + " 2>" + tmp.file("err");
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream e(tmp.file("err"));
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  return r;
-}
+CliResult kvparity(const std::string& args) { return test::run_kvparity(args); }
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -235,6 +218,7 @@ TEST(Gsm8kCli, KilledRunResumesToIdenticalResults) {
   const CliResult r = kvparity(small_eval(shared, t.file("run"), ""));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("4 new records"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("4 of 8 records already there are re-used"), std::string::npos) << r.err;
   EXPECT_EQ(records_by_key(t.file("ref")), records_by_key(t.file("run")));
   // A finished run resumes to nothing; a restart with other settings is refused.
   EXPECT_NE(kvparity(small_eval(shared, t.file("run"), "")).out.find("0 new records"), std::string::npos);

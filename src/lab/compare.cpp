@@ -5,7 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_u64.h"
 #include "lab/results_log.h"
+#include "lab/results_manifest.h"
 #include "lab/step_metrics.h"
 #include "model/model.h"
 #include "runtime/batch_compare.h"
@@ -75,7 +77,7 @@ GenerationConfig generation_config(const Prompt& prompt, const Condition& cond, 
 
 // `batch`: this prompt's batched run (batch_size > 1), compared with the solo cache-ON run.
 nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& prompt, const Condition& cond,
-                       const CompareOptions& opts, const BatchTrace* batch) {
+                       const CompareOptions& opts, const std::string& model_name, const BatchTrace* batch) {
   const Model& model = engine.model();
   const int vocab = model.config.vocab_size;
   const std::vector<int> prompt_ids = encode_prompt(tok, prompt);
@@ -123,6 +125,7 @@ nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& promp
   }
   nlohmann::json r;
   r["schema_version"] = 1;
+  r["model"] = model_name;
   r["prompt_id"] = prompt.id;
   r["prompt"] = prompt.text;
   r["condition"] = cond.key();
@@ -131,7 +134,7 @@ nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& promp
   r["kernels"] = policy_name(cond.kernels);
   r["sampler"] = cond.sampler.describe();
   r["control"] = cond.control;
-  r["seed"] = opts.seed;
+  r["seed"] = json_u64(opts.seed);
   r["max_new_tokens"] = opts.max_new_tokens;
   r["prompt_ids"] = prompt_ids;
   r["on_ids"] = on.output_ids;
@@ -154,22 +157,50 @@ nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& promp
 
 }  // namespace
 
+nlohmann::json compare_settings(const CompareOptions& opts) {
+  // The prompts by content: the same prompts read from another file are the same study.
+  uint64_t h = fnv1a64("", 0);
+  for (const auto& p : opts.prompts) {
+    h = fnv1a64(p.id.data(), p.id.size() + 1, h);  // with the terminating NUL as a separator
+    h = fnv1a64(p.text.data(), p.text.size() + 1, h);
+  }
+  nlohmann::json conditions = nlohmann::json::array();
+  for (const auto& c : opts.conditions) conditions.push_back(c.key());
+  return {{"prompts", {{"count", opts.prompts.size()}, {"hash", fmt::format("fnv1a64={:016x}", h)}}},
+          {"conditions", conditions},
+          {"max_new_tokens", opts.max_new_tokens},
+          {"seed", json_u64(opts.seed)},
+          {"threads", opts.threads},
+          {"batch_size", opts.batch_size},
+          {"stop_at_eos", opts.stop_at_eos}};
+}
+
 int run_compare(const CompareOptions& opts) {
   if (opts.prompts.empty()) fail_usage("compare: no prompts");
   if (opts.conditions.empty()) fail_usage("compare: no conditions");
   if (opts.max_new_tokens < 1) fail_usage("--max-new-tokens must be >= 1");
   if (opts.batch_size < 1) fail_usage("--batch-size must be >= 1 (got {})", opts.batch_size);
-  std::error_code ec;
-  std::filesystem::create_directories(opts.out_dir, ec);
-  if (ec) fail("{}: cannot create output directory: {}", opts.out_dir, ec.message());
-  ResultsLog log(opts.out_dir + "/results.jsonl", record_key);
+  for (const Condition& cond : opts.conditions) cond.sampler.validate();
   const Checkpoint ckpt = open_checkpoint(opts.model);
+  // Everything that could refuse the run happens before the first write to the folder.
+  const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
+  const nlohmann::json settings = compare_settings(opts);
+  check_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
+  record_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
+  ResultsLog log(path_in(opts.out_dir, kCompareResultsFile), record_key);
+  const std::string name = model["name"].get<std::string>();
   int written = 0;
   const size_t n = opts.prompts.size(), B = size_t(opts.batch_size);
   const size_t total = n * opts.conditions.size();
+  if (!log.records().empty()) {
+    size_t reused = 0;
+    for (const Condition& cond : opts.conditions)
+      for (const Prompt& p : opts.prompts) reused += log.has(p.id + "\n" + cond.key());
+    std::cerr << fmt::format("note: resuming {}: {} of {} records already there are re-used\n", log.path(), reused,
+                             total);
+  }
   size_t done = 0;
   for (const Condition& cond : opts.conditions) {
-    cond.sampler.validate();
     auto has = [&](size_t i) { return log.has(opts.prompts[i].id + "\n" + cond.key()); };
     std::shared_ptr<Model> model;
     std::unique_ptr<Tokenizer> tok;
@@ -221,7 +252,7 @@ int run_compare(const CompareOptions& opts) {
         if (opts.progress)
           std::cerr << fmt::format("\r[compare] {}/{}  {:<40.40}  prompt {}", done, total, cond.key(), p.id)
                     << std::flush;
-        log.append(run_one(*engine, *tok, p, cond, opts, traces.empty() ? nullptr : &traces[i - g0]));
+        log.append(run_one(*engine, *tok, p, cond, opts, name, traces.empty() ? nullptr : &traces[i - g0]));
         if (!traces.empty()) Logits().swap(traces[i - g0].logits);
         ++written;
       }

@@ -8,6 +8,7 @@
 // sequence id); each record then gets a "batch" object comparing its batched run with its solo
 // cache-ON run. A group with any record missing is decoded again whole (so a resumed run forms the
 // same batches) and only the missing records are written.
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -40,10 +41,17 @@ struct CompareOptions {
   bool progress = false;     // progress line on stderr
 };
 
+inline constexpr const char* kCompareResultsFile = "results.jsonl";
+
 // Adds the fp32 control conditions (same kernels and sampler, dtype and KV dtype fp32).
 void add_fp32_controls(std::vector<Condition>& conditions);
 
+// What the results folder's manifest pins for `compare` (results_manifest.h): a resumed run must
+// match it exactly.
+nlohmann::json compare_settings(const CompareOptions& opts);
+
 // Runs what is missing from out_dir/results.jsonl; returns the number of records written now.
+// Refuses, before writing anything, a folder that holds another model or other settings.
 int run_compare(const CompareOptions& opts);
 
 // Sequence id for the counter-based RNG: a stable hash of the prompt id.

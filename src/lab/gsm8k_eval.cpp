@@ -9,10 +9,12 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_u64.h"
 #include "lab/answer_extract.h"
 #include "lab/compare.h"
 #include "lab/gsm8k_prompt.h"
 #include "lab/results_log.h"
+#include "lab/results_manifest.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
@@ -30,34 +32,6 @@ bool parse_number(const std::string& s, double* out) {
   const char* end = s.data() + s.size();
   auto [p, ec] = std::from_chars(s.data(), end, *out);
   return ec == std::errc() && p == end;
-}
-
-uint64_t fnv1a(const char* p, size_t n, uint64_t h = 1469598103934665603ull) {
-  for (size_t i = 0; i < n; ++i) {
-    h ^= static_cast<unsigned char>(p[i]);
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-// Hash of the whole file: data files are small, and every byte decides a prompt or a target.
-std::string file_hash(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("{}: cannot open", path);
-  std::string buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return fmt::format("size={}:fnv1a64={:016x}", buf.size(), fnv1a(buf.data(), buf.size()));
-}
-
-std::string model_name(const std::string& path) {
-  fs::path p(path);
-  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
-  return fs::is_directory(p) ? p.filename().string() : p.stem().string();
-}
-
-nlohmann::json config_json(const ModelConfig& c) {
-  return {{"arch", std::string(arch_name(c.arch))}, {"dim", c.dim}, {"hidden_dim", c.hidden_dim},
-          {"n_layers", c.n_layers}, {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
-          {"max_seq_len", c.max_seq_len}};
 }
 
 nlohmann::json side_json(const GenerationResult& g, const std::string& target) {
@@ -127,7 +101,7 @@ std::vector<BothPaths> generate_items(Engine& engine, const Tokenizer& tok, cons
 }
 
 // An item's record from its two free-running generations; flips are teacher-forced along the
-// cache-ON trajectory exactly as `compare` defines them (DESIGN.md §7). Up to the first divergence
+// cache-ON trajectory exactly as `compare` defines them (docs/metrics.md). Up to the first divergence
 // the cache-OFF free run saw the same prefix, so its own choices are the teacher-forced ones; only
 // later steps need a forward.
 nlohmann::json item_record(Engine& engine, const Item& item, const Gsm8kCondition& cond, const Gsm8kOptions& opts,
@@ -232,58 +206,7 @@ ShardSpec parse_shard(const std::string& spec) {
   return s;
 }
 
-std::string model_fingerprint(const std::string& path) {
-  std::vector<fs::path> files;
-  if (fs::is_directory(path)) {
-    for (const auto& e : fs::directory_iterator(path))
-      if (e.is_regular_file()) files.push_back(e.path());
-    std::sort(files.begin(), files.end());
-  } else {
-    files.push_back(path);
-  }
-  uint64_t h = 1469598103934665603ull, total = 0;
-  constexpr size_t kMiB = 1 << 20;
-  std::string buf;
-  for (const auto& f : files) {
-    std::ifstream in(f, std::ios::binary);
-    if (!in) fail("{}: cannot open", f.string());
-    const uint64_t size = fs::file_size(f);
-    total += size;
-    const std::string name = f.filename().string();
-    h = fnv1a(name.data(), name.size(), h);
-    h = fnv1a(reinterpret_cast<const char*>(&size), sizeof size, h);
-    buf.resize(size_t(std::min<uint64_t>(size, kMiB)));
-    in.read(buf.data(), std::streamsize(buf.size()));
-    h = fnv1a(buf.data(), buf.size(), h);
-    if (size > kMiB) {
-      in.seekg(std::streamoff(size - std::min<uint64_t>(size - kMiB, kMiB)));
-      buf.resize(size_t(std::min<uint64_t>(size - kMiB, kMiB)));
-      in.read(buf.data(), std::streamsize(buf.size()));
-      h = fnv1a(buf.data(), buf.size(), h);
-    }
-  }
-  return fmt::format("size={}:fnv1a64-head-tail={:016x}", total, h);
-}
-
 std::string gsm8k_record_key(const nlohmann::json& r) { return r.value("key", std::string()); }
-
-std::string json_first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path) {
-  if (a.type() == b.type() && a.is_object()) {
-    for (const auto& [k, v] : a.items()) {
-      if (!b.contains(k)) return fmt::format("{}/{}: {} vs (absent)", path, k, v.dump());
-      if (auto d = json_first_difference(v, b[k], path + "/" + k); !d.empty()) return d;
-    }
-    for (const auto& [k, v] : b.items())
-      if (!a.contains(k)) return fmt::format("{}/{}: (absent) vs {}", path, k, v.dump());
-    return "";
-  }
-  if (a.type() == b.type() && a.is_array() && a.size() == b.size()) {
-    for (size_t i = 0; i < a.size(); ++i)
-      if (auto d = json_first_difference(a[i], b[i], fmt::format("{}/{}", path, i)); !d.empty()) return d;
-    return "";
-  }
-  return a == b ? "" : fmt::format("{}: {} vs {}", path.empty() ? "/" : path, a.dump(), b.dump());
-}
 
 int run_gsm8k(const Gsm8kOptions& opts) {
   if (opts.models.empty()) fail_usage("eval gsm8k: give at least one --model");
@@ -309,7 +232,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   settings["shots"] = opts.shots;
   settings["prompt_format"] = kPromptFormat;
   settings["max_new_tokens"] = opts.max_new_tokens;
-  settings["seed"] = opts.seed;
+  settings["seed"] = json_u64(opts.seed);
   settings["skip_long"] = opts.skip_long;
   for (const auto& c : opts.conditions)
     settings["conditions"].push_back({{"name", c.name}, {"sampler", c.sampler.describe()}});
@@ -367,7 +290,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   std::error_code ec;
   fs::create_directories(opts.out_dir, ec);
   if (ec) fail("{}: cannot create output directory: {}", opts.out_dir, ec.message());
-  const std::string manifest_path = opts.out_dir + "/" + kGsm8kManifestFile;
+  const std::string manifest_path = path_in(opts.out_dir, kGsm8kManifestFile);
   const nlohmann::json shard = {{"index", opts.shard.index}, {"count", opts.shard.count}};
   if (fs::exists(manifest_path)) {
     std::ifstream in(manifest_path);
@@ -380,31 +303,46 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     if (old.value("shard", nlohmann::json()) != shard)
       fail("{}: this directory holds shard {} but --shard is {}/{}; give each shard its own --out", manifest_path,
            old.value("shard", nlohmann::json()).dump(), opts.shard.index, opts.shard.count);
-  } else if (fs::exists(opts.out_dir + "/" + kGsm8kResultsFile)) {
-    fail("{}/{}: results without a manifest; use another --out", opts.out_dir, kGsm8kResultsFile);
+  } else if (fs::exists(path_in(opts.out_dir, kGsm8kResultsFile))) {
+    fail("{}: results without a manifest; use another --out", path_in(opts.out_dir, kGsm8kResultsFile));
   }
   nlohmann::json manifest = {{"kind", "kvparity-gsm8k"}, {"settings", settings}, {"shard", shard},
                              {"run", {{"limit", opts.limit}, {"threads", opts.threads},
                                       {"batch_size", opts.batch_size}}}};
   write_file_atomic(manifest_path, manifest.dump(2) + "\n");
 
-  ResultsLog log(opts.out_dir + "/" + kGsm8kResultsFile, gsm8k_record_key);
+  ResultsLog log(path_in(opts.out_dir, kGsm8kResultsFile), gsm8k_record_key);
   int written = 0;
   size_t total = 0, done = 0;
   for (size_t i = 0; i < n_selected; ++i) total += int(i % size_t(opts.shard.count)) == opts.shard.index;
   total *= models.size() * opts.dtypes.size() * opts.kernels.size() * opts.conditions.size();
   const size_t B = size_t(opts.batch_size);
-  for (const auto& L : models) {
-    // This shard's items in problem order. Groups of B consecutive ones are decoded together, so
-    // a group is the same whenever the same shard is run (resumed or not).
-    std::vector<const Item*> shard_items;
+  // This shard's items of a model in problem order. Groups of B consecutive ones are decoded
+  // together, so a group is the same whenever the same shard is run (resumed or not).
+  auto shard_items_of = [&](const Loaded& L) {
+    std::vector<const Item*> items;
     for (const auto& it : L.items)
-      if (int(size_t(it.problem->index) % size_t(opts.shard.count)) == opts.shard.index) shard_items.push_back(&it);
+      if (int(size_t(it.problem->index) % size_t(opts.shard.count)) == opts.shard.index) items.push_back(&it);
+    return items;
+  };
+  auto record_key = [](const Item& it, const std::string& model, DType dtype, KernelPolicy kp, const Gsm8kCondition& c) {
+    return fmt::format("{}/{}/{}/{}/{}", it.problem->index, model, dtype_name(dtype), policy_name(kp), c.name);
+  };
+  if (!log.records().empty()) {
+    size_t reused = 0;
+    for (const auto& L : models)
+      for (const Item* it : shard_items_of(L))
+        for (DType dtype : opts.dtypes)
+          for (KernelPolicy kp : opts.kernels)
+            for (const auto& cond : opts.conditions) reused += log.has(record_key(*it, L.name, dtype, kp, cond));
+    std::cerr << fmt::format("note: resuming {}: {} of {} records already there are re-used\n", log.path(), reused,
+                             total);
+  }
+  for (const auto& L : models) {
+    const std::vector<const Item*> shard_items = shard_items_of(L);
     for (DType dtype : opts.dtypes) {
       for (KernelPolicy kp : opts.kernels) {
-        auto key_of = [&](const Item& it, const Gsm8kCondition& c) {
-          return fmt::format("{}/{}/{}/{}/{}", it.problem->index, L.name, dtype_name(dtype), policy_name(kp), c.name);
-        };
+        auto key_of = [&](const Item& it, const Gsm8kCondition& c) { return record_key(it, L.name, dtype, kp, c); };
         std::shared_ptr<Model> model;
         std::unique_ptr<Engine> engine;
         for (const auto& cond : opts.conditions) {

@@ -12,6 +12,7 @@
 
 #include "core/dtype.h"
 #include "kernels/kernels.h"
+#include "lab/results_manifest.h"
 #include "runtime/sampler.h"
 
 namespace kvp {
@@ -62,16 +63,9 @@ struct Gsm8kOptions {
   bool progress = false;
 };
 
-// Size plus a 64-bit FNV-1a of the first and last MiB of every file of the model (a directory's
-// files in name order): cheap for multi-GB checkpoints, and catches a different file in practice.
-std::string model_fingerprint(const std::string& path);
-
 std::string gsm8k_record_key(const nlohmann::json& record);
 
 // Runs what is missing; returns the number of records written now.
 int run_gsm8k(const Gsm8kOptions& opts);
-
-// The first place two JSON values differ, as "path: a vs b" ("" when equal).
-std::string json_first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path = "");
 
 }  // namespace kvp

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <map>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "lab/results_manifest.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/tokenizer_for_model.h"
@@ -64,10 +66,21 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
     // The shared prefix: prompt + the cache-ON path's greedy tokens before `step`.
     std::vector<int> seq = tok->encode(opts.prompt, tok->default_add_bos());
     const int P = int(seq.size());
+    if (P == 0) fail_usage("--prompt: encodes to no tokens (the model adds no BOS); give a non-empty prompt");
+    // Step s compares the row at position P + s - 2 (step 1 re-reads the last prompt token as a
+    // one-row decode), so the context must hold P + s - 1 positions.
+    const int last_step = on.cache().capacity() - P + 1;
+    if (opts.step > last_step)
+      fail_usage("--step {} is beyond the context: the prompt has {} tokens and the cache {} positions, so --step "
+                 "can be at most {}",
+                 opts.step, P, on.cache().capacity(), last_step);
     GenerationConfig g;
     g.max_new_tokens = opts.step;
     g.stop_at_eos = false;
     const auto gen = on.generate(seq, g, nullptr);
+    if (int(gen.output_ids.size()) != opts.step)
+      fail("profile: the cache-ON run stopped after {} of {} tokens ({})", gen.output_ids.size(), opts.step,
+           gen.stop_reason);
     seq.insert(seq.end(), gen.output_ids.begin(), gen.output_ids.end() - 1);
     const int n = int(seq.size());
     const int pos = n - 1;
@@ -136,8 +149,30 @@ nlohmann::json profile_json(const std::vector<DtypeProfile>& ps, const ProfileOp
     arr.push_back({{"dtype", p.dtype}, {"position", p.position}, {"tokens", p.tokens}, {"logits", mm(p.logits)},
                    {"layers", layers}});
   }
-  return {{"schema_version", 1}, {"kind", "profile"}, {"model", opts.model}, {"prompt", opts.prompt},
-          {"step", opts.step}, {"kernels", policy_name(opts.kernels)}, {"threads", opts.threads}, {"profiles", arr}};
+  return {{"schema_version", 1}, {"kind", "profile"}, {"model", model_name(opts.model)}, {"model_path", opts.model},
+          {"prompt", opts.prompt}, {"step", opts.step}, {"kernels", policy_name(opts.kernels)}, {"threads", opts.threads},
+          {"profiles", arr}};
+}
+
+nlohmann::json profile_settings(const ProfileOptions& opts) {
+  nlohmann::json dtypes = nlohmann::json::array();
+  for (DType d : opts.dtypes) dtypes.push_back(std::string(dtype_name(d)));
+  return {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
+          {"threads", opts.threads}, {"step", opts.step}};
+}
+
+void check_profile_dir(const std::string& dir, const ProfileOptions& opts) {
+  const Checkpoint ckpt = open_checkpoint(opts.model);
+  check_results_manifest(dir, "profile", model_identity(ckpt, opts.model, opts.tokenizer), profile_settings(opts),
+                         {kProfileResultsFile});
+}
+
+void save_profile(const std::string& dir, const nlohmann::json& profile, const ProfileOptions& opts) {
+  const Checkpoint ckpt = open_checkpoint(opts.model);
+  const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
+  check_results_manifest(dir, "profile", model, profile_settings(opts), {kProfileResultsFile});
+  record_results_manifest(dir, "profile", model, profile_settings(opts), {kProfileResultsFile});
+  write_file_atomic(path_in(dir, kProfileResultsFile), profile.dump(2) + "\n");
 }
 
 std::string profile_table(const std::vector<DtypeProfile>& ps) {

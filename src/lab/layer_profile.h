@@ -36,9 +36,19 @@ struct DtypeProfile {
   MaxMean logits;
 };
 
+inline constexpr const char* kProfileResultsFile = "profile.json";
+
+// Refuses out-of-range steps (usage error) before any work.
 std::vector<DtypeProfile> run_profile(const ProfileOptions& opts);
 nlohmann::json profile_json(const std::vector<DtypeProfile>& p, const ProfileOptions& opts);
 // "layer -> max |Δ|" table with one column per dtype (residual stream after each layer).
 std::string profile_table(const std::vector<DtypeProfile>& p);
+
+// The settings a results folder's manifest pins for `profile` (results_manifest.h).
+nlohmann::json profile_settings(const ProfileOptions& opts);
+// Refuses a folder holding another model or a profile with other settings; writes nothing.
+void check_profile_dir(const std::string& dir, const ProfileOptions& opts);
+// Records the manifest and writes dir/profile.json (checks again: the folder may have changed).
+void save_profile(const std::string& dir, const nlohmann::json& profile, const ProfileOptions& opts);
 
 }  // namespace kvp

@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_u64.h"
+#include "lab/results_manifest.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
@@ -184,12 +187,40 @@ nlohmann::json patch_json(const PatchResult& r, const PatchOptions& opts) {
                     {"next_token", x.next_token}, {"next_follows_off", x.next_follows_off},
                     {"continuation_agree", x.continuation_agree},
                     {"max_abs_logit_diff_to_off", x.max_abs_logit_diff_to_off}});
-  return {{"schema_version", 1}, {"kind", "patch"}, {"model", opts.model}, {"prompt", opts.prompt},
-          {"dtype", std::string(dtype_name(opts.dtype))}, {"kernels", policy_name(opts.kernels)},
-          {"sampler", opts.sampler.describe()}, {"step", r.step}, {"position", r.position},
+  return {{"schema_version", 1}, {"kind", "patch"}, {"model", model_name(opts.model)}, {"model_path", opts.model},
+          {"prompt", opts.prompt}, {"dtype", std::string(dtype_name(opts.dtype))},
+          {"kernels", policy_name(opts.kernels)}, {"threads", opts.threads}, {"sampler", opts.sampler.describe()},
+          {"seed", json_u64(opts.seed)}, {"step", r.step}, {"position", r.position},
           {"first_divergence", r.first_divergence < 0 ? nlohmann::json(nullptr) : nlohmann::json(r.first_divergence)},
           {"kv_positions", {r.kv_begin, r.kv_end}}, {"on_token", r.on_token}, {"off_token", r.off_token}, {"continuation_length", r.off_continuation.size()},
           {"unpatched_max_abs_logit_diff", r.unpatched_max_abs_logit_diff}, {"rows", rows}};
+}
+
+nlohmann::json patch_settings(const PatchOptions& opts) {
+  return {{"prompt", opts.prompt},
+          {"dtype", std::string(dtype_name(opts.dtype))},
+          {"kernels", policy_name(opts.kernels)},
+          {"threads", opts.threads},
+          {"sampler", opts.sampler.describe()},
+          {"seed", json_u64(opts.seed)},
+          {"max_new_tokens", opts.max_new_tokens},
+          {"step", opts.step < 0 ? nlohmann::json("first divergence") : nlohmann::json(opts.step)},
+          {"continuation", opts.continuation},
+          {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
+}
+
+void check_patch_dir(const std::string& dir, const PatchOptions& opts) {
+  const Checkpoint ckpt = open_checkpoint(opts.model);
+  check_results_manifest(dir, "patch", model_identity(ckpt, opts.model, opts.tokenizer), patch_settings(opts),
+                         {kPatchResultsFile});
+}
+
+void save_patch(const std::string& dir, const nlohmann::json& patch, const PatchOptions& opts) {
+  const Checkpoint ckpt = open_checkpoint(opts.model);
+  const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
+  check_results_manifest(dir, "patch", model, patch_settings(opts), {kPatchResultsFile});
+  record_results_manifest(dir, "patch", model, patch_settings(opts), {kPatchResultsFile});
+  write_file_atomic(path_in(dir, kPatchResultsFile), patch.dump(2) + "\n");
 }
 
 std::string patch_table(const PatchResult& r) {

@@ -46,8 +46,17 @@ struct PatchResult {
   std::vector<PatchRow> rows;
 };
 
+inline constexpr const char* kPatchResultsFile = "patch.json";
+
 PatchResult run_patch(const PatchOptions& opts);
 nlohmann::json patch_json(const PatchResult& r, const PatchOptions& opts);
 std::string patch_table(const PatchResult& r);
+
+// The settings a results folder's manifest pins for `patch` (results_manifest.h).
+nlohmann::json patch_settings(const PatchOptions& opts);
+// Refuses a folder holding another model or a patch run with other settings; writes nothing.
+void check_patch_dir(const std::string& dir, const PatchOptions& opts);
+// Records the manifest and writes dir/patch.json (checks again: the folder may have changed).
+void save_patch(const std::string& dir, const nlohmann::json& patch, const PatchOptions& opts);
 
 }  // namespace kvp

@@ -6,30 +6,35 @@
 
 namespace kvp {
 
-std::unique_ptr<Tokenizer> tokenizer_for_model(const Model& model, const std::string& explicit_path) {
+std::string tokenizer_file_beside(const std::string& model_path, const std::string& format, const std::string& hint) {
   namespace fs = std::filesystem;
+  if (!hint.empty()) return hint;
+  const fs::path p(model_path);
+  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
+  if (dir.empty() || !fs::is_directory(dir)) return "";
+  if (fs::exists(dir / "tokenizer.json")) return (dir / "tokenizer.json").string();
+  if (fs::exists(dir / "tokenizer.bin")) return (dir / "tokenizer.bin").string();
+  if (format == "llama2c") {
+    // llama2.c models ship their vocabulary as tok<N>.bin; use it when it is the only one.
+    std::string found;
+    int count = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("tok", 0) == 0 && e.path().extension() == ".bin") {
+        found = e.path().string();
+        ++count;
+      }
+    }
+    if (count == 1) return found;
+  }
+  return "";
+}
+
+std::unique_ptr<Tokenizer> tokenizer_for_model(const Model& model, const std::string& explicit_path) {
   if (!explicit_path.empty()) return load_tokenizer(explicit_path);
   if (model.vocab) return tokenizer_from_vocab(*model.vocab);
-  if (!model.tokenizer_path.empty()) return load_tokenizer(model.tokenizer_path);
-  const fs::path p(model.path);
-  const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
-  if (!dir.empty() && fs::is_directory(dir)) {
-    if (fs::exists(dir / "tokenizer.json")) return load_tokenizer((dir / "tokenizer.json").string());
-    if (fs::exists(dir / "tokenizer.bin")) return load_tokenizer((dir / "tokenizer.bin").string());
-    if (model.format == "llama2c") {
-      // llama2.c models ship their vocabulary as tok<N>.bin; use it when it is the only one.
-      std::string found;
-      int count = 0;
-      for (const auto& e : fs::directory_iterator(dir)) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind("tok", 0) == 0 && e.path().extension() == ".bin") {
-          found = e.path().string();
-          ++count;
-        }
-      }
-      if (count == 1) return load_tokenizer(found);
-    }
-  }
+  const std::string file = tokenizer_file_beside(model.path, model.format, model.tokenizer_path);
+  if (!file.empty()) return load_tokenizer(file);
   fail("no tokenizer found for {}: pass --tokenizer (tokenizer.json, llama2.c tokenizer.bin)", model.path);
 }
 

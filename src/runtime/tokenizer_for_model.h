@@ -12,4 +12,8 @@ namespace kvp {
 // Throws a clear error ("pass --tokenizer") when none can be found.
 std::unique_ptr<Tokenizer> tokenizer_for_model(const Model& model, const std::string& explicit_path);
 
+// The tokenizer file the lookup above settles on when the model embeds no vocabulary: `hint`
+// (an HF checkpoint's tokenizer.json) or a file beside the model. "" when there is none.
+std::string tokenizer_file_beside(const std::string& model_path, const std::string& format, const std::string& hint);
+
 }  // namespace kvp
