@@ -148,6 +148,7 @@ TEST(LabCompare, ResumeAfterAKillEqualsAnUninterruptedRun) {
   std::getline(in, line);
   kept += line.substr(0, line.size() / 2);
   std::ofstream(killed.file("results.jsonl")) << kept;
+  std::filesystem::copy_file(full.file("manifest.json"), killed.file("manifest.json"));
   EXPECT_EQ(run_compare(small_compare(model, killed.path(), DType::F16, KernelPolicy::Standard)), 3);
   const auto a = ResultsLog::read_all(full.file("results.jsonl"));
   const auto b = ResultsLog::read_all(killed.file("results.jsonl"));
