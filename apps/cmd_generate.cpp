@@ -44,8 +44,9 @@ void register_generate(CLI::App& app) {
   cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
   cmd->add_option("--cache", o->cache, "on: prefill + one row per step; off: recompute everything each step")
       ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--stop", o->stop, "stop when the text contains this string (repeatable)");
-  cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS");
+  cmd->add_option("--stop", o->stop,
+                  "stop when the text contains this string (repeatable); text and output_ids end before it");
+  cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS (and BOS for llama2.c models)");
   cmd->add_option("--on-nonfinite", o->on_nonfinite, "error (default) or warn when NaN/Inf appears")
       ->check(CLI::IsMember({"error", "warn"}));
   cmd->add_flag("--json", o->json, "print one JSON object with prompt_ids, output_ids, text");
@@ -92,6 +93,7 @@ void register_generate(CLI::App& app) {
         j["output_ids"] = r.output_ids;
         j["text"] = r.text;
         j["stop_reason"] = r.stop_reason;
+        if (r.stop_reason == "stop_string") j["stop_string"] = r.stop_string;
         j["dtype"] = o->model.dtype;
         j["kv_dtype"] = std::string(dtype_name(engine.options().kv_dtype));
         j["kernels"] = o->model.kernels;

@@ -31,6 +31,7 @@ Checkpoint parse_llama2c(const uint8_t* data, size_t size, const std::string& na
   c.tied_embeddings = shared;
   c.bos_id = 1;
   c.eos_id = 2;
+  c.bos_ends_generation = true;
   if (c.n_heads <= 0 || c.dim <= 0 || c.dim % c.n_heads != 0)
     fail("{}: not a recognised model file: as a llama2.c header, dim = {} is not a positive multiple of n_heads = {}",
          name, c.dim, c.n_heads);

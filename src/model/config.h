@@ -29,6 +29,10 @@ struct ModelConfig {
   bool tied_embeddings = false;
   int bos_id = 1;
   int eos_id = 2;           // -1 when the model has none
+  // Whether sampling BOS ends a generation, as llama2.c's run.c does: llama2.c's training data
+  // delimits stories with BOS only (no EOS), so its checkpoints end a story by emitting BOS.
+  // Set for llama2.c .bin files; other formats end at eos_id only.
+  bool bos_ends_generation = false;
   // Family features (issue 4); for plain Llama these stay at their defaults.
   bool qkv_bias = false;
   int sliding_window = 0;   // 0 = none

@@ -69,31 +69,44 @@ class SequenceRun {
     return done_;
   }
 
-  // Appends the chosen token and applies EOS / stop strings.
-  void push(int token, const GenerationConfig& cfg, const Tokenizer* tokenizer, int eos_id) {
+  // Appends the chosen token and applies the stopping rules (see generator.h).
+  void push(int token, const GenerationConfig& cfg, const Tokenizer* tokenizer, const ModelConfig& c) {
     seq_.push_back(token);
     r_.output_ids.push_back(token);
-    if (cfg.stop_at_eos && token == eos_id) {
-      r_.stop_reason = "eos";
+    if (cfg.stop_at_eos && (token == c.eos_id || (c.bos_ends_generation && token == c.bos_id))) {
+      r_.stop_reason = token == c.eos_id ? "eos" : "bos";  // a model whose BOS is its EOS reports "eos"
       done_ = true;
       return;
     }
-    if (tokenizer != nullptr) {
-      const int prev = seq_[seq_.size() - 2];
-      text_ += utf8_.push(tokenizer->token_bytes(prev, token));
-      bool hit = false;
-      for (const auto& s : cfg.stop_strings) {
-        const auto pos = s.empty() ? std::string::npos : text_.find(s);
-        if (pos != std::string::npos) {
-          text_.resize(pos);
-          hit = true;
-        }
-      }
-      if (hit) {
-        r_.stop_reason = "stop_string";
-        done_ = true;
+    if (tokenizer == nullptr) return;
+    const int prev = seq_[seq_.size() - 2];
+    const size_t before = text_.size();
+    text_ += utf8_.push(tokenizer->token_bytes(prev, token));
+    if (cfg.stop_strings.empty()) return;
+    // A token's bytes are all in text_ once the decoder holds no incomplete UTF-8 sequence back;
+    // until then (a character split over byte tokens) its end is unknown and it stays unresolved.
+    Utf8StreamDecoder probe = utf8_;
+    if (probe.flush().empty()) ends_.resize(r_.output_ids.size(), text_.size());
+    // Earlier text held no match (the run would have stopped), so a match ends in the new bytes.
+    size_t cut = std::string::npos;
+    const std::string* which = nullptr;
+    for (const auto& s : cfg.stop_strings) {
+      if (s.empty()) continue;
+      const size_t pos = text_.find(s, before + 1 > s.size() ? before + 1 - s.size() : 0);
+      if (pos < cut) {
+        cut = pos;
+        which = &s;
       }
     }
+    if (which == nullptr) return;
+    text_.resize(cut);
+    size_t keep = 0;
+    while (keep < ends_.size() && ends_[keep] <= cut) ++keep;
+    r_.dropped_ids.assign(r_.output_ids.begin() + std::ptrdiff_t(keep), r_.output_ids.end());
+    r_.output_ids.resize(keep);
+    r_.stop_reason = "stop_string";
+    r_.stop_string = *which;
+    done_ = true;
   }
 
   GenerationResult finish(const Tokenizer* tokenizer) {
@@ -107,6 +120,7 @@ class SequenceRun {
   std::vector<int> seq_;
   Utf8StreamDecoder utf8_;
   std::string text_;
+  std::vector<size_t> ends_;  // per resolved output token: text_ length once its bytes were all in it
   bool done_ = false;
 };
 
@@ -149,7 +163,7 @@ GenerationResult Engine::generate(const std::vector<int>& prompt_in, const Gener
     const double u = uniform_at(cfg.seed, cfg.sequence_id, uint64_t(step));
     const int token = sample_token(logits, c.vocab_size, cfg.sampler, u);
     if (on_step) on_step(StepInfo{step, n - 1, token, logits, c.vocab_size});
-    run.push(token, cfg, tokenizer, c.eos_id);
+    run.push(token, cfg, tokenizer, c);
     if (run.done()) break;
   }
   return run.finish(tokenizer);
@@ -234,7 +248,7 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
       const double u = uniform_at(cfg.seed, sequence_ids[size_t(b)], uint64_t(step));
       const int token = sample_token(row, c.vocab_size, cfg.sampler, u);
       if (on_step) on_step(b, StepInfo{step, run.length() - 1, token, row, c.vocab_size});
-      run.push(token, cfg, tokenizer, c.eos_id);
+      run.push(token, cfg, tokenizer, c);
     }
   }
   std::vector<GenerationResult> out;

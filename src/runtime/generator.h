@@ -10,6 +10,18 @@
 // sequence id (GenerationConfig::sequence_id + b), or with the id given for it explicitly, so it
 // is comparable with a solo run of the same prompt under that id; with the invariant kernels the
 // two are bitwise identical.
+//
+// Stopping (solo and batched alike, so a batched sequence stops exactly where its solo run does):
+//  - EOS ends the run (stop_reason "eos"); for llama2.c checkpoints (ModelConfig::bos_ends_generation)
+//    so does BOS ("bos"), as in llama2.c's run.c. GenerationConfig::stop_at_eos = false (--ignore-eos)
+//    runs on past both. The ending token stays in output_ids: it was sampled (and on_step saw it),
+//    so cache ON/OFF comparisons see it like any other step; it adds no text.
+//  - A stop string ends the run as soon as the decoded text contains it ("stop_string"). The text is
+//    cut where the earliest match begins (lm-evaluation-harness's rule; GSM8K answer extraction
+//    relies on it), and output_ids keep only the tokens whose bytes all lie before that point: a
+//    token straddling the start of the match is dropped with the tokens after it. Decoding
+//    output_ids therefore gives a prefix of the text. The dropped tokens are kept apart in
+//    GenerationResult::dropped_ids (on_step saw them too), for comparisons of whole trajectories.
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,7 +45,7 @@ struct GenerationConfig {
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint64_t sequence_id = 0;
-  bool stop_at_eos = true;
+  bool stop_at_eos = true;                // false: run on past EOS (and BOS for llama2.c models)
   std::vector<std::string> stop_strings;  // need a tokenizer to take effect
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Error;
 };
@@ -48,9 +60,13 @@ struct StepInfo {
 
 struct GenerationResult {
   std::vector<int> prompt_ids;
-  std::vector<int> output_ids;  // generated tokens (EOS included when it ended the run)
-  std::string text;             // decoded continuation (empty without a tokenizer)
-  std::string stop_reason;      // "max_new_tokens" | "eos" | "stop_string" | "context_full"
+  std::vector<int> output_ids;  // generated tokens: EOS/BOS included when it ended the run, cut before a stop string
+  std::string text;             // decoded continuation (empty without a tokenizer), cut before a stop string
+  std::string stop_reason;      // "max_new_tokens" | "eos" | "bos" | "stop_string" | "context_full"
+  std::string stop_string;      // the stop string that matched (stop_reason "stop_string" only)
+  // The sampled tokens a stop string cut from output_ids (the straddling token and those after it),
+  // so output_ids + dropped_ids is the whole sampled trajectory, one token per on_step call.
+  std::vector<int> dropped_ids;
 };
 
 struct EngineOptions {
