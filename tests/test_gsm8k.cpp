@@ -335,7 +335,7 @@ TEST(Gsm8kCli, EndToEndOnBothRealModels) {
       const auto& s = rec[side];
       EXPECT_EQ(s["correct_strict"].get<bool>(), s["strict"].is_string() && s["strict"] == rec["target"]) << k;
       EXPECT_TRUE(s["stop_reason"] == "max_new_tokens" || s["stop_reason"] == "eos" ||
-                  s["stop_reason"] == "stop_string" || s["stop_reason"] == "context_full")
+                  s["stop_reason"] == "bos" || s["stop_reason"] == "stop_string" || s["stop_reason"] == "context_full")
           << k;
     }
   }

@@ -110,28 +110,36 @@ nlohmann::json item_record(Engine& engine, const Item& item, const Gsm8kConditio
   const GenerationConfig g = generation_config(item, cond, opts);
   const GenerationResult& on = paths.on;
   const GenerationResult& off = paths.off;
+  // Divergence and flips are over everything each path sampled: a stop string cuts the tokens it
+  // straddles out of output_ids (dropped_ids), but they were still chosen, and can differ.
+  auto trajectory = [](const GenerationResult& g) {
+    std::vector<int> t = g.output_ids;
+    t.insert(t.end(), g.dropped_ids.begin(), g.dropped_ids.end());
+    return t;
+  };
+  const std::vector<int> on_ids = trajectory(on), off_ids = trajectory(off);
 
   int first_div = -1;
-  const size_t common = std::min(on.output_ids.size(), off.output_ids.size());
+  const size_t common = std::min(on_ids.size(), off_ids.size());
   for (size_t i = 0; i < common && first_div < 0; ++i)
-    if (on.output_ids[i] != off.output_ids[i]) first_div = int(i);
-  if (first_div < 0 && on.output_ids.size() != off.output_ids.size()) first_div = int(common);
+    if (on_ids[i] != off_ids[i]) first_div = int(i);
+  if (first_div < 0 && on_ids.size() != off_ids.size()) first_div = int(common);
 
   int flips = 0;
   std::vector<int> seq = item.prompt_ids;
   ForwardOptions fo;
-  for (size_t s = 0; s < on.output_ids.size(); ++s) {
+  for (size_t s = 0; s < on_ids.size(); ++s) {
     int off_choice;
-    if ((first_div < 0 || int(s) <= first_div) && s < off.output_ids.size()) {
-      off_choice = off.output_ids[s];
+    if ((first_div < 0 || int(s) <= first_div) && s < off_ids.size()) {
+      off_choice = off_ids[s];
     } else {
       engine.cache().clear();
       const float* all = engine.forward(seq.data(), int(seq.size()), 0, fo);
       off_choice = sample_token(all + (seq.size() - 1) * size_t(vocab), vocab, cond.sampler,
                                 uniform_at(g.seed, g.sequence_id, s));
     }
-    flips += off_choice != on.output_ids[s];
-    seq.push_back(on.output_ids[s]);
+    flips += off_choice != on_ids[s];
+    seq.push_back(on_ids[s]);
   }
   nlohmann::json r;
   r["on"] = side_json(on, item.problem->target);
@@ -139,7 +147,7 @@ nlohmann::json item_record(Engine& engine, const Item& item, const Gsm8kConditio
   r["status"] = "ok";
   r["diverged"] = first_div >= 0;
   r["first_divergence"] = first_div < 0 ? nlohmann::json(nullptr) : nlohmann::json(first_div);
-  r["teacher_forced"] = {{"steps", on.output_ids.size()}, {"flips", flips}};
+  r["teacher_forced"] = {{"steps", on_ids.size()}, {"flips", flips}};
   return r;
 }
 
