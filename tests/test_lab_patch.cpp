@@ -1,5 +1,6 @@
 // `kvparity patch` on a real model, and the full report (compare + profile + patch) rendered by
-// headless Chromium: the charts must be in the rendered DOM with the data points of summary.json.
+// headless Chromium: the charts must be in the rendered DOM with the data points of summary.json,
+// exact zeros included (drawn on the log axes' floor).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -105,14 +106,25 @@ std::string svg_with_label(const std::string& dom, const std::string& label) {
 struct Point {
   std::string series;
   double x = 0, y = 0;
+  bool zero = false;  // drawn on the exact-zero floor
+  std::string cy;
 };
 
 std::vector<Point> points_of(const std::string& svg) {
   std::vector<Point> out;
-  static const std::regex circle(R"re(<circle class="point"[^>]*data-series="([^"]*)" data-x="([^"]*)" data-y="([^"]*)")re");
+  static const std::regex circle(
+      R"re(<circle class="point( zero)?" cx="[^"]*" cy="([^"]*)"[^>]*data-series="([^"]*)" data-x="([^"]*)" data-y="([^"]*)")re");
   for (std::sregex_iterator it(svg.begin(), svg.end(), circle), end; it != end; ++it)
-    out.push_back({(*it)[1].str(), std::stod((*it)[2].str()), std::stod((*it)[3].str())});
+    out.push_back({(*it)[3].str(), std::stod((*it)[4].str()), std::stod((*it)[5].str()), (*it)[1].matched,
+                   (*it)[2].str()});
   return out;
+}
+
+// The y of the dashed exact-zero floor line of a chart ("" when it has none).
+std::string zero_floor_y(const std::string& svg) {
+  static const std::regex floor(R"re(<line class="zero-floor"[^>]* y1="([^"]*)")re");
+  std::smatch m;
+  return std::regex_search(svg, m, floor) ? m[1].str() : "";
 }
 
 TEST(LabReport, HeadlessChromiumRendersEveryChartWithTheSummaryData) {
@@ -127,7 +139,9 @@ TEST(LabReport, HeadlessChromiumRendersEveryChartWithTheSummaryData) {
   c.prompts.resize(4);
   Condition half;
   half.dtype = half.kv_dtype = DType::F16;
-  c.conditions = {half};
+  Condition invariant = half;  // bitwise-equal paths: every per-step metric is exactly 0
+  invariant.kernels = KernelPolicy::Invariant;
+  c.conditions = {half, invariant};
   add_fp32_controls(c.conditions);
   c.max_new_tokens = 24;
   c.out_dir = tmp.path();
@@ -150,28 +164,64 @@ TEST(LabReport, HeadlessChromiumRendersEveryChartWithTheSummaryData) {
   const std::string dom = read_text(tmp.file("dom.html"));
   ASSERT_NE(dom.find("</html>"), std::string::npos) << "Chromium produced no document";
 
-  // Per-step curves: one series per condition, one point per step with a positive median.
+  // Per-step curves: one series per condition, one point per step, the exact zeros on the floor.
   const std::string logit = svg_with_label(dom, "Per-step max |Δlogit|");
   ASSERT_FALSE(logit.empty());
-  std::map<std::string, int> per_series;
-  for (const Point& pt : points_of(logit)) ++per_series[pt.series];
-  ASSERT_EQ(per_series.size(), 2u);
-  for (const auto& cond : summary["conditions"]) {
-    int positive = 0;
-    for (const auto& v : cond["per_step"]["max_abs_logit_diff_median"]) positive += v.is_number() && v.get<double>() > 0;
-    EXPECT_EQ(per_series[cond["condition"].get<std::string>()], positive) << cond["condition"];
+  const std::string floor = zero_floor_y(logit);
+  ASSERT_FALSE(floor.empty()) << "the invariant conditions' zeros need the floor line";
+  std::map<std::string, int> per_series, zeros;
+  for (const Point& pt : points_of(logit)) {
+    ++per_series[pt.series];
+    if (pt.zero) {
+      ++zeros[pt.series];
+      EXPECT_EQ(pt.y, 0.0) << pt.series << " " << pt.x;
+      EXPECT_EQ(pt.cy, floor) << pt.series << " " << pt.x;
+    }
   }
-  ASSERT_FALSE(svg_with_label(dom, "Per-step KL").empty());
+  ASSERT_EQ(per_series.size(), 4u);
+  for (const auto& cond : summary["conditions"]) {
+    const std::string name = cond["condition"].get<std::string>();
+    const auto& medians = cond["per_step"]["max_abs_logit_diff_median"];
+    int zero = 0;
+    for (const auto& v : medians) zero += v.get<double>() == 0;
+    EXPECT_EQ(per_series[name], int(medians.size())) << name;
+    EXPECT_EQ(zeros[name], zero) << name;
+    if (cond["kernels"] == "invariant") {
+      // The invariant series is 0 everywhere, and still drawn: a line along the floor and a legend note.
+      EXPECT_EQ(zero, c.max_new_tokens) << name;
+      static const std::regex path(R"re(<path class="series" data-series="([^"]*)" d="([^"]*)")re");
+      std::string d;
+      for (std::sregex_iterator it(logit.begin(), logit.end(), path), end; it != end; ++it)
+        if ((*it)[1].str() == name) d = (*it)[2].str();
+      size_t vertices = 0;
+      for (char ch : d) vertices += ch == 'M' || ch == 'L';
+      EXPECT_EQ(vertices, size_t(c.max_new_tokens)) << name << ": " << d;
+      EXPECT_NE(logit.find(name + " (all 0)"), std::string::npos) << name;
+    }
+  }
+  EXPECT_NE(logit.find(">0 (exact)</text>"), std::string::npos);
+  const std::string kl = svg_with_label(dom, "Per-step KL");
+  ASSERT_FALSE(kl.empty());
+  EXPECT_FALSE(zero_floor_y(kl).empty());
+  // The x axis starts at generated token 0 and has ticks between the ends.
+  static const std::regex xtick(R"re(class="xtick"[^>]*>([^<]*)<)re");
+  std::vector<std::string> xticks;
+  for (std::sregex_iterator it(logit.begin(), logit.end(), xtick), end; it != end; ++it) xticks.push_back((*it)[1].str());
+  ASSERT_GE(xticks.size(), 3u);
+  EXPECT_EQ(xticks[0], "0");
 
   // The layer profile: every plotted point is the summary's value for that dtype and layer.
   const std::string resid = svg_with_label(dom, "max |ON − OFF| of the residual stream");
   ASSERT_FALSE(resid.empty());
   const auto pts = points_of(resid);
-  int expected = 0;
+  int expected = 0, positive = 0;
   for (const auto& prof : summary["layer_profile"]["profiles"])
-    for (const auto& layer : prof["layers"]) expected += layer["resid_post"]["max"].get<double>() > 0;
+    for (const auto& layer : prof["layers"]) {
+      ++expected;
+      positive += layer["resid_post"]["max"].get<double>() > 0;
+    }
   EXPECT_EQ(int(pts.size()), expected);
-  EXPECT_GT(expected, 5);
+  EXPECT_GT(positive, 5);
   for (const Point& pt : pts) {
     const nlohmann::json* prof = nullptr;
     for (const auto& pr : summary["layer_profile"]["profiles"])

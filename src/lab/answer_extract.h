@@ -1,5 +1,5 @@
 #pragma once
-// GSM8K answer extraction as lm-evaluation-harness scores its `gsm8k` task (DESIGN.md §7):
+// GSM8K answer extraction as lm-evaluation-harness scores its `gsm8k` task (docs/metrics.md):
 //   strict   : the number after "#### " (the format the few-shot exemplars teach);
 //   flexible : the last number anywhere in the text, reported separately.
 // Numbers are compared in a canonical form so "$1,000.", "1000" and "1000.00" are one answer.

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "lab/gsm8k_eval.h"
 #include "lab/mcnemar.h"
+#include "lab/report_header.h"
 #include "lab/results_log.h"
 #include "lab/stats.h"
 #include "lab/svg_chart.h"
@@ -57,6 +58,23 @@ std::string pval(const nlohmann::json& p) {
 std::string median(const nlohmann::json& d) {
   return d["median"].is_null() ? "–" : fmt::format("{:g}", d["median"].get<double>());
 }
+// Seeds above 2^53 are stored as decimal strings (core/json_u64.h); either way the digits alone.
+std::string seed_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+std::string n_with_skipped(const nlohmann::json& r) {
+  std::string n = std::to_string(r["n"].get<int>());
+  if (r.value("skipped", 0) > 0) n += fmt::format(" (+{} skipped)", r["skipped"].get<int>());
+  return n;
+}
+
+bool any_skipped(const nlohmann::json& s) {
+  for (const auto& r : s["rows"])
+    if (r.value("skipped", 0) > 0) return true;
+  return false;
+}
+
+constexpr const char* kSkippedNote =
+    "Skipped items (prompt longer than the model's context, `--skip-long`) are excluded from n and every rate.";
 
 
 }  // namespace
@@ -129,7 +147,7 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
                                                           : nlohmann::json(nullptr)},
                           {"steps", g.steps},
                           {"first_divergence_index", summarize(g.first_div).to_json()}};
-    // The invariant policy's promise (DESIGN.md): cache ON and OFF agree bit for bit.
+    // The invariant policy's promise (docs/metrics.md): cache ON and OFF agree bit for bit.
     if (g.kernels == "invariant") row["invariant_holds"] = g.diverged == 0 && g.flips == 0;
     rows.push_back(row);
   }
@@ -143,19 +161,20 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
 std::string render_gsm8k_md(const nlohmann::json& s) {
   const auto& st = s["settings"];
   std::string md = "# kvparity GSM8K study: accuracy with cache ON vs cache OFF\n\n";
+  md += render_gsm8k_manifest_md(st, s.value("shard", nlohmann::json()));
   md += fmt::format("{} records; {}-shot prompts (lm-eval gsm8k format, first-k train exemplars), max {} new tokens, "
                     "seed {}. Accuracy is exact match of the final number: strict = after \"#### \", flexible = last "
                     "number in the output. Δ = ON − OFF; p = exact McNemar test on the paired outcomes. Divergence "
-                    "and flips as in DESIGN.md §7 (flips teacher-forced along the cache-ON trajectory).\n\n",
+                    "and flips as defined in docs/metrics.md (flips teacher-forced along the cache-ON trajectory); "
+                    "✓: the invariant kernels' promise (no divergence, no flips) holds.\n\n",
                     s["records"].get<size_t>(), st["shots"].get<int>(), st["max_new_tokens"].get<int>(),
-                    st["seed"].dump());
+                    seed_text(st["seed"]));
   md += "| model | condition | dtype | kernels | n | acc ON (strict) | acc OFF (strict) | Δ strict | p strict | "
         "acc ON (flex) | acc OFF (flex) | Δ flex | p flex | sequence divergence | token flips | median first "
         "divergence |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : s["rows"]) {
     const auto &a = r["strict"], &f = r["flexible"];
-    std::string n = std::to_string(r["n"].get<int>());
-    if (r["skipped"].get<int>() > 0) n += fmt::format(" (+{} skipped)", r["skipped"].get<int>());
+    const std::string n = n_with_skipped(r);
     std::string div = pct(r["sequence_divergence_rate"]);
     if (r.contains("invariant_holds")) div += r["invariant_holds"].get<bool>() ? " ✓" : " **VIOLATED**";
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
@@ -165,11 +184,7 @@ std::string render_gsm8k_md(const nlohmann::json& s) {
                       signed_pct(f["delta"]), pval(f), div, pct(r["token_flip_rate"]),
                       median(r["first_divergence_index"]));
   }
-  bool any_skipped = false;
-  for (const auto& r : s["rows"]) any_skipped = any_skipped || r["skipped"].get<int>() > 0;
-  if (any_skipped)
-    md += "\nSkipped items (prompt longer than the model's context, `--skip-long`) are excluded from n and every "
-          "rate.\n";
+  if (any_skipped(s)) md += fmt::format("\n{}\n", kSkippedNote);
   return md;
 }
 
@@ -218,35 +233,44 @@ std::string render_gsm8k_html(const nlohmann::json& s) {
 
   std::string html =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvparity GSM8K study</title>\n"
-      "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1300px}table{border-collapse:collapse;"
-      "font-size:12px}td,th{border:1px solid #ccc;padding:3px 6px;text-align:right}th{background:#f4f4f4}"
-      "td:nth-child(-n+4){text-align:left}svg{margin:1em 0;display:block}</style></head><body>\n"
+      "<style>" + std::string(kReportCss) + "table.gsm8k{font-size:12px}table.gsm8k td{padding:3px 6px}"
+      "table.gsm8k td{white-space:nowrap}table.gsm8k td:nth-child(-n+4){text-align:left}.violated{color:#b00;font-weight:bold}</style></head><body>\n"
       "<h1>GSM8K: accuracy with cache ON vs cache OFF</h1>\n";
+  html += render_gsm8k_manifest_html(s["settings"], s.value("shard", nlohmann::json()));
   html += fmt::format("<p>{} records, {}-shot, max {} new tokens, seed {}. Strict = number after \"#### \"; flexible = "
-                      "last number. p: exact McNemar on paired outcomes.</p>\n",
+                      "last number. p: exact McNemar on paired outcomes. ✓: the invariant kernels' promise (no "
+                      "divergence, no flips) holds.</p>\n",
                       s["records"].get<size_t>(), s["settings"]["shots"].get<int>(),
-                      s["settings"]["max_new_tokens"].get<int>(), s["settings"]["seed"].dump());
+                      s["settings"]["max_new_tokens"].get<int>(), html_escape(seed_text(s["settings"]["seed"])));
   html += "<table class=\"gsm8k\"><tr><th>model</th><th>condition</th><th>dtype</th><th>kernels</th><th>n</th>"
           "<th>acc ON strict</th><th>acc OFF strict</th><th>Δ</th><th>p</th><th>acc ON flex</th><th>acc OFF flex</th>"
           "<th>Δ</th><th>p</th><th>sequence divergence</th><th>token flips</th><th>median first divergence</th></tr>\n";
   for (const auto& r : s["rows"]) {
     const auto &a = r["strict"], &f = r["flexible"];
+    std::string div = pct(r["sequence_divergence_rate"]);
+    if (r.contains("invariant_holds"))
+      div += r["invariant_holds"].get<bool>() ? " <span class=\"invariant-holds\">✓</span>"
+                                              : " <span class=\"violated\">VIOLATED</span>";
     html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                         html_escape(r["model"].get<std::string>()), html_escape(r["condition"].get<std::string>()),
-                        r["dtype"].get<std::string>(), r["kernels"].get<std::string>(), r["n"].get<int>(),
-                        pct(a["accuracy_on"]), pct(a["accuracy_off"]), signed_pct(a["delta"]), pval(a),
-                        pct(f["accuracy_on"]), pct(f["accuracy_off"]), signed_pct(f["delta"]), pval(f),
-                        pct(r["sequence_divergence_rate"]), pct(r["token_flip_rate"]),
+                        html_escape(r["dtype"].get<std::string>()), html_escape(r["kernels"].get<std::string>()),
+                        n_with_skipped(r), pct(a["accuracy_on"]), pct(a["accuracy_off"]), signed_pct(a["delta"]),
+                        pval(a), pct(f["accuracy_on"]), pct(f["accuracy_off"]), signed_pct(f["delta"]), pval(f), div,
+                        pct(r["token_flip_rate"]),
                         median(r["first_divergence_index"]));
   }
-  html += "</table>\n<h2>Accuracy with cache ON vs OFF</h2>\n";
+  html += "</table>\n";
+  if (any_skipped(s))
+    html += "<p class=\"skipped-note\">Skipped items (prompt longer than the model's context, <code>--skip-long</code>) "
+            "are excluded from n and every rate.</p>\n";
+  html += "<h2>Accuracy with cache ON vs OFF</h2>\n";
   for (const auto& k : acc_order)
     html += svg_bar_chart("Accuracy (fraction): " + k, conds, acc[k]);
   html += "<h2>Sequence divergence rate per dtype</h2>\n";
   for (const auto& m : div_order)
     html += svg_bar_chart("Share of problems whose ON and OFF generations differ: " + m, dtypes, div[m]);
-  html += "<p>Definitions: DESIGN.md §7.</p>\n</body></html>\n";
+  html += "<p>Definitions: docs/metrics.md in the kvparity repository.</p>\n</body></html>\n";
   return html;
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Cache-ON vs cache-OFF for one prompt: both free-running generations (same seeded draws), the
-// first divergence index and the logit gap while the two paths still share a prefix (DESIGN.md §7).
+// first divergence index and the logit gap while the two paths still share a prefix (docs/metrics.md).
 #include <memory>
 #include <vector>
 

@@ -4,11 +4,13 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "lab/gsm8k_eval.h"
 #include "lab/gsm8k_report.h"
+#include "lab/report_header.h"
 #include "lab/results_log.h"
 #include "lab/summary.h"
 #include "lab/svg_chart.h"
@@ -46,11 +48,26 @@ std::string dist(const nlohmann::json& d) {
   return fmt::format("{} / {} / {} / {}", num(d["min"]), num(d["median"]), num(d["p90"]), num(d["max"]));
 }
 
+// summary.json allows null per-step medians (no prompt reached the step): a gap, not a zero.
+double value_or_nan(const nlohmann::json& v) {
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+Series indexed_series(const std::string& name, const nlohmann::json& values) {
+  Series s{name, {}, {}};
+  for (size_t i = 0; i < values.size(); ++i) {
+    s.x.push_back(double(i));
+    s.y.push_back(value_or_nan(values[i]));
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string render_summary_md(const nlohmann::json& s) {
   std::string md = "# kvparity compare: cache ON vs cache OFF\n\n";
-  md += "Metrics as defined in DESIGN.md §7. Distributions are min / median / p90 / max over all teacher-forced "
+  if (s.contains("manifest")) md += render_manifest_md(s["manifest"]);
+  md += "Metrics as defined in docs/metrics.md. Distributions are min / median / p90 / max over all teacher-forced "
         "steps (first divergence: over the prompts that diverged).\n\n";
   md += "| condition | prompts | steps | sequence divergence | token flips | first divergence | max \\|Δlogit\\| | "
         "mean \\|Δlogit\\| | KL(p_on‖p_off) |\n|---|---|---|---|---|---|---|---|---|\n";
@@ -144,19 +161,8 @@ std::string render_report_html(const nlohmann::json& s) {
   std::vector<std::string> bins;
   for (const auto& c : s["conditions"]) {
     const std::string name = c["condition"].get<std::string>();
-    Series a{name, {}, {}}, b{name, {}, {}};
-    const auto& mx = c["per_step"]["max_abs_logit_diff_median"];
-    const auto& k = c["per_step"]["kl_median"];
-    for (size_t i = 0; i < mx.size(); ++i) {
-      a.x.push_back(double(i));
-      a.y.push_back(mx[i].get<double>());
-    }
-    for (size_t i = 0; i < k.size(); ++i) {
-      b.x.push_back(double(i));
-      b.y.push_back(k[i].get<double>());
-    }
-    logit.push_back(a);
-    kl.push_back(b);
+    logit.push_back(indexed_series(name, c["per_step"]["max_abs_logit_diff_median"]));
+    kl.push_back(indexed_series(name, c["per_step"]["kl_median"]));
     const auto& h = c["first_divergence_histogram"];
     if (bins.empty())
       for (size_t i = 0; i + 1 < h["edges"].size(); ++i)
@@ -167,10 +173,8 @@ std::string render_report_html(const nlohmann::json& s) {
   }
   std::string html =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvparity report</title>\n"
-      "<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;"
-      "font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}th{background:#f4f4f4}"
-      "td:first-child{text-align:left}svg{margin:1em 0;display:block}</style></head><body>\n"
-      "<h1>kvparity: cache ON vs cache OFF</h1>\n";
+      "<style>" + std::string(kReportCss) + "</style></head><body>\n<h1>kvparity: cache ON vs cache OFF</h1>\n";
+  if (s.contains("manifest")) html += render_manifest_html(s["manifest"]);
   html += "<h2>Summary</h2>\n<table><tr><th>condition</th><th>prompts</th><th>sequence divergence</th><th>token flips"
           "</th><th>median first divergence</th><th>median max |Δlogit|</th><th>max max |Δlogit|</th><th>median KL"
           "</th></tr>\n";
@@ -245,21 +249,29 @@ std::string render_report_html(const nlohmann::json& s) {
     html += "</table>\n";
   }
   html += "<h2>Where generations part</h2>\n";
-  html += svg_bar_chart("First divergence index (prompts per bin)", bins, hist);
-  html += "<p>Definitions: DESIGN.md §7. Teacher-forced metrics run the cache-OFF path along the cache-ON "
-          "trajectory.</p>\n</body></html>\n";
+  html += svg_bar_chart("First divergence index (prompts per bin)", bins, hist, true);
+  html += "<p>Definitions: docs/metrics.md in the kvparity repository. Teacher-forced metrics run the cache-OFF "
+          "path along the cache-ON trajectory; on the log-scale charts the dashed bottom line holds the values that "
+          "are exactly 0.</p>\n</body></html>\n";
   return html;
 }
 
 nlohmann::json write_reports(const std::string& dir) {
-  if (std::filesystem::exists(dir + "/" + kGsm8kResultsFile)) return write_gsm8k_reports(dir);  // an eval study
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(dir, ec);
+  if (st.type() == fs::file_type::not_found) fail("{}: does not exist", dir);
+  if (ec) fail("{}: cannot read: {}", dir, ec.message());
+  if (!fs::is_directory(st)) fail("{}: not a directory (kvparity report takes a results directory)", dir);
+  if (fs::exists(dir + "/" + kGsm8kResultsFile)) return write_gsm8k_reports(dir);  // an eval study
   const std::string results = dir + "/results.jsonl", profile = dir + "/profile.json";
   const std::string patch = dir + "/patch.json";
-  const bool have_results = std::filesystem::exists(results), have_profile = std::filesystem::exists(profile),
-             have_patch = std::filesystem::exists(patch);
+  const bool have_results = fs::exists(results), have_profile = fs::exists(profile), have_patch = fs::exists(patch);
   if (!have_results && !have_profile && !have_patch)
-    fail("{}: no results.jsonl, profile.json or patch.json here (run kvparity compare/profile/patch --out {})", dir,
-         dir);
+    fail("{}: no results here: looked for results.jsonl (compare), profile.json (profile), patch.json (patch) and "
+         "{} (eval gsm8k); write them with kvparity compare/profile/patch/eval gsm8k --out {}",
+         dir, kGsm8kResultsFile, dir);
+  const nlohmann::json manifest = read_results_manifest(dir);
   const auto records = have_results ? ResultsLog::read_all(results) : std::vector<nlohmann::json>{};
   if (have_results && records.empty()) fail("{}: no complete records", results);
   nlohmann::json summary = summarize_compare(records);
@@ -275,6 +287,7 @@ nlohmann::json write_reports(const std::string& dir) {
     if (p.is_discarded() || !p.contains("rows")) fail("{}: not a kvparity patch result", patch);
     summary["patching"] = p;
   }
+  if (!manifest.is_null()) summary["manifest"] = manifest;
   write_file_atomic(dir + "/summary.json", summary.dump(2) + "\n");
   write_file_atomic(dir + "/summary.md", render_summary_md(summary));
   write_file_atomic(dir + "/report.html", render_report_html(summary));

@@ -1,5 +1,5 @@
 #pragma once
-// Per-step logit divergence between the two cache paths (DESIGN.md §7): max and mean |Δlogit|,
+// Per-step logit divergence between the two cache paths (docs/metrics.md): max and mean |Δlogit|,
 // KL(p_on || p_off) in fp64, and the top-1 margin of the cache-ON logits.
 #include <vector>
 
