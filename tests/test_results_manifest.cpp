@@ -210,17 +210,20 @@ TEST_F(CompareFolder, LargeSeedsAreWrittenAsStrings) {
 TEST(ProfileStep, BeyondTheContextIsRefusedAndTheLastStepIsTheLastPosition) {
   KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   KVP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
-  // "Once upon a time" is BOS + 4 tokens; step s reads position 5 + s - 2; the context is 512.
+  // "Once upon a time" is BOS + 4 tokens; step s compares position 5 + s - 1; the context is 512.
   const std::string base = "profile --model " + shell_quoted(model) + " --tokenizer " + shell_quoted(tok) + " --dtype fp32 ";
-  for (const char* step : {"509", "600", "1000"}) {
+  for (const char* step : {"508", "509", "600", "1000"}) {
     const auto r = run_kvparity(base + "--step " + step);
     EXPECT_EQ(r.status, 2) << step << ": " << r.err;
     EXPECT_NE(r.err.find(std::string("--step ") + step + " is beyond the context"), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("at most 508"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("at most 507"), std::string::npos) << r.err;
   }
-  const auto last = run_kvparity(base + "--step 508");
+  const auto last = run_kvparity(base + "--step 507");
   ASSERT_EQ(last.status, 0) << last.err;
-  EXPECT_NE(last.out.find("at position 511 (step 508)"), std::string::npos) << last.out;
+  EXPECT_NE(last.out.find("at position 511 (step 507)"), std::string::npos) << last.out;
+  const auto first = run_kvparity(base + "--step 1");
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_NE(first.out.find("at position 5 (step 1)"), std::string::npos) << first.out;
 }
 
 TEST(ProfilePatchFolders, ChangedSettingsAreRefusedSameSettingsRerun) {

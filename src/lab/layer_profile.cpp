@@ -67,9 +67,10 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
     std::vector<int> seq = tok->encode(opts.prompt, tok->default_add_bos());
     const int P = int(seq.size());
     if (P == 0) fail_usage("--prompt: encodes to no tokens (the model adds no BOS); give a non-empty prompt");
-    // Step s compares the row at position P + s - 2 (step 1 re-reads the last prompt token as a
-    // one-row decode), so the context must hold P + s - 1 positions.
-    const int last_step = on.cache().capacity() - P + 1;
+    // Step s compares the decode row at position P + s - 1, whose logits choose generated token s:
+    // the cache-ON path feeds the s tokens generated before it, one row each. The cache must hold
+    // P + s positions.
+    const int last_step = on.cache().capacity() - P;
     if (opts.step > last_step)
       fail_usage("--step {} is beyond the context: the prompt has {} tokens and the cache {} positions, so --step "
                  "can be at most {}",
@@ -81,7 +82,7 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
     if (int(gen.output_ids.size()) != opts.step)
       fail("profile: the cache-ON run stopped after {} of {} tokens ({})", gen.output_ids.size(), opts.step,
            gen.stop_reason);
-    seq.insert(seq.end(), gen.output_ids.begin(), gen.output_ids.end() - 1);
+    seq.insert(seq.end(), gen.output_ids.begin(), gen.output_ids.end());
     const int n = int(seq.size());
     const int pos = n - 1;
     const ModelConfig& c = model->config;

@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 #include "lab/svg_chart.h"
@@ -155,21 +153,6 @@ Header gsm8k_header(const json& settings, const json& shard) {
 }
 
 }  // namespace
-
-json read_results_manifest(const std::string& dir) {
-  const std::string path = dir + "/manifest.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return nullptr;
-  std::ifstream in(path);
-  if (!in) fail("{}: cannot open", path);
-  json m = json::parse(in, nullptr, false);
-  if (m.is_discarded() || !m.is_object()) fail("{}: not valid JSON (a kvparity results manifest is an object)", path);
-  const auto kind = m.find("kind");
-  if (kind == m.end() || *kind != "kvparity-results")
-    fail("{}: not a kvparity results manifest (kind {}, expected \"kvparity-results\")", path,
-         kind == m.end() ? std::string("missing") : kind->dump());
-  return m;
-}
 
 std::string config_summary(const json& c) {
   if (!c.is_object()) return c.is_null() ? "" : value_text(c);

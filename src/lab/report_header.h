@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "lab/results_manifest.h"
+
 namespace kvp {
 
 // Style shared by the report pages. Charts scale with the page (their viewBox) up to a width at
@@ -18,9 +20,9 @@ inline constexpr const char* kReportCss =
     ".manifest td,.manifest th{text-align:left}.manifest ul.settings{list-style:none;padding-left:.5em;"
     "font-size:13px}code{font-size:12px}";
 
-// DIR/manifest.json, or null when the folder has none. A manifest that is there but unreadable is
-// an error: a report that silently dropped it would look like an old folder.
-nlohmann::json read_results_manifest(const std::string& dir);
+// DIR/manifest.json is read with read_results_manifest (results_manifest.h): null when the folder
+// has none; one that is there but unreadable is an error, since a report that silently dropped it
+// would look like an old folder.
 
 // "llama, 5 layers, dim 64, 8 heads / 4 KV heads, vocab 512, context 512" from a config object;
 // fields it lacks are left out.
