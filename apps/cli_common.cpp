@@ -1,22 +1,34 @@
 #include "cli_common.h"
 
+#include <algorithm>
+#include <charconv>
+#include <climits>
+#include <cmath>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 
 namespace kvp::cli {
 
-void ModelOptions::add(CLI::App* app, bool model_required) {
-  auto* m = app->add_option("--model", model, "llama2.c .bin, .gguf, .safetensors or HF directory");
-  if (model_required) m->required();
-  app->add_option("--tokenizer", tokenizer, "tokenizer.json or llama2.c tokenizer.bin (optional when the model carries one)");
-  app->add_option("--dtype", dtype, "compute dtype: fp32, fp16, bf16")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  app->add_option("--kv-dtype", kv_dtype, "KV-cache dtype (default: --dtype)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  app->add_option("--kernels", kernels, "kernel policy: reference, standard");
-  app->add_option("--threads", threads, "worker threads")->check(CLI::Range(1, 256));
-  app->add_option("--cache-capacity", cache_capacity, "static KV cache positions (default: the model's context)")
-      ->check(CLI::NonNegativeNumber);
+void ModelOptions::add(CLI::App* app, Parts parts) {
+  app->add_option("--model", model, "llama2.c .bin, .gguf, .safetensors or HF directory")->required();
+  if (parts.tokenizer)
+    app->add_option("--tokenizer", tokenizer,
+                    "tokenizer.json or llama2.c tokenizer.bin (default: the one the model carries or sits beside)");
+  one_of(app->add_option("--dtype", dtype, "compute dtype"), kDtypeNames);
+  one_of(app->add_option("--kv-dtype", kv_dtype, "KV-cache dtype (default: --dtype)"), kDtypeNames);
+  one_of(app->add_option("--kernels", kernels, "kernel policy"), kPolicyNames);
+  threads_option(app, threads);
+  if (parts.cache_capacity)
+    int_at_least(
+        app->add_option("--cache-capacity", cache_capacity, "static KV cache positions (0: the model's context)"), 0);
+}
+
+void ModelOptions::check(const CLI::App* cmd) const {
+  // An explicit --kv-dtype equal to --dtype is accepted: it is honoured (it is what runs), like
+  // --threads 1 with the reference kernels, so scripts may always spell both out.
+  check_threads_policies(cmd, threads, {kernels});
 }
 
 DType ModelOptions::compute_dtype() const { return parse_dtype(dtype); }
@@ -30,18 +42,34 @@ EngineOptions ModelOptions::engine() const {
   return o;
 }
 
-void SamplerOptions::add(CLI::App* app) {
-  app->add_option("--sampler", sampler, "greedy, temperature, top-k, top-p, min-p");
-  app->add_option("--temperature", temperature, "sampling temperature (> 0)");
-  app->add_option("--top-k", top_k, "top-k cutoff (>= 1)");
-  app->add_option("--top-p", top_p, "nucleus cutoff in (0, 1]");
-  app->add_option("--min-p", min_p, "min-p cutoff in [0, 1]");
-  app->add_option("--seed", seed, "seed of the counter-based RNG");
+void SamplerOptions::add(CLI::App* app, bool list) {
+  auto* s = app->add_option("--sampler", sampler, list ? "samplers, comma-separated, each run" : "token choice");
+  list ? list_of(s, kSamplerNames) : one_of(s, kSamplerNames);
+  real_in(app->add_option("--temperature", temperature, "sampling temperature (every sampler but greedy)"), 0, true,
+          HUGE_VAL, false);
+  int_at_least(app->add_option("--top-k", top_k, "top-k cutoff (--sampler top-k)"), 1);
+  real_in(app->add_option("--top-p", top_p, "nucleus cutoff (--sampler top-p)"), 0, true, 1, false);
+  real_in(app->add_option("--min-p", min_p, "min-p cutoff (--sampler min-p)"), 0, false, 1, false);
+  seed_option(app, seed_text, "seed of the counter-based RNG (every sampler but greedy)");
 }
 
-SamplerConfig SamplerOptions::config() const {
+void SamplerOptions::check(const CLI::App* cmd) const {
+  const std::vector<std::string> kinds = split_list(sampler);
+  auto uses = [&](const char* k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
+  const bool sampling = std::any_of(kinds.begin(), kinds.end(), [](const std::string& k) { return k != "greedy"; });
+  const std::string now = "it has no effect with --sampler " + sampler;
+  const bool many = kinds.size() > 1;
+  const std::string any_sampler = "a sampling --sampler: temperature, top-k, top-p or min-p";
+  refuse_unless(cmd, "--temperature", sampling, any_sampler, now + "; greedy takes the argmax");
+  refuse_unless(cmd, "--seed", sampling, any_sampler, now + "; greedy draws no random numbers");
+  for (const char* k : {"top-k", "top-p", "min-p"})
+    refuse_unless(cmd, std::string("--") + k, uses(k),
+                  many ? fmt::format("{} among --sampler", k) : fmt::format("--sampler {}", k), now);
+}
+
+SamplerConfig SamplerOptions::config(const std::string& kind) const {
   SamplerConfig c;
-  c.kind = parse_sampler(sampler);
+  c.kind = parse_sampler(kind);
   c.temperature = temperature;
   c.top_k = top_k;
   c.top_p = top_p;
@@ -50,28 +78,66 @@ SamplerConfig SamplerOptions::config() const {
   return c;
 }
 
-std::vector<int> parse_token_list(const std::string& csv) {
+void check_threads_policies(const CLI::App* cmd, int threads, const std::vector<std::string>& policies) {
+  const bool threaded =
+      std::any_of(policies.begin(), policies.end(), [](const std::string& p) { return p != "reference"; });
+  refuse_unless(cmd, "--threads", threaded || threads <= 1, "--kernels standard or invariant",
+                "the reference kernels run on one thread");
+}
+
+namespace {
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && is_space(s[b])) ++b;
+  while (e > b && is_space(s[e - 1])) --e;
+  return s.substr(b, e - b);
+}
+
+int token_id(const std::string& item, const std::string& option) {
+  int v = -1;
+  const auto [p, ec] = std::from_chars(item.data(), item.data() + item.size(), v);
+  if (item.empty() || item[0] == '-' || ec != std::errc() || p != item.data() + item.size())
+    fail_usage("{}: '{}' is not a token id (a non-negative integer)", option, item);
+  return v;
+}
+
+}  // namespace
+
+std::vector<int> parse_token_list(const std::string& text_in, const std::string& option) {
+  const std::string text = trim(text_in);
   std::vector<int> ids;
-  size_t i = 0;
-  while (i < csv.size()) {
-    size_t j = csv.find(',', i);
-    if (j == std::string::npos) j = csv.size();
-    std::string item = csv.substr(i, j - i);
-    item.erase(0, item.find_first_not_of(" \t[]"));
-    item.erase(item.find_last_not_of(" \t[]") + 1);
-    if (!item.empty()) {
-      size_t used = 0;
-      long v = 0;
-      try {
-        v = std::stol(item, &used);
-      } catch (...) {
-        used = 0;
-      }
-      if (used != item.size() || v < 0 || v > (1 << 30)) fail_usage("--tokens: '{}' is not a token id", item);
-      ids.push_back(int(v));
+  if (!text.empty() && text[0] == '[') {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_array()) fail_usage("{}: '{}' is not a JSON array of token ids", option, text);
+    for (const auto& v : j) {
+      if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > INT_MAX)
+        fail_usage("{}: {} is not a token id (a non-negative integer)", option, v.dump());
+      ids.push_back(v.get<int>());
     }
-    i = j + 1;
+  } else if (text.find(',') != std::string::npos) {
+    size_t i = 0;
+    while (true) {
+      const size_t j = std::min(text.find(',', i), text.size());
+      const std::string item = trim(text.substr(i, j - i));
+      if (item.empty()) fail_usage("{}: '{}' has an empty item (expected ids like 1,2,3)", option, text);
+      ids.push_back(token_id(item, option));
+      if (j == text.size()) break;
+      i = j + 1;
+    }
+  } else {
+    size_t i = 0;
+    while (i < text.size()) {
+      size_t j = i;
+      while (j < text.size() && !is_space(text[j])) ++j;
+      ids.push_back(token_id(text.substr(i, j - i), option));
+      while (j < text.size() && is_space(text[j])) ++j;
+      i = j;
+    }
   }
+  if (ids.empty()) fail_usage("{}: no token ids given (expected 1,2,3, \"1 2 3\" or [1, 2, 3])", option);
   return ids;
 }
 

@@ -1,11 +1,12 @@
 #pragma once
-// Options and helpers shared by the subcommands. The CLI stays thin: it parses, then calls src/.
+// Options and helpers shared by the subcommands. The CLI stays thin: it parses, checks that every
+// option given takes effect (cli_checks.h), then calls src/.
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "cli_checks.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
@@ -21,23 +22,42 @@ struct ModelOptions {
   int threads = 1;
   int cache_capacity = 0;
 
-  void add(CLI::App* app, bool model_required = true);
+  // Subcommands that take token ids, or size the cache themselves, leave those options out rather
+  // than accept them and ignore them.
+  struct Parts {
+    bool tokenizer = true, cache_capacity = true;
+  };
+  void add(CLI::App* app, Parts parts);
+  void add(CLI::App* app) { add(app, Parts{}); }
+  // Refuses what would be ignored (--threads above 1 with the reference kernels, a --kv-dtype equal
+  // to --dtype); call first in the callback.
+  void check(const CLI::App* cmd) const;
   DType compute_dtype() const;
   EngineOptions engine() const;
 };
 
+// `--sampler` is one sampler, or a comma list where the subcommand runs each (compare): a
+// parameter is accepted when at least one listed sampler uses it.
 struct SamplerOptions {
   std::string sampler = "greedy";
   double temperature = 1.0;
   int top_k = 40;
   double top_p = 0.9;
   double min_p = 0.05;
-  uint64_t seed = 0;
-  void add(CLI::App* app);
-  SamplerConfig config() const;
+  std::string seed_text = "0";
+
+  void add(CLI::App* app, bool list = false);
+  void check(const CLI::App* cmd) const;
+  uint64_t seed() const { return parse_seed(seed_text); }
+  SamplerConfig config(const std::string& kind) const;
+  SamplerConfig config() const { return config(sampler); }
 };
 
-std::vector<int> parse_token_list(const std::string& csv);  // "1,2,3"
+// Refuses --threads above 1 when every policy in `policies` is `reference`.
+void check_threads_policies(const CLI::App* cmd, int threads, const std::vector<std::string>& policies);
+
+// Token ids as "1,2,3", "1 2 3" or a JSON array "[1, 2, 3]"; errors name `option`.
+std::vector<int> parse_token_list(const std::string& text, const std::string& option);
 void print_json(const std::string& s);
 
 void register_generate(CLI::App& app);
@@ -50,7 +70,7 @@ void register_compare(CLI::App& app);
 void register_report(CLI::App& app);
 void register_profile(CLI::App& app);
 void register_patch(CLI::App& app);
-void register_eval(CLI::App& app);   // eval gsm8k
+void register_eval(CLI::App& app);  // eval gsm8k
 void register_merge(CLI::App& app);
 
 }  // namespace kvp::cli

@@ -1,5 +1,8 @@
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
+#include <cmath>
 #include <iostream>
 
 #include "cli_common.h"
@@ -17,49 +20,49 @@ void register_bench(CLI::App& app) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("bench", "prefill/decode tok/s (cache ON) and cache-OFF step time vs the bandwidth bound");
-  cmd->add_option("--model", o->model, "checkpoint to measure (default: a synthesised model, see --synth)");
-  cmd->add_option("--synth", o->synth, "preset of the synthesised model when no --model: tiny, tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b, qwen2.5-0.5b");
-  cmd->add_option("--dtype", o->dtypes, "comma-separated dtypes");
-  cmd->add_option("--kernels", o->kernels, "comma-separated kernel policies");
-  cmd->add_option("--threads", o->threads, "comma-separated thread counts");
-  cmd->add_option("--prompt-tokens", o->prompt, "prefill length");
-  cmd->add_option("--decode-tokens", o->decode, "decode steps");
-  cmd->add_option("--cache-off-tokens", o->cache_off, "sequence length of the cache-OFF step");
-  cmd->add_option("--repeats", o->repeats, "best of N; each repeat runs every configuration and the bandwidth probe once, interleaved, starting one configuration later each time");
-  cmd->add_option("--bandwidth-gbs", o->bandwidth, "skip measuring memory bandwidth and use this value");
+  auto* cmd =
+      app.add_subcommand("bench", "prefill/decode tok/s (cache ON) and cache-OFF step time vs the bandwidth bound");
+  auto* model =
+      cmd->add_option("--model", o->model, "checkpoint to measure (default: a synthesised model, see --synth)");
+  one_of(cmd->add_option("--synth", o->synth, "preset of the synthesised model measured when there is no --model"),
+         kSynthPresets)
+      ->excludes(model);
+  list_of(cmd->add_option("--dtype", o->dtypes, "dtypes, comma-separated, each measured"), kDtypeNames);
+  list_of(cmd->add_option("--kernels", o->kernels, "kernel policies, comma-separated, each measured"), kPolicyNames);
+  int_list_in(cmd->add_option("--threads", o->threads, "thread counts, comma-separated, each measured"), kMinThreads,
+              kMaxThreads);
+  int_at_least(cmd->add_option("--prompt-tokens", o->prompt, "prefill length"), 1);
+  int_at_least(cmd->add_option("--decode-tokens", o->decode, "decode steps"), 1);
+  int_at_least(cmd->add_option("--cache-off-tokens", o->cache_off, "sequence length of the cache-OFF step"), 1);
+  int_at_least(
+      cmd->add_option("--repeats", o->repeats,
+                      "best of N; each repeat runs every configuration and the bandwidth probe once, interleaved, "
+                      "starting one configuration later each time"),
+      1);
+  real_in(cmd->add_option("--bandwidth-gbs", o->bandwidth, "skip measuring memory bandwidth and use this value"), 0,
+          true, HUGE_VAL, false)
+      ->default_str("measured");
   cmd->add_flag("--json", o->json, "print a JSON array instead of the table");
-  cmd->callback([o] {
-    auto split = [](const std::string& s) {
-      std::vector<std::string> out;
-      size_t i = 0;
-      while (i <= s.size()) {
-        size_t j = s.find(',', i);
-        if (j == std::string::npos) j = s.size();
-        if (j > i) out.push_back(s.substr(i, j - i));
-        i = j + 1;
-      }
-      return out;
-    };
+  cmd->callback([o, cmd] {
     BenchConfig cfg;
     cfg.dtypes.clear();
     cfg.policies.clear();
     cfg.threads.clear();
-    for (const auto& d : split(o->dtypes)) cfg.dtypes.push_back(parse_dtype(d));
-    for (const auto& k : split(o->kernels)) cfg.policies.push_back(parse_policy(k));
-    for (const auto& t : split(o->threads)) {
-      const int n = std::atoi(t.c_str());
-      if (n < 1) fail_usage("--threads: '{}' is not a positive thread count", t);
-      cfg.threads.push_back(n);
-    }
+    for (const auto& d : split_list(o->dtypes)) cfg.dtypes.push_back(parse_dtype(d));
+    for (const auto& k : split_list(o->kernels)) cfg.policies.push_back(parse_policy(k));
+    for (const auto& t : split_list(o->threads)) cfg.threads.push_back(std::stoi(t));  // checked by int_list_in
+    const bool threaded = std::any_of(cfg.policies.begin(), cfg.policies.end(),
+                                      [](KernelPolicy p) { return p != KernelPolicy::Reference; });
+    const bool above_one = std::any_of(cfg.threads.begin(), cfg.threads.end(), [](int n) { return n > 1; });
+    refuse_unless(cmd, "--threads", threaded || !above_one, "--kernels standard or invariant",
+                  "the reference kernels run on one thread");
     cfg.prompt_tokens = o->prompt;
     cfg.decode_tokens = o->decode;
     cfg.cache_off_tokens = o->cache_off;
     cfg.repeats = o->repeats;
     cfg.bandwidth_gbs = o->bandwidth;
-    const Checkpoint ckpt = o->model.empty()
-                                ? synthesize_checkpoint(synthetic_config("", o->synth), DType::F16)
-                                : open_checkpoint(o->model);
+    const Checkpoint ckpt = o->model.empty() ? synthesize_checkpoint(synthetic_config("", o->synth), DType::F16)
+                                             : open_checkpoint(o->model);
     const bool tty = isatty(STDERR_FILENO);
     auto progress = +[](const BenchResult& r) {
       std::cerr << "  done: " << r.kernels << " " << r.dtype << " threads=" << r.threads << "\n";

@@ -1,3 +1,4 @@
+#include <climits>
 #include <iostream>
 
 #include "cli_common.h"
@@ -7,14 +8,19 @@ namespace kvp::cli {
 
 void register_demo(CLI::App& app) {
   auto o = std::make_shared<DemoOptions>();
+  // One thread by default, as every other subcommand: the standard kernels' results depend on the
+  // thread count, so the default output must be one every machine reproduces.
+  o->threads = 1;
   auto kernels = std::make_shared<std::string>("standard");
   auto* cmd = app.add_subcommand("demo", "cache-ON vs cache-OFF in fp32/fp16/bf16 on a built-in synthetic model");
-  cmd->add_option("--model", o->model, "run on this checkpoint instead of the built-in synthetic model");
-  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer for --model");
-  cmd->add_option("--kernels", *kernels, "kernel policy: reference, standard");
-  cmd->add_option("--threads", o->threads, "worker threads")->check(CLI::Range(1, 256));
-  cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation")->check(CLI::PositiveNumber);
-  cmd->callback([o, kernels] {
+  auto* model = cmd->add_option("--model", o->model, "run on this checkpoint instead of the built-in synthetic model");
+  cmd->add_option("--tokenizer", o->tokenizer, "tokenizer for --model (default: the one it carries or sits beside)")
+      ->needs(model);
+  one_of(cmd->add_option("--kernels", *kernels, "kernel policy"), kPolicyNames);
+  threads_option(cmd, o->threads);
+  int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation"), 1);
+  cmd->callback([o, kernels, cmd] {
+    check_threads_policies(cmd, o->threads, {*kernels});
     o->kernels = parse_policy(*kernels);
     std::string description;
     const auto rows = run_demo(*o, &description);

@@ -1,3 +1,4 @@
+#include <climits>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -39,16 +40,22 @@ void register_forward(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("forward", "one cache-free forward pass; write logits (and hidden states) as .npy");
-  o->model.add(cmd);
-  cmd->add_option("--tokens", o->tokens, "token ids, e.g. 1,2,3");
-  cmd->add_option("--tokens-file", o->tokens_file, "JSON file: an array of ids, or an object with input_ids");
+  // No --tokenizer (the input is token ids) and no --cache-capacity (the pass sizes its cache to the
+  // tokens): both would be ignored.
+  o->model.add(cmd, {.tokenizer = false, .cache_capacity = false});
+  auto* tokens = cmd->add_option("--tokens", o->tokens, "token ids: 1,2,3, \"1 2 3\" or a JSON array [1, 2, 3]");
+  auto* file =
+      cmd->add_option("--tokens-file", o->tokens_file, "JSON file: an array of ids, or an object with input_ids");
+  tokens->excludes(file);
+  file->excludes(tokens);
   cmd->add_option("--logits-out", o->logits_out, "output .npy, float32 [positions, vocab]")->required();
   cmd->add_option("--hidden-out", o->hidden_out, "output .npy, float32 [layers+1, positions, hidden]");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    o->model.check(cmd);
     std::vector<int> ids;
-    if (!o->tokens.empty()) {
-      ids = parse_token_list(o->tokens);
-    } else if (!o->tokens_file.empty()) {
+    if (given(cmd, "--tokens")) {
+      ids = parse_token_list(o->tokens, "--tokens");
+    } else if (given(cmd, "--tokens-file")) {
       std::ifstream in(o->tokens_file);
       if (!in) fail("{}: cannot open", o->tokens_file);
       nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
@@ -56,13 +63,14 @@ void register_forward(CLI::App& app) {
       if (j.is_object() && j.contains("input_ids")) j = j["input_ids"];
       if (!j.is_array()) fail("{}: expected an array of token ids (or an object with input_ids)", o->tokens_file);
       for (const auto& v : j) {
-        if (!v.is_number_integer() || v.get<long>() < 0) fail("{}: '{}' is not a token id", o->tokens_file, v.dump());
+        if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > INT_MAX)
+          fail("{}: '{}' is not a token id", o->tokens_file, v.dump());
         ids.push_back(v.get<int>());
       }
     } else {
       fail_usage("pass --tokens or --tokens-file");
     }
-    if (ids.empty()) fail_usage("no tokens given");
+    if (ids.empty()) fail("{}: no token ids", o->tokens_file);
     auto model = Model::load(o->model.model, o->model.compute_dtype());
     const ModelConfig& c = model->config;
     if (int(ids.size()) > c.max_seq_len)

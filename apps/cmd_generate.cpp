@@ -1,8 +1,11 @@
+#include <algorithm>
+#include <climits>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
 #include "core/error.h"
+#include "core/json_u64.h"
 #include "runtime/tokenizer_for_model.h"
 
 namespace kvp::cli {
@@ -30,39 +33,51 @@ void register_generate(CLI::App& app) {
                   "one batch")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  cmd->add_option("--prefill-chunk", o->prefill_chunk,
-                  "cache on: prefill at most N prompt tokens per forward pass (0: the whole prompt at once)")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--batch-size", o->batch_size,
-                  "decode B sequences together, one forward pass per step for all of them (each with its own KV "
-                  "cache). Sequence i uses prompt i mod (number of --prompt) and draws its random numbers with "
-                  "sequence id i, so with several prompts the sequences have different lengths and with one "
-                  "prompt and a sampler they still differ. Default: one sequence per --prompt. Output: one "
-                  "'[i] text' line per sequence, or with --json one object per line with its 'sequence' index. "
-                  "With --kernels invariant each sequence is bitwise what it would be alone")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--cache", o->cache, "on: prefill + one row per step; off: recompute everything each step")
-      ->check(CLI::IsMember({"on", "off"}));
+  int_at_least(cmd->add_option("--prefill-chunk", o->prefill_chunk,
+                               "cache on: prefill at most N prompt tokens per forward pass (0: the whole prompt at "
+                               "once)"),
+               0);
+  int_at_least(cmd->add_option("--batch-size", o->batch_size,
+                               "decode B sequences together, one forward pass per step for all of them (each with its "
+                               "own KV cache). Sequence i uses prompt i mod (number of --prompt) and draws its random "
+                               "numbers with sequence id i, so with several prompts the sequences have different "
+                               "lengths and with one prompt and a sampler they still differ. Output: one '[i] text' "
+                               "line per sequence, or with --json one object per line with its 'sequence' index. "
+                               "With --kernels invariant each sequence is bitwise what it would be alone"),
+               1)
+      ->default_str("one sequence per --prompt");
+  int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate"), 0);
+  one_of(cmd->add_option("--cache", o->cache, "on: prefill + one row per step; off: recompute everything each step"),
+         {"on", "off"});
   cmd->add_option("--stop", o->stop,
                   "stop when the text contains this string (repeatable); text and output_ids end before it");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS (and BOS for llama2.c models)");
-  cmd->add_option("--on-nonfinite", o->on_nonfinite, "error (default) or warn when NaN/Inf appears")
-      ->check(CLI::IsMember({"error", "warn"}));
+  one_of(cmd->add_option("--on-nonfinite", o->on_nonfinite, "what to do when NaN/Inf appears"), {"error", "warn"});
   cmd->add_flag("--json", o->json, "print one JSON object with prompt_ids, output_ids, text");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    o->model.check(cmd);
+    o->sampler.check(cmd);
+    refuse_unless(cmd, "--prefill-chunk", o->cache == "on", "--cache on",
+                  "with --cache off every step recomputes the whole sequence; there is no prefill");
+    const size_t n_prompts = std::max<size_t>(1, o->prompts.size());
+    if (o->batch_size > 0 && size_t(o->batch_size) < n_prompts)
+      fail_usage(
+          "--batch-size {} leaves prompts out: sequence i takes prompt i mod B, so {} --prompt need "
+          "--batch-size >= {} (or leave --batch-size out)",
+          o->batch_size, n_prompts, n_prompts);
     auto model = Model::load(o->model.model, o->model.compute_dtype());
     auto tok = tokenizer_for_model(*model, o->model.tokenizer);
     std::vector<std::string> texts = o->prompts;
     if (texts.empty()) texts.push_back("");
     const int n_seq = o->batch_size > 0 ? o->batch_size : int(texts.size());
     std::vector<std::vector<int>> prompt_ids;
-    for (int i = 0; i < n_seq; ++i) prompt_ids.push_back(tok->encode(texts[size_t(i) % texts.size()], tok->default_add_bos()));
+    for (int i = 0; i < n_seq; ++i)
+      prompt_ids.push_back(tok->encode(texts[size_t(i) % texts.size()], tok->default_add_bos()));
     GenerationConfig g;
     g.max_new_tokens = o->max_new_tokens;
     g.cache = parse_cache_mode(o->cache);
     g.sampler = o->sampler.config();
-    g.seed = o->sampler.seed;
+    g.seed = o->sampler.seed();
     g.stop_strings = o->stop;
     g.stop_at_eos = !o->ignore_eos;
     g.on_nonfinite = o->on_nonfinite == "warn" ? NonFinitePolicy::Warn : NonFinitePolicy::Error;
@@ -99,7 +114,7 @@ void register_generate(CLI::App& app) {
         j["kernels"] = o->model.kernels;
         j["cache"] = o->cache;
         j["sampler"] = g.sampler.describe();
-        j["seed"] = g.seed;
+        j["seed"] = json_u64(g.seed);
         if (o->prefill_chunk > 0) j["prefill_chunk"] = o->prefill_chunk;
         print_json(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       } else if (batched) {

@@ -21,10 +21,13 @@ void register_merge(CLI::App& app) {
   cmd->add_option("--out", o->out, "merged results directory (must not hold results yet)")->required();
   cmd->add_flag("--no-report", o->no_report, "skip writing summary.json / summary.md / report.html");
   cmd->callback([o] {
-    const MergeSummary s = merge_gsm8k(o->dirs, o->out);
-    std::cout << fmt::format("merged {} records from {} directories into {}/{}", s.records, o->dirs.size(), o->out,
-                             kGsm8kResultsFile);
-    if (s.duplicates > 0) std::cout << fmt::format(" ({} identical duplicates dropped)", s.duplicates);
+    const std::string out = clean_dir(o->out);
+    const MergeSummary s = merge_gsm8k(o->dirs, out);
+    std::cout << fmt::format("merged {} from {} into {}", count_of(size_t(s.records), "record", "records"),
+                             count_of(o->dirs.size(), "directory", "directories"), path_in(out, kGsm8kResultsFile));
+    if (s.duplicates > 0)
+      std::cout << fmt::format(" ({} dropped)",
+                               count_of(size_t(s.duplicates), "identical duplicate", "identical duplicates"));
     std::cout << "\n";
     if (!s.missing_shards.empty()) {
       std::string m;
@@ -32,8 +35,8 @@ void register_merge(CLI::App& app) {
       std::cerr << "warning: shards not among the inputs: " << m << " (the merged study is incomplete)\n";
     }
     if (!o->no_report) {
-      write_reports(o->out);
-      std::cout << "wrote " << o->out << "/{summary.json,summary.md,report.html}\n";
+      write_reports(out);
+      std::cout << "wrote " << path_in(out, "{summary.json,summary.md,report.html}") << "\n";
     }
   });
 }

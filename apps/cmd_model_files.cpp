@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "cli_common.h"
-#include "core/error.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "model/checkpoint_export.h"
 #include "model/synthetic.h"
 #include "runtime/tokenizer_for_model.h"
@@ -12,22 +12,21 @@ namespace kvp::cli {
 
 void register_model_files(CLI::App& app) {
   struct SynthOpts {
-    std::string arch, preset = "tiny", dtype = "fp32", format = "hf", out;
-    uint64_t seed = 1234;
+    std::string arch, preset = "tiny", dtype = "fp32", format = "hf", out, seed = "1234";
   };
   auto s = std::make_shared<SynthOpts>();
   auto* synth = app.add_subcommand("synth", "write a model the project generates itself (real shapes, seeded weights)");
-  synth->add_option("--arch", s->arch, "llama, mistral, gemma2 or qwen2 (default: the preset's; llama for tiny)")
-      ->check(CLI::IsMember({"llama", "mistral", "gemma2", "qwen2"}));
-  synth->add_option("--preset", s->preset,
-                    "tiny (any arch), tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b, qwen2.5-0.5b (real shapes)");
-  synth->add_option("--dtype", s->dtype, "fp32, fp16, bf16")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  synth->add_option("--format", s->format, "hf (directory) or gguf (file)")->check(CLI::IsMember({"hf", "gguf"}));
-  synth->add_option("--seed", s->seed, "weight seed");
+  one_of(synth->add_option("--arch", s->arch, "architecture (default: the preset's; llama for tiny)"),
+         {"llama", "mistral", "gemma2", "qwen2"});
+  one_of(synth->add_option("--preset", s->preset, "shapes: tiny (any --arch) or a real model's (its own --arch)"),
+         kSynthPresets);
+  one_of(synth->add_option("--dtype", s->dtype, "weight dtype"), kDtypeNames);
+  one_of(synth->add_option("--format", s->format, "hf (directory) or gguf (file)"), {"hf", "gguf"});
+  seed_option(synth, s->seed, "weight seed");
   synth->add_option("--out", s->out, "output directory (hf) or file (gguf)")->required();
   synth->callback([s] {
     const ModelConfig cfg = synthetic_config(s->arch, s->preset);
-    const Checkpoint ckpt = synthesize_checkpoint(cfg, parse_dtype(s->dtype), s->seed);
+    const Checkpoint ckpt = synthesize_checkpoint(cfg, parse_dtype(s->dtype), parse_seed(s->seed));
     const std::string tok_json = make_synthetic_tokenizer_json(cfg.vocab_size);
     ExportOptions eo;
     VocabSpec vocab;
@@ -37,7 +36,7 @@ void register_model_files(CLI::App& app) {
       eo.vocab = &vocab;
     } else {
       std::filesystem::create_directories(s->out);
-      tmp_tok = s->out + "/tokenizer.json";
+      tmp_tok = path_in(s->out, "tokenizer.json");
       write_file_atomic(tmp_tok, tok_json);
     }
     export_checkpoint(ckpt, s->format, s->out, eo);
@@ -50,13 +49,18 @@ void register_model_files(CLI::App& app) {
   auto c = std::make_shared<ConvertOpts>();
   auto* conv = app.add_subcommand("convert", "write the same weights in another format (hf or gguf)");
   conv->add_option("--model", c->model, "source checkpoint")->required();
-  conv->add_option("--tokenizer", c->tokenizer, "tokenizer to embed (GGUF) or copy (HF tokenizer.json)");
-  conv->add_option("--to", c->to, "hf or gguf")->required()->check(CLI::IsMember({"hf", "gguf"}));
+  conv->add_option("--tokenizer", c->tokenizer,
+                   "tokenizer to embed (--to gguf, when the model carries no vocabulary) or copy (--to hf, a "
+                   "tokenizer.json)");
+  one_of(conv->add_option("--to", c->to, "output format")->required(), {"hf", "gguf"});
   conv->add_option("--out", c->out, "output directory (hf) or file (gguf)")->required();
-  conv->add_option("--dtype", c->dtype, "convert tensors to fp32, fp16 or bf16 (default: keep)")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  conv->callback([c] {
+  one_of(conv->add_option("--dtype", c->dtype, "convert tensors to this dtype (default: keep)"), kDtypeNames);
+  conv->callback([c, conv] {
+    if (c->to == "hf" && given(conv, "--tokenizer") && std::filesystem::path(c->tokenizer).extension() != ".json")
+      fail_usage("--tokenizer {} needs --to gguf (an HF directory takes a tokenizer.json only)", c->tokenizer);
     const Checkpoint ckpt = open_checkpoint(c->model);
+    if (c->to == "gguf" && ckpt.vocab && given(conv, "--tokenizer"))
+      fail_usage("--tokenizer needs a model without a vocabulary ({} carries its own, which the GGUF keeps)", c->model);
     ExportOptions eo;
     if (!c->dtype.empty()) eo.dtype = parse_dtype(c->dtype);
     std::optional<VocabSpec> vocab = ckpt.vocab;
@@ -68,6 +72,7 @@ void register_model_files(CLI::App& app) {
         auto tok = tokenizer_for_model(*model, c->tokenizer);
         vocab = tok->to_vocab_spec();
       } catch (const Error& e) {
+        if (given(conv, "--tokenizer")) throw;  // asked for: its failure is not a footnote
         std::cerr << "note: no vocabulary embedded: " << e.what() << "\n";
       }
     }
@@ -75,7 +80,7 @@ void register_model_files(CLI::App& app) {
     if (c->to == "hf") {
       if (!tokenizer_path.empty() && std::filesystem::path(tokenizer_path).extension() == ".json")
         eo.tokenizer_json = tokenizer_path;
-      else if (!tokenizer_path.empty())
+      else if (!tokenizer_path.empty())  // found beside the model, not asked for
         std::cerr << "note: " << tokenizer_path << " is not a tokenizer.json; not copied\n";
     }
     export_checkpoint(ckpt, c->to, c->out, eo);

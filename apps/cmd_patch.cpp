@@ -1,3 +1,5 @@
+#include <charconv>
+#include <climits>
 #include <filesystem>
 #include <iostream>
 
@@ -18,48 +20,55 @@ void register_patch(CLI::App& app) {
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  o->sampler.seed = 1;
-  auto* cmd = app.add_subcommand("patch", "activation and KV patching from cache OFF into cache ON at a divergent step");
+  o->sampler.seed_text = "1";
+  auto* cmd =
+      app.add_subcommand("patch", "activation and KV patching from cache OFF into cache ON at a divergent step");
   cmd->add_option("--model", o->p.model, "checkpoint")->required();
-  cmd->add_option("--tokenizer", o->p.tokenizer, "tokenizer (optional when the model carries one)");
+  cmd->add_option("--tokenizer", o->p.tokenizer, "tokenizer (default: the one the model carries or sits beside)");
   cmd->add_option("--prompt", o->p.prompt, "prompt");
-  cmd->add_option("--dtype", o->dtype, "compute dtype")->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
-  cmd->add_option("--kernels", o->kernels, "kernel policy");
-  cmd->add_option("--threads", o->p.threads, "worker threads")->check(CLI::Range(1, 256));
+  one_of(cmd->add_option("--dtype", o->dtype, "compute dtype"), kDtypeNames);
+  one_of(cmd->add_option("--kernels", o->kernels, "kernel policy"), kPolicyNames);
+  threads_option(cmd, o->p.threads);
   o->sampler.add(cmd);
-  cmd->add_option("--max-new-tokens", o->p.max_new_tokens, "horizon searched for the first divergence")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--step", o->p.step, "generated-token index to patch at (default: the first divergence)");
-  cmd->add_option("--continuation", o->p.continuation, "tokens compared after the patched step")
-      ->check(CLI::NonNegativeNumber);
+  int_at_least(cmd->add_option("--max-new-tokens", o->p.max_new_tokens, "horizon searched for the first divergence"),
+               1);
+  int_at_least(cmd->add_option("--step", o->p.step,
+                               "generated-token index to patch at (step 0 is the prefill, the same on both paths)"),
+               1)
+      ->default_str("the first divergence");
+  int_at_least(cmd->add_option("--continuation", o->p.continuation, "tokens compared after the patched step"), 0);
   cmd->add_option("--kv-positions", o->kv_positions,
-                  "KV rows copy only cached positions BEGIN:END (half-open; default all before the step)");
+                  "KV rows copy only cached positions BEGIN:END, half-open (default: all before the step)")
+      ->type_name("BEGIN:END");
   cmd->add_option("--out", o->out, "directory for patch.json (and the report)");
   cmd->add_flag("--json", o->json, "print patch.json to stdout instead of the table");
-  cmd->callback([o] {
+  cmd->callback([o, cmd] {
+    check_threads_policies(cmd, o->p.threads, {o->kernels});
+    o->sampler.check(cmd);
+    if (given(cmd, "--step") && o->p.step >= o->p.max_new_tokens)
+      fail_usage("--step {} needs --max-new-tokens > {} (the free runs must reach the step)", o->p.step, o->p.step);
     o->p.dtype = parse_dtype(o->dtype);
     o->p.kernels = parse_policy(o->kernels);
     o->p.sampler = o->sampler.config();
-    o->p.seed = o->sampler.seed;
-    if (!o->kv_positions.empty()) {
-      const auto colon = o->kv_positions.find(':');
-      try {
-        if (colon == std::string::npos) throw std::invalid_argument("no colon");
-        size_t used = 0;
-        o->p.kv_begin = std::stoi(o->kv_positions.substr(0, colon), &used);
-        const std::string end = o->kv_positions.substr(colon + 1);
-        o->p.kv_end = std::stoi(end, &used);
-        if (used != end.size() || o->p.kv_begin < 0 || o->p.kv_end <= o->p.kv_begin) throw std::invalid_argument("range");
-      } catch (const std::exception&) {
-        fail_usage("--kv-positions '{}': expected BEGIN:END with 0 <= BEGIN < END", o->kv_positions);
-      }
+    o->p.seed = o->sampler.seed();
+    if (given(cmd, "--kv-positions")) {
+      const std::string& kv = o->kv_positions;
+      const size_t colon = kv.find(':');
+      auto to_int = [](const std::string& t, int* v) {
+        const auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), *v);
+        return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+      };
+      if (colon == std::string::npos || !to_int(kv.substr(0, colon), &o->p.kv_begin) ||
+          !to_int(kv.substr(colon + 1), &o->p.kv_end) || o->p.kv_begin < 0 || o->p.kv_end <= o->p.kv_begin)
+        fail_usage("--kv-positions '{}': expected BEGIN:END with 0 <= BEGIN < END", kv);
     }
-    if (!o->out.empty()) check_patch_dir(o->out, o->p);  // refuse before the work, not after
+    const std::string out = o->out.empty() ? std::string() : clean_dir(o->out);
+    if (!out.empty()) check_patch_dir(out, o->p);  // refuse before the work, not after
     const PatchResult r = run_patch(o->p);
     const auto j = patch_json(r, o->p);
     if (!o->out.empty()) {
-      save_patch(o->out, j, o->p);
-      write_reports(o->out);
+      save_patch(out, j, o->p);
+      write_reports(out);
     }
     if (o->json) {
       std::cout << j.dump(2) << std::endl;

@@ -23,25 +23,32 @@ void register_tokenize(CLI::App& app) {
     bool bos = false;
   };
   auto o = std::make_shared<Opts>();
+  // The tokenizer comes from exactly one place: a file, or the model it belongs to.
+  auto add_source = [&](CLI::App* cmd) {
+    auto* t = cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json or llama2.c tokenizer.bin");
+    auto* m = cmd->add_option("--model", o->model, "take the tokenizer that belongs to this model");
+    t->excludes(m);
+    m->excludes(t);
+  };
   auto* tok = app.add_subcommand("tokenize", "print the token ids of a text as a JSON array");
-  tok->add_option("--tokenizer", o->tokenizer, "tokenizer.json or llama2.c tokenizer.bin");
-  tok->add_option("--model", o->model, "take the tokenizer that belongs to this model");
+  add_source(tok);
   tok->add_option("--text", o->text, "text to encode")->required();
   tok->add_flag("--bos", o->bos, "prepend BOS");
   tok->callback([o] {
     auto t = open_tokenizer(o->tokenizer, o->model);
+    if (o->bos && t->bos_id() < 0) fail_usage("--bos needs a tokenizer with a BOS token; this one has none");
     print_json(nlohmann::json(t->encode(o->text, o->bos)).dump());
   });
 
   auto* det = app.add_subcommand("detokenize", "print the text of token ids");
-  det->add_option("--tokenizer", o->tokenizer, "tokenizer.json or llama2.c tokenizer.bin");
-  det->add_option("--model", o->model, "take the tokenizer that belongs to this model");
-  det->add_option("--ids", o->ids, "token ids: 1,2,3 or a JSON array")->required();
+  add_source(det);
+  det->add_option("--ids", o->ids, "token ids: 1,2,3, \"1 2 3\" or a JSON array [1, 2, 3]")->required();
   det->callback([o] {
+    // Parsed before the tokenizer is opened: a malformed list is a usage error, found at once.
+    const std::vector<int> ids = parse_token_list(o->ids, "--ids");
     auto t = open_tokenizer(o->tokenizer, o->model);
-    std::vector<int> ids = parse_token_list(o->ids);
     for (int id : ids)
-      if (id >= t->vocab_size()) fail("token id {} is outside the vocabulary (size {})", id, t->vocab_size());
+      if (id >= t->vocab_size()) fail("--ids: token id {} is outside the vocabulary (size {})", id, t->vocab_size());
     std::cout << t->decode(ids) << std::endl;
   });
 }

@@ -137,7 +137,7 @@ class CompareFolder : public ::testing::Test {
                    const std::string& extra) const {
     std::string a = "compare --model " + shell_quoted(model) + " --tokenizer " + shell_quoted(tok) + " --prompts " +
                     shell_quoted(prompts) + " --out " + shell_quoted(out_) + " " + extra;
-    for (const char* d : {"--dtype fp32", "--max-new-tokens 4"})
+    for (const char* d : {"--dtype fp32", "--max-new-tokens 4", "--sampler temperature"})
       if (extra.find(std::string(d).substr(0, std::string(d).find(' ') + 1)) == std::string::npos) a += " " + std::string(d);
     return a;
   }
@@ -170,6 +170,7 @@ TEST_F(CompareFolder, EveryChangedSettingIsRefusedAndTheFolderStaysByteIdentical
       {"max-new-tokens", base("--max-new-tokens 5"), "compare/settings/max_new_tokens: 4 vs 5"},
       {"dtype list", base("--dtype fp32,bf16"), "compare/settings/conditions"},
       {"sampler", base("--sampler top-k"), "compare/settings/conditions/0"},
+      {"temperature", base("--temperature 0.5"), "compare/settings/conditions/0"},
       {"prompts content", args(model_, tok_, edited, ""), "compare/settings/prompts/hash"},
       {"threads", base("--threads 2"), "compare/settings/threads: 1 vs 2"},
   };
