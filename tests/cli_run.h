@@ -16,12 +16,14 @@ struct CliRun {
   std::string out, err;
 };
 
-// `args` is passed through /bin/sh: quote paths with shell_quoted().
-inline CliRun run_kvparity(const std::string& args) {
+inline std::string shell_quoted(const std::string& s) { return "'" + s + "'"; }
+
+// Runs `cmd` through /bin/sh, collecting stdout, stderr and the exit status (128 + signal when
+// killed by one).
+inline CliRun run_command(const std::string& cmd) {
   TempDir tmp;
-  const std::string cmd = std::string(KVPARITY_BIN) + " " + args + " 2>" + tmp.file("err");
   CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
+  FILE* p = popen((cmd + " 2>" + shell_quoted(tmp.file("err"))).c_str(), "r");
   if (p == nullptr) return r;
   std::array<char, 4096> buf{};
   size_t n;
@@ -33,6 +35,7 @@ inline CliRun run_kvparity(const std::string& args) {
   return r;
 }
 
-inline std::string shell_quoted(const std::string& s) { return "'" + s + "'"; }
+// `args` is passed through /bin/sh: quote paths with shell_quoted().
+inline CliRun run_kvparity(const std::string& args) { return run_command(std::string(KVPARITY_BIN) + " " + args); }
 
 }  // namespace kvp::test

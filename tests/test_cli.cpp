@@ -9,32 +9,16 @@
 #include <nlohmann/json.hpp>
 
 #include "lab/npy.h"
+#include "cli_run.h"
 #include "test_util.h"
 
 namespace kvp {
 namespace {
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
+using CliRun = test::CliRun;
 
-CliRun kvparity(const std::string& args) {
-  test::TempDir tmp;
-  const std::string cmd = std::string(KVPARITY_BIN) + " " + args + " 2>" + tmp.file("err");
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream e(tmp.file("err"));
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  return r;
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
+CliRun kvparity(const std::string& args) { return test::run_kvparity(args); }
+std::string q(const std::string& s) { return test::shell_quoted(s); }
 
 TEST(Cli, GenerateGreedyTextMatchesTheReference) {
   KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli_run.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -22,27 +23,11 @@ namespace {
 
 constexpr const char* kPython = "/usr/bin/python3";
 
-struct ProcResult {
-  int status = -1;
-  std::string out, err;
-};
+using ProcResult = test::CliRun;
 
-std::string q(const std::string& s) { return "'" + s + "'"; }
+std::string q(const std::string& s) { return test::shell_quoted(s); }
 
-ProcResult run(const std::string& cmd) {
-  test::TempDir tmp;
-  ProcResult r;
-  FILE* p = popen((cmd + " 2>" + q(tmp.file("err"))).c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream e(tmp.file("err"));
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  return r;
-}
+ProcResult run(const std::string& cmd) { return test::run_command(cmd); }
 
 std::string checker() { return std::string(KVPARITY_SOURCE_DIR) + "/tests/gguf_conformance.py"; }
 

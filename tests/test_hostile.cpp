@@ -13,6 +13,7 @@
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "cli_run.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -21,27 +22,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct CliResult {
-  int status = -1;
-  std::string out, err;
-};
+using CliResult = test::CliRun;
 
-CliResult kvparity(const std::string& args) {
-  test::TempDir tmp;
-  const std::string cmd = std::string(KVPARITY_BIN) + " " + args + " 2>" + tmp.file("err");
-  CliResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream e(tmp.file("err"));
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  return r;
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
+CliResult kvparity(const std::string& args) { return test::run_kvparity(args); }
+std::string q(const std::string& s) { return test::shell_quoted(s); }
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

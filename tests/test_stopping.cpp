@@ -16,6 +16,7 @@
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "runtime/generator.h"
+#include "cli_run.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -268,27 +269,10 @@ TEST(Stopping, Llama2cBinStopsAtBosButItsHfConversionRunsOn) {
   EXPECT_TRUE(std::equal(a.output_ids.begin(), a.output_ids.end(), b.output_ids.begin()));
 }
 
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
+using CliRun = test::CliRun;
 
-CliRun kvparity(const std::string& args) {
-  test::TempDir tmp;
-  const std::string cmd = std::string(KVPARITY_BIN) + " " + args + " 2>" + tmp.file("err");
-  CliRun r;
-  FILE* p = popen(cmd.c_str(), "r");
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  std::ifstream e(tmp.file("err"));
-  r.err.assign(std::istreambuf_iterator<char>(e), std::istreambuf_iterator<char>());
-  return r;
-}
-
-std::string q(const std::string& s) { return "'" + s + "'"; }
+CliRun kvparity(const std::string& args) { return test::run_kvparity(args); }
+std::string q(const std::string& s) { return test::shell_quoted(s); }
 
 // What karpathy/llama2.c's run.c (snapshot 350e04fe, built with `gcc -O2 -o run run.c -lm`) prints:
 //   ./run stories260K.bin -z tok512.bin -t 0 -n 512 -i ""         (BOS at position 346 of 512)

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <map>
 
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "lab/results_manifest.h"
 #include "model/model.h"
@@ -162,18 +161,16 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
           {"threads", opts.threads}, {"step", opts.step}};
 }
 
-void check_profile_dir(const std::string& dir, const ProfileOptions& opts) {
-  const Checkpoint ckpt = open_checkpoint(opts.model);
-  check_results_manifest(dir, "profile", model_identity(ckpt, opts.model, opts.tokenizer), profile_settings(opts),
-                         {kProfileResultsFile});
+namespace {
+SingleResult single_result(const ProfileOptions& opts) {
+  return {"profile", kProfileResultsFile, opts.model, opts.tokenizer, profile_settings(opts)};
 }
+}  // namespace
+
+void check_profile_dir(const std::string& dir, const ProfileOptions& opts) { check_single_result(dir, single_result(opts)); }
 
 void save_profile(const std::string& dir, const nlohmann::json& profile, const ProfileOptions& opts) {
-  const Checkpoint ckpt = open_checkpoint(opts.model);
-  const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
-  check_results_manifest(dir, "profile", model, profile_settings(opts), {kProfileResultsFile});
-  record_results_manifest(dir, "profile", model, profile_settings(opts), {kProfileResultsFile});
-  write_file_atomic(path_in(dir, kProfileResultsFile), profile.dump(2) + "\n");
+  save_single_result(dir, single_result(opts), profile);
 }
 
 std::string profile_table(const std::vector<DtypeProfile>& ps) {

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/json_u64.h"
 #include "lab/results_manifest.h"
@@ -209,18 +208,16 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
 }
 
-void check_patch_dir(const std::string& dir, const PatchOptions& opts) {
-  const Checkpoint ckpt = open_checkpoint(opts.model);
-  check_results_manifest(dir, "patch", model_identity(ckpt, opts.model, opts.tokenizer), patch_settings(opts),
-                         {kPatchResultsFile});
+namespace {
+SingleResult single_result(const PatchOptions& opts) {
+  return {"patch", kPatchResultsFile, opts.model, opts.tokenizer, patch_settings(opts)};
 }
+}  // namespace
+
+void check_patch_dir(const std::string& dir, const PatchOptions& opts) { check_single_result(dir, single_result(opts)); }
 
 void save_patch(const std::string& dir, const nlohmann::json& patch, const PatchOptions& opts) {
-  const Checkpoint ckpt = open_checkpoint(opts.model);
-  const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
-  check_results_manifest(dir, "patch", model, patch_settings(opts), {kPatchResultsFile});
-  record_results_manifest(dir, "patch", model, patch_settings(opts), {kPatchResultsFile});
-  write_file_atomic(path_in(dir, kPatchResultsFile), patch.dump(2) + "\n");
+  save_single_result(dir, single_result(opts), patch);
 }
 
 std::string patch_table(const PatchResult& r) {

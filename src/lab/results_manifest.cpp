@@ -210,4 +210,18 @@ void record_results_manifest(const std::string& dir, const std::string& command,
   write_file_atomic(path_in(dir, kResultsManifestFile), m.dump(2) + "\n");
 }
 
+void check_single_result(const std::string& dir, const SingleResult& r) {
+  const Checkpoint ckpt = open_checkpoint(r.model_path);
+  check_results_manifest(dir, r.command, model_identity(ckpt, r.model_path, r.tokenizer), r.settings, {r.file});
+}
+
+void save_single_result(const std::string& dir, const SingleResult& r, const nlohmann::json& result) {
+  const Checkpoint ckpt = open_checkpoint(r.model_path);
+  const nlohmann::json model = model_identity(ckpt, r.model_path, r.tokenizer);
+  // Checked again: the folder may have changed while the command worked.
+  check_results_manifest(dir, r.command, model, r.settings, {r.file});
+  record_results_manifest(dir, r.command, model, r.settings, {r.file});
+  write_file_atomic(path_in(dir, r.file), result.dump(2) + "\n");
+}
+
 }  // namespace kvp

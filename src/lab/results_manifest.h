@@ -66,6 +66,16 @@ void check_results_manifest(const std::string& dir, const std::string& command, 
 void record_results_manifest(const std::string& dir, const std::string& command, const nlohmann::json& model,
                              const nlohmann::json& settings, const std::vector<std::string>& result_files);
 
+// A command that writes one result file when it is done (profile, patch): the check before the
+// work, and after it the manifest entry plus the file. Both identify the model from its path.
+struct SingleResult {
+  std::string command, file;  // "profile", "profile.json"
+  std::string model_path, tokenizer;
+  nlohmann::json settings;
+};
+void check_single_result(const std::string& dir, const SingleResult& r);
+void save_single_result(const std::string& dir, const SingleResult& r, const nlohmann::json& result);
+
 // The manifest of `dir`, or null when it has none (older folders). Throws on a corrupt one.
 nlohmann::json read_results_manifest(const std::string& dir);
 
