@@ -131,29 +131,35 @@ CLI::Option* threads_option(CLI::App* app, int& threads) {
                 kMinThreads, kMaxThreads);
 }
 
+namespace {
+
+// Exactly the decimal integers 0 .. 2^64-1: no sign, no spaces, no base prefix.
+bool decimal_u64(const std::string& s, uint64_t* v) {
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) return false;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *v);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+std::string seed_complaint(const std::string& s) {
+  return fmt::format("'{}' is not a decimal integer in [0, {}]", s, std::numeric_limits<uint64_t>::max());
+}
+
+}  // namespace
+
 CLI::Option* seed_option(CLI::App* app, std::string& text, const std::string& help) {
   auto* opt = app->add_option("--seed", text, help);
   opt->type_name("INT in [0, 2^64-1]");
   return opt->check(CLI::Validator(
       [](std::string& s) -> std::string {
-        bool ok = !s.empty() && s.size() <= 20 &&
-                  std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
         uint64_t v = 0;
-        if (ok) {
-          const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-          ok = ec == std::errc() && p == s.data() + s.size();
-        }
-        if (ok) return "";
-        return fmt::format("'{}' is not a decimal integer in [0, {}]", s, std::numeric_limits<uint64_t>::max());
+        return decimal_u64(s, &v) ? "" : seed_complaint(s);
       },
       ""));
 }
 
 uint64_t parse_seed(const std::string& text) {
   uint64_t v = 0;
-  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || p != text.data() + text.size())
-    fail_usage("--seed: '{}' is not a decimal integer in [0, {}]", text, std::numeric_limits<uint64_t>::max());
+  if (!decimal_u64(text, &v)) fail_usage("--seed: {}", seed_complaint(text));
   return v;
 }
 

@@ -29,8 +29,8 @@ struct ModelOptions {
   };
   void add(CLI::App* app, Parts parts);
   void add(CLI::App* app) { add(app, Parts{}); }
-  // Refuses what would be ignored (--threads above 1 with the reference kernels, a --kv-dtype equal
-  // to --dtype); call first in the callback.
+  // Refuses what would be ignored (--threads above 1 with the reference kernels); call first in
+  // the callback.
   void check(const CLI::App* cmd) const;
   DType compute_dtype() const;
   EngineOptions engine() const;

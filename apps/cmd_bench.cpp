@@ -51,11 +51,7 @@ void register_bench(CLI::App& app) {
     for (const auto& d : split_list(o->dtypes)) cfg.dtypes.push_back(parse_dtype(d));
     for (const auto& k : split_list(o->kernels)) cfg.policies.push_back(parse_policy(k));
     for (const auto& t : split_list(o->threads)) cfg.threads.push_back(std::stoi(t));  // checked by int_list_in
-    const bool threaded = std::any_of(cfg.policies.begin(), cfg.policies.end(),
-                                      [](KernelPolicy p) { return p != KernelPolicy::Reference; });
-    const bool above_one = std::any_of(cfg.threads.begin(), cfg.threads.end(), [](int n) { return n > 1; });
-    refuse_unless(cmd, "--threads", threaded || !above_one, "--kernels standard or invariant",
-                  "the reference kernels run on one thread");
+    check_threads_policies(cmd, *std::max_element(cfg.threads.begin(), cfg.threads.end()), split_list(o->kernels));
     cfg.prompt_tokens = o->prompt;
     cfg.decode_tokens = o->decode;
     cfg.cache_off_tokens = o->cache_off;

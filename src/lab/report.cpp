@@ -9,7 +9,10 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "lab/gsm8k_eval.h"
+#include "lab/compare.h"
 #include "lab/gsm8k_report.h"
+#include "lab/layer_profile.h"
+#include "lab/patching.h"
 #include "lab/report_header.h"
 #include "lab/results_log.h"
 #include "lab/summary.h"
@@ -263,9 +266,9 @@ nlohmann::json write_reports(const std::string& dir) {
   if (st.type() == fs::file_type::not_found) fail("{}: does not exist", dir);
   if (ec) fail("{}: cannot read: {}", dir, ec.message());
   if (!fs::is_directory(st)) fail("{}: not a directory (kvparity report takes a results directory)", dir);
-  if (fs::exists(dir + "/" + kGsm8kResultsFile)) return write_gsm8k_reports(dir);  // an eval study
-  const std::string results = dir + "/results.jsonl", profile = dir + "/profile.json";
-  const std::string patch = dir + "/patch.json";
+  if (fs::exists(path_in(dir, kGsm8kResultsFile))) return write_gsm8k_reports(dir);  // an eval study
+  const std::string results = path_in(dir, kCompareResultsFile), profile = path_in(dir, kProfileResultsFile);
+  const std::string patch = path_in(dir, kPatchResultsFile);
   const bool have_results = fs::exists(results), have_profile = fs::exists(profile), have_patch = fs::exists(patch);
   if (!have_results && !have_profile && !have_patch)
     fail("{}: no results here: looked for results.jsonl (compare), profile.json (profile), patch.json (patch) and "
