@@ -5,6 +5,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "model/checkpoint_export.h"
+#include "model/quant_recipe.h"
 #include "model/synthetic.h"
 #include "runtime/tokenizer_for_model.h"
 
@@ -12,7 +13,7 @@ namespace kvp::cli {
 
 void register_model_files(CLI::App& app) {
   struct SynthOpts {
-    std::string arch, preset = "tiny", dtype = "fp32", format = "hf", out, seed = "1234";
+    std::string arch, preset = "tiny", dtype = "fp32", format = "hf", out, seed = "1234", quant;
   };
   auto s = std::make_shared<SynthOpts>();
   auto* synth = app.add_subcommand("synth", "write a model the project generates itself (real shapes, seeded weights)");
@@ -24,11 +25,16 @@ void register_model_files(CLI::App& app) {
   one_of(synth->add_option("--format", s->format, "hf (directory) or gguf (file)"), {"hf", "gguf"});
   seed_option(synth, s->seed, "weight seed");
   synth->add_option("--out", s->out, "output directory (hf) or file (gguf)")->required();
-  synth->callback([s] {
+  one_of(synth->add_option("--quant", s->quant,
+                           "quantise the matrices (--format gguf): one format, or a llama.cpp-style mix (Q4_K_M, ...)"),
+         quant_recipe_names());
+  synth->callback([s, synth] {
+    if (given(synth, "--quant") && s->format != "gguf") fail_usage("--quant {} needs --format gguf", s->quant);
     const ModelConfig cfg = synthetic_config(s->arch, s->preset);
     const Checkpoint ckpt = synthesize_checkpoint(cfg, parse_dtype(s->dtype), parse_seed(s->seed));
     const std::string tok_json = make_synthetic_tokenizer_json(cfg.vocab_size);
     ExportOptions eo;
+    eo.quant = s->quant;
     VocabSpec vocab;
     std::string tmp_tok;
     if (s->format == "gguf") {
@@ -40,11 +46,12 @@ void register_model_files(CLI::App& app) {
       write_file_atomic(tmp_tok, tok_json);
     }
     export_checkpoint(ckpt, s->format, s->out, eo);
-    std::cerr << "wrote " << s->preset << " (" << arch_name(cfg.arch) << ", " << s->dtype << ") to " << s->out << "\n";
+    std::cerr << "wrote " << s->preset << " (" << arch_name(cfg.arch) << ", " << (s->quant.empty() ? s->dtype : s->quant)
+              << ") to " << s->out << "\n";
   });
 
   struct ConvertOpts {
-    std::string model, tokenizer, to, out, dtype;
+    std::string model, tokenizer, to, out, dtype, quant;
   };
   auto c = std::make_shared<ConvertOpts>();
   auto* conv = app.add_subcommand("convert", "write the same weights in another format (hf or gguf)");
@@ -55,6 +62,9 @@ void register_model_files(CLI::App& app) {
   one_of(conv->add_option("--to", c->to, "output format")->required(), {"hf", "gguf"});
   conv->add_option("--out", c->out, "output directory (hf) or file (gguf)")->required();
   one_of(conv->add_option("--dtype", c->dtype, "convert tensors to this dtype (default: keep)"), kDtypeNames);
+  one_of(conv->add_option("--quant", c->quant,
+                          "quantise the matrices (--to gguf): one format, or a llama.cpp-style mix (Q4_K_M, ...)"),
+         quant_recipe_names());
   conv->callback([c, conv] {
     if (c->to == "hf" && given(conv, "--tokenizer") && std::filesystem::path(c->tokenizer).extension() != ".json")
       fail_usage("--tokenizer {} needs --to gguf (an HF directory takes a tokenizer.json only)", c->tokenizer);
@@ -63,6 +73,10 @@ void register_model_files(CLI::App& app) {
       fail_usage("--tokenizer needs a model without a vocabulary ({} carries its own, which the GGUF keeps)", c->model);
     ExportOptions eo;
     if (!c->dtype.empty()) eo.dtype = parse_dtype(c->dtype);
+    if (given(conv, "--quant") && c->to != "gguf") fail_usage("--quant {} needs --to gguf", c->quant);
+    if (given(conv, "--quant") && given(conv, "--dtype"))
+      fail_usage("--quant and --dtype exclude each other (quantised blocks have no dtype)");
+    eo.quant = c->quant;
     std::optional<VocabSpec> vocab = ckpt.vocab;
     std::string tokenizer_path = !c->tokenizer.empty() ? c->tokenizer : ckpt.tokenizer_path;
     if (c->to == "gguf" && !vocab) {

@@ -35,9 +35,14 @@ TYPE_NAMES = ["u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "
 SCALAR_FMT = {T_U8: "<B", T_I8: "<b", T_U16: "<H", T_I16: "<h", T_U32: "<I", T_I32: "<i", T_F32: "<f",
               T_U64: "<Q", T_I64: "<q", T_F64: "<d"}
 
-# ggml_type -> (name, block size, bytes per block); only the plain types a float writer may emit.
+# ggml_type -> (name, block size, bytes per block) (ggml-common.h block structs).
 GGML_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 24: ("I8", 1, 1), 25: ("I16", 1, 2), 26: ("I32", 1, 4),
-              27: ("I64", 1, 8), 28: ("F64", 1, 8), 30: ("BF16", 1, 2)}
+              27: ("I64", 1, 8), 28: ("F64", 1, 8), 30: ("BF16", 1, 2),
+              2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24),
+              8: ("Q8_0", 32, 34), 10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
+              13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210)}
+# Block-quantised types a quantising writer may emit for 2-D tensors.
+QUANT_TYPES = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14}
 FLOAT_TYPES = {0, 1, 30}
 
 KEY_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
@@ -512,10 +517,16 @@ def check_arch(kv, tensors, rep):
             why = (" (layer %s >= block_count %d)" % (m.group(1), hp["n_layer"])) if m and int(m.group(1)) >= hp["n_layer"] else ""
             rep.fail("tensor '%s' is not a %s tensor llama.cpp creates%s; it fails with 'wrong number of tensors'"
                      % (t["name"], arch, why))
-    rep.check("tensor types: F32/F16/BF16; 1-D tensors F32 as llama.cpp's converter writes them")
+    rep.check("tensor types: F32/F16/BF16 or block-quantised 2-D tensors; 1-D tensors F32 as llama.cpp's converter writes them")
     for t in tensors:
-        if t["type"] not in FLOAT_TYPES:
-            rep.fail("tensor '%s' has ggml type %d; a float writer should only emit F32/F16/BF16" % (t["name"], t["type"]))
+        if t["type"] in QUANT_TYPES:
+            if len(t["ne"]) < 2:
+                rep.fail("1-D tensor '%s' is %s; llama.cpp keeps 1-D tensors F32" % (t["name"], GGML_TYPES[t["type"]][0]))
+            elif t["ne"][0] % GGML_TYPES[t["type"]][1] != 0:
+                rep.fail("tensor '%s' (%s): ne[0] = %d is not a multiple of the block size %d"
+                         % (t["name"], GGML_TYPES[t["type"]][0], t["ne"][0], GGML_TYPES[t["type"]][1]))
+        elif t["type"] not in FLOAT_TYPES:
+            rep.fail("tensor '%s' has ggml type %d; a writer should only emit F32/F16/BF16 or Q4_0..Q6_K" % (t["name"], t["type"]))
         elif len(t["ne"]) == 1 and t["type"] != 0:
             rep.warn("1-D tensor '%s' is %s; llama.cpp's converter always keeps 1-D tensors F32"
                      % (t["name"], GGML_TYPES[t["type"]][0]))
@@ -523,7 +534,11 @@ def check_arch(kv, tensors, rep):
     if ft is not None:
         types2d = {t["type"] for t in tensors if len(t["ne"]) >= 2}
         want = 32 if 30 in types2d else 1 if 1 in types2d else 0
-        if ft != want:
+        if types2d & QUANT_TYPES:
+            # llama_ftype 2..18 name quantised mixes; which one a mix is called is the writer's choice.
+            if not (2 <= ft <= 18):
+                rep.warn("general.file_type = %d but the file holds quantised tensors (llama_ftype 2..18 expected)" % ft)
+        elif ft != want:
             rep.warn("general.file_type = %d but the 2-D tensors suggest %d (ALL_F32=0, MOSTLY_F16=1, MOSTLY_BF16=32)" % (ft, want))
     return arch, hp
 

@@ -10,6 +10,15 @@
 
 namespace kvp {
 
+void view_to_f32(const TensorView& t, size_t first, size_t n, float* out) {
+  if (!t.quantized()) {
+    to_f32(t.dtype, static_cast<const uint8_t*>(t.data) + first * dtype_size(t.dtype), out, n);
+    return;
+  }
+  const size_t be = block_elems(t.quant);
+  dequantize_blocks(t.quant, static_cast<const uint8_t*>(t.data) + first / be * block_bytes(t.quant), n / be, out);
+}
+
 AlignedBuffer::AlignedBuffer(size_t bytes) : size_(bytes) {
   if (bytes == 0) return;
   const size_t rounded = (bytes + 63) / 64 * 64;

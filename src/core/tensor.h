@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/quant.h"
 
 namespace kvp {
 
@@ -14,17 +15,32 @@ struct TensorView {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;  // outermost first, as in PyTorch/HF ([out, in] for a linear weight)
   const void* data = nullptr;
+  // Not None: `data` holds ggml blocks of this format, row by row (shape.back() a multiple of the
+  // block), and `dtype` is F32, the type the weights dequantise to (core/quant.h).
+  QuantType quant = QuantType::None;
 
+  bool quantized() const { return quant != QuantType::None; }
   int64_t numel() const {
     int64_t n = 1;
     for (auto d : shape) n *= d;
     return n;
   }
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype); }
+  size_t nbytes() const {
+    if (quantized()) return size_t(numel() / cols()) * quant_row_bytes(quant, size_t(cols()));
+    return size_t(numel()) * dtype_size(dtype);
+  }
+  // Bytes from one row to the next (rows of a 2-D view).
+  size_t row_bytes() const {
+    return quantized() ? quant_row_bytes(quant, size_t(cols())) : size_t(cols()) * dtype_size(dtype);
+  }
   int64_t rows() const { return shape.size() >= 2 ? shape[0] : 1; }
   int64_t cols() const { return shape.empty() ? 1 : shape.back(); }
   bool valid() const { return data != nullptr; }
 };
+
+// Elements [first, first + n) of `t` (flat index) as fp32. For a quantised view both ends must fall
+// on block boundaries (whole rows always do).
+void view_to_f32(const TensorView& t, size_t first, size_t n, float* out);
 
 // 64-byte aligned heap buffer for weights converted at load time and for activations.
 class AlignedBuffer {

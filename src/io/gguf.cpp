@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <set>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "core/quant.h"
 #include "io/io_util.h"
 
 namespace kvp {
@@ -35,7 +37,8 @@ std::string ggml_type_name(uint32_t t) {
   static const char* names[] = {"F32",  "F16",  "Q4_0", "Q4_1", "Q4_2", "Q4_3", "Q5_0", "Q5_1", "Q8_0", "Q8_1",
                                 "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q8_K", "IQ2_XXS", "IQ2_XS", "IQ3_XXS",
                                 "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS", "I8", "I16", "I32", "I64", "F64",
-                                "IQ1_M", "BF16"};
+                                "IQ1_M", "BF16", "Q4_0_4_4", "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0",
+                                "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8", "MXFP4"};
   if (t < sizeof(names) / sizeof(names[0])) return names[t];
   return fmt::format("type {}", t);
 }
@@ -120,9 +123,12 @@ class Meta {
     const GgufValue* v = find(k);
     return v == nullptr ? dflt : int(integer(k, *v, 0, INT32_MAX));
   }
+  // llama.cpp writes "no such token" as 0xFFFFFFFF in a u32 (its -1 as uint32_t) and reads it back as -1.
   int get_id(const std::string& k) const {
     const GgufValue* v = find(k);
-    return v == nullptr ? -1 : int(integer(k, *v, -1, INT32_MAX));
+    if (v == nullptr) return -1;
+    if ((v->type == GgufType::U32 && v->u == 0xFFFFFFFFu) || (v->type == GgufType::U64 && v->u == UINT64_MAX)) return -1;
+    return int(integer(k, *v, -1, INT32_MAX));
   }
   double get_num(const std::string& k, double dflt, bool required = false) const {
     const GgufValue* v = find(k);
@@ -305,9 +311,15 @@ GgufFile parse_gguf(const uint8_t* data, size_t size, const std::string& name) {
     for (uint32_t d = 0; d < nd; ++d) ti.ne.push_back(r.read<uint64_t>("tensor dimension"));
     ti.type = r.read<uint32_t>("tensor type");
     ti.offset = r.read<uint64_t>("tensor offset");
-    if (ti.type != uint32_t(GgmlType::F32) && ti.type != uint32_t(GgmlType::F16) && ti.type != uint32_t(GgmlType::BF16))
-      fail("{}: tensor '{}' has ggml type {} ({}), which is not supported (F32, F16, BF16 only; no quantised types)",
+    const std::optional<QuantType> quant = quant_from_ggml_type(ti.type);
+    if (ti.type != uint32_t(GgmlType::F32) && ti.type != uint32_t(GgmlType::F16) &&
+        ti.type != uint32_t(GgmlType::BF16) && !quant)
+      fail("{}: tensor '{}' has ggml type {} ({}), which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+           "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
            name, ti.name, ggml_type_name(ti.type), ti.type);
+    if (quant && ti.ne[0] % block_elems(*quant) != 0)
+      fail("{}: tensor '{}' ({}): its rows of {} values are not a whole number of {}-value blocks", name, ti.name,
+           quant_name(*quant), ti.ne[0], block_elems(*quant));
     // Bounding each step by the file size keeps the element count from overflowing.
     uint64_t numel = 1;
     for (uint32_t d = 0; d < nd; ++d) {
@@ -328,13 +340,16 @@ GgufFile parse_gguf(const uint8_t* data, size_t size, const std::string& name) {
   for (const auto& ti : g.tensors) {
     uint64_t numel = 1;
     for (auto ne : ti.ne) numel *= ne;  // bounded by the file size above
-    const uint64_t nbytes = numel * (ti.type == uint32_t(GgmlType::F32) ? 4 : 2);
+    const std::optional<QuantType> quant = quant_from_ggml_type(ti.type);
+    const uint64_t nbytes =
+        quant ? numel / block_elems(*quant) * block_bytes(*quant) : numel * (ti.type == uint32_t(GgmlType::F32) ? 4 : 2);
     if (ti.offset % g.alignment != 0)
       fail("{}: tensor '{}': offset {} is not a multiple of the alignment {}", name, ti.name, ti.offset, g.alignment);
     if (ti.offset > data_size || nbytes > data_size - ti.offset)
       fail("{}: tensor '{}': data [{}, +{}) lies outside the data section ({} bytes from offset {})", name, ti.name,
            ti.offset, nbytes, data_size, g.data_offset);
-    if ((g.data_offset + ti.offset) % (ti.type == uint32_t(GgmlType::F32) ? 4 : 2) != 0)
+    // Block decoders read their fields bytewise; only plain element arrays need aligned elements.
+    if (!quant && (g.data_offset + ti.offset) % (ti.type == uint32_t(GgmlType::F32) ? 4 : 2) != 0)
       fail("{}: tensor '{}': data at file offset {} is not aligned to its elements", name, ti.name,
            g.data_offset + ti.offset);
   }
@@ -425,7 +440,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
       fail("{}: tensor '{}' belongs to layer {} but {}block_count is {}", name, ti.name, layer, A, c.n_layers);
     TensorView t;
     t.name = hf;
-    t.dtype = ti.type == uint32_t(GgmlType::F32) ? DType::F32 : ti.type == uint32_t(GgmlType::F16) ? DType::F16 : DType::BF16;
+    t.dtype = ti.type == uint32_t(GgmlType::F16) ? DType::F16 : ti.type == uint32_t(GgmlType::BF16) ? DType::BF16 : DType::F32;
+    t.quant = quant_from_ggml_type(ti.type).value_or(QuantType::None);
     for (auto it = ti.ne.rbegin(); it != ti.ne.rend(); ++it) t.shape.push_back(int64_t(*it));
     t.data = data + g.data_offset + ti.offset;
     if (rest == "attn_q.bias") c.qkv_bias = true;

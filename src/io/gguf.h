@@ -42,7 +42,8 @@ struct GgufValue {
   }
 };
 
-// ggml tensor types this project reads and writes; anything else (quantised blocks) is refused.
+// Plain ggml tensor types; the block-quantised ones this project reads are in core/quant.h
+// (QuantType, quant_from_ggml_type), and every other type is refused naming the tensor.
 enum class GgmlType : uint32_t { F32 = 0, F16 = 1, BF16 = 30 };
 
 struct GgufTensorInfo {
@@ -62,7 +63,8 @@ struct GgufFile {
 
 // Parses header, metadata and tensor infos of an in-memory image, checking every count and length
 // against the bytes that remain before allocating, and every tensor's data range against `size`.
-// Non-F32/F16/BF16 tensors are refused here, naming tensor and type. `name` is used in errors.
+// Tensors of types other than F32/F16/BF16 and the QuantType formats are refused here, naming
+// tensor and type. `name` is used in errors.
 GgufFile parse_gguf(const uint8_t* data, size_t size, const std::string& name);
 
 // Turns a parsed image into a Checkpoint: hyper-parameters from <arch>.* keys, tensors renamed

@@ -1,5 +1,6 @@
 #include "io/model_writer.h"
 
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -43,6 +44,9 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
     check_view(path, t);
     if (t.name == "__metadata__") fail("{}: '__metadata__' is reserved and cannot name a tensor", path);
     if (h.contains(t.name)) fail("{}: duplicate tensor '{}'", path, t.name);
+    if (t.quantized())
+      fail("{}: tensor '{}' is {}-quantised; safetensors has no such dtype (dequantise it first)", path, t.name,
+           quant_name(t.quant));
     const uint64_t n = t.nbytes();
     h[t.name] = {{"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
     off += n;
@@ -187,7 +191,10 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set("general.name", GgufValue::of_str(opts.name));
   kv.set("general.alignment", GgufValue::of_u32(uint32_t(kAlign)));
   // llama_ftype: 0 all F32, 1 mostly F16, 32 mostly BF16 (informational for llama.cpp).
-  kv.set("general.file_type", GgufValue::of_u32(n_bf16 > 0 ? 32 : n_f16 > 0 ? 1 : 0));
+  kv.set("general.file_type", GgufValue::of_u32(opts.file_type.value_or(n_bf16 > 0 ? 32 : n_f16 > 0 ? 1 : 0)));
+  // Required by the spec once any tensor is block-quantised: 2 is ggml's current block layout.
+  if (std::any_of(all.begin(), all.end(), [](const TensorView& t) { return t.quantized(); }))
+    kv.set("general.quantization_version", GgufValue::of_u32(2));
   kv.set(A + "context_length", GgufValue::of_u32(uint32_t(cfg.max_seq_len)));
   kv.set(A + "embedding_length", GgufValue::of_u32(uint32_t(cfg.dim)));
   kv.set(A + "block_count", GgufValue::of_u32(uint32_t(cfg.n_layers)));
@@ -273,7 +280,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     put_string(f, o.name);
     f.write_pod<uint32_t>(uint32_t(o.t->shape.size()));
     for (auto it = o.t->shape.rbegin(); it != o.t->shape.rend(); ++it) f.write_pod<uint64_t>(uint64_t(*it));
-    f.write_pod<uint32_t>(ggml_type_of(o.t->dtype));
+    f.write_pod<uint32_t>(o.t->quantized() ? quant_ggml_type(o.t->quant) : ggml_type_of(o.t->dtype));
     f.write_pod<uint64_t>(o.offset);
   }
   f.pad_zeros(size_t((kAlign - f.written() % kAlign) % kAlign));

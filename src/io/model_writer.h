@@ -3,6 +3,7 @@
 // it over `path` only once everything was written and flushed, so a failure never leaves a
 // half-written model behind. Errors are kvp::Error naming the path.
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct GgufWriteOptions {
   // Extra key/values written after the standard ones, e.g. Gemma-2's
   // "gemma2.attn_logit_softcapping". They override standard keys of the same name.
   std::map<std::string, GgufValue> extra_kv;
+  // general.file_type (llama_ftype) when set; otherwise derived from the matrices' float dtype.
+  std::optional<uint32_t> file_type;
 };
 
 // GGUF v3 as llama.cpp reads it: general.architecture ("llama" for Llama and Mistral, "qwen2",

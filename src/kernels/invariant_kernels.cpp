@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/dequant_rows.h"
 #include "kernels/invariant_simd.h"
 #include "kernels/policies.h"
 
@@ -37,7 +38,7 @@ int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 class InvariantKernels final : public Kernels {
  public:
   explicit InvariantKernels(ThreadPool* pool)
-      : pool_(pool), threads_(pool != nullptr ? pool->size() : 1), scratch_(size_t(threads_)) {}
+      : pool_(pool), threads_(pool != nullptr ? pool->size() : 1), scratch_(size_t(threads_)), dequant_(size_t(threads_)) {}
 
   KernelPolicy policy() const override { return KernelPolicy::Invariant; }
 
@@ -67,11 +68,27 @@ class InvariantKernels final : public Kernels {
       const int64_t n0 = std::min(N, round_up(N * t / T, 8));
       const int64_t n1 = t + 1 == T ? N : std::min(N, round_up(N * (t + 1) / T, 8));
       if (n0 >= n1) return;
-      if (blocked)
-        isimd::matmul_blocked(xp, size_t(M), W.data, W.dtype, size_t(K), size_t(N), size_t(n0), size_t(n1), y,
-                              scratch(t, scratch_floats));
-      else
-        isimd::matmul_direct(x, size_t(M), W.data, W.dtype, size_t(K), size_t(N), size_t(n0), size_t(n1), y);
+      if (!W.quantized()) {
+        if (blocked)
+          isimd::matmul_blocked(xp, size_t(M), W.data, W.dtype, size_t(K), size_t(N), size_t(n0), size_t(n1), y,
+                                scratch(t, scratch_floats));
+        else
+          isimd::matmul_direct(x, size_t(M), W.data, W.dtype, size_t(K), size_t(N), size_t(n0), size_t(n1), y);
+        return;
+      }
+      // Chunks of dequantised rows through the same fp32 paths (a multiple of the 8-row decode
+      // tile when blocked, so the W blocks stay whole).
+      const int64_t R = blocked ? dequant_chunk_rows(K, 16, 32) : dequant_chunk_rows(K);
+      float* wf = grow(dequant_[size_t(t)], size_t(R * K));
+      for (int64_t n = n0; n < n1; n += R) {
+        const int64_t r = std::min(R, n1 - n);
+        dequantize_rows(W, n, r, 0, K, 0, wf, size_t(K));
+        if (blocked)
+          isimd::matmul_blocked(xp, size_t(M), wf, DType::F32, size_t(K), size_t(N), 0, size_t(r), y + n,
+                                scratch(t, scratch_floats));
+        else
+          isimd::matmul_direct(x, size_t(M), wf, DType::F32, size_t(K), size_t(N), 0, size_t(r), y + n);
+      }
     };
     if (T > 1)
       pool_->run_on_all(work);
@@ -163,6 +180,7 @@ class InvariantKernels final : public Kernels {
   ThreadPool* pool_;
   int threads_;
   std::vector<AlignedBuffer> scratch_;
+  std::vector<AlignedBuffer> dequant_;  // per thread: dequantised rows of a quantised W
   AlignedBuffer packed_x_;
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/dequant_rows.h"
 #include "kernels/policies.h"
 
 namespace kvp {
@@ -26,12 +27,20 @@ class ReferenceKernels final : public Kernels {
 
   void matmul(const float* x, int M, const TensorView& W, float* y) override {
     const int64_t N = W.rows(), K = W.cols();
-    for (int m = 0; m < M; ++m) {
-      const float* xm = x + int64_t(m) * K;
-      for (int64_t n = 0; n < N; ++n) {
-        const size_t row = size_t(n * K);
+    std::vector<float> wrow(W.quantized() ? size_t(K) : 0);
+    for (int64_t n = 0; n < N; ++n) {
+      const void* base = W.data;
+      size_t row = size_t(n * K);
+      if (W.quantized()) {
+        dequantize_rows(W, n, 1, 0, K, 0, wrow.data(), size_t(K));
+        base = wrow.data();
+        row = 0;
+      }
+      const DType wt = W.quantized() ? DType::F32 : W.dtype;
+      for (int m = 0; m < M; ++m) {
+        const float* xm = x + int64_t(m) * K;
         float acc = 0.0f;
-        for (int64_t k = 0; k < K; ++k) acc += xm[k] * load(W.dtype, W.data, row + size_t(k));
+        for (int64_t k = 0; k < K; ++k) acc += xm[k] * load(wt, base, row + size_t(k));
         y[int64_t(m) * N + n] = acc;
       }
     }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "kernels/dequant_rows.h"
 #include "kernels/policies.h"
 #include "kernels/simd_ops.h"
 
@@ -49,7 +50,7 @@ int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 class StandardKernels final : public Kernels {
  public:
   explicit StandardKernels(ThreadPool* pool)
-      : pool_(pool), threads_(pool != nullptr ? pool->size() : 1), scratch_(size_t(threads_)) {}
+      : pool_(pool), threads_(pool != nullptr ? pool->size() : 1), scratch_(size_t(threads_)), dequant_(size_t(threads_)) {}
 
   KernelPolicy policy() const override { return KernelPolicy::Standard; }
 
@@ -63,7 +64,16 @@ class StandardKernels final : public Kernels {
     if (M == 1) {
       gemv(x, W, N, K, y);
     } else if (M < kPackedMinRows) {
-      parallel(N, [&](long b, long e, int) { simd::gemm_small(x, M, W.data, W.dtype, K, N, b, e, y); });
+      parallel(N, [&](long b, long e, int t) {
+        if (!W.quantized()) return simd::gemm_small(x, M, W.data, W.dtype, K, N, b, e, y);
+        const int64_t R = dequant_chunk_rows(K);
+        float* wf = dequant_scratch(t, size_t(R * K));
+        for (int64_t n = b; n < e; n += R) {
+          const int64_t r = std::min<int64_t>(R, e - n);
+          dequantize_rows(W, n, r, 0, K, 0, wf, size_t(K));
+          simd::gemm_small(x, M, wf, DType::F32, K, N, 0, r, y + n);
+        }
+      });
     } else {
       gemm_packed(x, M, W, N, K, y);
     }
@@ -111,7 +121,7 @@ class StandardKernels final : public Kernels {
       pool_->run_on_all([&](int t) {
         const int64_t k0 = std::min(K, K * t / T / kSplitKAlign * kSplitKAlign);
         const int64_t k1 = t + 1 == T ? K : std::min(K, K * (t + 1) / T / kSplitKAlign * kSplitKAlign);
-        simd::dot_rows(x, W.data, W.dtype, K, 0, N, k0, k1, partial + size_t(t) * N);
+        dot_rows(x, W, K, 0, N, k0, k1, partial + size_t(t) * N, t);
       });
       for (int64_t n = 0; n < N; ++n) {
         float s = partial[n];
@@ -120,7 +130,20 @@ class StandardKernels final : public Kernels {
       }
       return;
     }
-    parallel(N, [&](long b, long e, int) { simd::dot_rows(x, W.data, W.dtype, K, b, e, 0, K, y); });
+    parallel(N, [&](long b, long e, int t) { dot_rows(x, W, K, b, e, 0, K, y, t); });
+  }
+
+  // simd::dot_rows on thread t, through L1-sized chunks of dequantised rows when W is quantised.
+  void dot_rows(const float* x, const TensorView& W, int64_t K, int64_t n0, int64_t n1, int64_t k0, int64_t k1,
+                float* y, int t) {
+    if (!W.quantized()) return simd::dot_rows(x, W.data, W.dtype, K, n0, n1, k0, k1, y);
+    const int64_t R = dequant_chunk_rows(K);
+    float* wf = dequant_scratch(t, size_t(R * K));
+    for (int64_t n = n0; n < n1; n += R) {
+      const int64_t r = std::min(R, n1 - n);
+      dequantize_rows(W, n, r, k0, k1, 0, wf, size_t(K));
+      simd::dot_rows(x, wf, DType::F32, K, 0, r, k0, k1, y + n);
+    }
   }
 
   void gemm_packed(const float* x, int M, const TensorView& W, int64_t N, int64_t K, float* y) {
@@ -151,7 +174,13 @@ class StandardKernels final : public Kernels {
         const int64_t kc = std::min(kKc, K - k0);
         for (int64_t nb = n0; nb < n1; nb += kNc) {
           const int64_t rows = std::min(kNc, n1 - nb);
-          simd::convert_block(W.data, W.dtype, K, nb, rows, k0, kc, round_up(rows, NR), wc);
+          if (W.quantized()) {
+            const size_t ld = simd::packed_ld(size_t(kc));
+            dequantize_rows(W, nb, rows, k0, k0 + kc, k0, wc, ld);
+            std::fill(wc + size_t(rows) * ld, wc + size_t(round_up(rows, NR)) * ld, 0.0f);
+          } else {
+            simd::convert_block(W.data, W.dtype, K, nb, rows, k0, kc, round_up(rows, NR), wc);
+          }
           simd::gemm_packed_block(xT, M, K, p0, p1, wc, rows, k0, kc, y, N, nb, k0 > 0);
         }
       }
@@ -296,6 +325,7 @@ class StandardKernels final : public Kernels {
   // whole call; both are reused across calls so steady-state decoding does not allocate.
   float* scratch(int t, size_t floats) { return grow(scratch_[size_t(t)], floats); }
   float* shared(size_t floats) { return grow(shared_, floats); }
+  float* dequant_scratch(int t, size_t floats) { return grow(dequant_[size_t(t)], floats); }
   static float* grow(AlignedBuffer& b, size_t floats) {
     if (b.size() < floats * sizeof(float)) b = AlignedBuffer(floats * sizeof(float));
     return b.as<float>();
@@ -304,6 +334,7 @@ class StandardKernels final : public Kernels {
   ThreadPool* pool_;
   int threads_;
   std::vector<AlignedBuffer> scratch_;
+  std::vector<AlignedBuffer> dequant_;  // per thread: dequantised rows of a quantised W
   AlignedBuffer shared_;
 };
 

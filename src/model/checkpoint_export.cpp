@@ -1,12 +1,17 @@
 #include "model/checkpoint_export.h"
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/ranges.h>
+
 #include "core/error.h"
+#include "core/quantize.h"
 #include "io/hf_config.h"
 #include "io/model_writer.h"
+#include "model/quant_recipe.h"
 #include "model/weights.h"
 
 namespace kvp {
@@ -18,40 +23,50 @@ bool is_qk(const std::string& name, int* heads, const ModelConfig& c) {
   return false;
 }
 
-// A copy of `t` in `dtype` with q/k rows moved from layout `from` to `to`.
-// `norm_shift` is added to RMSNorm gains: Gemma-2 GGUF files store (1 + w) where HF stores w.
-TensorView prepare(const TensorView& t, DType dtype, RopeLayout from, RopeLayout to, const ModelConfig& c,
-                   float norm_shift, std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
+// A copy of `t` in `dtype` (or in quantised format `quant` when not None) with q/k rows moved from
+// layout `from` to `to`. `norm_shift` is added to RMSNorm gains: Gemma-2 GGUF files store (1 + w)
+// where HF stores w.
+TensorView prepare(const TensorView& t, DType dtype, QuantType quant, RopeLayout from, RopeLayout to,
+                   const ModelConfig& c, float norm_shift, std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
   int heads = 0;
   const bool permute = from != to && is_qk(t.name, &heads, c);
   const bool is_norm = t.name.size() > 11 && t.name.compare(t.name.size() - 11, 11, "norm.weight") == 0;
   const float shift = is_norm ? norm_shift : 0.0f;
-  if (t.dtype == dtype && !permute && shift == 0.0f) return t;
+  const bool same_type = t.quant == quant && (quant != QuantType::None || t.dtype == dtype);
+  if (same_type && !permute && shift == 0.0f) return t;
   TensorView out = t;
-  out.dtype = dtype;
+  out.dtype = quant != QuantType::None ? DType::F32 : dtype;
+  out.quant = quant;
   const size_t n = size_t(t.numel());
-  auto conv = std::make_shared<AlignedBuffer>(n * dtype_size(dtype));
-  if (t.dtype == dtype && shift == 0.0f) {
-    std::memcpy(conv->data(), t.data, n * dtype_size(dtype));
-  } else {
-    std::vector<float> tmp(n);
-    to_f32(t.dtype, t.data, tmp.data(), n);
-    for (auto& v : tmp) v += shift;
-    from_f32(dtype, tmp.data(), conv->data(), n);
+  const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
+  const int head_dim = permute ? int(t.shape[0] / heads) : 0;
+  auto result = std::make_shared<AlignedBuffer>(out.nbytes());
+  keep.push_back(result);
+  out.data = result->data();
+  if (same_type && shift == 0.0f) {
+    // Only rows move: bytes (blocks included) are carried over untouched.
+    const size_t rb = t.shape.size() == 2 ? t.row_bytes() : dtype_size(t.dtype);  // a bias moves element-wise
+    permute_qk_rows(t.data, result->data(), rb, heads, head_dim, to == RopeLayout::Halves);
+    return out;
   }
-  keep.push_back(conv);
-  out.data = conv->data();
+  std::vector<float> tmp(n);
+  view_to_f32(t, 0, n, tmp.data());
+  for (auto& v : tmp) v += shift;
   if (permute) {
-    auto perm = std::make_shared<AlignedBuffer>(n * dtype_size(dtype));
-    const int64_t in = t.shape.size() == 2 ? t.shape[1] : 1;
-    const int head_dim = int(t.shape[0] / heads);
-    if (to == RopeLayout::Halves)
-      interleaved_to_halves(conv->data(), perm->data(), dtype, heads, head_dim, in);
-    else
-      halves_to_interleaved(conv->data(), perm->data(), dtype, heads, head_dim, in);
-    keep.push_back(perm);
-    out.data = perm->data();
+    std::vector<float> moved(n);
+    permute_qk_rows(tmp.data(), moved.data(), size_t(cols) * sizeof(float), heads, head_dim, to == RopeLayout::Halves);
+    tmp.swap(moved);
   }
+  if (quant == QuantType::None) {
+    from_f32(dtype, tmp.data(), result->data(), n);
+    return out;
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(tmp[i]))
+      fail("tensor '{}': element {} is {}; quantised formats hold finite values only", t.name, i, tmp[i]);
+  const size_t rb = out.row_bytes(), rows = n / size_t(cols);
+  for (size_t r = 0; r < rows; ++r)
+    quantize_row(quant, tmp.data() + r * size_t(cols), size_t(cols), static_cast<uint8_t*>(result->data()) + r * rb);
   return out;
 }
 
@@ -99,11 +114,27 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   std::vector<TensorView> tensors;
   DType common = DType::F32;
   bool first = true;
+  std::optional<QuantRecipe> recipe;
+  if (!opts.quant.empty()) {
+    if (format != "gguf") fail_usage("--quant {} needs --to gguf (safetensors holds no ggml blocks)", opts.quant);
+    if (opts.dtype) fail_usage("--quant {} and --dtype exclude each other (quantised blocks have no dtype)", opts.quant);
+    recipe = parse_quant_recipe(opts.quant);
+    if (!recipe) fail_usage("unknown --quant '{}' (one of {})", opts.quant, fmt::join(quant_recipe_names(), ", "));
+  }
   for (const auto& [name, t] : ckpt.tensors) {
     // llama.cpp keeps 1-D tensors (norm gains, biases) in F32 whatever the matrices' type; the
     // upcast is exact, and the loader rounds them to the compute dtype again.
-    const DType d = (format == "gguf" && t.shape.size() == 1) ? DType::F32 : opts.dtype.value_or(t.dtype);
-    tensors.push_back(prepare(t, d, ckpt.qk_layout, target, c, norm_shift, keep));
+    const bool vec = t.shape.size() == 1;
+    QuantType q = QuantType::None;
+    if (recipe && !vec)
+      q = quant_for_tensor(*recipe, name, c.n_layers, long(t.cols()));
+    else if (format == "gguf" && t.quantized() && !opts.dtype && !recipe)
+      q = t.quant;  // a quantised GGUF stays quantised unless a dtype or another format is asked for
+    // Safetensors has no block types: quantised sources are dequantised (fp32 unless --dtype).
+    const DType d = (format == "gguf" && vec) ? DType::F32
+                    : t.quantized()           ? opts.dtype.value_or(DType::F32)
+                                              : opts.dtype.value_or(t.dtype);
+    tensors.push_back(prepare(t, d, q, ckpt.qk_layout, target, c, norm_shift, keep));
     if (t.shape.size() == 2 && first) {
       common = d;
       first = false;
@@ -127,6 +158,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     }
     GgufWriteOptions go;
     go.extras = extras;
+    if (recipe) go.file_type = recipe->file_type;
     write_gguf(out, c, tensors, opts.vocab, go);
   }
 }

@@ -12,6 +12,10 @@ struct ExportOptions {
   std::optional<DType> dtype;          // convert every tensor; default keeps each tensor's dtype
   const VocabSpec* vocab = nullptr;    // embedded into GGUF as tokenizer.ggml.*
   std::string tokenizer_json;          // copied into an HF directory as tokenizer.json
+  // GGUF only: a quantised format or mix for every matrix (model/quant_recipe.h), e.g. "Q4_K_M".
+  // Empty keeps each tensor's type (a quantised source stays quantised in a GGUF, and is
+  // dequantised into an HF directory).
+  std::string quant;
 };
 
 // format: "hf" (out = directory: config.json, model.safetensors[, tokenizer.json]) or "gguf" (out = file).

@@ -122,8 +122,7 @@ class Pass {
         if (tok < 0 || tok >= V)
           fail("token id {} at position {} is outside the vocabulary (size {})", tok, slices_[s].start_pos + i, V);
         const size_t m = size_t(row0_[s] + i);
-        to_f32(W.embed.dtype, static_cast<const uint8_t*>(W.embed.data) + size_t(tok) * dim * dtype_size(W.embed.dtype),
-               a_.x.data() + m * dim, size_t(dim));
+        view_to_f32(W.embed, size_t(tok) * dim, size_t(dim), a_.x.data() + m * dim);
       }
     }
     materialise(a_.x.data(), M_, dim, "embed", -1);

@@ -9,8 +9,7 @@ namespace {
 
 // Moves whole rows: within each head, row r of the interleaved layout (pair i = r/2, member r%2)
 // goes to row (r%2)*(head_dim/2) + r/2 of the halves layout.
-void permute_rows(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in, bool to_halves) {
-  const size_t row_bytes = size_t(in) * dtype_size(t);
+void permute_rows(const void* src, void* dst, size_t row_bytes, int n_heads, int head_dim, bool to_halves) {
   const auto* s = static_cast<const uint8_t*>(src);
   auto* d = static_cast<uint8_t*>(dst);
   const int half = head_dim / 2;
@@ -55,6 +54,17 @@ class Builder {
   TensorView matrix(const std::string& name, std::vector<int64_t> shape, bool qk_rows = false, int heads = 0) {
     const TensorView& src = require(name, shape);
     const bool permute = qk_rows && ckpt_.qk_layout == RopeLayout::Interleaved;
+    if (src.quantized()) {
+      // Quantised matrices stay in their blocks (the kernels dequantise on the fly); a row move
+      // carries its blocks along.
+      if (!permute) return src;
+      auto permuted = std::make_shared<AlignedBuffer>(src.nbytes());
+      permute_rows(src.data, permuted->data(), src.row_bytes(), heads, int(shape[0] / heads), true);
+      out_.owned.push_back(permuted);
+      TensorView v = src;
+      v.data = permuted->data();
+      return v;
+    }
     if (src.dtype == dtype_ && !permute) return src;
     TensorView v = src;
     v.dtype = dtype_;
@@ -86,17 +96,15 @@ class Builder {
     const TensorView& src = require(name, {n});
     auto buf = std::make_shared<AlignedBuffer>(size_t(n) * 4);
     float* f = buf->as<float>();
-    to_f32(src.dtype, src.data, f, size_t(n));
+    view_to_f32(src, 0, size_t(n), f);
+    std::vector<float> stored(f, f + n);  // the file's values, before rounding to the compute dtype
     for (int64_t i = 0; i < n; ++i) f[i] = round_to(dtype_, f[i]);
     if (gemma_norm_) {
       // Gemma2RMSNorm: (1.0 + self.weight.float()), with the weight stored in the compute dtype.
       // A GGUF gain holds fl(1 + w); fl(s - 1) recovers w exactly when w fits the file's dtype.
       for (int64_t i = 0; i < n; ++i) {
         float w = f[i];
-        if (ckpt_.norm_weights_include_one) {
-          to_f32(src.dtype, static_cast<const uint8_t*>(src.data) + size_t(i) * dtype_size(src.dtype), &w, 1);
-          w = round_to(dtype_, w - 1.0f);
-        }
+        if (ckpt_.norm_weights_include_one) w = round_to(dtype_, stored[size_t(i)] - 1.0f);
         f[i] = 1.0f + w;
       }
     }
@@ -118,7 +126,7 @@ class Builder {
     std::vector<float> tmp(kChunk);
     for (size_t i = 0; i < n; i += kChunk) {
       const size_t c = std::min(kChunk, n - i);
-      to_f32(src.dtype, static_cast<const uint8_t*>(src.data) + i * dtype_size(src.dtype), tmp.data(), c);
+      view_to_f32(src, i, c, tmp.data());
       from_f32(dtype_, tmp.data(), static_cast<uint8_t*>(dst) + i * dtype_size(dtype_), c);
     }
   }
@@ -132,11 +140,15 @@ class Builder {
 }  // namespace
 
 void interleaved_to_halves(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in) {
-  permute_rows(src, dst, t, n_heads, head_dim, in, true);
+  permute_rows(src, dst, size_t(in) * dtype_size(t), n_heads, head_dim, true);
 }
 
 void halves_to_interleaved(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in) {
-  permute_rows(src, dst, t, n_heads, head_dim, in, false);
+  permute_rows(src, dst, size_t(in) * dtype_size(t), n_heads, head_dim, false);
+}
+
+void permute_qk_rows(const void* src, void* dst, size_t row_bytes, int n_heads, int head_dim, bool to_halves) {
+  permute_rows(src, dst, row_bytes, n_heads, head_dim, to_halves);
 }
 
 size_t ModelWeights::matrix_bytes() const {

@@ -44,5 +44,7 @@ ModelWeights build_weights(const Checkpoint& ckpt, DType dtype);
 // Exact: they only move rows.
 void interleaved_to_halves(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in);
 void halves_to_interleaved(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in);
+// The same moves for rows of any byte size (quantised rows carry their blocks).
+void permute_qk_rows(const void* src, void* dst, size_t row_bytes, int n_heads, int head_dim, bool to_halves);
 
 }  // namespace kvp

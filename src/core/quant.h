@@ -1,0 +1,45 @@
+#pragma once
+// ggml's block-quantised weight formats (the ones GGUF files for Llama-family models use) and their
+// dequantisation. A quantised row of K weights is K / block_elems(q) blocks stored back to back;
+// each block carries its own scale(s) as fp16 and packed integer codes.
+//
+// The dequantised value of every weight is defined as ggml's reference dequantisation computes it
+// (dequantize_row_* in ggml-quants.c) evaluated with IEEE fp32 and no contraction: a product
+// `d * q - m` is a rounded multiply followed by a rounded subtract, never a fused multiply-add.
+// Every kernel policy multiplies these exact fp32 values, so a quantised model gives the same bits
+// as the same model dequantised to F32 first (docs/quantised-weights.md).
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace kvp {
+
+enum class QuantType : uint8_t { None, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
+
+std::string_view quant_name(QuantType q);  // "Q8_0", ...; "none" for None
+// Accepts the names above (case-insensitive); nullopt for anything else.
+std::optional<QuantType> parse_quant(std::string_view s);
+// ggml's type id of a format (GGML_TYPE_Q8_0 = 8, ...), and back: nullopt for ids that are not
+// one of these formats (F32/F16/BF16 included).
+uint32_t quant_ggml_type(QuantType q);
+std::optional<QuantType> quant_from_ggml_type(uint32_t id);
+
+size_t block_elems(QuantType q);  // 32 for the legacy formats, 256 for the K-quants
+size_t block_bytes(QuantType q);
+// Bytes of one row of `cols` weights; cols must be a multiple of block_elems(q).
+inline size_t quant_row_bytes(QuantType q, size_t cols) { return cols / block_elems(q) * block_bytes(q); }
+
+// Dequantises `n_blocks` consecutive blocks starting at `blocks` into n_blocks * block_elems(q)
+// floats at `out`.
+void dequantize_blocks(QuantType q, const void* blocks, size_t n_blocks, float* out);
+
+// Elements [k0, k1) of a quantised row starting at `row`, into out[0 .. k1-k0). k0 must be a
+// multiple of block_elems(q); k1 a multiple too, or the row's end.
+inline void dequantize_span(QuantType q, const void* row, size_t k0, size_t k1, float* out) {
+  const size_t be = block_elems(q);
+  dequantize_blocks(q, static_cast<const uint8_t*>(row) + k0 / be * block_bytes(q), (k1 - k0 + be - 1) / be, out);
+}
+
+}  // namespace kvp

@@ -1,0 +1,256 @@
+#include "core/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/dtype.h"
+
+namespace kvp {
+namespace {
+
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = f32_to_f16(v);
+  std::memcpy(p, &h, 2);
+}
+float stored_half(float v) { return f16_to_f32(f32_to_f16(v)); }
+
+int clamp_round(float v, int lo, int hi) {
+  const float r = std::nearbyint(v);
+  return int(std::clamp(r, float(lo), float(hi)));
+}
+
+// The value of largest magnitude (keeping its sign), so a symmetric grid can put it on its
+// extreme negative code, as ggml's legacy formats do.
+float signed_absmax(const float* x, size_t n) {
+  float m = 0.0f;
+  for (size_t i = 0; i < n; ++i)
+    if (std::fabs(x[i]) > std::fabs(m)) m = x[i];
+  return m;
+}
+
+// Symmetric legacy block (Q4_0, Q5_0): codes c in [0, 2^bits), w = (c - 2^(bits-1)) * d.
+void symmetric_block(const float* x, int bits, uint8_t* d_at, int* codes) {
+  const int half_range = 1 << (bits - 1);
+  const float d = stored_half(signed_absmax(x, 32) / float(-half_range));
+  put_half(d_at, d);
+  for (int j = 0; j < 32; ++j)
+    codes[j] = d == 0.0f ? half_range : clamp_round(x[j] / d, -half_range, half_range - 1) + half_range;
+}
+
+// Affine legacy block (Q4_1, Q5_1): w = c * d + m with m the block minimum.
+void affine_block(const float* x, int bits, uint8_t* d_at, uint8_t* m_at, int* codes) {
+  const int top = (1 << bits) - 1;
+  float lo = x[0], hi = x[0];
+  for (int j = 1; j < 32; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+  const float d = stored_half((hi - lo) / float(top)), m = stored_half(lo);
+  put_half(d_at, d);
+  put_half(m_at, m);
+  for (int j = 0; j < 32; ++j) codes[j] = d == 0.0f ? 0 : clamp_round((x[j] - m) / d, 0, top);
+}
+
+void pack_nibbles(const int* codes, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = uint8_t((codes[j] & 0x0F) | ((codes[j + 16] & 0x0F) << 4));
+}
+
+uint32_t high_bits(const int* codes) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 32; ++j) qh |= uint32_t((codes[j] >> 4) & 1) << j;
+  return qh;
+}
+
+// K-quant affine sub-blocks (Q2_K, Q4_K, Q5_K): w = dl * c - ml with dl = d * sc, ml = dmin * mc,
+// sc and mc unsigned codes of `scale_bits`. Sub-block scales round up so no code clamps.
+struct Affine {
+  int sc[16], mc[16];
+  float d, dmin;
+};
+Affine affine_scales(const float* x, int n_sub, int sub, int top, int scale_bits) {
+  const int smax = (1 << scale_bits) - 1;
+  float scale[16], minv[16], max_scale = 0.0f, max_min = 0.0f;
+  for (int s = 0; s < n_sub; ++s) {
+    float lo = 0.0f, hi = x[s * sub];
+    for (int l = 0; l < sub; ++l) lo = std::min(lo, x[s * sub + l]), hi = std::max(hi, x[s * sub + l]);
+    scale[s] = (hi - lo) / float(top);
+    minv[s] = -lo;
+    max_scale = std::max(max_scale, scale[s]);
+    max_min = std::max(max_min, minv[s]);
+  }
+  Affine a;
+  a.d = stored_half(max_scale / float(smax));
+  a.dmin = stored_half(max_min / float(smax));
+  for (int s = 0; s < n_sub; ++s) {
+    a.sc[s] = a.d == 0.0f ? 0 : std::min(smax, int(std::ceil(scale[s] / a.d)));
+    a.mc[s] = a.dmin == 0.0f ? 0 : std::min(smax, int(std::ceil(minv[s] / a.dmin)));
+  }
+  return a;
+}
+int affine_code(float x, float dl, float ml, int top) { return dl == 0.0f ? 0 : clamp_round((x + ml) / dl, 0, top); }
+
+void pack_scale_min_k4(const int* sc, const int* mc, uint8_t* q) {
+  std::memset(q, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    if (j < 4) {
+      q[j] |= uint8_t(sc[j] & 63);
+      q[j + 4] |= uint8_t(mc[j] & 63);
+    } else {
+      q[j + 4] = uint8_t((sc[j] & 0x0F) | ((mc[j] & 0x0F) << 4));
+      q[j - 4] |= uint8_t((sc[j] >> 4) << 6);
+      q[j] |= uint8_t((mc[j] >> 4) << 6);
+    }
+  }
+}
+
+void q2_k(const float* x, uint8_t* b) {
+  const Affine a = affine_scales(x, 16, 16, 3, 4);
+  for (int s = 0; s < 16; ++s) b[s] = uint8_t(a.sc[s] | (a.mc[s] << 4));
+  put_half(b + 80, a.d);
+  put_half(b + 82, a.dmin);
+  uint8_t* qs = b + 16;
+  std::memset(qs, 0, 64);
+  // Weight 128h + 32s + 16t + l lives in qs[32h + 16t + l] at bits 2s (see core/quant.cpp).
+  for (int h = 0; h < 2; ++h)
+    for (int s = 0; s < 4; ++s)
+      for (int t = 0; t < 2; ++t) {
+        const int sub = 8 * h + 2 * s + t;
+        const float dl = a.d * float(a.sc[sub]), ml = a.dmin * float(a.mc[sub]);
+        for (int l = 0; l < 16; ++l) {
+          const int c = affine_code(x[128 * h + 32 * s + 16 * t + l], dl, ml, 3);
+          qs[32 * h + 16 * t + l] |= uint8_t(c << (2 * s));
+        }
+      }
+}
+
+void q3_k(const float* x, uint8_t* b) {
+  float scale[16], max_abs = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    scale[s] = signed_absmax(x + 16 * s, 16) / -4.0f;
+    max_abs = std::max(max_abs, std::fabs(scale[s]));
+  }
+  const float d = stored_half(max_abs / 32.0f);
+  int sc[16];
+  for (int s = 0; s < 16; ++s) sc[s] = d == 0.0f ? 0 : clamp_round(scale[s] / d, -32, 31);
+  uint8_t* hm = b;
+  uint8_t* qs = b + 32;
+  uint8_t* sp = b + 96;
+  std::memset(b, 0, 110);
+  for (int i = 0; i < 16; ++i) {
+    const int u = sc[i] + 32;
+    if (i < 8)
+      sp[i] |= uint8_t(u & 0x0F);
+    else
+      sp[i - 8] |= uint8_t((u & 0x0F) << 4);
+    sp[8 + i % 4] |= uint8_t(((u >> 4) & 3) << (2 * (i / 4)));
+  }
+  put_half(b + 108, d);
+  for (int h = 0; h < 2; ++h)
+    for (int s = 0; s < 4; ++s)
+      for (int t = 0; t < 2; ++t) {
+        const int sub = 8 * h + 2 * s + t;
+        const float dl = d * float(sc[sub]);
+        for (int l = 0; l < 16; ++l) {
+          const int v = dl == 0.0f ? 0 : clamp_round(x[128 * h + 32 * s + 16 * t + l] / dl, -4, 3);
+          // Stored as two low bits plus a high bit that, when clear, subtracts 4.
+          const int low = v >= 0 ? v : v + 4;
+          qs[32 * h + 16 * t + l] |= uint8_t(low << (2 * s));
+          if (v >= 0) hm[16 * t + l] |= uint8_t(1u << (4 * h + s));
+        }
+      }
+}
+
+void q45_k(const float* x, uint8_t* b, int bits) {
+  const int top = (1 << bits) - 1;
+  const Affine a = affine_scales(x, 8, 32, top, 6);
+  put_half(b, a.d);
+  put_half(b + 2, a.dmin);
+  pack_scale_min_k4(a.sc, a.mc, b + 4);
+  uint8_t* qh = bits == 5 ? b + 16 : nullptr;
+  uint8_t* qs = b + (bits == 5 ? 48 : 16);
+  if (qh != nullptr) std::memset(qh, 0, 32);
+  for (int h = 0; h < 4; ++h) {
+    const float d1 = a.d * float(a.sc[2 * h]), m1 = a.dmin * float(a.mc[2 * h]);
+    const float d2 = a.d * float(a.sc[2 * h + 1]), m2 = a.dmin * float(a.mc[2 * h + 1]);
+    for (int l = 0; l < 32; ++l) {
+      const int c1 = affine_code(x[64 * h + l], d1, m1, top), c2 = affine_code(x[64 * h + 32 + l], d2, m2, top);
+      qs[32 * h + l] = uint8_t((c1 & 0x0F) | ((c2 & 0x0F) << 4));
+      if (qh != nullptr) qh[l] |= uint8_t(((c1 >> 4) & 1) << (2 * h) | ((c2 >> 4) & 1) << (2 * h + 1));
+    }
+  }
+}
+
+void q6_k(const float* x, uint8_t* b) {
+  float scale[16], max_abs = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    scale[s] = signed_absmax(x + 16 * s, 16) / -32.0f;
+    max_abs = std::max(max_abs, std::fabs(scale[s]));
+  }
+  const float d = stored_half(max_abs / 127.0f);
+  std::memset(b, 0, 210);
+  uint8_t* ql = b;
+  uint8_t* qh = b + 128;
+  auto* sc = reinterpret_cast<int8_t*>(b + 192);
+  for (int s = 0; s < 16; ++s) sc[s] = int8_t(d == 0.0f ? 0 : clamp_round(scale[s] / d, -128, 127));
+  put_half(b + 208, d);
+  // Weight 128h + 32r + l: nibble in ql[64h + l + 32(r&1)] (low for r < 2), top bits in
+  // qh[32h + l] at bit 2r, sub-block 8h + l/16 + 2r (see core/quant.cpp).
+  for (int h = 0; h < 2; ++h)
+    for (int r = 0; r < 4; ++r)
+      for (int l = 0; l < 32; ++l) {
+        const float dl = d * float(sc[8 * h + l / 16 + 2 * r]);
+        const int c = (dl == 0.0f ? 0 : clamp_round(x[128 * h + 32 * r + l] / dl, -32, 31)) + 32;
+        uint8_t& q = ql[64 * h + l + 32 * (r & 1)];
+        q |= uint8_t(r < 2 ? (c & 0x0F) : (c & 0x0F) << 4);
+        qh[32 * h + l] |= uint8_t(((c >> 4) & 3) << (2 * r));
+      }
+}
+
+}  // namespace
+
+void quantize_row(QuantType q, const float* x, size_t n, void* out) {
+  const size_t be = block_elems(q), bb = block_bytes(q);
+  auto* o = static_cast<uint8_t*>(out);
+  int codes[32];
+  for (size_t i = 0; i < n / be; ++i, x += be, o += bb) {
+    switch (q) {
+      case QuantType::None: return;
+      case QuantType::Q8_0: {
+        float amax = 0.0f;
+        for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+        const float d = stored_half(amax / 127.0f);
+        put_half(o, d);
+        for (int j = 0; j < 32; ++j) o[2 + j] = uint8_t(int8_t(d == 0.0f ? 0 : clamp_round(x[j] / d, -127, 127)));
+        break;
+      }
+      case QuantType::Q4_0:
+        symmetric_block(x, 4, o, codes);
+        pack_nibbles(codes, o + 2);
+        break;
+      case QuantType::Q4_1:
+        affine_block(x, 4, o, o + 2, codes);
+        pack_nibbles(codes, o + 4);
+        break;
+      case QuantType::Q5_0: {
+        symmetric_block(x, 5, o, codes);
+        const uint32_t qh = high_bits(codes);
+        std::memcpy(o + 2, &qh, 4);
+        pack_nibbles(codes, o + 6);
+        break;
+      }
+      case QuantType::Q5_1: {
+        affine_block(x, 5, o, o + 2, codes);
+        const uint32_t qh = high_bits(codes);
+        std::memcpy(o + 4, &qh, 4);
+        pack_nibbles(codes, o + 8);
+        break;
+      }
+      case QuantType::Q2_K: q2_k(x, o); break;
+      case QuantType::Q3_K: q3_k(x, o); break;
+      case QuantType::Q4_K: q45_k(x, o, 4); break;
+      case QuantType::Q5_K: q45_k(x, o, 5); break;
+      case QuantType::Q6_K: q6_k(x, o); break;
+    }
+  }
+}
+
+}  // namespace kvp

@@ -1,0 +1,24 @@
+#pragma once
+// Quantised weights in the matmul kernels: every policy dequantises a few rows of W at a time
+// into fp32 scratch and runs its own fp32 path on them. The per-output summation orders of all
+// three policies do not depend on which rows a call covers (kernels.h, simd_ops.h,
+// invariant_simd.h), and the fp32 values are exactly core/quant.h's, so the result is bitwise the
+// result for the same matrix dequantised to F32 beforehand — the on-the-fly path is a memory
+// layout, not a numerical choice.
+#include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
+
+namespace kvp {
+
+// Rows [n0, n0 + rows) of quantised W, columns [k0, k1) widened to the enclosing block
+// boundaries, into dst: column k of row n0 + r lands at dst[r * ld + (k - col_origin)].
+void dequantize_rows(const TensorView& W, int64_t n0, int64_t rows, int64_t k0, int64_t k1, int64_t col_origin,
+                     float* dst, size_t ld);
+
+// Rows per dequantised chunk so that a chunk (at least `min_rows`, at most `max_rows` rows of K
+// floats) stays near L1 while the fp32 path reads it back.
+int64_t dequant_chunk_rows(int64_t K, int64_t min_rows = 1, int64_t max_rows = 16);
+
+}  // namespace kvp
