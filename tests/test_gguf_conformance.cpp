@@ -110,6 +110,22 @@ TEST_F(GgufConformance, ConvertStories260KPasses) {
   EXPECT_EQ(x.status, 0) << "checker report (vs shared HF checkpoint):\n" << x.out << x.err;
 }
 
+// Quantised files: the checker sizes every block type from ggml's block structs (not from
+// kvparity's tables) and requires general.quantization_version once blocks are present.
+TEST_F(GgufConformance, QuantisedConvertPasses) {
+  if (!have_python()) return;
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  KVP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
+  for (const char* quant : {"Q8_0", "Q4_0", "Q5_1", "Q4_K_M"}) {
+    const std::string out = tmp.file(std::string(quant) + ".gguf");
+    const ProcResult r = run(std::string(KVPARITY_BIN) + " convert --model " + q(model) + " --tokenizer " + q(tok) +
+                             " --to gguf --quant " + quant + " --out " + q(out));
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    const ProcResult c = check(out);
+    EXPECT_EQ(c.status, 0) << quant << " checker report:\n" << c.out << c.err;
+  }
+}
+
 TEST_F(GgufConformance, CheckerRejectsBrokenFiles) {
   if (!have_python()) return;
   const std::string good = synth_gguf();

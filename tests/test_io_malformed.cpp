@@ -334,8 +334,13 @@ TEST(IoMalformed, GgufHeaders) {
     g.pad((32 - g.b.size() % 32) % 32).pad(64);
     return g.b;
   };
-  check("q4.gguf", tensor(2, {8, 2}, 2, 0), {"'token_embd.weight'", "Q4_0"});
-  check("q4k.gguf", tensor(2, {256, 2}, 12, 0), {"'token_embd.weight'", "Q4_K"});
+  // Quantised types read (core/quant.h) still need whole blocks per row and their bytes present;
+  // the types not read are refused by name.
+  check("q4.gguf", tensor(2, {8, 2}, 2, 0), {"'token_embd.weight'", "Q4_0", "blocks"});
+  check("q4k.gguf", tensor(2, {256, 2}, 12, 0), {"'token_embd.weight'", "outside the data section"});
+  check("iq2.gguf", tensor(2, {256, 2}, 16, 0), {"'token_embd.weight'", "IQ2_XXS", "not supported"});
+  check("q8k.gguf", tensor(2, {256, 2}, 15, 0), {"'token_embd.weight'", "Q8_K", "not supported"});
+  check("tq1.gguf", tensor(2, {256, 2}, 34, 0), {"'token_embd.weight'", "TQ1_0", "not supported"});
   check("type99.gguf", tensor(2, {8, 2}, 99, 0), {"'token_embd.weight'", "type 99"});
   check("ndims.gguf", tensor(5, {1, 1, 1, 1, 1}, 0, 0), {"'token_embd.weight'", "5 dimensions"});
   check("zerodim.gguf", tensor(2, {0, 4}, 0, 0), {"'token_embd.weight'", "zero"});
@@ -386,6 +391,27 @@ TEST(IoMalformed, GgufSemantics) {
   expect_error([&] { open_checkpoint(f); }, {f, "layer_norm_rms_epsilon"});
   f = write_with("partial.gguf", {{"llama.rope.dimension_count", GgufValue::of_u32(2)}});
   expect_error([&] { open_checkpoint(f); }, {f, "rope.dimension_count"});
+
+  // llama.cpp writes "no such token" as 0xFFFFFFFF (its -1 stored in a u32).
+  f = write_with("noneid.gguf", {{"tokenizer.ggml.padding_token_id", GgufValue::of_u32(0xFFFFFFFFu)},
+                                 {"tokenizer.ggml.unknown_token_id", GgufValue::of_u32(0xFFFFFFFFu)}});
+  ck = open_checkpoint(f);
+  EXPECT_EQ(ck.vocab->pad_id, -1);
+  EXPECT_EQ(ck.vocab->unk_id, -1);
+  f = write_with("bigid.gguf", {{"tokenizer.ggml.padding_token_id", GgufValue::of_u32(0xFFFFFFFEu)}});
+  expect_error([&] { open_checkpoint(f); }, {f, "padding_token_id"});
+  // Keys kvparity does not know are ignored, whatever their value type.
+  std::map<std::string, GgufValue> unknown;
+  for (uint32_t t = 0; t <= 12; ++t) {
+    GgufValue v;
+    v.type = GgufType(t);
+    if (v.type == GgufType::Array) v = GgufValue::of_array(GgufType::Array, {GgufValue::of_array(GgufType::I16, {})});
+    if (v.type == GgufType::String) v.s = "x";
+    unknown["vendor.key_of_type_" + std::to_string(t)] = v;
+  }
+  f = write_with("unknown.gguf", unknown);
+  ck = open_checkpoint(f);
+  EXPECT_EQ(ck.config.vocab_size, 16);
 
   // An unknown tensor name.
   auto t = m.tensors;

@@ -14,6 +14,7 @@
 #include "core/quantize.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "kernels/dequant_rows.h"
 #include "model/checkpoint_export.h"
 #include "model/model.h"
 #include "model/synthetic.h"
@@ -230,6 +231,24 @@ TEST(QuantBlocks, NamesSizesAndGgmlIds) {
   }
   for (uint32_t id : {0u, 1u, 9u, 15u, 16u, 20u, 30u, 34u, 35u}) EXPECT_FALSE(quant_from_ggml_type(id)) << id;
   EXPECT_FALSE(parse_quant("IQ4_NL"));
+}
+
+// The vectorised decoders the kernels use give the scalar decoders' bits on arbitrary bytes
+// (random fp16 scales, NaN and Inf included).
+TEST(QuantBlocks, VectorisedDecodersMatchScalarBitwise) {
+  std::mt19937 rng(11);
+  for (int t = 1; t <= int(QuantType::Q6_K); ++t) {
+    const QuantType q = QuantType(t);
+    const size_t nb = 37;
+    std::vector<uint8_t> bytes(nb * block_bytes(q));
+    for (auto& b : bytes) b = uint8_t(rng());
+    std::vector<float> a(nb * block_elems(q)), v(a.size());
+    dequantize_blocks(q, bytes.data(), nb, a.data());
+    dequantize_blocks_fast(q, bytes.data(), nb, v.data());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_TRUE(f32_bits(a[i]) == f32_bits(v[i]) || (std::isnan(a[i]) && std::isnan(v[i])))
+          << quant_name(q) << " weight " << i << ": " << a[i] << " vs " << v[i];
+  }
 }
 
 // Round trip: every weight within a format-dependent fraction of its block's largest magnitude.

@@ -320,11 +320,13 @@ GgufFile parse_gguf(const uint8_t* data, size_t size, const std::string& name) {
     if (quant && ti.ne[0] % block_elems(*quant) != 0)
       fail("{}: tensor '{}' ({}): its rows of {} values are not a whole number of {}-value blocks", name, ti.name,
            quant_name(*quant), ti.ne[0], block_elems(*quant));
-    // Bounding each step by the file size keeps the element count from overflowing.
+    // Bounding each step by the file size keeps the element count from overflowing. Quantised
+    // blocks hold up to 256 values in 84 bytes (Q2_K), so a tensor may count 4x the file's bytes.
+    const uint64_t max_elems = uint64_t(size) * 4;
     uint64_t numel = 1;
     for (uint32_t d = 0; d < nd; ++d) {
       const uint64_t ne = ti.ne[d];
-      if (ne == 0 || ne > size / numel)
+      if (ne == 0 || ne > max_elems / numel)
         fail("{}: tensor '{}': dimension {} = {} is zero or larger than the file", name, ti.name, d, ne);
       numel *= ne;
     }

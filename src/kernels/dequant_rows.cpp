@@ -12,8 +12,8 @@ void dequantize_rows(const TensorView& W, int64_t n0, int64_t rows, int64_t k0, 
   const size_t stride = W.row_bytes();
   const auto* base = static_cast<const uint8_t*>(W.data);
   for (int64_t r = 0; r < rows; ++r)
-    dequantize_span(W.quant, base + size_t(n0 + r) * stride, size_t(kb0), size_t(kb1),
-                    dst + size_t(r) * ld + size_t(kb0 - col_origin));
+    dequantize_blocks_fast(W.quant, base + size_t(n0 + r) * stride + size_t(kb0 / be) * block_bytes(W.quant),
+                           size_t((kb1 - kb0) / be), dst + size_t(r) * ld + size_t(kb0 - col_origin));
 }
 
 int64_t dequant_chunk_rows(int64_t K, int64_t min_rows, int64_t max_rows) {

@@ -17,6 +17,10 @@ namespace kvp {
 void dequantize_rows(const TensorView& W, int64_t n0, int64_t rows, int64_t k0, int64_t k1, int64_t col_origin,
                      float* dst, size_t ld);
 
+// core/quant.h's dequantize_blocks, vectorised for the formats decode spends its time on (the
+// others fall back to the scalar decoders): the same values, bit for bit.
+void dequantize_blocks_fast(QuantType q, const void* blocks, size_t n_blocks, float* out);
+
 // Rows per dequantised chunk so that a chunk (at least `min_rows`, at most `max_rows` rows of K
 // floats) stays near L1 while the fp32 path reads it back.
 int64_t dequant_chunk_rows(int64_t K, int64_t min_rows = 1, int64_t max_rows = 16);
