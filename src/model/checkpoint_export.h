@@ -11,10 +11,15 @@ namespace kvp {
 struct ExportOptions {
   std::optional<DType> dtype;          // convert every tensor; default keeps each tensor's dtype
   const VocabSpec* vocab = nullptr;    // embedded into GGUF as tokenizer.ggml.*
-  std::string tokenizer_json;          // copied into an HF directory as tokenizer.json
+  std::string tokenizer_json;          // copied into an HF directory as tokenizer.json (with the
+                                       // tokenizer_config.json beside it, if any)
+  // Written into an HF directory as tokenizer.json / tokenizer_config.json (a vocabulary put into
+  // HF form); used instead of tokenizer_json when set.
+  std::string tokenizer_json_text, tokenizer_config_text;
 };
 
-// format: "hf" (out = directory: config.json, model.safetensors[, tokenizer.json]) or "gguf" (out = file).
+// format: "hf" (out = directory: config.json, model.safetensors[, tokenizer.json, tokenizer_config.json])
+// or "gguf" (out = file).
 void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const std::string& out,
                        const ExportOptions& opts = {});
 
