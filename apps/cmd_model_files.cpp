@@ -2,14 +2,40 @@
 #include <iostream>
 
 #include "cli_common.h"
-#include "core/atomic_file.h"
 #include "core/error.h"
 #include "model/checkpoint_export.h"
 #include "model/quant_recipe.h"
 #include "model/synthetic.h"
 #include "runtime/tokenizer_for_model.h"
+#include "tokenizer/hf_json_writer.h"
 
 namespace kvp::cli {
+
+namespace {
+
+// The tokenizer files of an HF directory written by convert: an explicit --tokenizer, else the
+// source's own (a GGUF's vocabulary, a tokenizer.json or tokenizer.bin beside the model). A
+// tokenizer.json is copied; anything else is turned into one, so the directory runs on its own.
+void hf_tokenizer_for_convert(const Checkpoint& ckpt, const std::string& explicit_path, bool asked, ExportOptions& eo) {
+  std::string path = explicit_path;
+  if (!asked && !ckpt.vocab) path = tokenizer_file_beside(ckpt.path, ckpt.format, ckpt.tokenizer_path);
+  if (!path.empty() && std::filesystem::path(path).extension() == ".json") {
+    eo.tokenizer_json = path;
+    return;
+  }
+  if (path.empty() && !ckpt.vocab) return;
+  try {
+    const VocabSpec v = path.empty() ? *ckpt.vocab : load_tokenizer(path)->to_vocab_spec();
+    const std::string& origin = path.empty() ? ckpt.path : path;
+    eo.tokenizer_json_text = hf_tokenizer_json(v, origin);
+    eo.tokenizer_config_text = hf_tokenizer_config_json(v, origin);
+  } catch (const Error& e) {
+    if (asked) throw;  // asked for: its failure is not a footnote
+    std::cerr << "note: no tokenizer.json written: " << e.what() << "\n";
+  }
+}
+
+}  // namespace
 
 void register_model_files(CLI::App& app) {
   struct SynthOpts {
@@ -32,18 +58,14 @@ void register_model_files(CLI::App& app) {
     if (given(synth, "--quant") && s->format != "gguf") fail_usage("--quant {} needs --format gguf", s->quant);
     const ModelConfig cfg = synthetic_config(s->arch, s->preset);
     const Checkpoint ckpt = synthesize_checkpoint(cfg, parse_dtype(s->dtype), parse_seed(s->seed));
-    const std::string tok_json = make_synthetic_tokenizer_json(cfg.vocab_size);
     ExportOptions eo;
     eo.quant = s->quant;
-    VocabSpec vocab;
-    std::string tmp_tok;
+    const VocabSpec vocab = make_synthetic_vocab(cfg.vocab_size);
     if (s->format == "gguf") {
-      vocab = make_synthetic_vocab(cfg.vocab_size);
       eo.vocab = &vocab;
     } else {
-      std::filesystem::create_directories(s->out);
-      tmp_tok = path_in(s->out, "tokenizer.json");
-      write_file_atomic(tmp_tok, tok_json);
+      eo.tokenizer_json_text = make_synthetic_tokenizer_json(cfg.vocab_size);
+      eo.tokenizer_config_text = hf_tokenizer_config_json(vocab, "synthetic vocabulary");
     }
     export_checkpoint(ckpt, s->format, s->out, eo);
     std::cerr << "wrote " << s->preset << " (" << arch_name(cfg.arch) << ", " << (s->quant.empty() ? s->dtype : s->quant)
@@ -57,8 +79,8 @@ void register_model_files(CLI::App& app) {
   auto* conv = app.add_subcommand("convert", "write the same weights in another format (hf or gguf)");
   conv->add_option("--model", c->model, "source checkpoint")->required();
   conv->add_option("--tokenizer", c->tokenizer,
-                   "tokenizer to embed (--to gguf, when the model carries no vocabulary) or copy (--to hf, a "
-                   "tokenizer.json)");
+                   "tokenizer to embed (--to gguf, when the model carries no vocabulary) or to write as "
+                   "tokenizer.json (--to hf; a tokenizer.json is copied as is)");
   one_of(conv->add_option("--to", c->to, "output format")->required(), {"hf", "gguf"});
   conv->add_option("--out", c->out, "output directory (hf) or file (gguf)")->required();
   one_of(conv->add_option("--dtype", c->dtype, "convert tensors to this dtype (default: keep)"), kDtypeNames);
@@ -66,8 +88,6 @@ void register_model_files(CLI::App& app) {
                           "quantise the matrices (--to gguf): one format, or a llama.cpp-style mix (Q4_K_M, ...)"),
          quant_recipe_names());
   conv->callback([c, conv] {
-    if (c->to == "hf" && given(conv, "--tokenizer") && std::filesystem::path(c->tokenizer).extension() != ".json")
-      fail_usage("--tokenizer {} needs --to gguf (an HF directory takes a tokenizer.json only)", c->tokenizer);
     const Checkpoint ckpt = open_checkpoint(c->model);
     if (c->to == "gguf" && ckpt.vocab && given(conv, "--tokenizer"))
       fail_usage("--tokenizer needs a model without a vocabulary ({} carries its own, which the GGUF keeps)", c->model);
@@ -78,7 +98,6 @@ void register_model_files(CLI::App& app) {
       fail_usage("--quant and --dtype exclude each other (quantised blocks have no dtype)");
     eo.quant = c->quant;
     std::optional<VocabSpec> vocab = ckpt.vocab;
-    std::string tokenizer_path = !c->tokenizer.empty() ? c->tokenizer : ckpt.tokenizer_path;
     if (c->to == "gguf" && !vocab) {
       // Embed the model's tokenizer when one can be found; a GGUF without vocabulary still loads.
       try {
@@ -91,12 +110,7 @@ void register_model_files(CLI::App& app) {
       }
     }
     if (vocab) eo.vocab = &*vocab;
-    if (c->to == "hf") {
-      if (!tokenizer_path.empty() && std::filesystem::path(tokenizer_path).extension() == ".json")
-        eo.tokenizer_json = tokenizer_path;
-      else if (!tokenizer_path.empty())  // found beside the model, not asked for
-        std::cerr << "note: " << tokenizer_path << " is not a tokenizer.json; not copied\n";
-    }
+    if (c->to == "hf") hf_tokenizer_for_convert(ckpt, c->tokenizer, given(conv, "--tokenizer"), eo);
     export_checkpoint(ckpt, c->to, c->out, eo);
     std::cerr << "wrote " << c->out << "\n";
   });

@@ -83,8 +83,6 @@ TEST(CliOptions, OtherIgnoredCombinationsAreRefused) {
       "--repeats 1 --bandwidth-gbs 1",
       {"--threads"});
   test::TempDir t;
-  expect_usage("convert --model " + q(m) + " --tokenizer " + q(tok) + " --to hf --out " + q(t.file("h")),
-               {"--tokenizer", "--to gguf"});
 
   const std::string cmp = "compare --model " + q(m) + " --max-new-tokens 2 --no-report --out " + q(t.file("c")) + " ";
   expect_usage(cmp + "--prompt hi --dtype fp32 --control fp32", {"--control"});

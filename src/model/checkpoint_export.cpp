@@ -7,6 +7,7 @@
 
 #include <fmt/ranges.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/quantize.h"
 #include "io/hf_config.h"
@@ -147,9 +148,18 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     if (ec) fail("{}: cannot create output directory: {}", out, ec.message());
     write_safetensors(out + "/model.safetensors", tensors);
     write_hf_config(out + "/config.json", c, torch_dtype_name(common), extras);
-    if (!opts.tokenizer_json.empty()) {
+    if (!opts.tokenizer_json_text.empty()) {
+      write_file_atomic(out + "/tokenizer.json", opts.tokenizer_json_text);
+      if (!opts.tokenizer_config_text.empty()) write_file_atomic(out + "/tokenizer_config.json", opts.tokenizer_config_text);
+    } else if (!opts.tokenizer_json.empty()) {
       fs::copy_file(opts.tokenizer_json, out + "/tokenizer.json", fs::copy_options::overwrite_existing, ec);
       if (ec) fail("{}: cannot copy tokenizer.json into {}: {}", opts.tokenizer_json, out, ec.message());
+      // Special tokens, add_bos_token and chat template live there, not in tokenizer.json.
+      const fs::path config = fs::path(opts.tokenizer_json).parent_path() / "tokenizer_config.json";
+      if (fs::is_regular_file(config, ec)) {
+        fs::copy_file(config, out + "/tokenizer_config.json", fs::copy_options::overwrite_existing, ec);
+        if (ec) fail("{}: cannot copy tokenizer_config.json into {}: {}", config.string(), out, ec.message());
+      }
     }
   } else {
     if (fs::path(out).has_parent_path()) {

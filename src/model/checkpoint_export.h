@@ -11,14 +11,19 @@ namespace kvp {
 struct ExportOptions {
   std::optional<DType> dtype;          // convert every tensor; default keeps each tensor's dtype
   const VocabSpec* vocab = nullptr;    // embedded into GGUF as tokenizer.ggml.*
-  std::string tokenizer_json;          // copied into an HF directory as tokenizer.json
+  std::string tokenizer_json;          // copied into an HF directory as tokenizer.json (with the
+                                       // tokenizer_config.json beside it, if any)
+  // Written into an HF directory as tokenizer.json / tokenizer_config.json (a vocabulary put into
+  // HF form); used instead of tokenizer_json when set.
+  std::string tokenizer_json_text, tokenizer_config_text;
   // GGUF only: a quantised format or mix for every matrix (model/quant_recipe.h), e.g. "Q4_K_M".
   // Empty keeps each tensor's type (a quantised source stays quantised in a GGUF, and is
   // dequantised into an HF directory).
   std::string quant;
 };
 
-// format: "hf" (out = directory: config.json, model.safetensors[, tokenizer.json]) or "gguf" (out = file).
+// format: "hf" (out = directory: config.json, model.safetensors[, tokenizer.json, tokenizer_config.json])
+// or "gguf" (out = file).
 void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const std::string& out,
                        const ExportOptions& opts = {});
 
