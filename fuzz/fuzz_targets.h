@@ -15,7 +15,9 @@
 #include <unistd.h>
 #include <vector>
 
+#include "core/quant.h"
 #include "io/gguf.h"
+#include "kernels/dequant_rows.h"
 #include "io/hf_config.h"
 #include "io/llama2c.h"
 #include "io/safetensors.h"
@@ -26,7 +28,8 @@
 namespace kvp::fuzz {
 
 // GGUF: header, metadata, tensor infos (parse_gguf), the Checkpoint built from them
-// (gguf_to_checkpoint) and the embedded vocabulary turned into a tokenizer.
+// (gguf_to_checkpoint), its quantised blocks decoded, and the embedded vocabulary turned into a
+// tokenizer.
 inline int run_gguf(const uint8_t* data, size_t size) {
   expect_ok_or_error([&] {
     kvp::GgufFile g = kvp::parse_gguf(data, size, "fuzz.gguf");
@@ -35,6 +38,15 @@ inline int run_gguf(const uint8_t* data, size_t size) {
     for (const auto& [name, t] : ck.tensors) {
       const auto* p = static_cast<const uint8_t*>(t.data);
       if (p < data || p + t.nbytes() > data + size) __builtin_trap();
+      // Quantised blocks: both decoders read only the tensor's bytes and agree bit for bit.
+      if (t.quantized()) {
+        const size_t nb = t.nbytes() / kvp::block_bytes(t.quant);
+        std::vector<float> a(nb * kvp::block_elems(t.quant)), b(a.size());
+        kvp::dequantize_blocks(t.quant, t.data, nb, a.data());
+        kvp::dequantize_blocks_fast(t.quant, t.data, nb, b.data());
+        for (size_t i = 0; i < a.size(); ++i)
+          if (std::memcmp(&a[i], &b[i], 4) != 0 && !(a[i] != a[i] && b[i] != b[i])) __builtin_trap();
+      }
     }
     if (ck.vocab) {
       auto tok = kvp::tokenizer_from_vocab(*ck.vocab);

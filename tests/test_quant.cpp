@@ -326,7 +326,7 @@ TEST(QuantModel, OnTheFlyDequantisationIsBitwiseDequantiseThenF32) {
   test::TempDir tmp;
   std::vector<int> tokens;
   for (int i = 0; i < 21; ++i) tokens.push_back((i * 37 + 5) % 320);
-  for (Arch arch : {Arch::Llama, Arch::Qwen2}) {
+  for (Arch arch : {Arch::Llama, Arch::Qwen2, Arch::Gemma2}) {
     const Checkpoint src = synthesize_checkpoint(quant_config(arch), DType::F32, 99);
     for (const char* qn : {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"}) {
       SCOPED_TRACE(std::string(arch_name(arch)) + " " + qn);

@@ -153,29 +153,12 @@ void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
   }
 }
 
-// Q4_K: 8 sub-blocks of 32; weights [64h + l] and [64h + 32 + l] are the low and high nibbles of
-// qs[32h + l], in sub-blocks 2h and 2h+1.
-void q4_k(const uint8_t* b, float* y) {
+// Q4_K (qh null): 8 sub-blocks of 32; weights [64h + l] and [64h + 32 + l] are the low and high
+// nibbles of qs[32h + l], in sub-blocks 2h and 2h+1. Q5_K adds a fifth bit: for weight [64h + l]
+// bit 2h of qh[l], for [64h + 32 + l] bit 2h+1.
+void q45_k(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* y) {
   const float d = half(b), dmin = half(b + 2);
   const uint8_t* sp = b + 4;
-  const uint8_t* qs = b + 16;
-  for (int h = 0; h < 4; ++h, qs += 32) {
-    int sc, mn;
-    scale_min_k4(2 * h, sp, &sc, &mn);
-    const float d1 = d * float(sc), m1 = dmin * float(mn);
-    scale_min_k4(2 * h + 1, sp, &sc, &mn);
-    const float d2 = d * float(sc), m2 = dmin * float(mn);
-    for (int l = 0; l < 32; ++l) *y++ = d1 * float(qs[l] & 0x0F) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * float(qs[l] >> 4) - m2;
-  }
-}
-
-// Q5_K: Q4_K plus a fifth bit: for weight [64h + l] bit 2h of qh[l], for [64h + 32 + l] bit 2h+1.
-void q5_k(const uint8_t* b, float* y) {
-  const float d = half(b), dmin = half(b + 2);
-  const uint8_t* sp = b + 4;
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + 48;
   for (int h = 0; h < 4; ++h, qs += 32) {
     int sc, mn;
     scale_min_k4(2 * h, sp, &sc, &mn);
@@ -183,10 +166,12 @@ void q5_k(const uint8_t* b, float* y) {
     scale_min_k4(2 * h + 1, sp, &sc, &mn);
     const float d2 = d * float(sc), m2 = dmin * float(mn);
     const uint8_t u1 = uint8_t(1u << (2 * h)), u2 = uint8_t(2u << (2 * h));
-    for (int l = 0; l < 32; ++l) *y++ = d1 * float((qs[l] & 0x0F) + ((qh[l] & u1) ? 16 : 0)) - m1;
-    for (int l = 0; l < 32; ++l) *y++ = d2 * float((qs[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+    for (int l = 0; l < 32; ++l) *y++ = d1 * float((qs[l] & 0x0F) + (qh != nullptr && (qh[l] & u1) ? 16 : 0)) - m1;
+    for (int l = 0; l < 32; ++l) *y++ = d2 * float((qs[l] >> 4) + (qh != nullptr && (qh[l] & u2) ? 16 : 0)) - m2;
   }
 }
+void q4_k(const uint8_t* b, float* y) { q45_k(b, nullptr, b + 16, y); }
+void q5_k(const uint8_t* b, float* y) { q45_k(b, b + 16, b + 48, y); }
 
 // Q6_K: two halves of 128; in half h, weight [128h + 32r + l] (r < 4, l < 32) takes its low
 // nibble from ql[64h + l + 32 (r & 1)] (low nibble for r < 2, high for r >= 2) and its top two
