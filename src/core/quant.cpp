@@ -140,19 +140,6 @@ void q3_k(const uint8_t* b, float* y) {
   }
 }
 
-// K-quant 6-bit scale/min pairs for 8 sub-blocks in 12 bytes (Q4_K, Q5_K): j < 4 keeps them in
-// the low 6 bits of bytes j and j+4; j >= 4 splits them: low nibbles in byte j+4, top 2 bits in
-// the top bits of bytes j-4 (scale) and j (min).
-void scale_min_k4(int j, const uint8_t* q, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Q4_K (qh null): 8 sub-blocks of 32; weights [64h + l] and [64h + 32 + l] are the low and high
 // nibbles of qs[32h + l], in sub-blocks 2h and 2h+1. Q5_K adds a fifth bit: for weight [64h + l]
 // bit 2h of qh[l], for [64h + 32 + l] bit 2h+1.
@@ -161,9 +148,9 @@ void q45_k(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* y) {
   const uint8_t* sp = b + 4;
   for (int h = 0; h < 4; ++h, qs += 32) {
     int sc, mn;
-    scale_min_k4(2 * h, sp, &sc, &mn);
+    k4_scale_min(2 * h, sp, &sc, &mn);
     const float d1 = d * float(sc), m1 = dmin * float(mn);
-    scale_min_k4(2 * h + 1, sp, &sc, &mn);
+    k4_scale_min(2 * h + 1, sp, &sc, &mn);
     const float d2 = d * float(sc), m2 = dmin * float(mn);
     const uint8_t u1 = uint8_t(1u << (2 * h)), u2 = uint8_t(2u << (2 * h));
     for (int l = 0; l < 32; ++l) *y++ = d1 * float((qs[l] & 0x0F) + (qh != nullptr && (qh[l] & u1) ? 16 : 0)) - m1;

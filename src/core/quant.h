@@ -35,11 +35,17 @@ inline size_t quant_row_bytes(QuantType q, size_t cols) { return cols / block_el
 // floats at `out`.
 void dequantize_blocks(QuantType q, const void* blocks, size_t n_blocks, float* out);
 
-// Elements [k0, k1) of a quantised row starting at `row`, into out[0 .. k1-k0). k0 must be a
-// multiple of block_elems(q); k1 a multiple too, or the row's end.
-inline void dequantize_span(QuantType q, const void* row, size_t k0, size_t k1, float* out) {
-  const size_t be = block_elems(q);
-  dequantize_blocks(q, static_cast<const uint8_t*>(row) + k0 / be * block_bytes(q), (k1 - k0 + be - 1) / be, out);
+// K-quant 6-bit scale/min pair j of 8 packed in 12 bytes (Q4_K, Q5_K): j < 4 keeps them in the
+// low 6 bits of bytes j and j+4; j >= 4 splits them: low nibbles in byte j+4, top 2 bits in the
+// top bits of bytes j-4 (scale) and j (min). Shared by the scalar and vectorised decoders.
+inline void k4_scale_min(int j, const uint8_t* q, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
 }
 
 }  // namespace kvp

@@ -122,15 +122,29 @@ void q2_k(const float* x, uint8_t* b) {
       }
 }
 
-void q3_k(const float* x, uint8_t* b) {
+// K-quant symmetric sub-blocks (Q3_K, Q6_K): 16 sub-blocks of 16 whose scales put each
+// sub-block's largest magnitude on code -half_range; the scales are themselves signed codes in
+// [-code_max - 1, code_max] of d = largest |scale| / d_div.
+struct Symmetric {
+  int sc[16];
+  float d;
+};
+Symmetric symmetric_scales(const float* x, int half_range, float d_div, int code_max) {
   float scale[16], max_abs = 0.0f;
   for (int s = 0; s < 16; ++s) {
-    scale[s] = signed_absmax(x + 16 * s, 16) / -4.0f;
+    scale[s] = signed_absmax(x + 16 * s, 16) / float(-half_range);
     max_abs = std::max(max_abs, std::fabs(scale[s]));
   }
-  const float d = stored_half(max_abs / 32.0f);
-  int sc[16];
-  for (int s = 0; s < 16; ++s) sc[s] = d == 0.0f ? 0 : clamp_round(scale[s] / d, -32, 31);
+  Symmetric r;
+  r.d = stored_half(max_abs / d_div);
+  for (int s = 0; s < 16; ++s) r.sc[s] = r.d == 0.0f ? 0 : clamp_round(scale[s] / r.d, -code_max - 1, code_max);
+  return r;
+}
+
+void q3_k(const float* x, uint8_t* b) {
+  const Symmetric sym = symmetric_scales(x, 4, 32.0f, 31);
+  const float d = sym.d;
+  const int* sc = sym.sc;
   uint8_t* hm = b;
   uint8_t* qs = b + 32;
   uint8_t* sp = b + 96;
@@ -180,17 +194,13 @@ void q45_k(const float* x, uint8_t* b, int bits) {
 }
 
 void q6_k(const float* x, uint8_t* b) {
-  float scale[16], max_abs = 0.0f;
-  for (int s = 0; s < 16; ++s) {
-    scale[s] = signed_absmax(x + 16 * s, 16) / -32.0f;
-    max_abs = std::max(max_abs, std::fabs(scale[s]));
-  }
-  const float d = stored_half(max_abs / 127.0f);
+  const Symmetric sym = symmetric_scales(x, 32, 127.0f, 127);
+  const float d = sym.d;
   std::memset(b, 0, 210);
   uint8_t* ql = b;
   uint8_t* qh = b + 128;
   auto* sc = reinterpret_cast<int8_t*>(b + 192);
-  for (int s = 0; s < 16; ++s) sc[s] = int8_t(d == 0.0f ? 0 : clamp_round(scale[s] / d, -128, 127));
+  for (int s = 0; s < 16; ++s) sc[s] = int8_t(sym.sc[s]);
   put_half(b + 208, d);
   // Weight 128h + 32r + l: nibble in ql[64h + l + 32(r&1)] (low for r < 2), top bits in
   // qh[32h + l] at bit 2r, sub-block 8h + l/16 + 2r (see core/quant.cpp).

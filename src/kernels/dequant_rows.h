@@ -21,6 +21,20 @@ void dequantize_rows(const TensorView& W, int64_t n0, int64_t rows, int64_t k0, 
 // others fall back to the scalar decoders): the same values, bit for bit.
 void dequantize_blocks_fast(QuantType q, const void* blocks, size_t n_blocks, float* out);
 
+// Walks rows [n0, n1) of quantised W in chunks of at most R rows: each chunk is dequantised into
+// buf (R * K floats; row n0 + i of the chunk at buf + i * K, columns [k0, k1) widened to blocks)
+// and handed to f(first_row, rows), which runs a kernel's fp32 path on it.
+template <class F>
+void for_dequantized_chunks(const TensorView& W, int64_t n0, int64_t n1, int64_t k0, int64_t k1, int64_t R,
+                            float* buf, F&& f) {
+  const int64_t K = W.cols();
+  for (int64_t n = n0; n < n1; n += R) {
+    const int64_t r = n1 - n < R ? n1 - n : R;
+    dequantize_rows(W, n, r, k0, k1, 0, buf, size_t(K));
+    f(n, r);
+  }
+}
+
 // Rows per dequantised chunk so that a chunk (at least `min_rows`, at most `max_rows` rows of K
 // floats) stays near L1 while the fp32 path reads it back.
 int64_t dequant_chunk_rows(int64_t K, int64_t min_rows = 1, int64_t max_rows = 16);

@@ -63,16 +63,6 @@ void Q4_0(const uint8_t* b, float* y) {
   }
 }
 
-HWY_INLINE void ScaleMinK4(int j, const uint8_t* q, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
 // Q4_K (qh == nullptr) and Q5_K.
 HWY_INLINE void Q45K(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* y) {
   const DF df;
@@ -83,9 +73,9 @@ HWY_INLINE void Q45K(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, flo
   const auto lo = hn::Set(di, 0x0F), one = hn::Set(di, 1);
   for (int h = 0; h < 4; ++h, qs += 32, y += 64) {
     int sc, mn;
-    ScaleMinK4(2 * h, sp, &sc, &mn);
+    k4_scale_min(2 * h, sp, &sc, &mn);
     const auto d1 = hn::Set(df, d * float(sc)), m1 = hn::Set(df, dmin * float(mn));
-    ScaleMinK4(2 * h + 1, sp, &sc, &mn);
+    k4_scale_min(2 * h + 1, sp, &sc, &mn);
     const auto d2 = hn::Set(df, d * float(sc)), m2 = hn::Set(df, dmin * float(mn));
     for (size_t l = 0; l < 32; l += L) {
       const auto q = Bytes(qs + l);

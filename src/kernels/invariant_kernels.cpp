@@ -80,15 +80,13 @@ class InvariantKernels final : public Kernels {
       // tile when blocked, so the W blocks stay whole).
       const int64_t R = blocked ? dequant_chunk_rows(K, 16, 32) : dequant_chunk_rows(K);
       float* wf = grow(dequant_[size_t(t)], size_t(R * K));
-      for (int64_t n = n0; n < n1; n += R) {
-        const int64_t r = std::min(R, n1 - n);
-        dequantize_rows(W, n, r, 0, K, 0, wf, size_t(K));
+      for_dequantized_chunks(W, n0, n1, 0, K, R, wf, [&](int64_t n, int64_t r) {
         if (blocked)
           isimd::matmul_blocked(xp, size_t(M), wf, DType::F32, size_t(K), size_t(N), 0, size_t(r), y + n,
                                 scratch(t, scratch_floats));
         else
           isimd::matmul_direct(x, size_t(M), wf, DType::F32, size_t(K), size_t(N), 0, size_t(r), y + n);
-      }
+      });
     };
     if (T > 1)
       pool_->run_on_all(work);

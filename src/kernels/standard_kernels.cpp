@@ -68,11 +68,9 @@ class StandardKernels final : public Kernels {
         if (!W.quantized()) return simd::gemm_small(x, M, W.data, W.dtype, K, N, b, e, y);
         const int64_t R = dequant_chunk_rows(K);
         float* wf = dequant_scratch(t, size_t(R * K));
-        for (int64_t n = b; n < e; n += R) {
-          const int64_t r = std::min<int64_t>(R, e - n);
-          dequantize_rows(W, n, r, 0, K, 0, wf, size_t(K));
+        for_dequantized_chunks(W, b, e, 0, K, R, wf, [&](int64_t n, int64_t r) {
           simd::gemm_small(x, M, wf, DType::F32, K, N, 0, r, y + n);
-        }
+        });
       });
     } else {
       gemm_packed(x, M, W, N, K, y);
@@ -139,11 +137,9 @@ class StandardKernels final : public Kernels {
     if (!W.quantized()) return simd::dot_rows(x, W.data, W.dtype, K, n0, n1, k0, k1, y);
     const int64_t R = dequant_chunk_rows(K);
     float* wf = dequant_scratch(t, size_t(R * K));
-    for (int64_t n = n0; n < n1; n += R) {
-      const int64_t r = std::min(R, n1 - n);
-      dequantize_rows(W, n, r, k0, k1, 0, wf, size_t(K));
+    for_dequantized_chunks(W, n0, n1, k0, k1, R, wf, [&](int64_t n, int64_t r) {
       simd::dot_rows(x, wf, DType::F32, K, 0, r, k0, k1, y + n);
-    }
+    });
   }
 
   void gemm_packed(const float* x, int M, const TensorView& W, int64_t N, int64_t K, float* y) {
