@@ -67,8 +67,12 @@ namespace {
 constexpr size_t kBlock = 512;
 }  // namespace
 
-void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act) {
+void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act, RopePairs input) {
   const int hd = table.head_dim(), half = hd / 2;
+  // Where pair i's two members are read from; all terms are computed before v is overwritten, so
+  // the rotation can move the pairs to the halves layout in place.
+  const bool adjacent = input == RopePairs::AdjacentPairs;
+  const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
   std::vector<float> cs(size_t(2 * half)), terms(size_t(2 * hd));
   for (int m = 0; m < M; ++m) {
     std::copy_n(table.cos_row(start_pos + m), half, cs.begin());
@@ -80,7 +84,7 @@ void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& ta
       float* v = x + (size_t(m) * n_heads + h) * hd;
       float* t = terms.data();
       for (int i = 0; i < half; ++i) {
-        const float a = v[i], b = v[i + half];
+        const float a = v[i * a_step], b = v[i * a_step + b_off];
         t[i] = a * c[i];
         t[half + i] = -b * sn[i];
         t[hd + i] = b * c[i];

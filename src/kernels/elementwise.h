@@ -41,9 +41,19 @@ class RopeTable {
   std::vector<float> cos_, sin_;
 };
 
-// Rotates rows x[M, n_heads*head_dim] (halves layout, rotate_half) at positions start_pos + m:
+// How the rotated pairs (x_i, y_i), i < head_dim/2, sit within a head of the input rows.
+//  Halves:        x_i at i, y_i at i + head_dim/2 (rotate_half; HF checkpoints).
+//  AdjacentPairs: x_i at 2i, y_i at 2i + 1 (llama2.c and GGUF "llama" files keep their q/k rows
+//                 so, and the matmul's outputs follow the rows, so RoPE reads them where they are).
+enum class RopePairs { Halves, AdjacentPairs };
+
+// Rotates rows x[M, n_heads*head_dim] at positions start_pos + m:
 // out = round(round(x*cos) + round(rotate_half(x)*sin)), with cos/sin rounded to act first.
-void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act);
+// The output is always in the halves layout (what the cache and attention expect), and each value
+// is computed from the same operands by the same operations whatever the input layout: an
+// AdjacentPairs model gives bitwise the results of the same model with its rows moved to Halves.
+void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act,
+                RopePairs input = RopePairs::Halves);
 
 // gate <- round(round(silu(gate)) * up): SwiGLU's element-wise part.
 void silu_mul(float* gate, const float* up, size_t n, DType act);

@@ -18,6 +18,25 @@
 namespace kvp {
 namespace {
 
+// Moves whole rows between the RoPE layouts of a [n_heads*head_dim, ...] tensor: within each head,
+// row r of the interleaved layout (pair r/2, member r%2) is row (r%2)*(head_dim/2) + r/2 of the
+// halves layout. Exact; quantised rows carry their blocks.
+void permute_qk_rows(const void* src, void* dst, size_t row_bytes, int n_heads, int head_dim, bool to_halves) {
+  const auto* s = static_cast<const uint8_t*>(src);
+  auto* d = static_cast<uint8_t*>(dst);
+  const int half = head_dim / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    for (int r = 0; r < head_dim; ++r) {
+      const size_t inter = size_t(h) * head_dim + r;
+      const size_t halv = size_t(h) * head_dim + size_t((r % 2) * half + r / 2);
+      if (to_halves)
+        std::memcpy(d + halv * row_bytes, s + inter * row_bytes, row_bytes);
+      else
+        std::memcpy(d + inter * row_bytes, s + halv * row_bytes, row_bytes);
+    }
+  }
+}
+
 bool is_qk(const std::string& name, int* heads, const ModelConfig& c) {
   if (name.find("self_attn.q_proj.") != std::string::npos) { *heads = c.n_heads; return true; }
   if (name.find("self_attn.k_proj.") != std::string::npos) { *heads = c.n_kv_heads; return true; }

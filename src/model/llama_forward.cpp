@@ -8,6 +8,7 @@
 //   attn_norm        fp32 normalise -> P, * gain -> P                          (kernels.rmsnorm)
 //   q, k, v          matmul (fp32 accumulation, + bias for Qwen2) -> P
 //   q_rope, k_rope   round(x*cos) + round(rotate_half(x)*sin) -> P, cos/sin fp32 -> P
+//                    (llama2.c/GGUF-llama rows hold the pairs adjacent: read there, written in halves)
 //   scores           round(q.k) -> P, / sqrt(head_dim) -> P; softmax fp32 -> P    (kernels.attention)
 //   attn             P.V (fp32 accumulation) -> P
 //   attn_out         o_proj -> P
@@ -115,6 +116,8 @@ class Pass {
     ensure(a_.up, M * hid);
     ensure(a_.logits, (opts_.all_logits ? M : slices_.size()) * size_t(V));
     const auto& W = m_.weights;
+    // q/k come out of the matmuls in the file's row order; RoPE leaves them in the halves layout.
+    const RopePairs pairs = W.qk_layout == RopeLayout::Interleaved ? RopePairs::AdjacentPairs : RopePairs::Halves;
 
     for (size_t s = 0; s < slices_.size(); ++s) {
       for (int i = 0; i < slices_[s].n_tokens; ++i) {
@@ -140,8 +143,8 @@ class Pass {
       linear(a_.xb.data(), L.wv, a_.v.data(), "v_proj", l, &L.bv);
       for (size_t s = 0; s < slices_.size(); ++s) {
         const SequenceSlice& sl = slices_[s];
-        apply_rope(a_.q.data() + size_t(row0_[s]) * qd, sl.n_tokens, c_.n_heads, sl.start_pos, m_.rope, P_);
-        apply_rope(a_.k.data() + size_t(row0_[s]) * kvd, sl.n_tokens, c_.n_kv_heads, sl.start_pos, m_.rope, P_);
+        apply_rope(a_.q.data() + size_t(row0_[s]) * qd, sl.n_tokens, c_.n_heads, sl.start_pos, m_.rope, P_, pairs);
+        apply_rope(a_.k.data() + size_t(row0_[s]) * kvd, sl.n_tokens, c_.n_kv_heads, sl.start_pos, m_.rope, P_, pairs);
       }
       materialise(a_.q.data(), M_, qd, "q_rope", l);
       materialise(a_.k.data(), M_, kvd, "k_rope", l);

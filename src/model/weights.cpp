@@ -7,25 +7,6 @@
 namespace kvp {
 namespace {
 
-// Moves whole rows: within each head, row r of the interleaved layout (pair i = r/2, member r%2)
-// goes to row (r%2)*(head_dim/2) + r/2 of the halves layout.
-void permute_rows(const void* src, void* dst, size_t row_bytes, int n_heads, int head_dim, bool to_halves) {
-  const auto* s = static_cast<const uint8_t*>(src);
-  auto* d = static_cast<uint8_t*>(dst);
-  const int half = head_dim / 2;
-  for (int h = 0; h < n_heads; ++h) {
-    for (int r = 0; r < head_dim; ++r) {
-      const int halves_row = (r % 2) * half + r / 2;
-      const size_t inter = size_t(h) * head_dim + r;
-      const size_t halv = size_t(h) * head_dim + halves_row;
-      if (to_halves)
-        std::memcpy(d + halv * row_bytes, s + inter * row_bytes, row_bytes);
-      else
-        std::memcpy(d + inter * row_bytes, s + halv * row_bytes, row_bytes);
-    }
-  }
-}
-
 class Builder {
  public:
   Builder(const Checkpoint& ckpt, DType dtype, ModelWeights& out) : ckpt_(ckpt), dtype_(dtype), out_(out) {}
@@ -50,40 +31,17 @@ class Builder {
     return r + "]";
   }
 
-  // A matrix in the compute dtype: the file's bytes when they already are, else a converted copy.
-  TensorView matrix(const std::string& name, std::vector<int64_t> shape, bool qk_rows = false, int heads = 0) {
+  // A matrix in the compute dtype: the file's bytes when they already are (or are quantised: the
+  // kernels dequantise on the fly), else a converted copy. q/k rows stay in the file's RoPE layout.
+  TensorView matrix(const std::string& name, std::vector<int64_t> shape) {
     const TensorView& src = require(name, shape);
-    const bool permute = qk_rows && ckpt_.qk_layout == RopeLayout::Interleaved;
-    if (src.quantized()) {
-      // Quantised matrices stay in their blocks (the kernels dequantise on the fly); a row move
-      // carries its blocks along.
-      if (!permute) return src;
-      auto permuted = std::make_shared<AlignedBuffer>(src.nbytes());
-      permute_rows(src.data, permuted->data(), src.row_bytes(), heads, int(shape[0] / heads), true);
-      out_.owned.push_back(permuted);
-      TensorView v = src;
-      v.data = permuted->data();
-      return v;
-    }
-    if (src.dtype == dtype_ && !permute) return src;
+    if (src.quantized() || src.dtype == dtype_) return src;
+    auto converted = std::make_shared<AlignedBuffer>(size_t(src.numel()) * dtype_size(dtype_));
+    convert(src, converted->data());
+    out_.owned.push_back(converted);
     TensorView v = src;
     v.dtype = dtype_;
-    const void* from = src.data;
-    std::shared_ptr<AlignedBuffer> converted;
-    if (src.dtype != dtype_) {
-      converted = std::make_shared<AlignedBuffer>(size_t(src.numel()) * dtype_size(dtype_));
-      convert(src, converted->data());
-      from = converted->data();
-      out_.owned.push_back(converted);
-    }
-    if (permute) {
-      auto permuted = std::make_shared<AlignedBuffer>(size_t(src.numel()) * dtype_size(dtype_));
-      const int64_t in = shape.size() == 2 ? shape[1] : 1;
-      interleaved_to_halves(from, permuted->data(), dtype_, heads, int(shape[0] / heads), in);
-      from = permuted->data();
-      out_.owned.push_back(permuted);
-    }
-    v.data = from;
+    v.data = converted->data();
     return v;
   }
 
@@ -92,7 +50,7 @@ class Builder {
   // Gemma-2 norm gains: vector_f32 returns g = 1 + w (fp32) while this is set.
   void set_gemma_norm(bool on) { gemma_norm_ = on; }
 
-  TensorView vector_f32(const std::string& name, int64_t n, bool qk_rows = false, int heads = 0) {
+  TensorView vector_f32(const std::string& name, int64_t n) {
     const TensorView& src = require(name, {n});
     auto buf = std::make_shared<AlignedBuffer>(size_t(n) * 4);
     float* f = buf->as<float>();
@@ -107,10 +65,6 @@ class Builder {
         if (ckpt_.norm_weights_include_one) w = round_to(dtype_, stored[size_t(i)] - 1.0f);
         f[i] = 1.0f + w;
       }
-    }
-    if (qk_rows && ckpt_.qk_layout == RopeLayout::Interleaved) {
-      std::vector<float> tmp(f, f + n);
-      interleaved_to_halves(tmp.data(), f, DType::F32, heads, int(n / heads), 1);
     }
     out_.owned.push_back(buf);
     TensorView v = src;
@@ -139,18 +93,6 @@ class Builder {
 
 }  // namespace
 
-void interleaved_to_halves(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in) {
-  permute_rows(src, dst, size_t(in) * dtype_size(t), n_heads, head_dim, true);
-}
-
-void halves_to_interleaved(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in) {
-  permute_rows(src, dst, size_t(in) * dtype_size(t), n_heads, head_dim, false);
-}
-
-void permute_qk_rows(const void* src, void* dst, size_t row_bytes, int n_heads, int head_dim, bool to_halves) {
-  permute_rows(src, dst, row_bytes, n_heads, head_dim, to_halves);
-}
-
 size_t ModelWeights::matrix_bytes() const {
   size_t total = lm_head.nbytes();
   for (const auto& l : layers)
@@ -176,6 +118,7 @@ ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
     fail("{}: norm gains stored as (1 + w) only exist for gemma2 (architecture '{}')", ckpt.path, arch_name(c.arch));
   ModelWeights w;
   w.dtype = dtype;
+  w.qk_layout = ckpt.qk_layout;
   w.keepalive = ckpt.keepalive;
   Builder b(ckpt, dtype, w);
   b.set_gemma_norm(gemma);
@@ -193,13 +136,13 @@ ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights l;
     l.attn_norm = b.vector_f32(p + "input_layernorm.weight", dim);
-    l.wq = b.matrix(p + "self_attn.q_proj.weight", {q, dim}, true, c.n_heads);
-    l.wk = b.matrix(p + "self_attn.k_proj.weight", {kv, dim}, true, c.n_kv_heads);
+    l.wq = b.matrix(p + "self_attn.q_proj.weight", {q, dim});
+    l.wk = b.matrix(p + "self_attn.k_proj.weight", {kv, dim});
     l.wv = b.matrix(p + "self_attn.v_proj.weight", {kv, dim});
     l.wo = b.matrix(p + "self_attn.o_proj.weight", {dim, q});
     if (c.qkv_bias) {
-      l.bq = b.vector_f32(p + "self_attn.q_proj.bias", q, true, c.n_heads);
-      l.bk = b.vector_f32(p + "self_attn.k_proj.bias", kv, true, c.n_kv_heads);
+      l.bq = b.vector_f32(p + "self_attn.q_proj.bias", q);
+      l.bk = b.vector_f32(p + "self_attn.k_proj.bias", kv);
       l.bv = b.vector_f32(p + "self_attn.v_proj.bias", kv);
     }
     if (gemma) {

@@ -1,6 +1,7 @@
 #pragma once
-// The model's tensors in the run's compute dtype and kvparity's internal RoPE layout (Halves).
-// Tensors already in that dtype and layout point into the file mapping; the rest are converted once.
+// The model's tensors in the run's compute dtype, q/k rows in the file's RoPE layout.
+// Matrices already in that dtype, or quantised, point into the file mapping; the rest are
+// converted once.
 #include <memory>
 #include <string>
 #include <utility>
@@ -25,6 +26,9 @@ struct LayerWeights {
 
 struct ModelWeights {
   DType dtype = DType::F32;  // compute dtype of the matrices
+  // Row order of wq/wk (and bq/bk) within each head, as in the file: RoPE reads the pairs where
+  // they are, so no matrix is copied to reorder them.
+  RopeLayout qk_layout = RopeLayout::Halves;
   TensorView embed;          // [vocab, dim]
   TensorView final_norm;     // [dim]
   TensorView lm_head;        // [vocab, dim] (the embedding when tied)
@@ -37,14 +41,7 @@ struct ModelWeights {
 };
 
 // Checks every tensor's presence and shape against the config (errors name the tensor and file),
-// converts to `dtype`, and reorders q/k rows to the internal RoPE layout.
+// and converts to `dtype` what is neither in it nor quantised.
 ModelWeights build_weights(const Checkpoint& ckpt, DType dtype);
-
-// Row permutations between RoPE layouts for a [n_heads*head_dim, in] matrix (or bias when in == 1).
-// Exact: they only move rows.
-void interleaved_to_halves(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in);
-void halves_to_interleaved(const void* src, void* dst, DType t, int n_heads, int head_dim, int64_t in);
-// The same moves for rows of any byte size (quantised rows carry their blocks).
-void permute_qk_rows(const void* src, void* dst, size_t row_bytes, int n_heads, int head_dim, bool to_halves);
 
 }  // namespace kvp
