@@ -8,6 +8,7 @@
 #include "cli_common.h"
 #include "core/error.h"
 #include "lab/bench.h"
+#include "lab/load_bench.h"
 #include "model/synthetic.h"
 
 namespace kvp::cli {
@@ -17,7 +18,7 @@ void register_bench(CLI::App& app) {
     std::string model, synth = "tiny", dtypes = "fp32", kernels = "standard", threads = "1";
     int prompt = 64, decode = 32, cache_off = 64, repeats = 2;
     double bandwidth = 0;
-    bool json = false;
+    bool json = false, load = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
@@ -43,7 +44,21 @@ void register_bench(CLI::App& app) {
           true, HUGE_VAL, false)
       ->default_str("measured");
   cmd->add_flag("--json", o->json, "print a JSON array instead of the table");
+  cmd->add_flag("--load", o->load,
+                "measure instead how long --model takes to load and be ready (weights touched) per --dtype, against "
+                "mapping and touching the file once (page cache warm); best of --repeats")
+      ->needs(model);
   cmd->callback([o, cmd] {
+    if (o->load) {
+      std::vector<DType> dtypes;
+      for (const auto& d : split_list(o->dtypes)) dtypes.push_back(parse_dtype(d));
+      const auto rows = measure_load(o->model, dtypes, o->repeats);
+      if (o->json)
+        std::cout << load_json(rows) << std::endl;
+      else
+        std::cout << "model: " << o->model << "\n" << load_table(rows);
+      return;
+    }
     BenchConfig cfg;
     cfg.dtypes.clear();
     cfg.policies.clear();

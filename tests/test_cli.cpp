@@ -241,5 +241,26 @@ TEST(Cli, BenchPrintsJsonWithTheDocumentedFields) {
   EXPECT_GT(j[0]["decode_tok_s"].get<double>(), 0.0);
 }
 
+TEST(Cli, BenchLoadTimesLoadingAgainstMappingAndTouchingTheFile) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const CliRun r = kvparity("bench --load --model " + q(model) + " --dtype fp32,fp16 --repeats 2 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["dtype"], "fp32");
+  EXPECT_EQ(j[1]["dtype"], "fp16");
+  for (const auto& row : j) {
+    EXPECT_EQ(row["file_bytes"].get<double>(), double(std::filesystem::file_size(model)));
+    EXPECT_GT(row["map_touch_s"].get<double>(), 0.0);
+    EXPECT_GT(row["load_s"].get<double>(), 0.0);
+    EXPECT_GE(row["ready_s"].get<double>(), row["load_s"].get<double>());
+    EXPECT_NEAR(row["ready_over_map_touch"].get<double>(),
+                row["ready_s"].get<double>() / row["map_touch_s"].get<double>(), 1e-9);
+  }
+  const CliRun t = kvparity("bench --load --model " + q(model) + " --repeats 1");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("ready/floor"), std::string::npos) << t.out;
+}
+
 }  // namespace
 }  // namespace kvp

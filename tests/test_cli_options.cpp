@@ -78,6 +78,7 @@ TEST(CliOptions, OtherIgnoredCombinationsAreRefused) {
   expect_usage("forward --model " + q(m) + " --tokens 1,2 --logits-out x.npy --cache-capacity 4", {"--cache-capacity"});
   expect_usage("forward --model " + q(m) + " --tokens 1,2 --logits-out x.npy --tokenizer " + q(tok), {"--tokenizer"});
   expect_usage("bench --model " + q(m) + " --synth tiny", {"--synth", "--model"});
+  expect_usage("bench --load", {"--load", "--model"});
   expect_usage(
       "bench --kernels reference --threads 1,2 --prompt-tokens 2 --decode-tokens 1 --cache-off-tokens 2 "
       "--repeats 1 --bandwidth-gbs 1",

@@ -422,6 +422,70 @@ TEST(IoMalformed, GgufSemantics) {
   EXPECT_FALSE(std::filesystem::exists(d.file("bad.gguf.tmp")));
 }
 
+// Metadata arrays of numbers and bools are kept packed as the file stores them; every element
+// type reads back exactly (extremes included) through GgufValue::at, and the writer rejects a
+// mixed array.
+TEST(IoMalformed, GgufMetadataArraysOfEveryTypeRoundTrip) {
+  TinyModel m;
+  test::TempDir d;
+  auto u = [](GgufType t, uint64_t v) { GgufValue x; x.type = t; x.u = v; return x; };
+  auto i = [](GgufType t, int64_t v) { GgufValue x; x.type = t; x.i = v; return x; };
+  auto f = [](GgufType t, double v) { GgufValue x; x.type = t; x.f = v; return x; };
+  auto f64_bits = [](double x) { uint64_t b; std::memcpy(&b, &x, 8); return b; };
+  using T = GgufType;
+  std::map<std::string, std::vector<GgufValue>> arrays{
+      {"x.u8", {u(T::U8, 0), u(T::U8, 255)}},
+      {"x.i8", {i(T::I8, -128), i(T::I8, 127)}},
+      {"x.u16", {u(T::U16, 65535), u(T::U16, 1)}},
+      {"x.i16", {i(T::I16, -32768), i(T::I16, 32767)}},
+      {"x.u32", {u(T::U32, 0xFFFFFFFFu), u(T::U32, 7)}},
+      {"x.i32", {i(T::I32, INT32_MIN), i(T::I32, INT32_MAX)}},
+      {"x.u64", {u(T::U64, UINT64_MAX), u(T::U64, 3)}},
+      {"x.i64", {i(T::I64, INT64_MIN), i(T::I64, INT64_MAX)}},
+      {"x.f32", {f(T::F32, -0.0), f(T::F32, 3.5), f(T::F32, 1e-45)}},
+      {"x.f64", {f(T::F64, 1e300), f(T::F64, -2.25)}},
+      {"x.bool", {u(T::Bool, 1), u(T::Bool, 0), u(T::Bool, 1)}},
+  };
+  GgufWriteOptions o;
+  for (const auto& [k, items] : arrays) o.extra_kv[k] = GgufValue::of_array(items[0].type, items);
+  o.extra_kv["x.str"] = GgufValue::of_strings({"", "a", std::string(300, 'z')});
+  const std::string p = d.file("arrays.gguf");
+  write_gguf(p, m.cfg, m.tensors, nullptr, o);
+  auto bytes = read_bytes(p);
+  const GgufFile g = parse_gguf(bytes.data(), bytes.size(), p);
+  for (const auto& [k, items] : arrays) {
+    SCOPED_TRACE(k);
+    const GgufValue& v = g.kv.at(k);
+    ASSERT_EQ(v.type, GgufType::Array);
+    ASSERT_EQ(v.elem, items[0].type);
+    ASSERT_EQ(v.size(), items.size());
+    for (size_t e = 0; e < items.size(); ++e) {
+      const GgufValue got = v.at(e);
+      EXPECT_EQ(got.type, items[e].type);
+      EXPECT_EQ(got.u, items[e].u);
+      EXPECT_EQ(got.i, items[e].i);
+      EXPECT_EQ(f64_bits(got.f), f64_bits(items[e].type == T::F32 ? double(float(items[e].f)) : items[e].f));
+    }
+    EXPECT_THROW(v.at(items.size()), std::out_of_range);
+  }
+  const GgufValue& sv = g.kv.at("x.str");
+  ASSERT_EQ(sv.size(), 3u);
+  EXPECT_EQ(sv.at(2).s, std::string(300, 'z'));
+  EXPECT_EQ(sv.strings[1], "a");
+
+  // A bool array element other than 0/1 is refused, naming the key: turn the u8 array's element
+  // type into bool in the file bytes (the key is followed by u32 Array, u32 element type).
+  const std::string key = "x.u8";
+  auto at = std::search(bytes.begin(), bytes.end(), key.begin(), key.end());
+  ASSERT_NE(at, bytes.end());
+  const size_t elem_type_at = size_t(at - bytes.begin()) + key.size() + 4;
+  ASSERT_EQ(bytes[elem_type_at], uint8_t(T::U8));
+  bytes[elem_type_at] = uint8_t(T::Bool);
+  expect_error([&] { parse_gguf(bytes.data(), bytes.size(), p); }, {p, "x.u8", "bool value 255"});
+
+  expect_error([&] { GgufValue::of_array(T::U32, {u(T::U32, 1), i(T::I32, 2)}); }, {"u32", "i32"});
+}
+
 TEST(IoMalformed, WriterErrorsNamePath) {
   TinyModel m;
   const std::string p = "/nonexistent-dir-kvparity/x.safetensors";

@@ -4,7 +4,10 @@
 // is what loading did before (and what an HF checkpoint of the model computes).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <stdexcept>
+#include <thread>
 #include <memory>
 #include <vector>
 
@@ -163,6 +166,30 @@ TEST(RopeLayout, ApplyRopeReadsAdjacentPairsAndWritesHalves) {
     // And the rotation happened: at position 5 no pair is left as it was.
     EXPECT_NE(0, std::memcmp(h.data(), halves.data(), h.size() * 4));
   }
+}
+
+// The table computes rows on first use; whichever order and thread asks first, every row holds
+// fp32(cos/sin(double(fp32(p * inv_freq[i])))), and positions outside the context are refused.
+TEST(RopeLayout, TableRowsComputedOnDemandAreTheSameInAnyOrder) {
+  const int hd = 64, half = hd / 2, n = 1000;
+  const std::vector<float> inv = rope_inv_freq(hd, 10000.0f, {});
+  const RopeTable forward(hd, n, 10000.0f), backward(hd, n, 10000.0f);
+  for (int p = 0; p < n; ++p) (void)forward.cos_row(p);
+  std::thread other([&] {
+    for (int p = n - 1; p >= 0; p -= 3) (void)backward.sin_row(p);
+  });
+  for (int p = n - 1; p >= 0; --p) (void)backward.cos_row(p);
+  other.join();
+  for (int p = 0; p < n; ++p)
+    for (int i = 0; i < half; ++i) {
+      const double a = double(float(p) * inv[size_t(i)]);
+      ASSERT_EQ(f32_bits(forward.cos_row(p)[i]), f32_bits(float(std::cos(a)))) << p << " " << i;
+      ASSERT_EQ(f32_bits(forward.sin_row(p)[i]), f32_bits(float(std::sin(a)))) << p << " " << i;
+      ASSERT_EQ(f32_bits(backward.cos_row(p)[i]), f32_bits(forward.cos_row(p)[i]));
+      ASSERT_EQ(f32_bits(backward.sin_row(p)[i]), f32_bits(forward.sin_row(p)[i]));
+    }
+  EXPECT_THROW(forward.cos_row(n), std::out_of_range);
+  EXPECT_THROW(forward.sin_row(-1), std::out_of_range);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <optional>
 #include <set>
+#include <stdexcept>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -43,10 +44,12 @@ std::string ggml_type_name(uint32_t t) {
   return fmt::format("type {}", t);
 }
 
-std::string read_string(io::ByteReader& r, uint64_t max_len, const std::string& what) {
+// `what()` names the string in the error; built only then, since vocabularies hold 10^5 strings.
+template <class What>
+std::string read_string(io::ByteReader& r, uint64_t max_len, const What& what) {
   const uint64_t len = r.read<uint64_t>("string length");
   if (len > max_len || len > r.remaining())
-    fail("{}: {}: string length {} at offset {} exceeds {} (bytes left in file: {})", r.name(), what, len,
+    fail("{}: {}: string length {} at offset {} exceeds {} (bytes left in file: {})", r.name(), what(), len,
          r.pos() - 8, len > max_len ? max_len : r.remaining(), r.remaining());
   const uint8_t* p = r.take(len, "string");
   return std::string(reinterpret_cast<const char*>(p), size_t(len));
@@ -72,7 +75,7 @@ GgufValue read_value(io::ByteReader& r, GgufType t, const std::string& key, int 
       v.u = b;
       break;
     }
-    case GgufType::String: v.s = read_string(r, r.size(), "value of key '" + key + "'"); break;
+    case GgufType::String: v.s = read_string(r, r.size(), [&] { return "value of key '" + key + "'"; }); break;
     case GgufType::Array: {
       if (depth >= kMaxArrayDepth) fail("{}: key '{}': arrays nested deeper than {}", r.name(), key, kMaxArrayDepth);
       const uint32_t et = r.read<uint32_t>("array element type");
@@ -82,8 +85,21 @@ GgufValue read_value(io::ByteReader& r, GgufType t, const std::string& key, int 
       if (n > r.remaining() / min_encoded_size(v.elem))
         fail("{}: key '{}': array of {} {} elements cannot fit in the {} bytes left in the file", r.name(), key, n,
              gguf_type_name(v.elem), r.remaining());
-      v.arr.reserve(size_t(n));
-      for (uint64_t i = 0; i < n; ++i) v.arr.push_back(read_value(r, v.elem, key, depth + 1));
+      if (v.elem == GgufType::String) {
+        v.strings.reserve(size_t(n));
+        for (uint64_t k = 0; k < n; ++k)
+          v.strings.push_back(read_string(r, r.size(), [&] { return "value of key '" + key + "'"; }));
+      } else if (v.elem == GgufType::Array) {
+        v.arr.reserve(size_t(n));
+        for (uint64_t k = 0; k < n; ++k) v.arr.push_back(read_value(r, v.elem, key, depth + 1));
+      } else {
+        const size_t bytes = size_t(n) * gguf_scalar_size(v.elem);  // <= remaining, checked above
+        const uint8_t* p = r.take(bytes, "array elements");
+        if (v.elem == GgufType::Bool)
+          for (size_t k = 0; k < bytes; ++k)
+            if (p[k] > 1) fail("{}: key '{}': bool value {} is neither 0 nor 1", r.name(), key, p[k]);
+        v.packed.assign(p, p + bytes);
+      }
       break;
     }
   }
@@ -215,6 +231,87 @@ bool split_layer(const std::string& s, const std::string& prefix, long* layer, s
 
 }  // namespace
 
+size_t gguf_scalar_size(GgufType t) {
+  return t == GgufType::String || t == GgufType::Array ? 0 : size_t(min_encoded_size(t));
+}
+
+size_t GgufValue::size() const {
+  if (elem == GgufType::String) return strings.size();
+  if (elem == GgufType::Array) return arr.size();
+  return packed.size() / gguf_scalar_size(elem);
+}
+
+GgufValue GgufValue::at(size_t k) const {
+  if (elem == GgufType::String) return of_str(strings.at(k));
+  if (elem == GgufType::Array) return arr.at(k);
+  const size_t sz = gguf_scalar_size(elem);
+  if ((k + 1) * sz > packed.size()) throw std::out_of_range("GgufValue::at");
+  const uint8_t* p = packed.data() + k * sz;
+  auto get = [p]<class T>(T) { T x; std::memcpy(&x, p, sizeof(T)); return x; };
+  GgufValue x;
+  x.type = elem;
+  switch (elem) {
+    case GgufType::U8: x.u = get(uint8_t{}); break;
+    case GgufType::I8: x.i = get(int8_t{}); break;
+    case GgufType::U16: x.u = get(uint16_t{}); break;
+    case GgufType::I16: x.i = get(int16_t{}); break;
+    case GgufType::U32: x.u = get(uint32_t{}); break;
+    case GgufType::I32: x.i = get(int32_t{}); break;
+    case GgufType::U64: x.u = get(uint64_t{}); break;
+    case GgufType::I64: x.i = get(int64_t{}); break;
+    case GgufType::F32: x.f = get(float{}); break;
+    case GgufType::F64: x.f = get(double{}); break;
+    case GgufType::Bool: x.u = get(uint8_t{}); break;
+    default: break;
+  }
+  return x;
+}
+
+GgufValue GgufValue::of_array(GgufType elem, const std::vector<GgufValue>& items) {
+  GgufValue x;
+  x.type = GgufType::Array;
+  x.elem = elem;
+  for (const GgufValue& it : items) {
+    if (it.type != elem)
+      fail("GGUF array of {} given an element of type {}", gguf_type_name(elem), gguf_type_name(it.type));
+    if (elem == GgufType::String) {
+      x.strings.push_back(it.s);
+    } else if (elem == GgufType::Array) {
+      x.arr.push_back(it);
+    } else {
+      // Stored as the file stores it: little-endian, the value narrowed to the element type.
+      auto put = [&x]<class T>(T v) {
+        uint8_t b[sizeof(T)];
+        std::memcpy(b, &v, sizeof(T));
+        x.packed.insert(x.packed.end(), b, b + sizeof(T));
+      };
+      switch (elem) {
+        case GgufType::U8: put(uint8_t(it.u)); break;
+        case GgufType::I8: put(int8_t(it.i)); break;
+        case GgufType::U16: put(uint16_t(it.u)); break;
+        case GgufType::I16: put(int16_t(it.i)); break;
+        case GgufType::U32: put(uint32_t(it.u)); break;
+        case GgufType::I32: put(int32_t(it.i)); break;
+        case GgufType::U64: put(uint64_t(it.u)); break;
+        case GgufType::I64: put(int64_t(it.i)); break;
+        case GgufType::F32: put(float(it.f)); break;
+        case GgufType::F64: put(double(it.f)); break;
+        case GgufType::Bool: put(uint8_t(it.u ? 1 : 0)); break;
+        default: break;
+      }
+    }
+  }
+  return x;
+}
+
+GgufValue GgufValue::of_strings(std::vector<std::string> items) {
+  GgufValue x;
+  x.type = GgufType::Array;
+  x.elem = GgufType::String;
+  x.strings = std::move(items);
+  return x;
+}
+
 bool GgufValue::is_integer() const {
   switch (type) {
     case GgufType::U8: case GgufType::I8: case GgufType::U16: case GgufType::I16: case GgufType::U32:
@@ -284,7 +381,7 @@ GgufFile parse_gguf(const uint8_t* data, size_t size, const std::string& name) {
          n_kv, size);
 
   for (uint64_t i = 0; i < n_kv; ++i) {
-    std::string key = read_string(r, kMaxKeyLen, fmt::format("metadata key #{}", i));
+    std::string key = read_string(r, kMaxKeyLen, [&] { return fmt::format("metadata key #{}", i); });
     const uint32_t t = r.read<uint32_t>("value type");
     if (!valid_type(t)) fail("{}: key '{}': unknown value type {}", name, key, t);
     GgufValue v = read_value(r, GgufType(t), key, 0);
@@ -305,7 +402,7 @@ GgufFile parse_gguf(const uint8_t* data, size_t size, const std::string& name) {
   g.tensors.reserve(size_t(n_tensors));
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo ti;
-    ti.name = read_string(r, kMaxTensorNameLen, fmt::format("name of tensor #{}", i));
+    ti.name = read_string(r, kMaxTensorNameLen, [&] { return fmt::format("name of tensor #{}", i); });
     const uint32_t nd = r.read<uint32_t>("tensor n_dims");
     if (nd == 0 || nd > 4) fail("{}: tensor '{}' has {} dimensions (1 to 4 allowed)", name, ti.name, nd);
     for (uint32_t d = 0; d < nd; ++d) ti.ne.push_back(r.read<uint64_t>("tensor dimension"));
@@ -461,21 +558,22 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
       fail("{}: tokenizer model '{}' is not supported (key tokenizer.ggml.model; llama or gpt2)", name, v.model);
     v.pre = m.get_str("tokenizer.ggml.pre", "");
     if (toks == nullptr) fail("{}: missing required key 'tokenizer.ggml.tokens'", name);
-    v.tokens.reserve(toks->arr.size());
-    for (const auto& x : toks->arr) v.tokens.push_back(x.s);
+    v.tokens = toks->strings;
     const size_t n = v.tokens.size();
     if (const GgufValue* sc = m.get_array("tokenizer.ggml.scores", GgufType::F32)) {
-      if (sc->arr.size() != n) fail("{}: tokenizer.ggml.scores has {} entries for {} tokens", name, sc->arr.size(), n);
-      for (const auto& x : sc->arr) v.scores.push_back(float(x.f));
+      if (sc->size() != n) fail("{}: tokenizer.ggml.scores has {} entries for {} tokens", name, sc->size(), n);
+      v.scores.resize(n);
+      std::memcpy(v.scores.data(), sc->packed.data(), n * sizeof(float));
     }
     if (const GgufValue* tt = m.find("tokenizer.ggml.token_type")) {
       if (tt->type != GgufType::Array || !(tt->elem == GgufType::I32 || tt->elem == GgufType::U32))
         fail("{}: key 'tokenizer.ggml.token_type' must be an array of i32", name);
-      if (tt->arr.size() != n) fail("{}: tokenizer.ggml.token_type has {} entries for {} tokens", name, tt->arr.size(), n);
-      for (const auto& x : tt->arr) v.token_types.push_back(int32_t(tt->elem == GgufType::I32 ? x.i : int64_t(x.u)));
+      if (tt->size() != n) fail("{}: tokenizer.ggml.token_type has {} entries for {} tokens", name, tt->size(), n);
+      v.token_types.resize(n);
+      std::memcpy(v.token_types.data(), tt->packed.data(), n * sizeof(int32_t));  // u32 types: same bits
     }
     if (const GgufValue* mg = m.get_array("tokenizer.ggml.merges", GgufType::String))
-      for (const auto& x : mg->arr) v.merges.push_back(x.s);
+      v.merges = mg->strings;
     v.bos_id = m.get_id("tokenizer.ggml.bos_token_id");
     v.eos_id = m.get_id("tokenizer.ggml.eos_token_id");
     v.unk_id = m.get_id("tokenizer.ggml.unknown_token_id");

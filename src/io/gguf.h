@@ -19,8 +19,10 @@ enum class GgufType : uint32_t {
 };
 std::string gguf_type_name(GgufType t);
 
-// One metadata value. Scalars keep their integer or floating value exactly; arrays keep
-// their element type (`elem`) and elements.
+// One metadata value. Scalars keep their integer or floating value exactly; arrays keep their
+// element type (`elem`) and elements: numbers and bools packed as the file stores them (a
+// vocabulary's 10^5 scores and token types then cost their bytes, not an object each), strings
+// as strings, arrays as values.
 struct GgufValue {
   GgufType type = GgufType::U32;
   uint64_t u = 0;   // unsigned integers and bool
@@ -28,19 +30,26 @@ struct GgufValue {
   double f = 0.0;   // F32 / F64
   std::string s;    // String
   GgufType elem = GgufType::U8;
-  std::vector<GgufValue> arr;
+  std::vector<uint8_t> packed;       // arrays of numbers or bools: the elements' little-endian bytes
+  std::vector<std::string> strings;  // arrays of strings
+  std::vector<GgufValue> arr;        // arrays of arrays
 
   bool is_integer() const;
   bool is_float() const { return type == GgufType::F32 || type == GgufType::F64; }
+  size_t size() const;          // array length
+  GgufValue at(size_t k) const; // array element k as a value of type `elem`
   static GgufValue of_u32(uint32_t v) { GgufValue x; x.type = GgufType::U32; x.u = v; return x; }
   static GgufValue of_i32(int32_t v) { GgufValue x; x.type = GgufType::I32; x.i = v; return x; }
   static GgufValue of_f32(float v) { GgufValue x; x.type = GgufType::F32; x.f = v; return x; }
   static GgufValue of_bool(bool v) { GgufValue x; x.type = GgufType::Bool; x.u = v; return x; }
   static GgufValue of_str(std::string v) { GgufValue x; x.type = GgufType::String; x.s = std::move(v); return x; }
-  static GgufValue of_array(GgufType elem, std::vector<GgufValue> items) {
-    GgufValue x; x.type = GgufType::Array; x.elem = elem; x.arr = std::move(items); return x;
-  }
+  // Every item must have type `elem` (error otherwise).
+  static GgufValue of_array(GgufType elem, const std::vector<GgufValue>& items);
+  static GgufValue of_strings(std::vector<std::string> items);
 };
+
+// Bytes of one stored number or bool of type t (0 for String and Array).
+size_t gguf_scalar_size(GgufType t);
 
 // Plain ggml tensor types; the block-quantised ones this project reads are in core/quant.h
 // (QuantType, quant_from_ggml_type), and every other type is refused naming the tensor.

@@ -93,11 +93,18 @@ void put_value(AtomicFile& f, const GgufValue& v, bool with_type, const std::str
     case GgufType::String: put_string(f, v.s); break;
     case GgufType::Array:
       f.write_pod<uint32_t>(uint32_t(v.elem));
-      f.write_pod<uint64_t>(v.arr.size());
-      for (const auto& x : v.arr) {
-        if (x.type != v.elem)
-          fail("{}: array element of type {} in an array of {}", path, gguf_type_name(x.type), gguf_type_name(v.elem));
-        put_value(f, x, false, path);
+      f.write_pod<uint64_t>(v.size());
+      if (v.elem == GgufType::String) {
+        for (const auto& x : v.strings) put_string(f, x);
+      } else if (v.elem == GgufType::Array) {
+        for (const auto& x : v.arr) {
+          if (x.type != GgufType::Array) fail("{}: element of type {} in an array of arrays", path, gguf_type_name(x.type));
+          put_value(f, x, false, path);
+        }
+      } else {
+        if (v.packed.size() % gguf_scalar_size(v.elem) != 0)
+          fail("{}: packed array of {} holds {} bytes", path, gguf_type_name(v.elem), v.packed.size());
+        f.write(v.packed.data(), v.packed.size());
       }
       break;
   }
@@ -228,27 +235,21 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
       fail("{}: vocabulary has {} token types for {} tokens", path, v.token_types.size(), n);
     kv.set("tokenizer.ggml.model", GgufValue::of_str(v.model));
     if (!v.pre.empty()) kv.set("tokenizer.ggml.pre", GgufValue::of_str(v.pre));
-    std::vector<GgufValue> a;
-    a.reserve(n);
-    for (const auto& s : v.tokens) a.push_back(GgufValue::of_str(s));
-    kv.set("tokenizer.ggml.tokens", GgufValue::of_array(GgufType::String, std::move(a)));
+    kv.set("tokenizer.ggml.tokens", GgufValue::of_strings(v.tokens));
     if (!v.scores.empty()) {
       std::vector<GgufValue> sc;
       sc.reserve(n);
       for (float s : v.scores) sc.push_back(GgufValue::of_f32(s));
-      kv.set("tokenizer.ggml.scores", GgufValue::of_array(GgufType::F32, std::move(sc)));
+      kv.set("tokenizer.ggml.scores", GgufValue::of_array(GgufType::F32, sc));
     }
     if (!v.token_types.empty()) {
       std::vector<GgufValue> tt;
       tt.reserve(n);
       for (int32_t x : v.token_types) tt.push_back(GgufValue::of_i32(x));
-      kv.set("tokenizer.ggml.token_type", GgufValue::of_array(GgufType::I32, std::move(tt)));
+      kv.set("tokenizer.ggml.token_type", GgufValue::of_array(GgufType::I32, tt));
     }
     if (!v.merges.empty()) {
-      std::vector<GgufValue> mg;
-      mg.reserve(v.merges.size());
-      for (const auto& s : v.merges) mg.push_back(GgufValue::of_str(s));
-      kv.set("tokenizer.ggml.merges", GgufValue::of_array(GgufType::String, std::move(mg)));
+      kv.set("tokenizer.ggml.merges", GgufValue::of_strings(v.merges));
     }
     auto id = [&](const char* k, int x) {
       if (x >= 0) kv.set(k, GgufValue::of_u32(uint32_t(x)));

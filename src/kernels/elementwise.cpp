@@ -37,14 +37,18 @@ std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpe
 }
 
 RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc)
-    : head_dim_(head_dim), max_positions_(max_positions) {
-  const int half = head_dim / 2;
-  const std::vector<float> inv_freq = rope_inv_freq(head_dim, theta, sc);
-  cos_.resize(size_t(max_positions) * half);
-  sin_.resize(size_t(max_positions) * half);
-  for (int p = 0; p < max_positions; ++p) {
+    : head_dim_(head_dim), max_positions_(max_positions), inv_freq_(rope_inv_freq(head_dim, theta, sc)) {
+  const size_t n = size_t(max_positions) * size_t(head_dim / 2);
+  cos_.reset(new float[n]);
+  sin_.reset(new float[n]);
+  filled_.reset(new std::once_flag[size_t((max_positions + kBlock - 1) / kBlock)]);
+}
+
+void RopeTable::fill(int block) const {
+  const int half = head_dim_ / 2;
+  for (int p = block * kBlock; p < std::min(max_positions_, (block + 1) * kBlock); ++p) {
     for (int i = 0; i < half; ++i) {
-      const float angle = float(p) * inv_freq[size_t(i)];
+      const float angle = float(p) * inv_freq_[size_t(i)];
       cos_[size_t(p) * half + i] = float(std::cos(double(angle)));
       sin_[size_t(p) * half + i] = float(std::sin(double(angle)));
     }
