@@ -3,6 +3,7 @@
 // the bits of the same model dequantised to F32 first, for every kernel policy and thread count.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <iostream>
@@ -15,6 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/gguf.h"
 #include "kernels/dequant_rows.h"
+#include "kernels/simd_ops.h"
 #include "model/checkpoint_export.h"
 #include "model/model.h"
 #include "model/synthetic.h"
@@ -249,6 +251,39 @@ TEST(QuantBlocks, VectorisedDecodersMatchScalarBitwise) {
       ASSERT_TRUE(f32_bits(a[i]) == f32_bits(v[i]) || (std::isnan(a[i]) && std::isnan(v[i])))
           << quant_name(q) << " weight " << i << ": " << a[i] << " vs " << v[i];
   }
+}
+
+// The decode GEMV that decodes in registers (simd::dot_rows_quant) against dot_rows on the
+// dequantised rows: bitwise, for row ranges that leave rows outside the four streams and k ranges
+// that start and end inside the row; and it declines (returning false) where it cannot keep
+// dot_rows' order.
+TEST(QuantBlocks, InRegisterGemvIsBitwiseDotRowsOnTheDequantisedRows) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  const size_t K = 768, N = 23;
+  std::vector<float> x(K), w(N * K);
+  for (auto& v : x) v = u(rng);
+  for (auto& v : w) v = u(rng) * (1.0f + float(rng() % 8));
+  for (QuantType q : {QuantType::Q8_0, QuantType::Q4_K, QuantType::Q6_K}) {
+    SCOPED_TRACE(quant_name(q));
+    const size_t rb = quant_row_bytes(q, K);
+    std::vector<uint8_t> blocks(N * rb);
+    for (size_t n = 0; n < N; ++n) quantize_row(q, w.data() + n * K, K, blocks.data() + n * rb);
+    std::vector<float> deq(N * K);
+    dequantize_blocks(q, blocks.data(), N * K / block_elems(q), deq.data());
+    for (auto [n0, n1, k0, k1] : {std::array<size_t, 4>{0, 23, 0, 768}, {3, 22, 256, 512}, {5, 6, 512, 768}}) {
+      std::vector<float> got(N, -1.0f), want(N, -1.0f);
+      ASSERT_TRUE(simd::dot_rows_quant(x.data(), blocks.data(), q, K, n0, n1, k0, k1, got.data()));
+      simd::dot_rows(x.data(), deq.data(), DType::F32, K, n0, n1, k0, k1, want.data());
+      for (size_t n = 0; n < N; ++n) ASSERT_EQ(f32_bits(got[n]), f32_bits(want[n])) << "row " << n << " of " << n0 << ".." << n1;
+    }
+    // A k range that does not start on a block is left to the dequantising path.
+    std::vector<float> y(N);
+    EXPECT_FALSE(simd::dot_rows_quant(x.data(), blocks.data(), q, K, 0, N, 16, K, y.data()));
+  }
+  std::vector<uint8_t> q5(quant_row_bytes(QuantType::Q5_K, K));
+  float y0 = 0;
+  EXPECT_FALSE(simd::dot_rows_quant(x.data(), q5.data(), QuantType::Q5_K, K, 0, 1, 0, K, &y0));
 }
 
 // Round trip: every weight within a format-dependent fraction of its block's largest magnitude.

@@ -1,6 +1,7 @@
 #pragma once
 // Quantised weights in the matmul kernels: every policy dequantises a few rows of W at a time
-// into fp32 scratch and runs its own fp32 path on them. The per-output summation orders of all
+// into fp32 scratch and runs its own fp32 path on them (the standard decode GEMV first tries
+// simd::dot_rows_quant, which decodes in registers with the same result). The per-output summation orders of all
 // three policies do not depend on which rows a call covers (kernels.h, simd_ops.h,
 // invariant_simd.h), and the fp32 values are exactly core/quant.h's, so the result is bitwise the
 // result for the same matrix dequantised to F32 beforehand — the on-the-fly path is a memory

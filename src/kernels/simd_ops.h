@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/quant.h"
 
 namespace kvp::simd {
 
@@ -32,6 +33,12 @@ size_t gemm_nr();
 // y[n] = sum_{k in [k0,k1)} x[k] * W[n, k] for n in [n0, n1); W is [*, K] row-major in `wt`.
 void dot_rows(const float* x, const void* W, DType wt, size_t K, size_t n0, size_t n1, size_t k0, size_t k1,
               float* y);
+
+// dot_rows for a quantised W ([*, K] rows of blocks), each vector decoded in registers: bitwise
+// dot_rows on the dequantised matrix. Returns false, having done nothing, for formats without an
+// in-register decoder or a k0 that is not a multiple of float_lanes().
+bool dot_rows_quant(const float* x, const void* W, QuantType q, size_t K, size_t n0, size_t n1, size_t k0,
+                    size_t k1, float* y);
 
 // y[m, n] for all m < M and n in [n0, n1), with the dot_rows order (so each row of the result is
 // bitwise what dot_rows gives for that x row). Meant for small M, where packing does not pay.

@@ -135,6 +135,7 @@ class StandardKernels final : public Kernels {
   void dot_rows(const float* x, const TensorView& W, int64_t K, int64_t n0, int64_t n1, int64_t k0, int64_t k1,
                 float* y, int t) {
     if (!W.quantized()) return simd::dot_rows(x, W.data, W.dtype, K, n0, n1, k0, k1, y);
+    if (simd::dot_rows_quant(x, W.data, W.quant, K, n0, n1, k0, k1, y)) return;
     const int64_t R = dequant_chunk_rows(K);
     float* wf = dequant_scratch(t, size_t(R * K));
     for_dequantized_chunks(W, n0, n1, k0, k1, R, wf, [&](int64_t n, int64_t r) {
