@@ -17,7 +17,11 @@ void ModelOptions::add(CLI::App* app, Parts parts) {
     app->add_option("--tokenizer", tokenizer,
                     "tokenizer.json or llama2.c tokenizer.bin (default: the one the model carries or sits beside)");
   one_of(app->add_option("--dtype", dtype, "compute dtype"), kDtypeNames);
-  one_of(app->add_option("--kv-dtype", kv_dtype, "KV-cache dtype (default: --dtype)"), kDtypeNames);
+  one_of(app->add_option("--kv-dtype", kv_dtype,
+                         "KV-cache type (default: --dtype); q8_0/q4_0: blocks of 32 along head_dim, fp8: OCP E4M3/E5M2"),
+         kKvTypeNames);
+  real_in(app->add_option("--kv-scale", kv_scale, "fp8 KV caches: values are stored as fp8(x / scale)"), 0, false,
+          HUGE_VAL, false);
   one_of(app->add_option("--kernels", kernels, "kernel policy"), kPolicyNames);
   threads_option(app, threads);
   if (parts.cache_capacity)
@@ -29,6 +33,8 @@ void ModelOptions::check(const CLI::App* cmd) const {
   // An explicit --kv-dtype equal to --dtype is accepted: it is honoured (it is what runs), like
   // --threads 1 with the reference kernels, so scripts may always spell both out.
   check_threads_policies(cmd, threads, {kernels});
+  refuse_unless(cmd, "--kv-scale", kv_dtype.rfind("fp8", 0) == 0, "--kv-dtype fp8_e4m3 or fp8_e5m2",
+                "only the fp8 KV caches store a scaled value");
 }
 
 DType ModelOptions::compute_dtype() const { return parse_dtype(dtype); }
@@ -37,7 +43,8 @@ EngineOptions ModelOptions::engine() const {
   EngineOptions o;
   o.kernels = parse_policy(kernels);
   o.threads = threads;
-  o.kv_dtype = kv_dtype.empty() ? compute_dtype() : parse_dtype(kv_dtype);
+  o.kv_dtype = kv_dtype.empty() ? KvType::of(compute_dtype()) : *parse_kv_type(kv_dtype);
+  o.kv_dtype.scale = float(kv_scale);
   o.cache_capacity = cache_capacity;
   return o;
 }

@@ -18,6 +18,7 @@ struct ModelOptions {
   std::string tokenizer;
   std::string dtype = "fp32";
   std::string kv_dtype;  // empty: same as dtype
+  double kv_scale = 1.0;
   std::string kernels = "standard";
   int threads = 1;
   int cache_capacity = 0;

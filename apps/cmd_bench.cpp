@@ -15,7 +15,7 @@ namespace kvp::cli {
 
 void register_bench(CLI::App& app) {
   struct Opts {
-    std::string model, synth = "tiny", dtypes = "fp32", kernels = "standard", threads = "1";
+    std::string model, synth = "tiny", dtypes = "fp32", kv_dtypes, kernels = "standard", threads = "1";
     int prompt = 64, decode = 32, cache_off = 64, repeats = 2;
     double bandwidth = 0;
     bool json = false, load = false;
@@ -29,6 +29,8 @@ void register_bench(CLI::App& app) {
          kSynthPresets)
       ->excludes(model);
   list_of(cmd->add_option("--dtype", o->dtypes, "dtypes, comma-separated, each measured"), kDtypeNames);
+  list_of(cmd->add_option("--kv-dtype", o->kv_dtypes, "KV-cache types, comma-separated, each measured (default: each --dtype)"),
+          kKvTypeNames);
   list_of(cmd->add_option("--kernels", o->kernels, "kernel policies, comma-separated, each measured"), kPolicyNames);
   int_list_in(cmd->add_option("--threads", o->threads, "thread counts, comma-separated, each measured"), kMinThreads,
               kMaxThreads);
@@ -50,6 +52,7 @@ void register_bench(CLI::App& app) {
       ->needs(model);
   cmd->callback([o, cmd] {
     if (o->load) {
+      refuse_unless(cmd, "--kv-dtype", false, "a speed run (no --load)", "loading allocates no KV cache");
       std::vector<DType> dtypes;
       for (const auto& d : split_list(o->dtypes)) dtypes.push_back(parse_dtype(d));
       const auto rows = measure_load(o->model, dtypes, o->repeats);
@@ -65,6 +68,7 @@ void register_bench(CLI::App& app) {
     cfg.threads.clear();
     for (const auto& d : split_list(o->dtypes)) cfg.dtypes.push_back(parse_dtype(d));
     for (const auto& k : split_list(o->kernels)) cfg.policies.push_back(parse_policy(k));
+    for (const auto& k : split_list(o->kv_dtypes)) cfg.kv_types.push_back(*parse_kv_type(k));
     for (const auto& t : split_list(o->threads)) cfg.threads.push_back(std::stoi(t));  // checked by int_list_in
     check_threads_policies(cmd, *std::max_element(cfg.threads.begin(), cfg.threads.end()), split_list(o->kernels));
     cfg.prompt_tokens = o->prompt;

@@ -29,8 +29,8 @@ void register_compare(CLI::App& app) {
   prompts->excludes(prompt);
   prompt->excludes(prompts);
   list_of(cmd->add_option("--dtype", o->dtypes, "compute dtypes, comma-separated, each run"), kDtypeNames);
-  one_of(cmd->add_option("--kv-dtype", o->kv_dtype, "KV-cache dtype of every condition (default: each --dtype)"),
-         kDtypeNames);
+  one_of(cmd->add_option("--kv-dtype", o->kv_dtype, "KV-cache type of every condition (default: each --dtype)"),
+         kKvTypeNames);
   list_of(cmd->add_option("--kernels", o->kernels, "kernel policies, comma-separated, each run"), kPolicyNames);
   o->sampler.add(cmd, /*list=*/true);
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation"), 1);
@@ -58,7 +58,7 @@ void register_compare(CLI::App& app) {
         for (const auto& s : split_list(o->sampler.sampler)) {
           Condition cond;
           cond.dtype = parse_dtype(d);
-          cond.kv_dtype = o->kv_dtype.empty() ? cond.dtype : parse_dtype(o->kv_dtype);
+          cond.kv_dtype = o->kv_dtype.empty() ? KvType::of(cond.dtype) : *parse_kv_type(o->kv_dtype);
           cond.kernels = parse_policy(k);
           cond.sampler = o->sampler.config(s);
           c.conditions.push_back(cond);

@@ -110,7 +110,7 @@ void register_generate(CLI::App& app) {
         j["stop_reason"] = r.stop_reason;
         if (r.stop_reason == "stop_string") j["stop_string"] = r.stop_string;
         j["dtype"] = o->model.dtype;
-        j["kv_dtype"] = std::string(dtype_name(engine.options().kv_dtype));
+        j["kv_dtype"] = engine.options().kv_dtype.name();
         j["kernels"] = o->model.kernels;
         j["cache"] = o->cache;
         j["sampler"] = g.sampler.describe();

@@ -33,7 +33,7 @@ void run_attention(benchmark::State& state, KernelPolicy policy, int n_rows, int
   p.q = q.data();
   p.k_cache = kc.data();
   p.v_cache = vc.data();
-  p.kv_dtype = kv;
+  p.kv = kv;
   p.capacity = capacity;
   p.out = out.data();
   p.score_divisor = std::sqrt(float(kHeadDim));

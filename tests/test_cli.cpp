@@ -241,6 +241,29 @@ TEST(Cli, BenchPrintsJsonWithTheDocumentedFields) {
   EXPECT_GT(j[0]["decode_tok_s"].get<double>(), 0.0);
 }
 
+TEST(Cli, QuantisedKvCachesRunAndRefuseWhatTheyCannotHold) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string gen = "generate --model " + q(model) + " --prompt 'Once upon a time' --max-new-tokens 6 ";
+  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"}) {
+    const CliRun r = kvparity(gen + "--kv-dtype " + kv + " --json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_EQ(nlohmann::json::parse(r.out)["kv_dtype"], kv);
+  }
+  EXPECT_EQ(kvparity(gen + "--kv-dtype fp8_e4m3 --kv-scale 0.5").status, 0);
+  // stories260K's head_dim is 8: no room for a 32-value block.
+  const CliRun bad = kvparity(gen + "--kv-dtype q8_0");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("head_dim is 8"), std::string::npos) << bad.err;
+  const CliRun b = kvparity("bench --model " + q(model) +
+                            " --dtype fp16 --kv-dtype fp16,fp8_e5m2 --prompt-tokens 4 --decode-tokens 2"
+                            " --cache-off-tokens 4 --repeats 1 --bandwidth-gbs 10 --json");
+  ASSERT_EQ(b.status, 0) << b.err;
+  const auto j = nlohmann::json::parse(b.out);
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["kv_dtype"], "fp16");
+  EXPECT_EQ(j[1]["kv_dtype"], "fp8_e5m2");
+}
+
 TEST(Cli, BenchLoadTimesLoadingAgainstMappingAndTouchingTheFile) {
   KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   const CliRun r = kvparity("bench --load --model " + q(model) + " --dtype fp32,fp16 --repeats 2 --json");

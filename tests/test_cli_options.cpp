@@ -40,6 +40,8 @@ TEST(CliOptions, SamplerParametersWithoutASamplerThatUsesThemAreRefused) {
   if (m.empty()) return;
   const std::string gen = "generate --model " + q(m) + " --prompt hi --max-new-tokens 2 ";
   expect_usage(gen + "--top-p 0.5", {"--top-p", "--sampler top-p"});
+  expect_usage(gen + "--kv-scale 2", {"--kv-scale", "fp8"});
+  expect_usage(gen + "--kv-dtype q9_0", {"--kv-dtype", "q9_0"});
   expect_usage(gen + "--temperature 0.5", {"--temperature", "--sampler"});
   expect_usage(gen + "--sampler greedy --temperature 0.5", {"--temperature"});
   expect_usage(gen + "--sampler top-k --top-p 0.5", {"--top-p", "--sampler top-p"});
@@ -79,6 +81,7 @@ TEST(CliOptions, OtherIgnoredCombinationsAreRefused) {
   expect_usage("forward --model " + q(m) + " --tokens 1,2 --logits-out x.npy --tokenizer " + q(tok), {"--tokenizer"});
   expect_usage("bench --model " + q(m) + " --synth tiny", {"--synth", "--model"});
   expect_usage("bench --load", {"--load", "--model"});
+  expect_usage("bench --load --model " + q(m) + " --kv-dtype q8_0", {"--kv-dtype", "--load"});
   expect_usage(
       "bench --kernels reference --threads 1,2 --prompt-tokens 2 --decode-tokens 1 --cache-off-tokens 2 "
       "--repeats 1 --bandwidth-gbs 1",

@@ -63,7 +63,8 @@ CompareOptions batch_compare(const Stories& s, const std::string& out, KernelPol
   o.tokenizer = s.tokenizer;
   o.prompts = mixed_prompts();
   Condition c;
-  c.dtype = c.kv_dtype = DType::F16;
+  c.dtype = DType::F16;
+  c.kv_dtype = DType::F16;
   c.kernels = pol;
   o.conditions = {c};
   o.max_new_tokens = 24;

@@ -158,7 +158,7 @@ struct AttnData {
     p.q = q.data() + size_t(r0) * c.heads * c.head_dim;
     p.k_cache = k.data();
     p.v_cache = v.data();
-    p.kv_dtype = c.kv;
+    p.kv = c.kv;
     p.capacity = capacity;
     p.score_divisor = std::sqrt(float(c.head_dim));
     p.score_scale = c.scale;

@@ -230,7 +230,7 @@ struct AttnData {
     p.q = q.data();
     p.k_cache = k.data();
     p.v_cache = v.data();
-    p.kv_dtype = c.kv;
+    p.kv = c.kv;
     p.capacity = capacity;
     p.score_divisor = std::sqrt(float(c.head_dim));
     p.sliding_window = c.window;

@@ -96,7 +96,8 @@ TEST(LabCompare, Fp32ReferenceHasNoFlipsAndInvariantsHold) {
   test::TempDir tmp;
   CompareOptions o = small_compare(model, tmp.path(), DType::F32, KernelPolicy::Reference);
   Condition half = o.conditions[0];
-  half.dtype = half.kv_dtype = DType::F16;
+  half.dtype = DType::F16;
+  half.kv_dtype = DType::F16;
   half.kernels = KernelPolicy::Standard;
   o.conditions.push_back(half);
   Condition sampled = half;

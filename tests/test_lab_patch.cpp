@@ -138,7 +138,8 @@ TEST(LabReport, HeadlessChromiumRendersEveryChartWithTheSummaryData) {
   c.prompts = load_prompts("builtin:stories");
   c.prompts.resize(4);
   Condition half;
-  half.dtype = half.kv_dtype = DType::F16;
+  half.dtype = DType::F16;
+  half.kv_dtype = DType::F16;
   Condition invariant = half;  // bitwise-equal paths: every per-step metric is exactly 0
   invariant.kernels = KernelPolicy::Invariant;
   c.conditions = {half, invariant};
@@ -292,7 +293,8 @@ TEST(LabEndToEnd, CompareProfileAndPatchRunOnRealAndSynthesisedModels) {
       c.prompts.resize(2);
       for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
         Condition cond;
-        cond.dtype = cond.kv_dtype = dt;
+        cond.dtype = dt;
+        cond.kv_dtype = dt;
         cond.kernels = pol;
         c.conditions.push_back(cond);
       }

@@ -16,6 +16,13 @@ void dequantize_rows(const TensorView& W, int64_t n0, int64_t rows, int64_t k0, 
                            size_t((kb1 - kb0) / be), dst + size_t(r) * ld + size_t(kb0 - col_origin));
 }
 
+void decode_kv_span(const KvType& t, const void* src, size_t first, size_t n, float* out) {
+  if (t.format == KvFormat::Q8_0 || t.format == KvFormat::Q4_0)
+    return dequantize_blocks_fast(t.format == KvFormat::Q8_0 ? QuantType::Q8_0 : QuantType::Q4_0,
+                                  static_cast<const uint8_t*>(src) + t.bytes(first), n / 32, out);
+  kv_decode(t, src, first, n, out);
+}
+
 int64_t dequant_chunk_rows(int64_t K, int64_t min_rows, int64_t max_rows) {
   constexpr int64_t kL1Floats = 8192;  // 32 KiB
   return std::clamp<int64_t>(kL1Floats / std::max<int64_t>(K, 1), min_rows, max_rows);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/kv_type.h"
 #include "core/tensor.h"
 
 namespace kvp {
@@ -35,6 +36,10 @@ void for_dequantized_chunks(const TensorView& W, int64_t n0, int64_t n1, int64_t
     f(n, r);
   }
 }
+
+// Elements [first, first + n) of a KV cache array stored as `t` (first and n whole blocks), in
+// fp32: the vectorised block decoders for q8_0/q4_0, core/kv_type.h's otherwise. Same values.
+void decode_kv_span(const KvType& t, const void* src, size_t first, size_t n, float* out);
 
 // Rows per dequantised chunk so that a chunk (at least `min_rows`, at most `max_rows` rows of K
 // floats) stays near L1 while the fp32 path reads it back.

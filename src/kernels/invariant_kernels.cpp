@@ -108,7 +108,6 @@ class InvariantKernels final : public Kernels {
     const int splits = base_items >= 2 * threads_ ? 1 : int(std::min<int64_t>(group, (2 * threads_ + base_items - 1) / base_items));
     const int64_t items = base_items * splits;
     const size_t scratch_floats = isimd::attn_row_scratch_floats(hd, group);
-    const size_t elem = dtype_size(p.kv_dtype);
     // Causal rows get longer down the batch, so contiguous ranges would leave the first thread
     // idle; items are dealt round-robin instead.
     auto work = [&](int t) {
@@ -122,14 +121,14 @@ class InvariantKernels final : public Kernels {
         if (g0 >= g1) continue;
         const int pos = p.start_pos + i;
         const size_t off = size_t(i) * q_stride + (size_t(kvh) * group + g0) * hd;
-        const size_t head_off = size_t(kvh) * p.capacity * hd * elem;
+        const size_t head_off = p.kv.bytes(size_t(kvh) * p.capacity * hd);
         isimd::AttnRow a;
         a.q = p.q + off;
         a.n_q = g1 - g0;
         a.head_dim = hd;
         a.k = static_cast<const char*>(p.k_cache) + head_off;
         a.v = static_cast<const char*>(p.v_cache) + head_off;
-        a.kv_dtype = p.kv_dtype;
+        a.kv = p.kv;
         a.first = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
         a.last = pos;
         a.score_divisor = p.score_divisor;

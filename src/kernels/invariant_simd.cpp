@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "kernels/dequant_rows.h"
 #include "kernels/invariant_simd.h"
 #include "kernels/kernels.h"
 
@@ -423,8 +424,9 @@ HWY_INLINE void WidenSpan(const KT* src, size_t n, float* dst) {
   for (; i < n; ++i) dst[i] = ScalarF(src + i);
 }
 
-void WidenAny(const void* src, DType t, size_t offset, size_t n, float* dst) {
-  switch (t) {
+void WidenAny(const void* src, const KvType& kv, size_t offset, size_t n, float* dst) {
+  if (!kv.is_dtype()) return decode_kv_span(kv, src, offset, n, dst);
+  switch (kv.dtype()) {
     case DType::F32: return WidenSpan(static_cast<const float*>(src) + offset, n, dst);
     case DType::F16: return WidenSpan(static_cast<const hwy::float16_t*>(src) + offset, n, dst);
     case DType::BF16: return WidenSpan(static_cast<const hwy::bfloat16_t*>(src) + offset, n, dst);
@@ -463,8 +465,8 @@ void AttnRowImpl(const AttnRow& a) {
     const size_t n = size_t(je - js);
     const size_t npad = round_up(n, L);
     // Rows [js, je) of one head are contiguous, so each tile is one span conversion.
-    WidenAny(a.k, a.kv_dtype, size_t(js) * hd, n * hd, kt);
-    WidenAny(a.v, a.kv_dtype, size_t(js) * hd, n * hd, vt);
+    WidenAny(a.k, a.kv, size_t(js) * hd, n * hd, kt);
+    WidenAny(a.v, a.kv, size_t(js) * hd, n * hd, vt);
     for (int g = 0; g < a.n_q; ++g) {
       const float* q = a.q + size_t(g) * hd;
       if (tail > 0) FillXTails(q, 1, hd, nv, tail, qt);

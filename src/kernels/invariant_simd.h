@@ -50,7 +50,7 @@ struct AttnRow {
   int head_dim = 0;
   const void* k = nullptr;   // this KV head's rows: element (j, d) at j*head_dim + d
   const void* v = nullptr;
-  DType kv_dtype = DType::F32;
+  KvType kv;
   int first = 0, last = 0;   // keys [first, last] (inclusive)
   float score_divisor = 1.0f;
   float score_scale = 0.0f;  // see AttentionParams

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/dtype.h"
+#include "core/kv_type.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 
@@ -27,11 +28,11 @@ struct AttentionParams {
   int n_kv_heads = 0;   // query head h reads kv head h / (n_heads / n_kv_heads)
   int head_dim = 0;
   const float* q = nullptr;   // [M, n_heads*head_dim], values representable in `act`
-  // This layer's cache: [n_kv_heads][capacity][head_dim] in kv_dtype. Positions >= start_pos+M
+  // This layer's cache: [n_kv_heads][capacity][head_dim] in kv. Positions >= start_pos+M
   // may hold anything (NaN included) and must never be read.
   const void* k_cache = nullptr;
   const void* v_cache = nullptr;
-  DType kv_dtype = DType::F32;
+  KvType kv;
   int capacity = 0;
   float* out = nullptr;       // [M, n_heads*head_dim]; written unrounded, the caller rounds to `act`
   // score = (q.k) / score_divisor (HF Llama's eager order: round(q.k) then round(/sqrt(d))).

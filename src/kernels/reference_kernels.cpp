@@ -49,19 +49,25 @@ class ReferenceKernels final : public Kernels {
   void attention(const AttentionParams& p) override {
     const int group = p.n_heads / p.n_kv_heads;
     const int q_stride = p.n_heads * p.head_dim;
-    std::vector<float> scores(size_t(p.start_pos + p.n_rows));
+    std::vector<float> scores(size_t(p.start_pos + p.n_rows)), keys, vals;
     for (int i = 0; i < p.n_rows; ++i) {
       const int pos = p.start_pos + i;
       const int first = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
       for (int h = 0; h < p.n_heads; ++h) {
         const int kvh = h / group;
         const float* q = p.q + size_t(i) * q_stride + size_t(h) * p.head_dim;
-        const size_t head_base = size_t(kvh) * p.capacity * p.head_dim;
+        // Keys and values [first, pos] of this head as fp32 (decoded from the cache's format).
+        const size_t hd = size_t(p.head_dim), rows_at = (size_t(kvh) * p.capacity + size_t(first)) * hd;
+        const size_t span = size_t(pos - first + 1) * hd;
+        keys.resize(span);
+        vals.resize(span);
+        kv_decode(p.kv, p.k_cache, rows_at, span, keys.data());
+        kv_decode(p.kv, p.v_cache, rows_at, span, vals.data());
         float max_score = -std::numeric_limits<float>::infinity();
         for (int j = first; j <= pos; ++j) {
-          const size_t kb = head_base + size_t(j) * p.head_dim;
+          const float* kr = keys.data() + size_t(j - first) * hd;
           float dot = 0.0f;
-          for (int d = 0; d < p.head_dim; ++d) dot += q[d] * load(p.kv_dtype, p.k_cache, kb + d);
+          for (int d = 0; d < p.head_dim; ++d) dot += q[d] * kr[d];
           const float s = attention_score(dot, p.score_divisor, p.score_scale, p.softcap, p.act);
           scores[j] = s;
           max_score = std::max(max_score, s);
@@ -76,7 +82,7 @@ class ReferenceKernels final : public Kernels {
         for (int d = 0; d < p.head_dim; ++d) {
           float acc = 0.0f;
           for (int j = first; j <= pos; ++j)
-            acc += scores[j] * load(p.kv_dtype, p.v_cache, head_base + size_t(j) * p.head_dim + d);
+            acc += scores[j] * vals[size_t(j - first) * hd + size_t(d)];
           out[d] = acc;
         }
       }

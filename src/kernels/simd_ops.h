@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "core/kv_type.h"
 #include "core/quant.h"
 
 namespace kvp::simd {
@@ -70,7 +71,7 @@ struct AttnTile {
   int head_dim = 0;
   const void* k = nullptr;   // this KV head's rows: element (j, d) at j*head_dim + d
   const void* v = nullptr;
-  DType kv_dtype = DType::F32;
+  KvType kv;
   int j0 = 0, j1 = 0;
   float score_divisor = 1.0f;
   float score_scale = 0.0f;  // see AttentionParams

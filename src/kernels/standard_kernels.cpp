@@ -189,8 +189,8 @@ class StandardKernels final : public Kernels {
   }
 
   // The per-KV-head view of a cache: element (j, d) of head kvh at the returned base.
-  static const void* head_base(const void* cache, DType t, const AttentionParams& p, int kvh) {
-    return static_cast<const char*>(cache) + size_t(kvh) * p.capacity * p.head_dim * dtype_size(t);
+  static const void* head_base(const void* cache, const KvType& t, const AttentionParams& p, int kvh) {
+    return static_cast<const char*>(cache) + t.bytes(size_t(kvh) * p.capacity * p.head_dim);
   }
 
   static int first_key(const AttentionParams& p, int pos) {
@@ -204,9 +204,9 @@ class StandardKernels final : public Kernels {
     t.q = q;
     t.group = group;
     t.head_dim = p.head_dim;
-    t.k = head_base(p.k_cache, p.kv_dtype, p, kvh);
-    t.v = head_base(p.v_cache, p.kv_dtype, p, kvh);
-    t.kv_dtype = p.kv_dtype;
+    t.k = head_base(p.k_cache, p.kv, p, kvh);
+    t.v = head_base(p.v_cache, p.kv, p, kvh);
+    t.kv = p.kv;
     t.score_divisor = p.score_divisor;
     t.score_scale = p.score_scale;
     t.softcap = p.softcap;

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/dtype.h"
+#include "kernels/dequant_rows.h"
 #include "kernels/kernels.h"
 #include "kernels/simd_ops.h"
 
@@ -289,8 +290,9 @@ HWY_INLINE void ConvertSpan(const KT* src, size_t n, float* dst) {
   for (; i < n; ++i) dst[i] = ScalarF(src + i);
 }
 
-void ConvertAny(const void* src, DType t, size_t offset, size_t n, float* dst) {
-  switch (t) {
+void ConvertAny(const void* src, const KvType& kv, size_t offset, size_t n, float* dst) {
+  if (!kv.is_dtype()) return decode_kv_span(kv, src, offset, n, dst);
+  switch (kv.dtype()) {
     case DType::F32: return ConvertSpan(static_cast<const float*>(src) + offset, n, dst);
     case DType::F16: return ConvertSpan(static_cast<const hwy::float16_t*>(src) + offset, n, dst);
     case DType::BF16: return ConvertSpan(static_cast<const hwy::bfloat16_t*>(src) + offset, n, dst);
@@ -314,8 +316,8 @@ void AttnTileImpl(const AttnTile& t) {
   float* kT = vt + n * hd;  // [hd][npad]: keys along the vector lanes
   float* sbase = kT + hd * npad;
   // Rows [j0, j1) of one head are contiguous, so each tile is a single span conversion.
-  ConvertAny(t.k, t.kv_dtype, size_t(t.j0) * hd, n * hd, kt);
-  ConvertAny(t.v, t.kv_dtype, size_t(t.j0) * hd, n * hd, vt);
+  ConvertAny(t.k, t.kv, size_t(t.j0) * hd, n * hd, kt);
+  ConvertAny(t.v, t.kv, size_t(t.j0) * hd, n * hd, vt);
   // Transposing K once per tile lets every head of the group compute L scores per FMA with no
   // horizontal sums, each score one FMA chain over d. The transpose only pays for itself on full
   // tiles; short ones (a causal diagonal, a window edge, a decode chunk's tail) keep one dot

@@ -61,22 +61,26 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30;
     };
     std::vector<Run> runs;
-    for (KernelPolicy pol : cfg.policies) {
-      for (int th : cfg.threads) {
-        EngineOptions eo;
-        eo.kernels = pol;
-        eo.threads = th;
-        eo.kv_dtype = dt;
-        eo.cache_capacity = needed;
-        Run run;
-        run.engine = std::make_unique<Engine>(model, eo);
-        run.r.kernels = policy_name(pol);
-        run.r.dtype = std::string(dtype_name(dt));
-        run.r.threads = th;
-        run.r.prompt_tokens = cfg.prompt_tokens;
-        run.r.decode_tokens = cfg.decode_tokens;
-        run.r.cache_off_tokens = cfg.cache_off_tokens;
-        runs.push_back(std::move(run));
+    const std::vector<KvType> kvs = cfg.kv_types.empty() ? std::vector<KvType>{KvType::of(dt)} : cfg.kv_types;
+    for (const KvType& kv : kvs) {
+      for (KernelPolicy pol : cfg.policies) {
+        for (int th : cfg.threads) {
+          EngineOptions eo;
+          eo.kernels = pol;
+          eo.threads = th;
+          eo.kv_dtype = kv;
+          eo.cache_capacity = needed;
+          Run run;
+          run.engine = std::make_unique<Engine>(model, eo);
+          run.r.kernels = policy_name(pol);
+          run.r.dtype = std::string(dtype_name(dt));
+          run.r.kv_dtype = kv.name();
+          run.r.threads = th;
+          run.r.prompt_tokens = cfg.prompt_tokens;
+          run.r.decode_tokens = cfg.decode_tokens;
+          run.r.cache_off_tokens = cfg.cache_off_tokens;
+          runs.push_back(std::move(run));
+        }
       }
     }
     ForwardOptions fo;
@@ -100,9 +104,8 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
           engine.forward(tokens.data() + pos, 1, pos, fo);
         }
         run.best_decode = std::min(run.best_decode, now_s() - t0);
-        engine.cache().clear();
         t0 = now_s();
-        engine.forward(tokens.data(), cfg.cache_off_tokens, 0, fo);
+        engine.forward_uncached(tokens.data(), cfg.cache_off_tokens, fo);
         run.best_off = std::min(run.best_off, now_s() - t0);
       }
     }
@@ -126,12 +129,12 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
 }
 
 std::string bench_table(const std::vector<BenchResult>& rows) {
-  std::string s = fmt::format("{:<10} {:<5} {:>7} {:>12} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}\n", "kernels", "dtype",
-                              "threads", "prefill t/s", "decode t/s", "cache-off s", "model MB", "BW GB/s",
+  std::string s = fmt::format("{:<10} {:<5} {:<8} {:>7} {:>12} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}\n", "kernels",
+                              "dtype", "kv", "threads", "prefill t/s", "decode t/s", "cache-off s", "model MB", "BW GB/s",
                               "bound t/s", "% bound");
   for (const auto& r : rows)
-    s += fmt::format("{:<10} {:<5} {:>7} {:>12.1f} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%\n",
-                     r.kernels, r.dtype, r.threads, r.prefill_tok_s, r.decode_tok_s, r.cache_off_step_s,
+    s += fmt::format("{:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%\n",
+                     r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s, r.decode_tok_s, r.cache_off_step_s,
                      r.model_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s, 100.0 * r.decode_fraction_of_bound);
   for (const auto& r : rows) {
     if (r.weights_huge_page_share < 0 || r.weights_huge_page_share >= 0.5 || r.model_bytes < 256e6) continue;
@@ -151,6 +154,7 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
   for (const auto& r : rows) {
     arr.push_back({{"kernels", r.kernels},
                    {"dtype", r.dtype},
+                   {"kv_dtype", r.kv_dtype},
                    {"threads", r.threads},
                    {"prompt_tokens", r.prompt_tokens},
                    {"decode_tokens", r.decode_tokens},

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kv_type.h"
 #include "io/checkpoint.h"
 #include "kernels/kernels.h"
 
@@ -14,6 +15,7 @@ struct BenchConfig {
   std::vector<DType> dtypes{DType::F32};
   std::vector<KernelPolicy> policies{KernelPolicy::Standard};
   std::vector<int> threads{1};
+  std::vector<KvType> kv_types;  // KV caches measured; empty: each dtype's own
   int prompt_tokens = 64;     // prefill length
   int decode_tokens = 32;     // decode steps timed
   int cache_off_tokens = 64;  // sequence length of the timed cache-OFF step
@@ -22,7 +24,7 @@ struct BenchConfig {
 };
 
 struct BenchResult {
-  std::string kernels, dtype;
+  std::string kernels, dtype, kv_dtype;
   int threads = 1;
   int prompt_tokens = 0, decode_tokens = 0, cache_off_tokens = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, cache_off_step_s = 0;

@@ -18,17 +18,17 @@
 namespace kvp {
 
 std::string Condition::key() const {
-  return fmt::format("{}/kv={}/{}/{}{}", dtype_name(dtype), dtype_name(kv_dtype), policy_name(kernels),
+  return fmt::format("{}/kv={}/{}/{}{}", dtype_name(dtype), kv_dtype.name(), policy_name(kernels),
                      sampler.describe(), control ? "/control" : "");
 }
 
 void add_fp32_controls(std::vector<Condition>& conditions) {
   std::vector<Condition> extra;
   for (const auto& c : conditions) {
-    if (c.control || (c.dtype == DType::F32 && c.kv_dtype == DType::F32)) continue;
+    if (c.control || (c.dtype == DType::F32 && c.kv_dtype == KvType::of(DType::F32))) continue;
     Condition k = c;
     k.dtype = DType::F32;
-    k.kv_dtype = DType::F32;
+    k.kv_dtype = KvType::of(DType::F32);
     k.control = true;
     bool dup = false;
     for (const auto& e : extra) dup = dup || e.key() == k.key();
@@ -107,8 +107,7 @@ nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& promp
     if ((first_div < 0 || int(s) <= first_div) && s < off_logits.size()) {
       tf = off_logits[s].data();
     } else {
-      engine.cache().clear();
-      const float* all = engine.forward(seq.data(), int(seq.size()), 0, fo);
+      const float* all = engine.forward_uncached(seq.data(), int(seq.size()), fo);
       tf = all + (seq.size() - 1) * size_t(vocab);
     }
     const double u = uniform_at(g.seed, g.sequence_id, s);
@@ -130,7 +129,7 @@ nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& promp
   r["prompt"] = prompt.text;
   r["condition"] = cond.key();
   r["dtype"] = std::string(dtype_name(cond.dtype));
-  r["kv_dtype"] = std::string(dtype_name(cond.kv_dtype));
+  r["kv_dtype"] = cond.kv_dtype.name();
   r["kernels"] = policy_name(cond.kernels);
   r["sampler"] = cond.sampler.describe();
   r["control"] = cond.control;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/kv_type.h"
 #include "kernels/kernels.h"
 #include "lab/prompt_set.h"
 #include "runtime/sampler.h"
@@ -20,7 +21,7 @@ namespace kvp {
 
 struct Condition {
   DType dtype = DType::F16;
-  DType kv_dtype = DType::F16;
+  KvType kv_dtype = KvType::of(DType::F16);
   KernelPolicy kernels = KernelPolicy::Standard;
   SamplerConfig sampler;
   bool control = false;  // an fp32 rerun requested by --control fp32

@@ -26,7 +26,7 @@ std::vector<DemoRow> run_demo(const DemoOptions& opts, std::string* description)
     EngineOptions eo;
     eo.kernels = opts.kernels;
     eo.threads = opts.threads;
-    eo.kv_dtype = dt;
+    eo.kv_dtype = KvType::of(dt);
     GenerationConfig g;
     g.max_new_tokens = opts.max_new_tokens;
     g.stop_at_eos = false;

@@ -133,8 +133,7 @@ nlohmann::json item_record(Engine& engine, const Item& item, const Gsm8kConditio
     if ((first_div < 0 || int(s) <= first_div) && s < off_ids.size()) {
       off_choice = off_ids[s];
     } else {
-      engine.cache().clear();
-      const float* all = engine.forward(seq.data(), int(seq.size()), 0, fo);
+      const float* all = engine.forward_uncached(seq.data(), int(seq.size()), fo);
       off_choice = sample_token(all + (seq.size() - 1) * size_t(vocab), vocab, cond.sampler,
                                 uniform_at(g.seed, g.sequence_id, s));
     }
@@ -377,7 +376,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
               EngineOptions eo;
               eo.kernels = kp;
               eo.threads = opts.threads;
-              eo.kv_dtype = dtype;
+              eo.kv_dtype = KvType::of(dtype);
               engine = std::make_unique<Engine>(model, eo);
             }
             std::vector<BothPaths> paths;

@@ -60,7 +60,7 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
     EngineOptions eo;
     eo.kernels = opts.kernels;
     eo.threads = opts.threads;
-    eo.kv_dtype = dt;
+    eo.kv_dtype = KvType::of(dt);
     Engine on(model, eo), off(model, eo);
     // The shared prefix: prompt + the cache-ON path's greedy tokens before `step`.
     std::vector<int> seq = tok->encode(opts.prompt, tok->default_add_bos());

@@ -57,7 +57,7 @@ PatchResult run_patch(const PatchOptions& opts) {
   EngineOptions eo;
   eo.kernels = opts.kernels;
   eo.threads = opts.threads;
-  eo.kv_dtype = opts.dtype;
+  eo.kv_dtype = KvType::of(opts.dtype);
   Engine on(model, eo), off(model, eo);
   const std::vector<int> prompt = tok->encode(opts.prompt, tok->default_add_bos());
   const int P = int(prompt.size());

@@ -167,7 +167,7 @@ class Pass {
         ap.q = a_.q.data() + size_t(row0_[s]) * qd;
         ap.k_cache = sl.cache->k(l);
         ap.v_cache = sl.cache->v(l);
-        ap.kv_dtype = sl.cache->dtype();
+        ap.kv = sl.cache->type();
         ap.capacity = sl.cache->capacity();
         ap.out = a_.att.data() + size_t(row0_[s]) * qd;
         ap.score_divisor = std::sqrt(float(c_.head_dim));

@@ -33,6 +33,16 @@ const float* Engine::forward(const int* tokens, int M, int start_pos, const Forw
   return kvp::forward(*model_, *kernels_, cache_, act_, tokens, M, start_pos, fo);
 }
 
+const float* Engine::forward_uncached(const int* tokens, int M, const ForwardOptions& fo) {
+  if (opts_.kv_dtype.is_dtype()) {
+    cache_.clear();
+    return forward(tokens, M, 0, fo);
+  }
+  if (uncached_ == nullptr) uncached_ = std::make_unique<KVCache>(model_->config, cache_.capacity(), KvType::of(model_->dtype));
+  uncached_->clear();
+  return kvp::forward(*model_, *kernels_, *uncached_, act_, tokens, M, 0, fo);
+}
+
 namespace {
 
 // One sequence being generated: its tokens so far and the stop logic, shared by the solo and the
@@ -147,8 +157,7 @@ GenerationResult Engine::generate(const std::vector<int>& prompt_in, const Gener
     const int n = run.length();
     const float* logits;
     if (cfg.cache == CacheMode::Off) {
-      cache_.clear();
-      logits = forward(seq.data(), n, 0, fo) + size_t(n - 1) * c.vocab_size;
+      logits = forward_uncached(seq.data(), n, fo) + size_t(n - 1) * c.vocab_size;
     } else if (step == 0) {
       cache_.clear();
       const int chunk = opts_.prefill_chunk > 0 ? opts_.prefill_chunk : n;
@@ -191,8 +200,13 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
   std::vector<SequenceRun> runs;
   runs.reserve(size_t(B));
   for (const auto& p : prompts) runs.emplace_back(p, c, tokenizer, limit);
+  // Cache OFF has no cache: with a quantised KV type its passes attend over compute-dtype K/V,
+  // as forward_uncached does.
+  const KvType batch_kv =
+      cfg.cache == CacheMode::Off && !cache_.type().is_dtype() ? KvType::of(model_->dtype) : cache_.type();
+  if (!batch_caches_.empty() && !(batch_caches_.front()->type() == batch_kv)) batch_caches_.clear();
   while (int(batch_caches_.size()) < B)
-    batch_caches_.push_back(std::make_unique<KVCache>(c, cache_.capacity(), cache_.dtype()));
+    batch_caches_.push_back(std::make_unique<KVCache>(c, cache_.capacity(), batch_kv));
 
   ForwardOptions fo;
   fo.on_nonfinite = cfg.on_nonfinite;

@@ -72,7 +72,7 @@ struct GenerationResult {
 struct EngineOptions {
   KernelPolicy kernels = KernelPolicy::Standard;
   int threads = 1;
-  DType kv_dtype = DType::F32;
+  KvType kv_dtype;          // what the cache stores (a quantised format only on cache-ON paths)
   int cache_capacity = 0;  // 0: the model's context length (a static cache, DESIGN.md §5)
   int prefill_chunk = 0;   // cache ON: prefill at most this many prompt tokens per forward (0: all)
 };
@@ -89,6 +89,10 @@ class Engine {
 
   // Runs forward over tokens at start_pos into this engine's cache.
   const float* forward(const int* tokens, int M, int start_pos, const ForwardOptions& fo);
+  // The cache-OFF path: the whole sequence [0, M) in one pass, from no cache. K/V meet attention
+  // as computed (the compute dtype): with a quantised KV type the pass runs on a compute-dtype
+  // cache of its own instead; with a float KV type, on this engine's cache, as before.
+  const float* forward_uncached(const int* tokens, int M, const ForwardOptions& fo);
 
   GenerationResult generate(const std::vector<int>& prompt, const GenerationConfig& cfg, const Tokenizer* tokenizer,
                             const std::function<void(const StepInfo&)>& on_step = {});
@@ -111,6 +115,7 @@ class Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<Kernels> kernels_;
   KVCache cache_;
+  std::unique_ptr<KVCache> uncached_;  // forward_uncached's compute-dtype cache (quantised KV only)
   Activations act_;
   std::vector<std::unique_ptr<KVCache>> batch_caches_;  // one per batch slot, created on first use
 };

@@ -1,10 +1,12 @@
 #pragma once
 // Static KV cache (DESIGN.md §5): per layer, K and V preallocated to `capacity` positions as
-// [n_kv_heads][capacity][head_dim] in the KV dtype. `length` positions are valid; attention must
+// [n_kv_heads][capacity][head_dim] in the KV type (a float dtype, or a quantised format whose
+// blocks run along head_dim: core/kv_type.h). `length` positions are valid; attention must
 // never read beyond them, which the NaN-poisoning test checks.
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/kv_type.h"
 #include "core/tensor.h"
 #include "model/config.h"
 
@@ -12,13 +14,13 @@ namespace kvp {
 
 class KVCache {
  public:
-  KVCache(const ModelConfig& config, int capacity, DType kv_dtype);
+  KVCache(const ModelConfig& config, int capacity, const KvType& kv_type);
 
   int capacity() const { return capacity_; }
   int length() const { return length_; }
   void set_length(int n);  // truncates or extends the valid range (extend only over written positions)
   void clear() { length_ = 0; }
-  DType dtype() const { return dtype_; }
+  const KvType& type() const { return type_; }
   int n_layers() const { return int(k_.size()); }
   int n_kv_heads() const { return n_kv_heads_; }
   int head_dim() const { return head_dim_; }
@@ -36,10 +38,11 @@ class KVCache {
   void poison();
 
  private:
+  // Element index of (kv_head, pos, 0); a whole number of blocks, since head_dim is.
   size_t offset(int kv_head, int pos) const { return (size_t(kv_head) * capacity_ + size_t(pos)) * head_dim_; }
   int capacity_, n_kv_heads_, head_dim_;
   int length_ = 0;
-  DType dtype_;
+  KvType type_;
   std::vector<AlignedBuffer> k_, v_;
 };
 
