@@ -46,8 +46,6 @@ const std::array<float, 256>& table(KvFormat f) {
   return f == KvFormat::FP8_E4M3 ? e4m3 : e5m2;
 }
 
-QuantType block_quant(KvFormat f) { return f == KvFormat::Q8_0 ? QuantType::Q8_0 : QuantType::Q4_0; }
-
 }  // namespace
 
 uint8_t f32_to_fp8(KvFormat f, float x) {
@@ -101,11 +99,18 @@ std::string KvType::name() const {
   return "?";
 }
 
-size_t KvType::block_elems() const { return format == KvFormat::Q8_0 || format == KvFormat::Q4_0 ? 32 : 1; }
+QuantType KvType::block_quant() const {
+  return format == KvFormat::Q8_0 ? QuantType::Q8_0 : format == KvFormat::Q4_0 ? QuantType::Q4_0 : QuantType::None;
+}
+
+size_t KvType::block_elems() const {
+  const QuantType q = block_quant();
+  return q == QuantType::None ? 1 : kvp::block_elems(q);
+}
 
 size_t KvType::bytes(size_t n) const {
   switch (format) {
-    case KvFormat::Q8_0: case KvFormat::Q4_0: return quant_row_bytes(block_quant(format), n);
+    case KvFormat::Q8_0: case KvFormat::Q4_0: return quant_row_bytes(block_quant(), n);
     case KvFormat::FP8_E4M3: case KvFormat::FP8_E5M2: return n;
     default: return n * dtype_size(dtype());
   }
@@ -135,7 +140,7 @@ void kv_encode(const KvType& t, const float* x, size_t n, void* dst) {
       for (size_t i = 0; i < n; ++i) o[i] = f32_to_fp8(t.format, x[i] / t.scale);
       return;
     case KvFormat::Q8_0: case KvFormat::Q4_0: {
-      const QuantType q = block_quant(t.format);
+      const QuantType q = t.block_quant();
       const size_t bb = block_bytes(q);
       for (size_t b = 0; b < n / 32; ++b, x += 32, o += bb) {
         bool finite = true;
@@ -164,10 +169,8 @@ void kv_decode(const KvType& t, const void* src, size_t first, size_t n, float* 
       for (size_t i = 0; i < n; ++i) out[i] = tab[s[first + i]] * t.scale;
       return;
     }
-    case KvFormat::Q8_0: case KvFormat::Q4_0: {
-      const QuantType q = block_quant(t.format);
-      return dequantize_blocks(q, s + t.bytes(first), n / 32, out);
-    }
+    case KvFormat::Q8_0: case KvFormat::Q4_0:
+      return dequantize_blocks(t.block_quant(), s + t.bytes(first), n / t.block_elems(), out);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "core/dtype.h"
+#include "core/quant.h"
 
 namespace kvp {
 
@@ -30,6 +31,7 @@ struct KvType {
   bool is_dtype() const { return format == KvFormat::F32 || format == KvFormat::F16 || format == KvFormat::BF16; }
   DType dtype() const;              // the float dtype (is_dtype() only)
   std::string name() const;         // "fp16", "q8_0", "fp8_e4m3", ... (scale not included)
+  QuantType block_quant() const;    // the ggml block layout of q8_0/q4_0; QuantType::None otherwise
   size_t block_elems() const;       // 32 for q8_0/q4_0, else 1
   size_t bytes(size_t n) const;     // storage of n elements (a multiple of block_elems())
   bool operator==(const KvType&) const = default;

@@ -17,9 +17,8 @@ void dequantize_rows(const TensorView& W, int64_t n0, int64_t rows, int64_t k0, 
 }
 
 void decode_kv_span(const KvType& t, const void* src, size_t first, size_t n, float* out) {
-  if (t.format == KvFormat::Q8_0 || t.format == KvFormat::Q4_0)
-    return dequantize_blocks_fast(t.format == KvFormat::Q8_0 ? QuantType::Q8_0 : QuantType::Q4_0,
-                                  static_cast<const uint8_t*>(src) + t.bytes(first), n / 32, out);
+  if (const QuantType q = t.block_quant(); q != QuantType::None)
+    return dequantize_blocks_fast(q, static_cast<const uint8_t*>(src) + t.bytes(first), n / t.block_elems(), out);
   kv_decode(t, src, first, n, out);
 }
 

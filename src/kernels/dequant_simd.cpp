@@ -23,10 +23,9 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 using DF = hn::ScalableTag<float>;
 using DI = hn::RebindToSigned<DF>;
-using DU8 = hn::Rebind<uint8_t, DI>;
-using DI8 = hn::Rebind<int8_t, DI>;
 using simd_common::HWY_NAMESPACE::Bytes;
 using simd_common::HWY_NAMESPACE::Half;
+using simd_common::HWY_NAMESPACE::SignedBytes;
 
 constexpr size_t kPrefetchBytes = 1024;
 
@@ -34,9 +33,7 @@ void Q8_0(const uint8_t* b, float* y) {
   const DF df;
   const size_t L = hn::Lanes(df);
   const auto d = hn::Set(df, Half(b));
-  const auto* q = reinterpret_cast<const int8_t*>(b + 2);
-  for (size_t j = 0; j < 32; j += L)
-    hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(DI8(), q + j))), d), df, y + j);
+  for (size_t j = 0; j < 32; j += L) hn::StoreU(hn::Mul(hn::ConvertTo(df, SignedBytes(b + 2 + j)), d), df, y + j);
 }
 
 void Q4_0(const uint8_t* b, float* y) {
