@@ -13,14 +13,16 @@ namespace kvp::cli {
 void register_compare(CLI::App& app) {
   struct Opts {
     std::string model, tokenizer, prompts = "builtin:stories", prompt, dtypes = "fp16", kv_dtype, kernels = "standard",
-                                  control, out;
+                                  control, out, baseline, candidate;
     SamplerOptions sampler;
     int max_new_tokens = 128, threads = 1, batch_size = 1;
     bool stop_at_eos = false, no_report = false;
   };
   auto o = std::make_shared<Opts>();
   o->sampler.seed_text = "1";
-  auto* cmd = app.add_subcommand("compare", "cache ON vs OFF over prompts: divergence, flips, logit metrics, report");
+  auto* cmd = app.add_subcommand(
+      "compare", "two ways of running the model (default: cache OFF vs ON) over prompts: divergence, flips, logit "
+                 "metrics, report");
   cmd->add_option("--model", o->model, "checkpoint")->required();
   cmd->add_option("--tokenizer", o->tokenizer, "tokenizer (default: the one the model carries or sits beside)");
   auto* prompts = cmd->add_option(
@@ -35,10 +37,20 @@ void register_compare(CLI::App& app) {
   o->sampler.add(cmd, /*list=*/true);
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation"), 1);
   threads_option(cmd, o->threads);
-  int_at_least(cmd->add_option("--batch-size", o->batch_size,
-                               "B > 1: also decode prompts in fixed groups of B (by index) as one cache-ON batch and "
-                               "compare each with its solo cache-ON run (records get a \"batch\" object)"),
-               1);
+  auto* baseline = cmd->add_option(
+      "--baseline", o->baseline,
+      "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, batch-size, "
+      "prefill-chunk, device (keys not given take the other options; default: cache=off)");
+  auto* candidate = cmd->add_option("--candidate", o->candidate,
+                                    "SPEC of the candidate side, as --baseline (default: cache=on); the baseline is "
+                                    "teacher-forced along the candidate's tokens");
+  auto* batch = int_at_least(cmd->add_option("--batch-size", o->batch_size,
+                                             "B > 1: shorthand for --baseline cache=on --candidate batch-size=B "
+                                             "(prompts decoded in fixed groups of B by index, one batch each, against "
+                                             "their solo runs)"),
+                             1);
+  batch->excludes(baseline);
+  batch->excludes(candidate);
   one_of(cmd->add_option("--control", o->control,
                          "fp32: rerun every half-precision condition in fp32 and report the ratios"),
          {"fp32"});
@@ -53,29 +65,30 @@ void register_compare(CLI::App& app) {
     c.model = o->model;
     c.tokenizer = o->tokenizer;
     c.prompts = given(cmd, "--prompt") ? std::vector<Prompt>{Prompt{"prompt-0", o->prompt}} : load_prompts(o->prompts);
-    for (const auto& d : dtypes)
-      for (const auto& k : kernels)
-        for (const auto& s : split_list(o->sampler.sampler)) {
-          Condition cond;
-          cond.dtype = parse_dtype(d);
-          cond.kv_dtype = o->kv_dtype.empty() ? KvType::of(cond.dtype) : *parse_kv_type(o->kv_dtype);
-          cond.kernels = parse_policy(k);
-          cond.sampler = o->sampler.config(s);
-          c.conditions.push_back(cond);
-        }
-    if (o->control == "fp32") {
-      const size_t before = c.conditions.size();
-      add_fp32_controls(c.conditions);
-      refuse_unless(cmd, "--control", c.conditions.size() > before, "a half-precision --dtype or --kv-dtype",
-                    "every condition already runs in fp32, so there is nothing to control");
-    }
     // A group of one is the solo run itself: batching needs two prompts to compare anything.
     refuse_unless(cmd, "--batch-size", o->batch_size == 1 || c.prompts.size() > 1, "at least two prompts (--prompts)",
                   "a batch of one prompt is its solo run");
+    if (o->batch_size > 1) {
+      c.baseline = RunSpec::parse("cache=on", "--batch-size");
+      c.candidate = RunSpec::parse(fmt::format("batch-size={}", o->batch_size), "--batch-size");
+    }
+    if (given(cmd, "--baseline")) c.baseline = RunSpec::parse(o->baseline, "--baseline");
+    if (given(cmd, "--candidate")) c.candidate = RunSpec::parse(o->candidate, "--candidate");
+    for (const auto& d : dtypes)
+      for (const auto& k : kernels)
+        for (const auto& s : split_list(o->sampler.sampler)) {
+          RunDefaults point;
+          point.dtype = parse_dtype(d);
+          if (!o->kv_dtype.empty()) point.kv_dtype = *parse_kv_type(o->kv_dtype);
+          point.kernels = parse_policy(k);
+          point.threads = o->threads;
+          add_condition(c, point, o->sampler.config(s));
+        }
+    if (o->control == "fp32")
+      refuse_unless(cmd, "--control", add_fp32_controls(c) > 0, "a half-precision --dtype or --kv-dtype",
+                    "every condition already runs in fp32, so there is nothing to control");
     c.max_new_tokens = o->max_new_tokens;
     c.seed = o->sampler.seed();
-    c.threads = o->threads;
-    c.batch_size = o->batch_size;
     c.stop_at_eos = o->stop_at_eos;
     c.out_dir = clean_dir(o->out);
     c.progress = isatty(STDERR_FILENO);

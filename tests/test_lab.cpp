@@ -12,6 +12,7 @@
 #include "lab/report.h"
 #include "lab/results_log.h"
 #include "lab/stats.h"
+#include "lab/summary.h"
 #include "lab/step_metrics.h"
 #include "test_util.h"
 
@@ -81,11 +82,10 @@ CompareOptions small_compare(const std::string& model, const std::string& out, D
   o.model = model;
   o.prompts = load_prompts("builtin:stories");
   o.prompts.resize(6);
-  Condition c;
+  RunDefaults c;
   c.dtype = dt;
-  c.kv_dtype = dt;
   c.kernels = pol;
-  o.conditions = {c};
+  add_condition(o, c, SamplerConfig{});
   o.max_new_tokens = 40;
   o.out_dir = out;
   return o;
@@ -95,15 +95,14 @@ TEST(LabCompare, Fp32ReferenceHasNoFlipsAndInvariantsHold) {
   KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   test::TempDir tmp;
   CompareOptions o = small_compare(model, tmp.path(), DType::F32, KernelPolicy::Reference);
-  Condition half = o.conditions[0];
+  RunDefaults half;
   half.dtype = DType::F16;
-  half.kv_dtype = DType::F16;
   half.kernels = KernelPolicy::Standard;
-  o.conditions.push_back(half);
-  Condition sampled = half;
-  sampled.sampler.kind = SamplerKind::TopP;
-  sampled.sampler.temperature = 0.8;
-  o.conditions.push_back(sampled);
+  add_condition(o, half, SamplerConfig{});
+  SamplerConfig sampled;
+  sampled.kind = SamplerKind::TopP;
+  sampled.temperature = 0.8;
+  add_condition(o, half, sampled);
   EXPECT_EQ(run_compare(o), 18);
   const auto summary = write_reports(tmp.path());
   for (const auto& r : ResultsLog::read_all(tmp.path() + "/results.jsonl")) {
@@ -133,7 +132,7 @@ TEST(LabCompare, Fp32ReferenceHasNoFlipsAndInvariantsHold) {
       EXPECT_EQ(c["token_flip_rate"].get<double>(), 0.0);
     }
   }
-  EXPECT_EQ(summary["schema_version"], 1);
+  EXPECT_EQ(summary["schema_version"], kSummarySchemaVersion);
   for (const char* f : {"summary.json", "summary.md", "report.html"})
     EXPECT_TRUE(std::filesystem::exists(tmp.file(f))) << f;
 }
@@ -162,7 +161,7 @@ TEST(LabReport, HtmlIsSelfContainedWithChartData) {
   KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   test::TempDir tmp;
   CompareOptions o = small_compare(model, tmp.path(), DType::F16, KernelPolicy::Standard);
-  add_fp32_controls(o.conditions);
+  EXPECT_EQ(add_fp32_controls(o), 1);
   run_compare(o);
   const auto summary = write_reports(tmp.path());
   ASSERT_EQ(summary["fp32_control"].size(), 1u);

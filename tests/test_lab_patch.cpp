@@ -137,13 +137,13 @@ TEST(LabReport, HeadlessChromiumRendersEveryChartWithTheSummaryData) {
   c.model = model;
   c.prompts = load_prompts("builtin:stories");
   c.prompts.resize(4);
-  Condition half;
+  RunDefaults half;
   half.dtype = DType::F16;
-  half.kv_dtype = DType::F16;
-  Condition invariant = half;  // bitwise-equal paths: every per-step metric is exactly 0
+  RunDefaults invariant = half;  // bitwise-equal paths: every per-step metric is exactly 0
   invariant.kernels = KernelPolicy::Invariant;
-  c.conditions = {half, invariant};
-  add_fp32_controls(c.conditions);
+  add_condition(c, half, SamplerConfig{});
+  add_condition(c, invariant, SamplerConfig{});
+  add_fp32_controls(c);
   c.max_new_tokens = 24;
   c.out_dir = tmp.path();
   run_compare(c);
@@ -292,11 +292,10 @@ TEST(LabEndToEnd, CompareProfileAndPatchRunOnRealAndSynthesisedModels) {
       c.prompts = load_prompts("builtin:stories");
       c.prompts.resize(2);
       for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-        Condition cond;
+        RunDefaults cond;
         cond.dtype = dt;
-        cond.kv_dtype = dt;
         cond.kernels = pol;
-        c.conditions.push_back(cond);
+        add_condition(c, cond, SamplerConfig{});
       }
       c.max_new_tokens = 12;
       c.out_dir = out;

@@ -172,7 +172,9 @@ TEST_F(CompareFolder, EveryChangedSettingIsRefusedAndTheFolderStaysByteIdentical
       {"sampler", base("--sampler top-k"), "compare/settings/conditions/0"},
       {"temperature", base("--temperature 0.5"), "compare/settings/conditions/0"},
       {"prompts content", args(model_, tok_, edited, ""), "compare/settings/prompts/hash"},
-      {"threads", base("--threads 2"), "compare/settings/threads: 1 vs 2"},
+      {"threads", base("--threads 2"), "compare/settings/conditions/0/baseline"},
+      {"candidate", base("--candidate kv-dtype=fp8_e4m3"), "compare/settings/candidate: \"cache=on\" vs \"kv-dtype=fp8_e4m3\""},
+      {"baseline", base("--baseline cache=on"), "compare/settings/baseline: \"cache=off\" vs \"cache=on\""},
   };
   const auto before = snapshot(out_);
   for (const auto& v : variants) {

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 #include <iostream>
+#include <cstring>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "core/error.h"
 #include "core/json_u64.h"
@@ -10,7 +12,7 @@
 #include "lab/results_manifest.h"
 #include "lab/step_metrics.h"
 #include "model/model.h"
-#include "runtime/batch_compare.h"
+#include "lab/side_runner.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
 #include "runtime/tokenizer_for_model.h"
@@ -18,23 +20,53 @@
 namespace kvp {
 
 std::string Condition::key() const {
-  return fmt::format("{}/kv={}/{}/{}{}", dtype_name(dtype), kv_dtype.name(), policy_name(kernels),
-                     sampler.describe(), control ? "/control" : "");
+  return fmt::format("{}/{}{}", sides_key(baseline, candidate), sampler.describe(), control ? "/control" : "");
 }
 
-void add_fp32_controls(std::vector<Condition>& conditions) {
-  std::vector<Condition> extra;
-  for (const auto& c : conditions) {
-    if (c.control || (c.dtype == DType::F32 && c.kv_dtype == KvType::of(DType::F32))) continue;
-    Condition k = c;
-    k.dtype = DType::F32;
-    k.kv_dtype = KvType::of(DType::F32);
+namespace {
+
+void add_resolved(CompareOptions& opts, const RunDefaults& point, const SamplerConfig& sampler, bool control) {
+  Condition c;
+  c.point = point;
+  c.baseline = opts.baseline.resolve(point);
+  c.candidate = opts.candidate.resolve(point);
+  c.sampler = sampler;
+  c.control = control;
+  for (const auto& e : opts.conditions)
+    if (e.key() == c.key())
+      fail_usage("--baseline '{}' / --candidate '{}': two conditions of the sweep are the same comparison ({}); a "
+                 "key both SPECs set overrides the option that sweeps it",
+                 opts.baseline.text(), opts.candidate.text(), c.key());
+  opts.conditions.push_back(c);
+}
+
+}  // namespace
+
+void add_condition(CompareOptions& opts, const RunDefaults& point, const SamplerConfig& sampler) {
+  add_resolved(opts, point, sampler, false);
+}
+
+int add_fp32_controls(CompareOptions& opts) {
+  const std::vector<Condition> given = opts.conditions;
+  int added = 0;
+  for (const auto& c : given) {
+    if (c.control) continue;
+    RunDefaults p = c.point;
+    p.dtype = DType::F32;
+    p.kv_dtype = KvType::of(DType::F32);
+    Condition k;
+    k.baseline = opts.baseline.resolve(p);
+    k.candidate = opts.candidate.resolve(p);
+    if (k.baseline == c.baseline && k.candidate == c.candidate) continue;  // already fp32 on both sides
+    k.sampler = c.sampler;
     k.control = true;
     bool dup = false;
-    for (const auto& e : extra) dup = dup || e.key() == k.key();
-    if (!dup) extra.push_back(k);
+    for (const auto& e : opts.conditions) dup = dup || e.key() == k.key();
+    if (dup) continue;
+    add_resolved(opts, p, c.sampler, true);
+    ++added;
   }
-  conditions.insert(conditions.end(), extra.begin(), extra.end());
+  return added;
 }
 
 uint64_t sequence_id_for(const std::string& id) {
@@ -52,15 +84,6 @@ std::string record_key(const nlohmann::json& r) {
   return r.value("prompt_id", std::string()) + "\n" + r.value("condition", std::string());
 }
 
-using Logits = std::vector<std::vector<float>>;
-
-// One prompt's share of a batched cache-ON run.
-struct BatchTrace {
-  int batch_size = 0, slot = 0;
-  std::vector<int> ids;
-  Logits logits;
-};
-
 std::vector<int> encode_prompt(const Tokenizer& tok, const Prompt& prompt) {
   return tok.encode(prompt.text, tok.default_add_bos());
 }
@@ -75,83 +98,73 @@ GenerationConfig generation_config(const Prompt& prompt, const Condition& cond, 
   return g;
 }
 
-// `batch`: this prompt's batched run (batch_size > 1), compared with the solo cache-ON run.
-nlohmann::json run_one(Engine& engine, const Tokenizer& tok, const Prompt& prompt, const Condition& cond,
-                       const CompareOptions& opts, const std::string& model_name, const BatchTrace* batch) {
-  const Model& model = engine.model();
-  const int vocab = model.config.vocab_size;
-  const std::vector<int> prompt_ids = encode_prompt(tok, prompt);
-  GenerationConfig g = generation_config(prompt, cond, opts);
-  Logits on_logits, off_logits;
-  g.cache = CacheMode::On;
-  const auto on = engine.generate(prompt_ids, g, &tok,
-                                  [&](const StepInfo& s) { on_logits.emplace_back(s.logits, s.logits + s.vocab); });
-  g.cache = CacheMode::Off;
-  const auto off = engine.generate(prompt_ids, g, &tok,
-                                   [&](const StepInfo& s) { off_logits.emplace_back(s.logits, s.logits + s.vocab); });
-  int first_div = -1;
-  const size_t common = std::min(on.output_ids.size(), off.output_ids.size());
-  for (size_t i = 0; i < common && first_div < 0; ++i)
-    if (on.output_ids[i] != off.output_ids[i]) first_div = int(i);
-  if (first_div < 0 && on.output_ids.size() != off.output_ids.size()) first_div = int(common);
+nlohmann::json batch_place(const RunSettings& s, const SideTrace& t) {
+  if (s.batch_size == 1) return nullptr;
+  return {{"batch_size", t.batch_size}, {"slot", t.slot}};
+}
 
-  // Teacher forcing: the cache-OFF path at step s sees prompt + on_ids[0..s). Up to and including
-  // the first divergence its prefixes equal the free-running OFF path's, so those logits are reused.
-  std::vector<int> seq = prompt_ids;
+// The record of one prompt: both free-running traces and the baseline's teacher-forced logits
+// along the candidate's trajectory.
+nlohmann::json make_record(const Prompt& prompt, const Condition& cond, const CompareOptions& opts,
+                           const std::string& model_name, const std::vector<int>& prompt_ids, const SideTrace& cand,
+                           const SideTrace& base, const StepLogits& forced, int vocab) {
+  const GenerationConfig g = generation_config(prompt, cond, opts);
+  const int first_div = first_divergence(cand.trajectory, base.trajectory);
   nlohmann::json on_tok = nlohmann::json::array(), off_tok = nlohmann::json::array(), mx = nlohmann::json::array(),
                  mean = nlohmann::json::array(), kl = nlohmann::json::array(), margin = nlohmann::json::array();
-  ForwardOptions fo;
   int flips = 0;
-  for (size_t s = 0; s < on.output_ids.size(); ++s) {
-    const float* tf;
-    if ((first_div < 0 || int(s) <= first_div) && s < off_logits.size()) {
-      tf = off_logits[s].data();
-    } else {
-      const float* all = engine.forward_uncached(seq.data(), int(seq.size()), fo);
-      tf = all + (seq.size() - 1) * size_t(vocab);
-    }
+  bool bitwise = true;
+  const std::vector<int>& ids = cand.trajectory;
+  if (forced.size() != ids.size() || cand.logits.size() != ids.size())
+    fail("compare: prompt {}: the teacher-forced baseline has {} steps for {} candidate tokens", prompt.id,
+         forced.size(), ids.size());
+  for (size_t s = 0; s < ids.size(); ++s) {
+    const float* tf = forced[s].data();
     const double u = uniform_at(g.seed, g.sequence_id, s);
-    const int off_choice = sample_token(tf, vocab, cond.sampler, u);
-    const StepMetrics m = step_metrics(on_logits[s].data(), tf, vocab);
-    on_tok.push_back(on.output_ids[s]);
-    off_tok.push_back(off_choice);
+    const int base_choice = sample_token(tf, vocab, cond.sampler, u);
+    const StepMetrics m = step_metrics(cand.logits[s].data(), tf, vocab);
+    bitwise = bitwise && std::memcmp(cand.logits[s].data(), tf, size_t(vocab) * sizeof(float)) == 0;
+    on_tok.push_back(ids[s]);
+    off_tok.push_back(base_choice);
     mx.push_back(m.max_abs_logit_diff);
     mean.push_back(m.mean_abs_logit_diff);
     kl.push_back(m.kl);
     margin.push_back(m.top1_margin);
-    flips += off_choice != on.output_ids[s];
-    seq.push_back(on.output_ids[s]);
+    flips += base_choice != ids[s];
   }
   nlohmann::json r;
-  r["schema_version"] = 1;
+  r["schema_version"] = kCompareSchemaVersion;
   r["model"] = model_name;
   r["prompt_id"] = prompt.id;
   r["prompt"] = prompt.text;
   r["condition"] = cond.key();
-  r["dtype"] = std::string(dtype_name(cond.dtype));
-  r["kv_dtype"] = cond.kv_dtype.name();
-  r["kernels"] = policy_name(cond.kernels);
+  r["baseline"] = cond.baseline.spec();
+  r["candidate"] = cond.candidate.spec();
+  // The candidate's settings under the names of the cache ON/OFF study.
+  r["dtype"] = std::string(dtype_name(cond.candidate.dtype));
+  r["kv_dtype"] = cond.candidate.kv_dtype.name();
+  r["kernels"] = policy_name(cond.candidate.kernels);
   r["sampler"] = cond.sampler.describe();
   r["control"] = cond.control;
   r["seed"] = json_u64(opts.seed);
   r["max_new_tokens"] = opts.max_new_tokens;
   r["prompt_ids"] = prompt_ids;
-  r["on_ids"] = on.output_ids;
-  r["off_ids"] = off.output_ids;
-  r["on_text"] = on.text;
-  r["off_text"] = off.text;
+  r["on_ids"] = cand.trajectory;
+  r["off_ids"] = base.trajectory;
+  r["on_text"] = cand.result.text;
+  r["off_text"] = base.result.text;
   r["first_divergence"] = first_div < 0 ? nlohmann::json(nullptr) : nlohmann::json(first_div);
   r["teacher_forced"] = {{"on_token", on_tok}, {"off_token", off_tok}, {"max_abs_logit_diff", mx},
-                         {"mean_abs_logit_diff", mean}, {"kl", kl}, {"top1_margin", margin}, {"flips", flips}};
-  if (batch != nullptr) {
-    const BatchSoloSequence q = compare_batch_sequence(batch->ids, batch->logits, on.output_ids, on_logits);
-    r["batch"] = {{"batch_size", batch->batch_size},
-                  {"slot", batch->slot},
-                  {"first_divergence", q.first_divergence < 0 ? nlohmann::json(nullptr) : nlohmann::json(q.first_divergence)},
-                  {"logits_bitwise_equal", q.logits_bitwise_equal},
-                  {"max_abs_logit_diff", q.max_abs_logit_diff}};
-  }
+                         {"mean_abs_logit_diff", mean}, {"kl", kl}, {"top1_margin", margin}, {"flips", flips},
+                         {"logits_bitwise_equal", bitwise}};
+  if (cond.baseline.batch_size > 1 || cond.candidate.batch_size > 1)
+    r["batch"] = {{"baseline", batch_place(cond.baseline, base)}, {"candidate", batch_place(cond.candidate, cand)}};
   return r;
+}
+
+std::shared_ptr<const Model> model_for(const Checkpoint& ckpt, DType dtype, const std::shared_ptr<const Model>& have) {
+  if (have != nullptr && have->dtype == dtype) return have;
+  return std::shared_ptr<const Model>(Model::from_checkpoint(ckpt, dtype));
 }
 
 }  // namespace
@@ -164,13 +177,15 @@ nlohmann::json compare_settings(const CompareOptions& opts) {
     h = fnv1a64(p.text.data(), p.text.size() + 1, h);
   }
   nlohmann::json conditions = nlohmann::json::array();
-  for (const auto& c : opts.conditions) conditions.push_back(c.key());
+  for (const auto& c : opts.conditions)
+    conditions.push_back({{"condition", c.key()}, {"baseline", c.baseline.spec()}, {"candidate", c.candidate.spec()}});
   return {{"prompts", {{"count", opts.prompts.size()}, {"hash", fmt::format("fnv1a64={:016x}", h)}}},
+          {"schema_version", kCompareSchemaVersion},
+          {"baseline", opts.baseline.text()},
+          {"candidate", opts.candidate.text()},
           {"conditions", conditions},
           {"max_new_tokens", opts.max_new_tokens},
           {"seed", json_u64(opts.seed)},
-          {"threads", opts.threads},
-          {"batch_size", opts.batch_size},
           {"stop_at_eos", opts.stop_at_eos}};
 }
 
@@ -178,8 +193,14 @@ int run_compare(const CompareOptions& opts) {
   if (opts.prompts.empty()) fail_usage("compare: no prompts");
   if (opts.conditions.empty()) fail_usage("compare: no conditions");
   if (opts.max_new_tokens < 1) fail_usage("--max-new-tokens must be >= 1");
-  if (opts.batch_size < 1) fail_usage("--batch-size must be >= 1 (got {})", opts.batch_size);
-  for (const Condition& cond : opts.conditions) cond.sampler.validate();
+  for (const Condition& cond : opts.conditions) {
+    cond.sampler.validate();
+    // A group of one is the solo run itself: batching needs two prompts to compare anything.
+    for (const auto* side : {&cond.baseline, &cond.candidate})
+      if (side->batch_size > 1 && opts.prompts.size() < 2)
+        fail_usage("{}: batch-size={} needs at least two prompts (a batch of one prompt is its solo run)",
+                   side == &cond.baseline ? "--baseline" : "--candidate", side->batch_size);
+  }
   const Checkpoint ckpt = open_checkpoint(opts.model);
   // Everything that could refuse the run happens before the first write to the folder.
   const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
@@ -189,7 +210,7 @@ int run_compare(const CompareOptions& opts) {
   ResultsLog log(path_in(opts.out_dir, kCompareResultsFile), record_key);
   const std::string name = model["name"].get<std::string>();
   int written = 0;
-  const size_t n = opts.prompts.size(), B = size_t(opts.batch_size);
+  const size_t n = opts.prompts.size();
   const size_t total = n * opts.conditions.size();
   if (!log.records().empty()) {
     size_t reused = 0;
@@ -200,59 +221,41 @@ int run_compare(const CompareOptions& opts) {
   }
   size_t done = 0;
   for (const Condition& cond : opts.conditions) {
-    auto has = [&](size_t i) { return log.has(opts.prompts[i].id + "\n" + cond.key()); };
-    std::shared_ptr<Model> model;
+    std::unique_ptr<SideRunner> cand, base;
     std::unique_ptr<Tokenizer> tok;
-    std::unique_ptr<Engine> engine;
-    // Groups of B prompts by index; with B = 1 every prompt is its own group and runs solo only.
-    for (size_t g0 = 0; g0 < n; g0 += B) {
-      const size_t g1 = std::min(n, g0 + B);
+    // Groups that hold whole batches of both sides; with batch size 1 on both, one prompt each.
+    const size_t G = size_t(std::lcm(cond.baseline.batch_size, cond.candidate.batch_size));
+    for (size_t g0 = 0; g0 < n; g0 += G) {
+      const size_t g1 = std::min(n, g0 + G);
+      auto want = [&](size_t i) { return !log.has(opts.prompts[g0 + i].id + "\n" + cond.key()); };
       bool complete = true;
-      for (size_t i = g0; i < g1; ++i) complete = complete && has(i);
+      for (size_t i = g0; i < g1; ++i) complete = complete && !want(i - g0);
       if (complete) {
         done += g1 - g0;
         continue;
       }
-      if (!engine) {  // only built when something is left to run, so a finished resume is instant
-        model = Model::from_checkpoint(ckpt, cond.dtype);
-        tok = tokenizer_for_model(*model, opts.tokenizer);
-        EngineOptions eo;
-        eo.kernels = cond.kernels;
-        eo.threads = opts.threads;
-        eo.kv_dtype = cond.kv_dtype;
-        engine = std::make_unique<Engine>(model, eo);
+      if (!cand) {  // only built when something is left to run, so a finished resume is instant
+        const auto cand_model = model_for(ckpt, cond.candidate.dtype, nullptr);
+        cand = std::make_unique<SideRunner>(cond.candidate, cand_model);
+        base = std::make_unique<SideRunner>(cond.baseline, model_for(ckpt, cond.baseline.dtype, cand_model));
+        tok = tokenizer_for_model(*cand_model, opts.tokenizer);
       }
-      std::vector<BatchTrace> traces;
-      if (B > 1) {
-        // The whole group as one batch, every sequence under its solo sequence id; logits are
-        // kept only for the records still to write.
-        std::vector<std::vector<int>> ids;
-        std::vector<uint64_t> sequence_ids;
-        for (size_t i = g0; i < g1; ++i) {
-          ids.push_back(encode_prompt(*tok, opts.prompts[i]));
-          sequence_ids.push_back(sequence_id_for(opts.prompts[i].id));
-        }
-        GenerationConfig g = generation_config(opts.prompts[g0], cond, opts);
-        g.cache = CacheMode::On;
-        traces.resize(g1 - g0);
-        const auto results = engine->generate_batch(ids, sequence_ids, g, tok.get(), [&](int b, const StepInfo& s) {
-          if (!has(g0 + size_t(b))) traces[size_t(b)].logits.emplace_back(s.logits, s.logits + s.vocab);
-        });
-        for (size_t b = 0; b < traces.size(); ++b) {
-          traces[b].batch_size = int(g1 - g0);
-          traces[b].slot = int(b);
-          traces[b].ids = results[b].output_ids;
-        }
-      }
+      std::vector<SidePrompt> group;
+      for (size_t i = g0; i < g1; ++i)
+        group.push_back({encode_prompt(*tok, opts.prompts[i]), sequence_id_for(opts.prompts[i].id)});
+      const GenerationConfig g = generation_config(opts.prompts[g0], cond, opts);
+      const std::vector<SideTrace> cand_runs = cand->generate(group, g, tok.get(), want, true);
+      std::vector<SideTrace> base_runs = base->generate(group, g, tok.get(), want, true);
+      const std::vector<StepLogits> forced = base->teacher_force(group, g, tok.get(), cand_runs, base_runs, want);
       for (size_t i = g0; i < g1; ++i) {
         ++done;
-        if (has(i)) continue;
+        if (!want(i - g0)) continue;
         const Prompt& p = opts.prompts[i];
         if (opts.progress)
           std::cerr << fmt::format("\r[compare] {}/{}  {:<40.40}  prompt {}", done, total, cond.key(), p.id)
                     << std::flush;
-        log.append(run_one(*engine, *tok, p, cond, opts, name, traces.empty() ? nullptr : &traces[i - g0]));
-        if (!traces.empty()) Logits().swap(traces[i - g0].logits);
+        log.append(make_record(p, cond, opts, name, group[i - g0].ids, cand_runs[i - g0], base_runs[i - g0],
+                               forced[i - g0], cand->model().config.vocab_size));
         ++written;
       }
     }

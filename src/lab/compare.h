@@ -1,51 +1,60 @@
 #pragma once
-// `kvparity compare`: for every prompt and condition (dtype x kernels x sampler), free-running
-// generations on both cache paths with the same seeded draws, then the cache-OFF path
-// teacher-forced along the cache-ON trajectory with per-step logit metrics. Records go to
-// results.jsonl one prompt at a time; a restarted run skips what is already there.
-// With batch_size B > 1 the prompts also form fixed groups by index, [gB, (g+1)B), each decoded
-// as one batch on the cache-ON path (Engine::generate_batch, every sequence under its solo
-// sequence id); each record then gets a "batch" object comparing its batched run with its solo
-// cache-ON run. A group with any record missing is decoded again whole (so a resumed run forms the
+// `kvparity compare`: two ways of running the model (a baseline and a candidate side, run_spec.h;
+// by default cache OFF vs cache ON) over every prompt and condition (the command's sweep of
+// dtype x kernels x sampler): free-running generations on both sides with the same seeded draws,
+// then the baseline teacher-forced along the candidate's trajectory with per-step logit metrics.
+// Records go to results.jsonl one prompt at a time; a restarted run skips what is already there.
+// Records keep the field names of the cache ON/OFF study: "on_*" are the candidate's, "off_*" the
+// baseline's; "baseline" and "candidate" give both sides in full.
+// A side with batch-size B > 1 decodes the prompts in fixed groups by index, [gB, (g+1)B), as one
+// batch (Engine::generate_batch, every sequence under its solo sequence id), teacher forcing
+// included. A group with any record missing is decoded again whole (so a resumed run forms the
 // same batches) and only the missing records are written.
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "core/kv_type.h"
-#include "kernels/kernels.h"
 #include "lab/prompt_set.h"
+#include "lab/run_spec.h"
 #include "runtime/sampler.h"
 
 namespace kvp {
 
+// One point of the sweep with both sides resolved through the SPECs.
 struct Condition {
-  DType dtype = DType::F16;
-  KvType kv_dtype = KvType::of(DType::F16);
-  KernelPolicy kernels = KernelPolicy::Standard;
+  RunDefaults point;  // the command's options for this condition
+  RunSettings baseline, candidate;
   SamplerConfig sampler;
-  bool control = false;  // an fp32 rerun requested by --control fp32
-  std::string key() const;  // e.g. "fp16/kv=fp16/standard/greedy"
+  bool control = false;     // an fp32 rerun requested by --control fp32
+  std::string key() const;  // sides_key + sampler, e.g. "fp16/kv=fp16/standard/greedy"
 };
 
 struct CompareOptions {
   std::string model;
   std::string tokenizer;
   std::vector<Prompt> prompts;
-  std::vector<Condition> conditions;
+  RunSpec baseline = RunSpec::parse(kDefaultBaselineSpec, "--baseline");
+  RunSpec candidate = RunSpec::parse(kDefaultCandidateSpec, "--candidate");
+  std::vector<Condition> conditions;  // add_condition
   int max_new_tokens = 128;
   uint64_t seed = 1;
-  int threads = 1;
   bool stop_at_eos = false;  // off by default: both paths then always produce max_new_tokens
-  int batch_size = 1;        // > 1: also batched cache-ON decoding vs solo (above)
   std::string out_dir;
   bool progress = false;     // progress line on stderr
 };
 
 inline constexpr const char* kCompareResultsFile = "results.jsonl";
+// 2: records and the manifest name both sides (baseline, candidate); "batch" names each side's
+// batch place; teacher_forced.logits_bitwise_equal.
+inline constexpr int kCompareSchemaVersion = 2;
 
-// Adds the fp32 control conditions (same kernels and sampler, dtype and KV dtype fp32).
-void add_fp32_controls(std::vector<Condition>& conditions);
+// Adds the condition of one sweep point, both sides resolved through opts' SPECs. Refuses a
+// condition the SPECs make identical to one already there (both SPECs override the swept key).
+void add_condition(CompareOptions& opts, const RunDefaults& point, const SamplerConfig& sampler);
+
+// Adds the fp32 control conditions: each condition's sweep point with dtype and KV dtype fp32
+// (keys a SPEC sets still win). Returns how many were added.
+int add_fp32_controls(CompareOptions& opts);
 
 // What the results folder's manifest pins for `compare` (results_manifest.h): a resumed run must
 // match it exactly.

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -35,16 +36,20 @@ std::string patch_layer_label(const nlohmann::json& layer) {
 
 std::string pct(const nlohmann::json& v) { return v.is_null() ? "–" : fmt::format("{:.1f}%", 100.0 * v.get<double>()); }
 
-bool any_batch(const nlohmann::json& s) {
-  for (const auto& c : s["conditions"])
-    if (c.contains("batch_vs_solo") && !c["batch_vs_solo"].is_null()) return true;
-  return false;
-}
-
-std::string batch_sizes(const nlohmann::json& b) {
-  std::string out;
-  for (const auto& v : b["batch_sizes"]) out += (out.empty() ? "" : ", ") + std::to_string(v.get<int>());
-  return out;
+// What the study compares, from the settings its conditions' sides differ in.
+std::string comparison_title(const nlohmann::json& s) {
+  std::vector<std::string> keys;
+  bool default_pair = true;
+  for (const auto& c : s["conditions"]) {
+    for (const auto& k : c.value("differs_in", nlohmann::json::array()))
+      if (std::find(keys.begin(), keys.end(), k.get<std::string>()) == keys.end()) keys.push_back(k.get<std::string>());
+    default_pair = default_pair && c.value("baseline", std::string()).rfind("cache=off", 0) == 0;
+  }
+  if (default_pair && keys == std::vector<std::string>{"cache"}) return "cache ON vs cache OFF";
+  if (keys.empty()) return "baseline vs candidate (identical settings)";
+  std::string what;
+  for (const auto& k : keys) what += (what.empty() ? "" : ", ") + k;
+  return "baseline vs candidate, differing in " + what;
 }
 
 std::string dist(const nlohmann::json& d) {
@@ -68,31 +73,24 @@ Series indexed_series(const std::string& name, const nlohmann::json& values) {
 }  // namespace
 
 std::string render_summary_md(const nlohmann::json& s) {
-  std::string md = "# kvparity compare: cache ON vs cache OFF\n\n";
+  std::string md = "# kvparity compare: " + comparison_title(s) + "\n\n";
   if (s.contains("manifest")) md += render_manifest_md(s["manifest"]);
-  md += "Metrics as defined in docs/metrics.md. Distributions are min / median / p90 / max over all teacher-forced "
-        "steps (first divergence: over the prompts that diverged).\n\n";
-  md += "| condition | prompts | steps | sequence divergence | token flips | first divergence | max \\|Δlogit\\| | "
-        "mean \\|Δlogit\\| | KL(p_on‖p_off) |\n|---|---|---|---|---|---|---|---|---|\n";
+  md += "Both sides of every condition (the baseline is teacher-forced along the candidate's tokens):\n\n"
+        "| condition | baseline | candidate |\n|---|---|---|\n";
   for (const auto& c : s["conditions"])
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c["condition"].get<std::string>(),
+    md += fmt::format("| {} | `{}` | `{}` |\n", c["condition"].get<std::string>(),
+                      c.value("baseline", std::string()), c.value("candidate", std::string()));
+  md += "\nMetrics as defined in docs/metrics.md. Distributions are min / median / p90 / max over all teacher-forced "
+        "steps (first divergence: over the prompts that diverged). Logit difference: prompts with any logit bit "
+        "different over the teacher-forced steps.\n\n";
+  md += "| condition | prompts | steps | sequence divergence | token flips | logit difference | first divergence | "
+        "max \\|Δlogit\\| | mean \\|Δlogit\\| | KL(p_cand‖p_base) |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& c : s["conditions"])
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", c["condition"].get<std::string>(),
                       c["n_prompts"].get<int>(), c["n_steps"].get<int>(), pct(c["sequence_divergence_rate"]),
-                      pct(c["token_flip_rate"]), dist(c["first_divergence_index"]), dist(c["max_abs_logit_diff"]),
-                      dist(c["mean_abs_logit_diff"]), dist(c["kl"]));
-  if (any_batch(s)) {
-    md += "\n## Batched vs solo decoding (cache ON)\n\nEach prompt decoded in a batch (`--batch-size`) against "
-          "its solo cache-ON run, same sequence id and draws. Sequence divergence: the generated tokens differ; "
-          "logit difference: any logit bit differs while the two still share a prefix. Both are 0 with the "
-          "invariant kernels.\n\n| condition | prompts | batch sizes | sequence divergence | logit difference | "
-          "max \\|Δlogit\\| |\n|---|---|---|---|---|---|\n";
-    for (const auto& c : s["conditions"]) {
-      const auto& b = c.value("batch_vs_solo", nlohmann::json());
-      if (b.is_null()) continue;
-      md += fmt::format("| {} | {} | {} | {} | {} | {} |\n", c["condition"].get<std::string>(),
-                        b["n_prompts"].get<int>(), batch_sizes(b), pct(b["sequence_divergence_rate"]),
-                        pct(b["logit_difference_rate"]), num(b["max_abs_logit_diff"]));
-    }
-  }
+                      pct(c["token_flip_rate"]), pct(c.value("logit_difference_rate", nlohmann::json())),
+                      dist(c["first_divergence_index"]), dist(c["max_abs_logit_diff"]), dist(c["mean_abs_logit_diff"]),
+                      dist(c["kl"]));
   if (!s["fp32_control"].empty()) {
     md += "\n## FP32 control\n\nRatio of each metric to the same run in fp32 (log10 = orders of magnitude).\n\n";
     md += "| condition | control | median max \\|Δlogit\\| ratio (log10) | max max \\|Δlogit\\| ratio (log10) | median KL ratio "
@@ -176,39 +174,32 @@ std::string render_report_html(const nlohmann::json& s) {
   }
   std::string html =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvparity report</title>\n"
-      "<style>" + std::string(kReportCss) + "</style></head><body>\n<h1>kvparity: cache ON vs cache OFF</h1>\n";
+      "<style>" + std::string(kReportCss) + "</style></head><body>\n<h1>kvparity: " + html_escape(comparison_title(s)) +
+      "</h1>\n";
   if (s.contains("manifest")) html += render_manifest_html(s["manifest"]);
+  html += "<h2>Sides</h2>\n<p>The baseline is teacher-forced along the candidate's tokens.</p>\n<table class=\"sides\">"
+          "<tr><th>condition</th><th>baseline</th><th>candidate</th></tr>\n";
+  for (const auto& c : s["conditions"])
+    html += fmt::format("<tr><td>{}</td><td><code>{}</code></td><td><code>{}</code></td></tr>\n",
+                        html_escape(c["condition"].get<std::string>()), html_escape(c.value("baseline", std::string())),
+                        html_escape(c.value("candidate", std::string())));
+  html += "</table>\n";
   html += "<h2>Summary</h2>\n<table><tr><th>condition</th><th>prompts</th><th>sequence divergence</th><th>token flips"
-          "</th><th>median first divergence</th><th>median max |Δlogit|</th><th>max max |Δlogit|</th><th>median KL"
-          "</th></tr>\n";
+          "</th><th>logit difference</th><th>median first divergence</th><th>median max |Δlogit|</th><th>max max "
+          "|Δlogit|</th><th>median KL</th></tr>\n";
   for (const auto& c : s["conditions"])
     html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                        "</tr>\n",
+                        "<td>{}</td></tr>\n",
                         html_escape(c["condition"].get<std::string>()), c["n_prompts"].get<int>(),
                         pct(c["sequence_divergence_rate"]), pct(c["token_flip_rate"]),
+                        pct(c.value("logit_difference_rate", nlohmann::json())),
                         num(c["first_divergence_index"]["median"]), num(c["max_abs_logit_diff"]["median"]),
                         num(c["max_abs_logit_diff"]["max"]), num(c["kl"]["median"]));
   html += "</table>\n";
-  if (any_batch(s)) {
-    html += "<h2>Batched vs solo decoding (cache ON)</h2>\n<p>Each prompt decoded in a batch against its solo "
-            "cache-ON run with the same draws: share of prompts whose tokens differ, and whose logits differ in any "
-            "bit over the shared prefix (both 0 with the invariant kernels).</p>\n<table class=\"batch\"><tr><th>"
-            "condition</th><th>prompts</th><th>batch sizes</th><th>sequence divergence</th><th>logit difference</th>"
-            "<th>max |Δlogit|</th></tr>\n";
-    for (const auto& c : s["conditions"]) {
-      const auto& b = c.value("batch_vs_solo", nlohmann::json());
-      if (b.is_null()) continue;
-      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                          html_escape(c["condition"].get<std::string>()), b["n_prompts"].get<int>(), batch_sizes(b),
-                          pct(b["sequence_divergence_rate"]), pct(b["logit_difference_rate"]),
-                          num(b["max_abs_logit_diff"]));
-    }
-    html += "</table>\n";
-  }
   html += "<h2>Divergence over generation</h2>\n";
   html += svg_line_chart("Per-step max |Δlogit| (median over prompts)", "generated token index", "max |Δlogit|",
                          logit, true);
-  html += svg_line_chart("Per-step KL(p_on ‖ p_off) (median over prompts)", "generated token index", "KL", kl, true);
+  html += svg_line_chart("Per-step KL(p_cand ‖ p_base) (median over prompts)", "generated token index", "KL", kl, true);
   if (s.contains("layer_profile")) {
     std::vector<Series> resid, kser;
     for (const auto& p : s["layer_profile"]["profiles"]) {
@@ -253,8 +244,8 @@ std::string render_report_html(const nlohmann::json& s) {
   }
   html += "<h2>Where generations part</h2>\n";
   html += svg_bar_chart("First divergence index (prompts per bin)", bins, hist, true);
-  html += "<p>Definitions: docs/metrics.md in the kvparity repository. Teacher-forced metrics run the cache-OFF "
-          "path along the cache-ON trajectory; on the log-scale charts the dashed bottom line holds the values that "
+  html += "<p>Definitions: docs/metrics.md in the kvparity repository. Teacher-forced metrics run the baseline "
+          "along the candidate's trajectory; on the log-scale charts the dashed bottom line holds the values that "
           "are exactly 0.</p>\n</body></html>\n";
   return html;
 }

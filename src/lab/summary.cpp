@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 
 #include "lab/stats.h"
 
@@ -22,11 +21,34 @@ struct Acc {
   std::vector<int> first_div;
   std::map<std::string, std::vector<double>> steps;               // metric -> all steps
   std::map<std::string, std::vector<std::vector<double>>> by_pos;  // metric -> [step index] -> values
-  // Records with a "batch" object (compare --batch-size B > 1).
-  int n_batch = 0, batch_diverged = 0, batch_logits_differ = 0;
-  double batch_max_abs_logit_diff = 0.0;
-  std::set<int> batch_sizes;
+  int logits_known = 0, logits_differ = 0;  // prompts with any teacher-forced logit bit different
 };
+
+// "k=v,k=v" -> its items.
+std::map<std::string, std::string> spec_items(const std::string& spec) {
+  std::map<std::string, std::string> m;
+  size_t start = 0;
+  while (start < spec.size()) {
+    size_t comma = spec.find(',', start);
+    if (comma == std::string::npos) comma = spec.size();
+    const std::string item = spec.substr(start, comma - start);
+    const size_t eq = item.find('=');
+    if (eq != std::string::npos) m[item.substr(0, eq)] = item.substr(eq + 1);
+    start = comma + 1;
+  }
+  return m;
+}
+
+// The settings the two sides differ in, in SPEC order.
+nlohmann::json differing_keys(const std::string& baseline, const std::string& candidate) {
+  const auto b = spec_items(baseline), c = spec_items(candidate);
+  nlohmann::json out = nlohmann::json::array();
+  for (const char* k : {"cache", "dtype", "kv-dtype", "kernels", "threads", "batch-size", "prefill-chunk"}) {
+    const auto ib = b.find(k), ic = c.find(k);
+    if ((ib == b.end()) != (ic == c.end()) || (ib != b.end() && ib->second != ic->second)) out.push_back(k);
+  }
+  return out;
+}
 
 const char* const kMetrics[] = {"max_abs_logit_diff", "mean_abs_logit_diff", "kl", "top1_margin"};
 
@@ -46,15 +68,11 @@ nlohmann::json summarize_compare(const std::vector<nlohmann::json>& records) {
       ++a.n_diverged;
       a.first_div.push_back(r["first_divergence"].get<int>());
     }
-    if (const auto it = r.find("batch"); it != r.end() && it->is_object()) {
-      const auto& b = *it;
-      ++a.n_batch;
-      a.batch_sizes.insert(b.value("batch_size", 0));
-      a.batch_diverged += !b.value("first_divergence", nlohmann::json()).is_null();
-      a.batch_logits_differ += !b.value("logits_bitwise_equal", true);
-      a.batch_max_abs_logit_diff = std::max(a.batch_max_abs_logit_diff, b.value("max_abs_logit_diff", 0.0));
-    }
     const auto& tf = r["teacher_forced"];
+    if (const auto it = tf.find("logits_bitwise_equal"); it != tf.end()) {  // schema 2 on
+      ++a.logits_known;
+      a.logits_differ += !it->get<bool>();
+    }
     a.flips += tf.value("flips", 0);
     a.n_steps += int(tf["on_token"].size());
     for (const char* m : kMetrics) {
@@ -73,10 +91,16 @@ nlohmann::json summarize_compare(const std::vector<nlohmann::json>& records) {
     nlohmann::json c;
     c["condition"] = key;
     for (const char* f : {"dtype", "kv_dtype", "kernels", "sampler", "control"}) c[f] = a.first[f];
+    // Records before schema 2 compared cache OFF with cache ON only and do not name the sides.
+    c["baseline"] = a.first.value("baseline", std::string("cache=off"));
+    c["candidate"] = a.first.value("candidate", std::string("cache=on"));
+    c["differs_in"] = differing_keys(c["baseline"], c["candidate"]);
     c["n_prompts"] = a.n_prompts;
     c["n_steps"] = a.n_steps;
     c["sequence_divergence_rate"] = a.n_prompts ? double(a.n_diverged) / a.n_prompts : 0.0;
     c["token_flip_rate"] = a.n_steps ? double(a.flips) / a.n_steps : 0.0;
+    c["logit_difference_rate"] =
+        a.logits_known ? nlohmann::json(double(a.logits_differ) / a.logits_known) : nlohmann::json(nullptr);
     std::vector<double> fd(a.first_div.begin(), a.first_div.end());
     c["first_divergence_index"] = summarize(fd).to_json();
     c["first_divergence_histogram"] = histogram(a.first_div, std::max(1, a.max_new_tokens), 16).to_json();
@@ -88,15 +112,6 @@ nlohmann::json summarize_compare(const std::vector<nlohmann::json>& records) {
       per_step[std::string(m) + "_median"] = med;
     }
     c["per_step"] = per_step;
-    if (a.n_batch > 0) {
-      c["batch_vs_solo"] = {{"n_prompts", a.n_batch},
-                            {"batch_sizes", a.batch_sizes},
-                            {"sequence_divergence_rate", double(a.batch_diverged) / a.n_batch},
-                            {"logit_difference_rate", double(a.batch_logits_differ) / a.n_batch},
-                            {"max_abs_logit_diff", a.batch_max_abs_logit_diff}};
-    } else {
-      c["batch_vs_solo"] = nullptr;
-    }
     by_key[key] = c;
     conditions.push_back(c);
   }

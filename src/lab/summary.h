@@ -6,7 +6,9 @@
 
 namespace kvp {
 
-constexpr int kSummarySchemaVersion = 1;
+// 2: conditions name both sides (baseline, candidate, differs_in) and logit_difference_rate
+// replaces batch_vs_solo.
+constexpr int kSummarySchemaVersion = 2;
 
 // Records of `kvparity compare` -> {"schema_version", "conditions": [...], "fp32_control": [...]}.
 nlohmann::json summarize_compare(const std::vector<nlohmann::json>& records);

@@ -79,6 +79,12 @@ class SequenceRun {
     return done_;
   }
 
+  // Ends the run before its next step (teacher forcing ran out of tokens).
+  void end(const char* reason) {
+    r_.stop_reason = reason;
+    done_ = true;
+  }
+
   // Appends the chosen token and applies the stopping rules (see generator.h).
   void push(int token, const GenerationConfig& cfg, const Tokenizer* tokenizer, const ModelConfig& c) {
     seq_.push_back(token);
@@ -134,8 +140,17 @@ class SequenceRun {
   bool done_ = false;
 };
 
-void validate(const GenerationConfig& cfg, const EngineOptions& eo) {
+void validate(const GenerationConfig& cfg, const EngineOptions& eo, size_t sequences, int vocab) {
   cfg.sampler.validate();
+  if (!cfg.forced_tokens.empty()) {
+    if (cfg.forced_tokens.size() != sequences)
+      fail_usage("teacher forcing: {} forced trajectories for {} sequences", cfg.forced_tokens.size(), sequences);
+    for (const auto& f : cfg.forced_tokens)
+      for (int t : f)
+        if (t < 0 || t >= vocab) fail_usage("teacher forcing: token {} is outside the vocabulary ({})", t, vocab);
+  }
+  if (cfg.forced_skip < 0 || (cfg.forced_skip > 0 && (cfg.forced_tokens.empty() || cfg.cache != CacheMode::Off)))
+    fail_usage("teacher forcing: forced_skip {} needs forced tokens and cache OFF", cfg.forced_skip);
   if (cfg.max_new_tokens < 0) fail_usage("--max-new-tokens must be >= 0 (got {})", cfg.max_new_tokens);
   if (eo.prefill_chunk < 0) fail_usage("--prefill-chunk must be >= 0 (got {})", eo.prefill_chunk);
 }
@@ -144,15 +159,25 @@ void validate(const GenerationConfig& cfg, const EngineOptions& eo) {
 
 GenerationResult Engine::generate(const std::vector<int>& prompt_in, const GenerationConfig& cfg,
                                   const Tokenizer* tokenizer, const std::function<void(const StepInfo&)>& on_step) {
-  validate(cfg, opts_);
+  validate(cfg, opts_, 1, model_->config.vocab_size);
   const ModelConfig& c = model_->config;
   const int limit = cache_.capacity();
   SequenceRun run(prompt_in, c, tokenizer, limit);
+  const std::vector<int>* forced = cfg.forced_tokens.empty() ? nullptr : &cfg.forced_tokens[0];
   ForwardOptions fo;
   fo.on_nonfinite = cfg.on_nonfinite;
   fo.all_logits = true;
   for (int step = 0; step < cfg.max_new_tokens; ++step) {
+    if (forced != nullptr && size_t(step) >= forced->size()) {
+      run.end("forced_end");
+      break;
+    }
     if (run.check_room(limit)) break;
+    if (step < cfg.forced_skip) {
+      run.push((*forced)[size_t(step)], cfg, tokenizer, c);
+      if (run.done()) break;
+      continue;
+    }
     const std::vector<int>& seq = run.seq();
     const int n = run.length();
     const float* logits;
@@ -170,7 +195,7 @@ GenerationResult Engine::generate(const std::vector<int>& prompt_in, const Gener
       logits = forward(seq.data() + n - 1, 1, n - 1, fo);
     }
     const double u = uniform_at(cfg.seed, cfg.sequence_id, uint64_t(step));
-    const int token = sample_token(logits, c.vocab_size, cfg.sampler, u);
+    const int token = forced != nullptr ? (*forced)[size_t(step)] : sample_token(logits, c.vocab_size, cfg.sampler, u);
     if (on_step) on_step(StepInfo{step, n - 1, token, logits, c.vocab_size});
     run.push(token, cfg, tokenizer, c);
     if (run.done()) break;
@@ -190,7 +215,7 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
                                                      const std::vector<uint64_t>& sequence_ids,
                                                      const GenerationConfig& cfg, const Tokenizer* tokenizer,
                                                      const std::function<void(int, const StepInfo&)>& on_step) {
-  validate(cfg, opts_);
+  validate(cfg, opts_, prompts.size(), model_->config.vocab_size);
   if (sequence_ids.size() != prompts.size())
     fail("generate_batch: {} sequence ids for {} prompts", sequence_ids.size(), prompts.size());
   const ModelConfig& c = model_->config;
@@ -222,9 +247,17 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
   };
   for (int step = 0; step < cfg.max_new_tokens; ++step) {
     active.clear();
-    for (int b = 0; b < B; ++b)
-      if (!runs[size_t(b)].check_room(limit)) active.push_back(b);
+    for (int b = 0; b < B; ++b) {
+      SequenceRun& run = runs[size_t(b)];
+      if (!cfg.forced_tokens.empty() && !run.done() && size_t(step) >= cfg.forced_tokens[size_t(b)].size())
+        run.end("forced_end");
+      if (!run.check_room(limit)) active.push_back(b);
+    }
     if (active.empty()) break;
+    if (step < cfg.forced_skip) {
+      for (int b : active) runs[size_t(b)].push(cfg.forced_tokens[size_t(b)][size_t(step)], cfg, tokenizer, c);
+      continue;
+    }
     std::vector<int> who;
     if (cfg.cache == CacheMode::Off || step == 0) {
       // The whole sequence from position 0 (cache OFF, or the prefill), in chunks of
@@ -260,7 +293,8 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
       SequenceRun& run = runs[size_t(b)];
       const float* row = logits.data() + size_t(b) * V;
       const double u = uniform_at(cfg.seed, sequence_ids[size_t(b)], uint64_t(step));
-      const int token = sample_token(row, c.vocab_size, cfg.sampler, u);
+      const int token = cfg.forced_tokens.empty() ? sample_token(row, c.vocab_size, cfg.sampler, u)
+                                                  : cfg.forced_tokens[size_t(b)][size_t(step)];
       if (on_step) on_step(b, StepInfo{step, run.length() - 1, token, row, c.vocab_size});
       run.push(token, cfg, tokenizer, c);
     }

@@ -48,6 +48,15 @@ struct GenerationConfig {
   bool stop_at_eos = true;                // false: run on past EOS (and BOS for llama2.c models)
   std::vector<std::string> stop_strings;  // need a tokenizer to take effect
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Error;
+  // Teacher forcing: when not empty, sequence b (of generate_batch; 0 for generate) takes
+  // forced_tokens[b][step] in place of the token it would sample (StepInfo::token is the forced
+  // one), and its run ends when they are used up (stop_reason "forced_end"). The stopping rules
+  // still apply to forced tokens, so a trajectory that ended at EOS ends there again.
+  std::vector<std::vector<int>> forced_tokens;
+  // Teacher forcing with cache OFF, where no step depends on an earlier one's work: steps
+  // [0, forced_skip) take their forced tokens without a forward pass or an on_step call (a caller
+  // that already has those steps' logits from a run over the same prefixes skips recomputing them).
+  int forced_skip = 0;
 };
 
 struct StepInfo {
@@ -62,7 +71,7 @@ struct GenerationResult {
   std::vector<int> prompt_ids;
   std::vector<int> output_ids;  // generated tokens: EOS/BOS included when it ended the run, cut before a stop string
   std::string text;             // decoded continuation (empty without a tokenizer), cut before a stop string
-  std::string stop_reason;      // "max_new_tokens" | "eos" | "bos" | "stop_string" | "context_full"
+  std::string stop_reason;      // "max_new_tokens" | "eos" | "bos" | "stop_string" | "context_full" | "forced_end"
   std::string stop_string;      // the stop string that matched (stop_reason "stop_string" only)
   // The sampled tokens a stop string cut from output_ids (the straddling token and those after it),
   // so output_ids + dropped_ids is the whole sampled trajectory, one token per on_step call.

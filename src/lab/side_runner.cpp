@@ -1,0 +1,144 @@
+#include "lab/side_runner.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace kvp {
+
+int first_divergence(const std::vector<int>& a, const std::vector<int>& b) {
+  const size_t common = std::min(a.size(), b.size());
+  for (size_t i = 0; i < common; ++i)
+    if (a[i] != b[i]) return int(i);
+  return a.size() == b.size() ? -1 : int(common);
+}
+
+SideRunner::SideRunner(const RunSettings& settings, std::shared_ptr<const Model> model)
+    : settings_(settings), model_(std::move(model)), engine_(model_, settings.engine_options()) {}
+
+namespace {
+
+void finish_trace(SideTrace& t, GenerationResult r, int batch_size, int slot) {
+  t.ran = true;
+  t.trajectory = r.output_ids;
+  t.trajectory.insert(t.trajectory.end(), r.dropped_ids.begin(), r.dropped_ids.end());
+  t.result = std::move(r);
+  t.batch_size = batch_size;
+  t.slot = slot;
+}
+
+}  // namespace
+
+std::vector<SideTrace> SideRunner::generate(const std::vector<SidePrompt>& group, GenerationConfig g,
+                                            const Tokenizer* tok, const std::function<bool(size_t)>& want,
+                                            bool keep_logits) {
+  std::vector<SideTrace> out(group.size());
+  g.cache = settings_.cache;
+  const size_t B = size_t(settings_.batch_size);
+  for (size_t s0 = 0; s0 < group.size(); s0 += B) {
+    const size_t s1 = std::min(group.size(), s0 + B);
+    bool any = false;
+    for (size_t i = s0; i < s1; ++i) any = any || want(i);
+    if (!any) continue;
+    if (B == 1) {
+      g.sequence_id = group[s0].sequence_id;
+      const bool keep = keep_logits && want(s0);
+      SideTrace& t = out[s0];
+      GenerationResult r = engine_.generate(group[s0].ids, g, tok, [&](const StepInfo& s) {
+        if (keep) t.logits.emplace_back(s.logits, s.logits + s.vocab);
+      });
+      finish_trace(t, std::move(r), 1, 0);
+      continue;
+    }
+    std::vector<std::vector<int>> ids;
+    std::vector<uint64_t> sequence_ids;
+    for (size_t i = s0; i < s1; ++i) {
+      ids.push_back(group[i].ids);
+      sequence_ids.push_back(group[i].sequence_id);
+    }
+    auto results = engine_.generate_batch(ids, sequence_ids, g, tok, [&](int b, const StepInfo& s) {
+      if (keep_logits && want(s0 + size_t(b))) out[s0 + size_t(b)].logits.emplace_back(s.logits, s.logits + s.vocab);
+    });
+    for (size_t i = s0; i < s1; ++i) finish_trace(out[i], std::move(results[i - s0]), int(s1 - s0), int(i - s0));
+  }
+  return out;
+}
+
+std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>& group, GenerationConfig g,
+                                                  const Tokenizer* tok, const std::vector<SideTrace>& along,
+                                                  std::vector<SideTrace>& own,
+                                                  const std::function<bool(size_t)>& want) {
+  if (along.size() != group.size() || own.size() != group.size())
+    fail("teacher forcing: {} prompts, {} trajectories to follow, {} own runs", group.size(), along.size(), own.size());
+  std::vector<StepLogits> out(group.size());
+  g.cache = settings_.cache;
+  // The forced run ends with its forced tokens, where the followed run ended (its last token
+  // already met that run's stopping rule).
+  g.stop_at_eos = false;
+  g.stop_strings.clear();
+  const size_t B = size_t(settings_.batch_size);
+  for (size_t s0 = 0; s0 < group.size(); s0 += B) {
+    const size_t s1 = std::min(group.size(), s0 + B);
+    bool any = false;
+    // Steps [0, shared) have the same prefixes in the free and the forced run of this sub-batch,
+    // and the same batch, so the free run's logits are the forced run's there.
+    size_t shared = SIZE_MAX;
+    for (size_t i = s0; i < s1; ++i) {
+      if (!want(i)) continue;
+      any = true;
+      if (!own[i].ran || !along[i].ran) fail("teacher forcing: prompt {} of the group was not run", i);
+      if (own[i].logits.size() != own[i].trajectory.size())
+        fail("teacher forcing: prompt {}: {} logit rows for {} steps", i, own[i].logits.size(), own[i].trajectory.size());
+    }
+    if (!any) continue;
+    for (size_t i = s0; i < s1; ++i) {
+      const int fd = first_divergence(along[i].trajectory, own[i].trajectory);
+      if (fd >= 0) shared = std::min(shared, size_t(fd) + 1);
+    }
+    if (shared == SIZE_MAX) {  // every trajectory agrees: the forced run would be the free run
+      for (size_t i = s0; i < s1; ++i)
+        if (want(i)) out[i] = std::move(own[i].logits);
+      continue;
+    }
+    // With cache ON the forced run builds its cache from the first step; with cache OFF it starts
+    // at the first step not shared.
+    size_t skip = settings_.cache == CacheMode::Off ? shared : 0;
+    // Each wanted prompt reuses min(skip, its trajectory) rows of its own run, which must have them.
+    for (size_t i = s0; i < s1; ++i)
+      if (want(i) && own[i].logits.size() < std::min(skip, along[i].trajectory.size())) skip = own[i].logits.size();
+    g.forced_skip = int(skip);
+    for (size_t i = s0; i < s1; ++i)
+      if (want(i)) {
+        const size_t reuse = std::min(skip, along[i].trajectory.size());
+        out[i].assign(std::make_move_iterator(own[i].logits.begin()),
+                      std::make_move_iterator(own[i].logits.begin() + std::ptrdiff_t(reuse)));
+      }
+    g.max_new_tokens = 0;
+    for (size_t i = s0; i < s1; ++i) g.max_new_tokens = std::max(g.max_new_tokens, int(along[i].trajectory.size()));
+    if (B == 1) {
+      g.sequence_id = group[s0].sequence_id;
+      g.forced_tokens = {along[s0].trajectory};
+      engine_.generate(group[s0].ids, g, tok,
+                       [&](const StepInfo& s) { out[s0].emplace_back(s.logits, s.logits + s.vocab); });
+    } else {
+      std::vector<std::vector<int>> ids;
+      std::vector<uint64_t> sequence_ids;
+      g.forced_tokens.clear();
+      for (size_t i = s0; i < s1; ++i) {
+        ids.push_back(group[i].ids);
+        sequence_ids.push_back(group[i].sequence_id);
+        g.forced_tokens.push_back(along[i].trajectory);
+      }
+      engine_.generate_batch(ids, sequence_ids, g, tok, [&](int b, const StepInfo& s) {
+        if (want(s0 + size_t(b))) out[s0 + size_t(b)].emplace_back(s.logits, s.logits + s.vocab);
+      });
+    }
+    for (size_t i = s0; i < s1; ++i)
+      if (want(i) && out[i].size() != along[i].trajectory.size())
+        fail("teacher forcing: prompt {}: {} steps forced along a trajectory of {}", i, out[i].size(),
+             along[i].trajectory.size());
+  }
+  return out;
+}
+
+}  // namespace kvp

@@ -1,0 +1,68 @@
+#pragma once
+// One side of a comparison at work (run_spec.h): its engine, its free-running generations of a
+// group of prompts, and teacher forcing along another side's trajectories. `compare` and
+// `eval gsm8k` both run their sides through it, so both define divergence and flips the same way.
+//
+// A group is a list of prompts whose first one starts a batch of this side: with batch size B the
+// side decodes the group in sub-batches [0, B), [B, 2B), ... (Engine::generate_batch, every
+// sequence under its own sequence id); with B = 1, one prompt at a time (Engine::generate). A
+// sub-batch runs only when one of its prompts is wanted, so a resumed run forms the same batches.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "lab/run_spec.h"
+#include "model/model.h"
+#include "runtime/generator.h"
+
+namespace kvp {
+
+using StepLogits = std::vector<std::vector<float>>;  // [step][vocab]
+
+struct SidePrompt {
+  std::vector<int> ids;
+  uint64_t sequence_id = 0;
+};
+
+struct SideTrace {
+  bool ran = false;
+  GenerationResult result;
+  std::vector<int> trajectory;  // every sampled token: result.output_ids, then result.dropped_ids
+  StepLogits logits;            // one row per trajectory step (when logits were kept)
+  int batch_size = 1, slot = 0;  // the sub-batch this prompt was decoded in
+};
+
+class SideRunner {
+ public:
+  SideRunner(const RunSettings& settings, std::shared_ptr<const Model> model);
+
+  const RunSettings& settings() const { return settings_; }
+  const Model& model() const { return *model_; }
+
+  // Free-running generations of the group (GenerationConfig's cache mode is the side's). Fills the
+  // traces of every sub-batch holding a wanted prompt; logits are kept for wanted prompts when
+  // keep_logits.
+  std::vector<SideTrace> generate(const std::vector<SidePrompt>& group, GenerationConfig g, const Tokenizer* tok,
+                                  const std::function<bool(size_t)>& want, bool keep_logits);
+
+  // This side's logits along `along` (another side's traces of the same group): for each wanted
+  // prompt, one row per step of along[i].trajectory. `own` is this side's free run of the group
+  // (generate(), logits kept); its rows are reused (moved out) for the steps whose prefixes the two
+  // trajectories share, and a sub-batch whose trajectories all agree is not run again. Otherwise
+  // the side runs forced along the trajectories, batched as it was: with cache ON from the start,
+  // with cache OFF from the first step it cannot reuse.
+  std::vector<StepLogits> teacher_force(const std::vector<SidePrompt>& group, GenerationConfig g, const Tokenizer* tok,
+                                        const std::vector<SideTrace>& along, std::vector<SideTrace>& own,
+                                        const std::function<bool(size_t)>& want);
+
+ private:
+  RunSettings settings_;
+  std::shared_ptr<const Model> model_;
+  Engine engine_;
+};
+
+// First index where two token sequences differ (the shorter one's length when one is a prefix of
+// the other); -1 when they are equal.
+int first_divergence(const std::vector<int>& a, const std::vector<int>& b);
+
+}  // namespace kvp
