@@ -15,15 +15,19 @@ namespace kvp::cli {
 
 void register_eval(CLI::App& app) {
   struct Opts {
-    std::string data, train, conditions = "greedy", dtypes = "fp16", kernels = "standard", shard, out, seed = "1";
+    std::string data, train, conditions = "greedy", dtypes = "fp16", kv_dtypes, kernels = "standard", shard, out,
+        seed = "1", baseline, candidate;
     std::vector<std::string> models, tokenizers;
     int shots = 5, max_new_tokens = 256, limit = 0, threads = 1, batch_size = 1;
     bool skip_long = false, no_report = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* eval = app.add_subcommand("eval", "dataset studies: accuracy with cache ON vs cache OFF");
+  auto* eval = app.add_subcommand("eval", "dataset studies: accuracy of two ways of running a model (default: cache "
+                                          "ON vs cache OFF)");
   eval->require_subcommand(1);
-  auto* cmd = eval->add_subcommand("gsm8k", "GSM8K k-shot (lm-eval format) on both cache paths, resumable, shardable");
+  auto* cmd = eval->add_subcommand(
+      "gsm8k", "GSM8K k-shot (lm-eval format) on both sides of a comparison (default: cache OFF vs ON), resumable, "
+               "shardable");
   cmd->add_option("--data", o->data, "GSM8K test split (JSONL with question/answer)")->required();
   cmd->add_option("--train", o->train, "exemplar source (default: train.jsonl beside --data)");
   cmd->add_option("--model", o->models, "checkpoint; repeat for several models")
@@ -39,6 +43,15 @@ void register_eval(CLI::App& app) {
   // --dtype as in compare and profile; --dtypes is the older name.
   list_of(cmd->add_option("--dtype,--dtypes", o->dtypes, "compute (and KV) dtypes, comma-separated, each run"),
           kDtypeNames);
+  list_of(cmd->add_option("--kv-dtypes,--kv-dtype", o->kv_dtypes,
+                          "KV-cache types, comma-separated, each run (default: each --dtype's own)"),
+          kKvTypeNames);
+  cmd->add_option("--baseline", o->baseline,
+                  "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, "
+                  "batch-size, prefill-chunk, device (keys not given take the other options; default: cache=off)");
+  cmd->add_option("--candidate", o->candidate,
+                  "SPEC of the candidate side, as --baseline (default: cache=on); accuracy deltas and McNemar p "
+                  "are candidate minus baseline");
   list_of(cmd->add_option("--kernels", o->kernels, "kernel policies, comma-separated, each run"), kPolicyNames);
   int_at_least(
       cmd->add_option("--shots", o->shots,
@@ -48,8 +61,8 @@ void register_eval(CLI::App& app) {
   int_at_least(cmd->add_option("--limit", o->limit, "first N problems of --data (0: all)"), 0);
   seed_option(cmd, o->seed, "seed of the counter-based RNG (conditions other than greedy)");
   int_at_least(cmd->add_option("--batch-size", o->batch_size,
-                               "decode B items at a time as one batch on each cache path (fixed groups of "
-                               "consecutive problems of the shard; same per-item draws as B = 1)"),
+                               "decode B items at a time as one batch on each side that does not set batch-size "
+                               "(fixed groups of consecutive problems of the shard; same per-item draws as B = 1)"),
                1);
   threads_option(cmd, o->threads);
   cmd->add_option("--shard", o->shard, "run the problems with index mod n == i (0 <= i < n)")->type_name("i/n");
@@ -76,6 +89,9 @@ void register_eval(CLI::App& app) {
     const std::vector<std::string> kernels = split_list(o->kernels);
     check_threads_policies(cmd, o->threads, kernels);
     for (const auto& d : split_list(o->dtypes)) g.dtypes.push_back(parse_dtype(d));
+    for (const auto& k : split_list(o->kv_dtypes)) g.kv_dtypes.push_back(*parse_kv_type(k));
+    if (given(cmd, "--baseline")) g.baseline = RunSpec::parse(o->baseline, "--baseline");
+    if (given(cmd, "--candidate")) g.candidate = RunSpec::parse(o->candidate, "--candidate");
     for (const auto& k : kernels) g.kernels.push_back(parse_policy(k));
     g.shots = o->shots;
     g.max_new_tokens = o->max_new_tokens;

@@ -269,10 +269,19 @@ TEST(Gsm8kCli, InvariantPolicyDoesNotDependOnShardsOrThreads) {
   ASSERT_EQ(kvparity(small_eval(shared, t.file("s0"), inv + " --threads 2 --shard 0/2 --batch-size 3")).status, 0);
   ASSERT_EQ(kvparity(small_eval(shared, t.file("s1"), inv + " --threads 1 --shard 1/2 --batch-size 3")).status, 0);
   ASSERT_EQ(kvparity(fmt::format("merge {0}/s0 {0}/s1 --out {0}/m --no-report", t.path())).status, 0);
-  const auto ref = records_by_key(t.file("t1"));
+  // Records name their sides in full, threads and batch size included: all else must be equal.
+  auto without_sides = [](std::map<std::string, nlohmann::json> m) {
+    for (auto& [k, r] : m) {
+      EXPECT_NE(r["candidate"].get<std::string>().find("threads="), std::string::npos) << k;
+      r.erase("baseline");
+      r.erase("candidate");
+    }
+    return m;
+  };
+  const auto ref = without_sides(records_by_key(t.file("t1")));
   EXPECT_EQ(ref.size(), 16u);
-  EXPECT_EQ(ref, records_by_key(t.file("t2")));
-  EXPECT_EQ(ref, records_by_key(t.file("m")));
+  EXPECT_EQ(ref, without_sides(records_by_key(t.file("t2"))));
+  EXPECT_EQ(ref, without_sides(records_by_key(t.file("m"))));
   for (const auto& [k, r] : ref) {
     EXPECT_FALSE(r["diverged"].get<bool>()) << k;
     EXPECT_EQ(r["teacher_forced"]["flips"], 0) << k;
@@ -357,13 +366,90 @@ TEST(Gsm8kCli, EndToEndOnBothRealModels) {
     EXPECT_EQ(flip == 0.0, div == 0.0);  // a diverged item has at least its first divergence as a flip
   }
   const std::string md = read_text(t.file("summary.md")), html = read_text(t.file("report.html"));
-  EXPECT_NE(md.find("| model | condition | dtype | kernels |"), std::string::npos);
-  EXPECT_NE(md.find("stories260K | top-p:0.9 | fp32 | standard"), std::string::npos) << md;
-  EXPECT_NE(html.find("Accuracy with cache ON vs OFF"), std::string::npos);
+  EXPECT_NE(md.find("| model | condition | dtype | KV | kernels |"), std::string::npos);
+  EXPECT_NE(md.find("stories260K | top-p:0.9 | fp32 | fp32 | standard"), std::string::npos) << md;
+  EXPECT_NE(html.find("Accuracy: cache ON vs cache OFF"), std::string::npos);
   EXPECT_NE(html.find("data-series=\"fp16 ON\""), std::string::npos);
   EXPECT_NE(html.find("Sequence divergence rate per dtype"), std::string::npos);
   // `kvparity report` renders the same study again.
   EXPECT_EQ(kvparity("report " + t.path()).status, 0);
+}
+
+// --kv-dtypes joins the grid (record key, rows, KV column); --baseline/--candidate SPECs compare
+// a quantised cache with the compute-dtype cache, with McNemar rows like the cache study's.
+TEST(Gsm8kCli, KvDtypesAndSpecsCompareQuantisedWithFloatCaches) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) return;
+  TempDir t;
+  // The cache study over two KV types: cache OFF keeps K/V in the compute dtype, so the fp8 rows
+  // measure path and quantisation together.
+  CliResult r = kvparity(small_eval(shared, t.file("grid"), "--kv-dtypes fp16,fp8_e4m3"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto recs = records_by_key(t.file("grid"));
+  ASSERT_EQ(recs.size(), 16u);
+  for (const auto& [k, rec] : recs) {
+    const std::string kv = rec["kv_dtype"];
+    EXPECT_NE(k.find("/kv=" + kv + "/"), std::string::npos) << k;
+    EXPECT_NE(rec["candidate"].get<std::string>().find("cache=on,dtype=fp16,kv-dtype=" + kv), std::string::npos);
+    EXPECT_NE(rec["baseline"].get<std::string>().find("cache=off,dtype=fp16,kv-dtype=fp16"), std::string::npos);
+  }
+  ASSERT_EQ(kvparity("report " + t.file("grid")).status, 0);
+  std::string md = read_text(t.file("grid/summary.md"));
+  EXPECT_NE(md.find("| stories260K | greedy | fp16 | fp8_e4m3 | standard |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| stories260K | greedy | fp16 | fp16 | standard |"), std::string::npos) << md;
+
+  // Quantisation alone: both sides cache ON, fp16 KV vs fp8 KV, invariant kernels. The fp8 cache
+  // changes generations; the row says so, and the invariant promise is not claimed across KV types.
+  const std::string q = "--kernels invariant --baseline kv-dtype=fp16 --candidate kv-dtype=fp8_e4m3";
+  r = kvparity(small_eval(shared, t.file("q"), q));
+  ASSERT_EQ(r.status, 0) << r.err;
+  recs = records_by_key(t.file("q"));
+  ASSERT_EQ(recs.size(), 8u);
+  int diverged = 0;
+  for (const auto& [k, rec] : recs) diverged += rec["diverged"].get<bool>();
+  EXPECT_GT(diverged, 0);
+  ASSERT_EQ(kvparity("report " + t.file("q")).status, 0);
+  const auto summary = nlohmann::json::parse(read_text(t.file("q/summary.json")));
+  const auto& row = summary["gsm8k"]["rows"][0];
+  EXPECT_FALSE(row.contains("invariant_holds"));
+  EXPECT_GT(row["sequence_divergence_rate"].get<double>(), 0.0);
+  EXPECT_TRUE(row["strict"].contains("mcnemar_p"));
+  md = read_text(t.file("q/summary.md"));
+  EXPECT_NE(md.find("candidate (kv-dtype=fp8_e4m3) vs baseline (kv-dtype=fp16)"), std::string::npos) << md;
+  EXPECT_NE(md.find("acc cand (strict)"), std::string::npos) << md;
+
+  // A killed SPEC run resumes to the same records; other SPECs on the folder are refused.
+  const std::string path = t.file("q/gsm8k.jsonl");
+  const std::string full = read_text(path);
+  std::filesystem::resize_file(path, full.find('\n', full.find('\n') + 1) + 10);
+  r = kvparity(small_eval(shared, t.file("q"), q));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(records_by_key(t.file("q")), recs);
+  r = kvparity(small_eval(shared, t.file("q"), "--kernels invariant --baseline kv-dtype=fp16 "
+                                               "--candidate kv-dtype=fp8_e5m2"));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("candidate"), std::string::npos) << r.err;
+
+  // Identical sides under the invariant kernels: no divergence and the promise holds, batched too.
+  r = kvparity(small_eval(shared, t.file("same"), "--kernels invariant --baseline cache=on,batch-size=2 "
+                                                  "--candidate cache=on,threads=2"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const auto& [k, rec] : records_by_key(t.file("same"))) {
+    EXPECT_FALSE(rec["diverged"].get<bool>()) << k;
+    EXPECT_EQ(rec["teacher_forced"]["flips"], 0) << k;
+  }
+  ASSERT_EQ(kvparity("report " + t.file("same")).status, 0);
+  for (const auto& row2 : nlohmann::json::parse(read_text(t.file("same/summary.json")))["gsm8k"]["rows"])
+    EXPECT_TRUE(row2["invariant_holds"].get<bool>());
+
+  // Bad SPECs: exit 2 naming the option and key, nothing written.
+  for (const std::string bad : {"--candidate kv-dtype=q9", "--baseline colour=red", "--baseline cache=on,cache=off",
+                                "--baseline dtype=fp32 --candidate dtype=fp32 --dtypes fp16,bf16"}) {
+    r = kvparity(small_eval(shared, t.file("bad"), bad));
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(t.file("bad/gsm8k.jsonl"))) << bad;
+  }
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <numeric>
+#include <optional>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -15,6 +17,7 @@
 #include "lab/gsm8k_prompt.h"
 #include "lab/results_log.h"
 #include "lab/results_manifest.h"
+#include "lab/side_runner.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
@@ -63,90 +66,28 @@ GenerationConfig generation_config(const Item& item, const Gsm8kCondition& cond,
   return g;
 }
 
-struct BothPaths {
-  GenerationResult on, off;
-};
-
-// The free-running generations of `items` on both cache paths, each item under its own sequence id
-// (the same as alone). batch_size 1: one item at a time (Engine::generate); otherwise all items as
-// one batch per path (Engine::generate_batch, which recomputes every sequence from position 0 at
-// each step for cache OFF).
-std::vector<BothPaths> generate_items(Engine& engine, const Tokenizer& tok, const std::vector<const Item*>& items,
-                                      const Gsm8kCondition& cond, const Gsm8kOptions& opts) {
-  std::vector<BothPaths> out(items.size());
-  if (opts.batch_size == 1) {
-    for (size_t i = 0; i < items.size(); ++i) {
-      GenerationConfig g = generation_config(*items[i], cond, opts);
-      g.cache = CacheMode::On;
-      out[i].on = engine.generate(items[i]->prompt_ids, g, &tok);
-      g.cache = CacheMode::Off;
-      out[i].off = engine.generate(items[i]->prompt_ids, g, &tok);
-    }
-    return out;
-  }
-  if (items.empty()) return out;
-  std::vector<std::vector<int>> prompts;
-  std::vector<uint64_t> ids;
-  for (const Item* it : items) {
-    prompts.push_back(it->prompt_ids);
-    ids.push_back(generation_config(*it, cond, opts).sequence_id);
-  }
-  GenerationConfig g = generation_config(*items[0], cond, opts);
-  for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
-    g.cache = mode;
-    auto results = engine.generate_batch(prompts, ids, g, &tok);
-    for (size_t i = 0; i < items.size(); ++i) (mode == CacheMode::On ? out[i].on : out[i].off) = std::move(results[i]);
-  }
-  return out;
-}
-
-// An item's record from its two free-running generations; flips are teacher-forced along the
-// cache-ON trajectory exactly as `compare` defines them (docs/metrics.md). Up to the first divergence
-// the cache-OFF free run saw the same prefix, so its own choices are the teacher-forced ones; only
-// later steps need a forward.
-nlohmann::json item_record(Engine& engine, const Item& item, const Gsm8kCondition& cond, const Gsm8kOptions& opts,
-                           const BothPaths& paths) {
-  const int vocab = engine.model().config.vocab_size;
+// An item's record from both sides' free-running generations and the baseline's logits
+// teacher-forced along the candidate's trajectory (flips exactly as `compare` defines them,
+// docs/metrics.md). Divergence and flips are over everything each side sampled: a stop string cuts
+// the tokens it straddles out of output_ids (dropped_ids), but they were still chosen, and can differ.
+nlohmann::json item_record(const Item& item, const Gsm8kCondition& cond, const Gsm8kOptions& opts, int vocab,
+                           const SideTrace& cand, const SideTrace& base, const StepLogits& forced) {
   const GenerationConfig g = generation_config(item, cond, opts);
-  const GenerationResult& on = paths.on;
-  const GenerationResult& off = paths.off;
-  // Divergence and flips are over everything each path sampled: a stop string cuts the tokens it
-  // straddles out of output_ids (dropped_ids), but they were still chosen, and can differ.
-  auto trajectory = [](const GenerationResult& g) {
-    std::vector<int> t = g.output_ids;
-    t.insert(t.end(), g.dropped_ids.begin(), g.dropped_ids.end());
-    return t;
-  };
-  const std::vector<int> on_ids = trajectory(on), off_ids = trajectory(off);
-
-  int first_div = -1;
-  const size_t common = std::min(on_ids.size(), off_ids.size());
-  for (size_t i = 0; i < common && first_div < 0; ++i)
-    if (on_ids[i] != off_ids[i]) first_div = int(i);
-  if (first_div < 0 && on_ids.size() != off_ids.size()) first_div = int(common);
-
+  const int first_div = first_divergence(cand.trajectory, base.trajectory);
+  if (forced.size() != cand.trajectory.size())
+    fail("eval gsm8k: problem {}: {} teacher-forced steps for {} candidate tokens", item.problem->index, forced.size(),
+         cand.trajectory.size());
   int flips = 0;
-  std::vector<int> seq = item.prompt_ids;
-  ForwardOptions fo;
-  for (size_t s = 0; s < on_ids.size(); ++s) {
-    int off_choice;
-    if ((first_div < 0 || int(s) <= first_div) && s < off_ids.size()) {
-      off_choice = off_ids[s];
-    } else {
-      const float* all = engine.forward_uncached(seq.data(), int(seq.size()), fo);
-      off_choice = sample_token(all + (seq.size() - 1) * size_t(vocab), vocab, cond.sampler,
-                                uniform_at(g.seed, g.sequence_id, s));
-    }
-    flips += off_choice != on_ids[s];
-    seq.push_back(on_ids[s]);
-  }
+  for (size_t s = 0; s < forced.size(); ++s)
+    flips += sample_token(forced[s].data(), vocab, cond.sampler, uniform_at(g.seed, g.sequence_id, s)) !=
+             cand.trajectory[s];
   nlohmann::json r;
-  r["on"] = side_json(on, item.problem->target);
-  r["off"] = side_json(off, item.problem->target);
+  r["on"] = side_json(cand.result, item.problem->target);
+  r["off"] = side_json(base.result, item.problem->target);
   r["status"] = "ok";
   r["diverged"] = first_div >= 0;
   r["first_divergence"] = first_div < 0 ? nlohmann::json(nullptr) : nlohmann::json(first_div);
-  r["teacher_forced"] = {{"steps", on_ids.size()}, {"flips", flips}};
+  r["teacher_forced"] = {{"steps", cand.trajectory.size()}, {"flips", flips}};
   return r;
 }
 
@@ -229,6 +170,37 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   if (opts.shots > 0) exemplars = load_gsm8k(train_path);
   const size_t n_selected = opts.limit > 0 ? std::min(problems.size(), size_t(opts.limit)) : problems.size();
 
+  // The grid of one model: dtype x KV type x kernels, each with both sides resolved.
+  struct Point {
+    DType dtype;
+    std::string kv;  // the grid's KV type (the dtype's own unless --kv-dtypes)
+    KernelPolicy kernels;
+    RunSettings baseline, candidate;
+  };
+  std::vector<Point> grid;
+  for (DType dtype : opts.dtypes) {
+    std::vector<std::optional<KvType>> kvs;
+    for (const KvType& k : opts.kv_dtypes) kvs.push_back(k);
+    if (kvs.empty()) kvs.push_back(std::nullopt);
+    for (const auto& kv : kvs)
+      for (KernelPolicy kp : opts.kernels) {
+        RunDefaults d;
+        d.dtype = dtype;
+        d.kv_dtype = kv;
+        d.kernels = kp;
+        d.threads = opts.threads;
+        d.batch_size = opts.batch_size;
+        Point pt{dtype, kv ? kv->name() : KvType::of(dtype).name(), kp, opts.baseline.resolve(d),
+                 opts.candidate.resolve(d)};
+        for (const Point& e : grid)
+          if (e.baseline == pt.baseline && e.candidate == pt.candidate)
+            fail_usage("--baseline '{}' / --candidate '{}': two points of the --dtype/--kv-dtypes/--kernels grid are the "
+                       "same comparison ({}); a key both SPECs set overrides the option that sweeps it",
+                       opts.baseline.text(), opts.candidate.text(), sides_key(pt.baseline, pt.candidate));
+        grid.push_back(pt);
+      }
+  }
+
   nlohmann::json settings;
   settings["schema_version"] = kGsm8kSchemaVersion;
   settings["data"] = {{"file", fs::path(opts.data).filename().string()}, {"hash", file_hash(opts.data)},
@@ -244,7 +216,11 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   for (const auto& c : opts.conditions)
     settings["conditions"].push_back({{"name", c.name}, {"sampler", c.sampler.describe()}});
   for (DType d : opts.dtypes) settings["dtypes"].push_back(std::string(dtype_name(d)));
+  settings["kv_dtypes"] = nullptr;  // each dtype's own
+  for (const KvType& k : opts.kv_dtypes) settings["kv_dtypes"].push_back(k.name());
   for (KernelPolicy k : opts.kernels) settings["kernels"].push_back(policy_name(k));
+  settings["baseline"] = opts.baseline.text();
+  settings["candidate"] = opts.candidate.text();
 
   // Load each model once in fp32 for its name, config, tokenizer and the prompt-length check.
   struct Loaded {
@@ -322,9 +298,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   int written = 0;
   size_t total = 0, done = 0;
   for (size_t i = 0; i < n_selected; ++i) total += int(i % size_t(opts.shard.count)) == opts.shard.index;
-  total *= models.size() * opts.dtypes.size() * opts.kernels.size() * opts.conditions.size();
-  const size_t B = size_t(opts.batch_size);
-  // This shard's items of a model in problem order. Groups of B consecutive ones are decoded
+  total *= models.size() * grid.size() * opts.conditions.size();
+  // This shard's items of a model in problem order. Groups of consecutive ones are decoded
   // together, so a group is the same whenever the same shard is run (resumed or not).
   auto shard_items_of = [&](const Loaded& L) {
     std::vector<const Item*> items;
@@ -332,88 +307,107 @@ int run_gsm8k(const Gsm8kOptions& opts) {
       if (int(size_t(it.problem->index) % size_t(opts.shard.count)) == opts.shard.index) items.push_back(&it);
     return items;
   };
-  auto record_key = [](const Item& it, const std::string& model, DType dtype, KernelPolicy kp, const Gsm8kCondition& c) {
-    return fmt::format("{}/{}/{}/{}/{}", it.problem->index, model, dtype_name(dtype), policy_name(kp), c.name);
+  auto record_key = [](const Item& it, const std::string& model, const Point& pt, const Gsm8kCondition& c) {
+    return fmt::format("{}/{}/{}/kv={}/{}/{}", it.problem->index, model, dtype_name(pt.dtype), pt.kv,
+                       policy_name(pt.kernels), c.name);
   };
   if (!log.records().empty()) {
     size_t reused = 0;
     for (const auto& L : models)
       for (const Item* it : shard_items_of(L))
-        for (DType dtype : opts.dtypes)
-          for (KernelPolicy kp : opts.kernels)
-            for (const auto& cond : opts.conditions) reused += log.has(record_key(*it, L.name, dtype, kp, cond));
+        for (const Point& pt : grid)
+          for (const auto& cond : opts.conditions) reused += log.has(record_key(*it, L.name, pt, cond));
     std::cerr << fmt::format("note: resuming {}: {} of {} records already there are re-used\n", log.path(), reused,
                              total);
   }
   for (const auto& L : models) {
     const std::vector<const Item*> shard_items = shard_items_of(L);
-    for (DType dtype : opts.dtypes) {
-      for (KernelPolicy kp : opts.kernels) {
-        auto key_of = [&](const Item& it, const Gsm8kCondition& c) { return record_key(it, L.name, dtype, kp, c); };
-        std::shared_ptr<Model> model;
-        std::unique_ptr<Engine> engine;
-        for (const auto& cond : opts.conditions) {
-          for (size_t g0 = 0; g0 < shard_items.size(); g0 += B) {
-            const size_t g1 = std::min(shard_items.size(), g0 + B);
-            // A group with any record missing is decoded again whole (the same batch as before a
-            // kill); only its missing records are written, once the group is done.
-            size_t first_missing = g1;
-            for (size_t i = g0; i < g1 && first_missing == g1; ++i)
-              if (!log.has(key_of(*shard_items[i], cond))) first_missing = i;
-            if (first_missing == g1) {
-              done += g1 - g0;
-              continue;
+    std::map<DType, std::shared_ptr<const Model>> loaded;  // this model in each dtype a side needs
+    auto model_in = [&](DType d) {
+      auto& m = loaded[d];
+      if (m == nullptr) m = std::shared_ptr<const Model>(Model::from_checkpoint(L.ckpt, d));
+      return m;
+    };
+    for (const Point& pt : grid) {
+      auto key_of = [&](const Item& it, const Gsm8kCondition& c) { return record_key(it, L.name, pt, c); };
+      std::unique_ptr<SideRunner> cand, base;
+      const size_t G = size_t(std::lcm(pt.baseline.batch_size, pt.candidate.batch_size));
+      for (const auto& cond : opts.conditions) {
+        for (size_t g0 = 0; g0 < shard_items.size(); g0 += G) {
+          const size_t g1 = std::min(shard_items.size(), g0 + G);
+          // A group with any record missing is decoded again whole (the same batches as before a
+          // kill); only its missing records are written, once the group is done.
+          size_t first_missing = g1;
+          for (size_t i = g0; i < g1 && first_missing == g1; ++i)
+            if (!log.has(key_of(*shard_items[i], cond))) first_missing = i;
+          if (first_missing == g1) {
+            done += g1 - g0;
+            continue;
+          }
+          if (opts.progress)
+            std::cerr << fmt::format("\r[eval gsm8k] {}/{}  {:<50.50}", done + first_missing - g0 + 1, total,
+                                     key_of(*shard_items[first_missing], cond))
+                      << std::flush;
+          std::vector<const Item*> fitting;
+          std::vector<SidePrompt> group;
+          for (size_t i = g0; i < g1; ++i)
+            if (shard_items[i]->fits) {
+              fitting.push_back(shard_items[i]);
+              group.push_back({shard_items[i]->prompt_ids, generation_config(*shard_items[i], cond, opts).sequence_id});
             }
-            if (opts.progress)
-              std::cerr << fmt::format("\r[eval gsm8k] {}/{}  {:<50.50}", done + first_missing - g0 + 1, total,
-                                       key_of(*shard_items[first_missing], cond))
-                        << std::flush;
-            std::vector<const Item*> fitting;
-            for (size_t i = g0; i < g1; ++i)
-              if (shard_items[i]->fits) fitting.push_back(shard_items[i]);
-            if (!fitting.empty() && !engine) {  // only built when something is left to run
-              model = Model::from_checkpoint(L.ckpt, dtype);
-              EngineOptions eo;
-              eo.kernels = kp;
-              eo.threads = opts.threads;
-              eo.kv_dtype = KvType::of(dtype);
-              engine = std::make_unique<Engine>(model, eo);
+          std::vector<SideTrace> cand_runs, base_runs;
+          std::vector<StepLogits> forced;
+          auto want = [&](size_t k) { return !log.has(key_of(*fitting[k], cond)); };
+          if (!fitting.empty()) {
+            if (!cand) {  // only built when something is left to run
+              std::erase_if(loaded, [&](const auto& m) {
+                return m.first != pt.candidate.dtype && m.first != pt.baseline.dtype;
+              });
+              cand = std::make_unique<SideRunner>(pt.candidate, model_in(pt.candidate.dtype));
+              base = std::make_unique<SideRunner>(pt.baseline, model_in(pt.baseline.dtype));
             }
-            std::vector<BothPaths> paths;
-            if (!fitting.empty()) paths = generate_items(*engine, *L.tok, fitting, cond, opts);
-            size_t k = 0;  // index into fitting / paths
-            for (size_t i = g0; i < g1; ++i) {
-              const Item& it = *shard_items[i];
-              ++done;
-              const std::string key = key_of(it, cond);
-              const bool have = log.has(key);
-              nlohmann::json r;
-              if (it.fits) {
-                const size_t slot = k++;
-                if (have) continue;
-                r = item_record(*engine, it, cond, opts, paths[slot]);
-              } else {
-                if (have) continue;
-                r["status"] = "skipped";
-                r["skip_reason"] = "prompt_too_long";
-              }
-              r["schema_version"] = kGsm8kSchemaVersion;
-              r["key"] = key;
-              r["problem"] = it.problem->index;
-              r["model"] = L.name;
-              r["condition"] = cond.name;
-              r["sampler"] = cond.sampler.describe();
-              r["dtype"] = std::string(dtype_name(dtype));
-              r["kernels"] = policy_name(kp);
-              r["target"] = it.problem->target;
-              r["prompt_tokens"] = it.prompt_ids.size();
-              log.append(r);
-              ++written;
+            const GenerationConfig g = generation_config(*fitting[0], cond, opts);
+            cand_runs = cand->generate(group, g, L.tok.get(), want, false);
+            base_runs = base->generate(group, g, L.tok.get(), want, true);
+            forced = base->teacher_force(group, g, L.tok.get(), cand_runs, base_runs, want);
+          }
+          size_t k = 0;  // index into fitting / group
+          for (size_t i = g0; i < g1; ++i) {
+            const Item& it = *shard_items[i];
+            ++done;
+            const std::string key = key_of(it, cond);
+            const bool have = log.has(key);
+            nlohmann::json r;
+            if (it.fits) {
+              const size_t slot = k++;
+              if (have) continue;
+              r = item_record(it, cond, opts, cand->model().config.vocab_size, cand_runs[slot], base_runs[slot],
+                              forced[slot]);
+            } else {
+              if (have) continue;
+              r["status"] = "skipped";
+              r["skip_reason"] = "prompt_too_long";
             }
+            r["schema_version"] = kGsm8kSchemaVersion;
+            r["key"] = key;
+            r["problem"] = it.problem->index;
+            r["model"] = L.name;
+            r["condition"] = cond.name;
+            r["sampler"] = cond.sampler.describe();
+            r["dtype"] = std::string(dtype_name(pt.dtype));
+            r["kv_dtype"] = pt.kv;
+            r["kernels"] = policy_name(pt.kernels);
+            r["baseline"] = pt.baseline.spec();
+            r["candidate"] = pt.candidate.spec();
+            r["target"] = it.problem->target;
+            r["prompt_tokens"] = it.prompt_ids.size();
+            log.append(r);
+            ++written;
           }
         }
       }
     }
+    loaded.clear();
   }
   if (opts.progress) std::cerr << "\r[eval gsm8k] " << total << "/" << total << " done" << std::string(50, ' ') << "\n";
   return written;

@@ -1,7 +1,10 @@
 #pragma once
-// `kvparity eval gsm8k` (issue 7): every problem x model x sampling condition x dtype x kernel
-// policy is generated on both cache paths with the same seeded draws (sequence id from the problem
-// id), scored as lm-eval scores gsm8k, and compared token by token. One record per item goes to
+// `kvparity eval gsm8k` (issue 7): every problem x model x sampling condition x dtype x KV type x
+// kernel policy is generated on both sides of a comparison (run_spec.h; by default cache OFF as the
+// baseline and cache ON as the candidate) with the same seeded draws (sequence id from the problem
+// id), scored as lm-eval scores gsm8k, and compared token by token (the baseline teacher-forced
+// along the candidate, lab/side_runner.h). Records keep the names of the cache study: "on" is the
+// candidate's side, "off" the baseline's. One record per item goes to
 // OUT/gsm8k.jsonl (append-only, fsync'ed per item, written when the item's batch is done); a
 // restarted run skips the items already there.
 // OUT/gsm8k_manifest.json pins what makes records comparable (data, prompt, models, settings), so a
@@ -13,13 +16,15 @@
 #include "core/dtype.h"
 #include "kernels/kernels.h"
 #include "lab/results_manifest.h"
+#include "lab/run_spec.h"
 #include "runtime/sampler.h"
 
 namespace kvp {
 
 inline constexpr const char* kGsm8kResultsFile = "gsm8k.jsonl";
 inline constexpr const char* kGsm8kManifestFile = "gsm8k_manifest.json";
-inline constexpr int kGsm8kSchemaVersion = 1;
+// 2: the KV type joins the grid and the record key; records and settings name both sides.
+inline constexpr int kGsm8kSchemaVersion = 2;
 
 // A named sampling condition: "greedy", "temperature:T", "top-p:P", "top-k:K", "min-p:P"
 // (temperature 1 unless it is the parameter).
@@ -47,15 +52,18 @@ struct Gsm8kOptions {
   std::vector<Gsm8kModel> models;
   std::vector<Gsm8kCondition> conditions;
   std::vector<DType> dtypes;
+  std::vector<KvType> kv_dtypes;  // empty: each dtype's own
   std::vector<KernelPolicy> kernels;
+  RunSpec baseline = RunSpec::parse(kDefaultBaselineSpec, "--baseline");
+  RunSpec candidate = RunSpec::parse(kDefaultCandidateSpec, "--candidate");
   int shots = 5;
   int max_new_tokens = 256;
   int limit = 0;  // first N problems of the file (0: all)
   uint64_t seed = 1;
   int threads = 1;
-  // Items of one (model, dtype, kernels, condition) decoded B at a time through
-  // Engine::generate_batch on each cache path, in fixed groups of consecutive items of the shard;
-  // 1: one at a time (Engine::generate).
+  // Items of one grid point decoded B at a time through Engine::generate_batch on each side that
+  // does not set batch-size itself, in fixed groups of consecutive items of the shard; 1: one at a
+  // time (Engine::generate).
   int batch_size = 1;
   ShardSpec shard;
   bool skip_long = false;  // prompts that do not fit the context: skipped records instead of an error

@@ -20,7 +20,8 @@ namespace kvp {
 namespace {
 
 struct Group {
-  std::string model, condition, dtype, kernels;
+  std::string model, condition, dtype, kv_dtype, kernels;
+  std::string baseline, candidate;  // both sides' full SPECs (from the records)
   int n = 0, skipped = 0, diverged = 0;
   int on_strict = 0, off_strict = 0, on_flex = 0, off_flex = 0;
   int b_strict = 0, c_strict = 0, b_flex = 0, c_flex = 0;
@@ -73,6 +74,29 @@ bool any_skipped(const nlohmann::json& s) {
   return false;
 }
 
+// The invariant kernels promise bitwise equality across cache paths, threads, batch and prefill
+// chunks, not across dtypes or KV types: a row checks the promise only when that is all its sides
+// differ in. Schema-1 records name no sides: cache OFF vs ON.
+bool invariance_applies(const Group& g) {
+  if (g.baseline.empty()) return g.kernels == "invariant";
+  const RunSettings b = RunSpec::parse(g.baseline, "baseline").resolve({});
+  const RunSettings c = RunSpec::parse(g.candidate, "candidate").resolve({});
+  return b.kernels == KernelPolicy::Invariant && c.kernels == KernelPolicy::Invariant && b.dtype == c.dtype &&
+         b.kv_dtype == c.kv_dtype;
+}
+
+// Column labels of the two sides: ON/OFF for the default pair, else candidate/baseline.
+struct SideLabels {
+  std::string cand, base, title;
+};
+SideLabels side_labels(const nlohmann::json& st) {
+  const std::string b = st.value("baseline", std::string(kDefaultBaselineSpec));
+  const std::string c = st.value("candidate", std::string(kDefaultCandidateSpec));
+  if (b == kDefaultBaselineSpec && c == kDefaultCandidateSpec) return {"ON", "OFF", "cache ON vs cache OFF"};
+  return {"cand", "base", fmt::format("candidate ({}) vs baseline ({})", c.empty() ? "the options" : c,
+                                      b.empty() ? "the options" : b)};
+}
+
 constexpr const char* kSkippedNote =
     "Skipped items (prompt longer than the model's context, `--skip-long`) are excluded from n and every rate.";
 
@@ -90,26 +114,37 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
   const auto& st = manifest.at("settings");
   const auto models = names(st.at("models"), "name"), conds = names(st.at("conditions"), "name"),
              dtypes = names(st.at("dtypes"), nullptr), kernels = names(st.at("kernels"), nullptr);
+  // No kv_dtypes (null, or a schema-1 study): each dtype's own.
+  const auto kv_list = st.value("kv_dtypes", nlohmann::json()).is_array() ? names(st.at("kv_dtypes"), nullptr)
+                                                                           : std::vector<std::string>{};
   std::vector<Group> groups;
   for (const auto& m : models)
     for (const auto& c : conds)
       for (const auto& d : dtypes)
-        for (const auto& k : kernels) {
-          order[m + "\n" + c + "\n" + d + "\n" + k] = int(groups.size());
-          Group g;
-          g.model = m;
-          g.condition = c;
-          g.dtype = d;
-          g.kernels = k;
-          groups.push_back(std::move(g));
-        }
+        for (const auto& kv : kv_list.empty() ? std::vector<std::string>{d} : kv_list)
+          for (const auto& k : kernels) {
+            order[m + "\n" + c + "\n" + d + "\n" + kv + "\n" + k] = int(groups.size());
+            Group g;
+            g.model = m;
+            g.condition = c;
+            g.dtype = d;
+            g.kv_dtype = kv;
+            g.kernels = k;
+            groups.push_back(std::move(g));
+          }
   for (const auto& r : records) {
     const std::string id = r.value("key", std::string("?"));
     try {
+      const std::string dtype = r.at("dtype").get<std::string>();
       const auto it = order.find(r.at("model").get<std::string>() + "\n" + r.at("condition").get<std::string>() +
-                                 "\n" + r.at("dtype").get<std::string>() + "\n" + r.at("kernels").get<std::string>());
-      if (it == order.end()) fail("record {}: model/condition/dtype/kernels not in the manifest", id);
+                                 "\n" + dtype + "\n" + r.value("kv_dtype", dtype) + "\n" +
+                                 r.at("kernels").get<std::string>());
+      if (it == order.end()) fail("record {}: model/condition/dtype/kv_dtype/kernels not in the manifest", id);
       Group& g = groups[size_t(it->second)];
+      if (g.baseline.empty() && r.contains("baseline")) {
+        g.baseline = r.at("baseline").get<std::string>();
+        g.candidate = r.at("candidate").get<std::string>();
+      }
       if (r.at("status").get<std::string>() != "ok") {
         ++g.skipped;
         continue;
@@ -138,7 +173,10 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& g : groups) {
     if (g.n == 0 && g.skipped == 0) continue;
-    nlohmann::json row = {{"model", g.model}, {"condition", g.condition}, {"dtype", g.dtype}, {"kernels", g.kernels},
+    nlohmann::json row = {{"model", g.model}, {"condition", g.condition}, {"dtype", g.dtype},
+                          {"kv_dtype", g.kv_dtype}, {"kernels", g.kernels},
+                          {"baseline", g.baseline.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.baseline)},
+                          {"candidate", g.candidate.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.candidate)},
                           {"n", g.n}, {"skipped", g.skipped},
                           {"strict", paired(g.on_strict, g.off_strict, g.b_strict, g.c_strict, g.n)},
                           {"flexible", paired(g.on_flex, g.off_flex, g.b_flex, g.c_flex, g.n)},
@@ -147,8 +185,8 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
                                                           : nlohmann::json(nullptr)},
                           {"steps", g.steps},
                           {"first_divergence_index", summarize(g.first_div).to_json()}};
-    // The invariant policy's promise (docs/metrics.md): cache ON and OFF agree bit for bit.
-    if (g.kernels == "invariant") row["invariant_holds"] = g.diverged == 0 && g.flips == 0;
+    // The invariant policy's promise (docs/metrics.md): both sides agree bit for bit.
+    if (invariance_applies(g)) row["invariant_holds"] = g.diverged == 0 && g.flips == 0;
     rows.push_back(row);
   }
   return {{"schema_version", kGsm8kSchemaVersion},
@@ -160,26 +198,28 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
 
 std::string render_gsm8k_md(const nlohmann::json& s) {
   const auto& st = s["settings"];
-  std::string md = "# kvparity GSM8K study: accuracy with cache ON vs cache OFF\n\n";
+  const SideLabels L = side_labels(st);
+  std::string md = "# kvparity GSM8K study: accuracy with " + L.title + "\n\n";
   md += render_gsm8k_manifest_md(st, s.value("shard", nlohmann::json()));
   md += fmt::format("{} records; {}-shot prompts (lm-eval gsm8k format, first-k train exemplars), max {} new tokens, "
                     "seed {}. Accuracy is exact match of the final number: strict = after \"#### \", flexible = last "
-                    "number in the output. Δ = ON − OFF; p = exact McNemar test on the paired outcomes. Divergence "
-                    "and flips as defined in docs/metrics.md (flips teacher-forced along the cache-ON trajectory); "
-                    "✓: the invariant kernels' promise (no divergence, no flips) holds.\n\n",
+                    "number in the output. Δ = {} − {}; p = exact McNemar test on the paired outcomes. Divergence "
+                    "and flips as defined in docs/metrics.md (flips: the baseline teacher-forced along the "
+                    "candidate's trajectory); ✓: the invariant kernels' promise (no divergence, no flips) holds.\n\n",
                     s["records"].get<size_t>(), st["shots"].get<int>(), st["max_new_tokens"].get<int>(),
-                    seed_text(st["seed"]));
-  md += "| model | condition | dtype | kernels | n | acc ON (strict) | acc OFF (strict) | Δ strict | p strict | "
-        "acc ON (flex) | acc OFF (flex) | Δ flex | p flex | sequence divergence | token flips | median first "
-        "divergence |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+                    seed_text(st["seed"]), L.cand, L.base);
+  md += fmt::format("| model | condition | dtype | KV | kernels | n | acc {0} (strict) | acc {1} (strict) | Δ strict | "
+                    "p strict | acc {0} (flex) | acc {1} (flex) | Δ flex | p flex | sequence divergence | token flips | "
+                    "median first divergence |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+                    L.cand, L.base);
   for (const auto& r : s["rows"]) {
     const auto &a = r["strict"], &f = r["flexible"];
     const std::string n = n_with_skipped(r);
     std::string div = pct(r["sequence_divergence_rate"]);
     if (r.contains("invariant_holds")) div += r["invariant_holds"].get<bool>() ? " ✓" : " **VIOLATED**";
-    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                       r["model"].get<std::string>(), r["condition"].get<std::string>(), r["dtype"].get<std::string>(),
-                      r["kernels"].get<std::string>(), n, pct(a["accuracy_on"]), pct(a["accuracy_off"]),
+                      r.value("kv_dtype", r["dtype"].get<std::string>()), r["kernels"].get<std::string>(), n, pct(a["accuracy_on"]), pct(a["accuracy_off"]),
                       signed_pct(a["delta"]), pval(a), pct(f["accuracy_on"]), pct(f["accuracy_off"]),
                       signed_pct(f["delta"]), pval(f), div, pct(r["token_flip_rate"]),
                       median(r["first_divergence_index"]));
@@ -190,6 +230,7 @@ std::string render_gsm8k_md(const nlohmann::json& s) {
 
 std::string render_gsm8k_html(const nlohmann::json& s) {
   auto v = [](const nlohmann::json& x) { return x.is_null() ? 0.0 : x.get<double>(); };
+  const SideLabels L = side_labels(s["settings"]);
   // Accuracy: one chart per model, kernel policy and extraction (bars: conditions; series: dtype x
   // path). Divergence: one chart per model (bars: dtypes; series: condition x policy). Few bars per
   // chart keep the labels readable.
@@ -204,13 +245,15 @@ std::string render_gsm8k_html(const nlohmann::json& s) {
   for (const auto& r : s["rows"]) {
     const std::string model = r["model"].get<std::string>(), kernels = r["kernels"].get<std::string>(),
                       cond = r["condition"].get<std::string>(), dtype = r["dtype"].get<std::string>();
+    const std::string kv = r.value("kv_dtype", dtype);
+    const std::string grid = kv == dtype ? dtype : dtype + " kv=" + kv;
     const size_t ci = index_of(conds, cond);
     for (const char* ex : {"strict", "flexible"}) {
       const std::string ak = fmt::format("{}, {} kernels, {} extraction", model, kernels, ex);
       if (!acc.count(ak)) acc_order.push_back(ak);
       auto& series = acc[ak];
       for (const char* side : {"on", "off"}) {
-        const std::string name = fmt::format("{} {}", dtype, side[1] == 'n' ? "ON" : "OFF");
+        const std::string name = fmt::format("{} {}", grid, side[1] == 'n' ? L.cand : L.base);
         auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return x.name == name; });
         if (it == series.end()) {
           series.push_back(Series{name, {}, std::vector<double>(conds.size(), 0.0)});
@@ -221,7 +264,7 @@ std::string render_gsm8k_html(const nlohmann::json& s) {
     }
     if (!div.count(model)) div_order.push_back(model);
     auto& series = div[model];
-    const std::string name = cond + " " + kernels;
+    const std::string name = cond + " " + kernels + (kv == dtype ? "" : " kv=" + kv);
     auto it = std::find_if(series.begin(), series.end(), [&](const Series& x) { return x.name == name; });
     if (it == series.end()) {
       series.push_back(Series{name, {}, std::vector<double>(dtypes.size(), 0.0)});
@@ -234,17 +277,19 @@ std::string render_gsm8k_html(const nlohmann::json& s) {
   std::string html =
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvparity GSM8K study</title>\n"
       "<style>" + std::string(kReportCss) + "table.gsm8k{font-size:12px}table.gsm8k td{padding:3px 6px}"
-      "table.gsm8k td{white-space:nowrap}table.gsm8k td:nth-child(-n+4){text-align:left}.violated{color:#b00;font-weight:bold}</style></head><body>\n"
-      "<h1>GSM8K: accuracy with cache ON vs cache OFF</h1>\n";
+      "table.gsm8k td{white-space:nowrap}table.gsm8k td:nth-child(-n+5){text-align:left}.violated{color:#b00;font-weight:bold}</style></head><body>\n"
+      "<h1>GSM8K: accuracy with " + html_escape(L.title) + "</h1>\n";
   html += render_gsm8k_manifest_html(s["settings"], s.value("shard", nlohmann::json()));
   html += fmt::format("<p>{} records, {}-shot, max {} new tokens, seed {}. Strict = number after \"#### \"; flexible = "
                       "last number. p: exact McNemar on paired outcomes. ✓: the invariant kernels' promise (no "
                       "divergence, no flips) holds.</p>\n",
                       s["records"].get<size_t>(), s["settings"]["shots"].get<int>(),
                       s["settings"]["max_new_tokens"].get<int>(), html_escape(seed_text(s["settings"]["seed"])));
-  html += "<table class=\"gsm8k\"><tr><th>model</th><th>condition</th><th>dtype</th><th>kernels</th><th>n</th>"
-          "<th>acc ON strict</th><th>acc OFF strict</th><th>Δ</th><th>p</th><th>acc ON flex</th><th>acc OFF flex</th>"
-          "<th>Δ</th><th>p</th><th>sequence divergence</th><th>token flips</th><th>median first divergence</th></tr>\n";
+  html += fmt::format("<table class=\"gsm8k\"><tr><th>model</th><th>condition</th><th>dtype</th><th>KV</th>"
+                      "<th>kernels</th><th>n</th><th>acc {0} strict</th><th>acc {1} strict</th><th>Δ</th><th>p</th>"
+                      "<th>acc {0} flex</th><th>acc {1} flex</th><th>Δ</th><th>p</th><th>sequence divergence</th>"
+                      "<th>token flips</th><th>median first divergence</th></tr>\n",
+                      L.cand, L.base);
   for (const auto& r : s["rows"]) {
     const auto &a = r["strict"], &f = r["flexible"];
     std::string div = pct(r["sequence_divergence_rate"]);
@@ -252,9 +297,12 @@ std::string render_gsm8k_html(const nlohmann::json& s) {
       div += r["invariant_holds"].get<bool>() ? " <span class=\"invariant-holds\">✓</span>"
                                               : " <span class=\"violated\">VIOLATED</span>";
     html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                        "</tr>\n",
                         html_escape(r["model"].get<std::string>()), html_escape(r["condition"].get<std::string>()),
-                        html_escape(r["dtype"].get<std::string>()), html_escape(r["kernels"].get<std::string>()),
+                        html_escape(r["dtype"].get<std::string>()),
+                        html_escape(r.value("kv_dtype", r["dtype"].get<std::string>())),
+                        html_escape(r["kernels"].get<std::string>()),
                         n_with_skipped(r), pct(a["accuracy_on"]), pct(a["accuracy_off"]), signed_pct(a["delta"]),
                         pval(a), pct(f["accuracy_on"]), pct(f["accuracy_off"]), signed_pct(f["delta"]), pval(f), div,
                         pct(r["token_flip_rate"]),
@@ -264,12 +312,13 @@ std::string render_gsm8k_html(const nlohmann::json& s) {
   if (any_skipped(s))
     html += "<p class=\"skipped-note\">Skipped items (prompt longer than the model's context, <code>--skip-long</code>) "
             "are excluded from n and every rate.</p>\n";
-  html += "<h2>Accuracy with cache ON vs OFF</h2>\n";
+  html += "<h2>Accuracy: " + html_escape(L.title) + "</h2>\n";
   for (const auto& k : acc_order)
     html += svg_bar_chart("Accuracy (fraction): " + k, conds, acc[k]);
   html += "<h2>Sequence divergence rate per dtype</h2>\n";
   for (const auto& m : div_order)
-    html += svg_bar_chart("Share of problems whose ON and OFF generations differ: " + m, dtypes, div[m]);
+    html += svg_bar_chart(fmt::format("Share of problems whose {} and {} generations differ: {}", L.cand, L.base, m),
+                          dtypes, div[m]);
   html += "<p>Definitions: docs/metrics.md in the kvparity repository.</p>\n</body></html>\n";
   return html;
 }
