@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "kernels/dequant_rows.h"
 #include "kernels/invariant_simd.h"
+#include "kernels/cpu_kernels.h"
 #include "kernels/policies.h"
 
 namespace kvp {
@@ -35,7 +36,7 @@ constexpr int64_t kMinParallelMacs = int64_t(1) << 15;
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
-class InvariantKernels final : public Kernels {
+class InvariantKernels final : public CpuKernels {
  public:
   explicit InvariantKernels(ThreadPool* pool)
       : pool_(pool), threads_(pool != nullptr ? pool->size() : 1), scratch_(size_t(threads_)), dequant_(size_t(threads_)) {}

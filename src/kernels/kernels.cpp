@@ -1,6 +1,7 @@
 #include "kernels/kernels.h"
 
 #include "core/error.h"
+#include "cuda/cuda_runtime_api.h"
 #include "kernels/policies.h"
 
 namespace kvp {
@@ -21,7 +22,11 @@ KernelPolicy parse_policy(const std::string& s) {
   fail_usage("unknown kernel policy '{}' (expected reference, standard or invariant)", s);
 }
 
-std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool) {
+std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool, Device device) {
+  if (device == Device::Cuda) {
+    require_device(device);
+    return cuda::make_kernels(policy);
+  }
   switch (policy) {
     case KernelPolicy::Reference: return make_reference_kernels();
     case KernelPolicy::Standard: return make_standard_kernels(pool);

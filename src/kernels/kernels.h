@@ -9,11 +9,14 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/kv_type.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "kernels/elementwise.h"
 
 namespace kvp {
 
@@ -56,22 +59,83 @@ inline float attention_score(float dot, float divisor, float scale, float softca
   return s;
 }
 
+// One sequence's K or V rows written into its cache for one layer (DESIGN.md §5).
+struct KvWrite {
+  void* cache = nullptr;      // the layer's [n_kv_heads][capacity][head_dim] K or V, on the kernels' device
+  KvType kv;
+  int capacity = 0, n_kv_heads = 0, head_dim = 0;
+  const float* rows = nullptr;  // [M, n_kv_heads*head_dim] values in the compute dtype, fp32 storage
+  int n_rows = 0;
+  int start_pos = 0;
+};
+
+// The first NaN/Inf a rounding point met, reported after the pass (devices that check once per
+// step rather than after every operation).
+struct NonFiniteHit {
+  int slot = 0;     // the rounding point's number within the pass
+  long index = 0;   // element index within the rounded span
+  float value = 0;  // NaN, +Inf or -Inf
+};
+
+// Every operation of the forward pass (model/llama_forward.cpp), on buffers that live on the
+// kernels' device: pointers given to these functions are device pointers unless a comment says
+// "host". The pass itself is written once, against this interface, for every device and policy;
+// a policy decides the summation orders, a device where the work runs.
 class Kernels {
  public:
   virtual ~Kernels() = default;
   virtual KernelPolicy policy() const = 0;
+  virtual Device device() const = 0;
+
+  // --- Reductions: the policy's choice of order. ---
   // y[M, N] = x[M, K] . W[N, K]^T with fp32 accumulation; W in F32/F16/BF16. y is not rounded.
+  // W is a host view of the model's weights; a device keeps its own copy, made on first use.
   virtual void matmul(const float* x, int M, const TensorView& W, float* y) = 0;
   // Causal GQA attention of M new rows against the cache (which already holds their own K/V).
   virtual void attention(const AttentionParams& p) = 0;
+  // The attention of several sequences of one pass (one layer), each against its own cache.
+  virtual void attention_batch(const AttentionParams* p, int n) = 0;
   // Per row: x * rsqrt(mean(x^2) + eps) in fp32, rounded to act, times w, rounded to act (HF Llama).
+  // w (and g below): the model's gains in host memory, like W above.
   virtual void rmsnorm(const float* x, int M, int dim, const float* w, float eps, DType act, float* y) = 0;
   // Gemma-2: x * rsqrt(mean(x^2) + eps) * g all in fp32, one rounding to act (Gemma2RMSNorm, where
   // g = 1 + w is computed in fp32 by the caller).
-  virtual void rmsnorm_fp32_gain(const float* x, int M, int dim, const float* g, float eps, DType act, float* y) = 0;
+  virtual void rmsnorm_fp32_gain(const float* x, int M, int dim, const float* g, float eps, DType act,
+                                 float* y) = 0;
+
+  // --- Element-wise operations (no reductions: every policy of a device shares them). ---
+  // x[m] = row tokens[m] (host ids) of the embedding table, as fp32.
+  virtual void embed(const TensorView& table, const int* tokens, int M, float* x) = 0;
+  // y[m, n] += b[n] in fp32 (F.linear's bias joins the accumulator before the rounding).
+  virtual void add_bias(float* y, int M, const TensorView& b) = 0;
+  // apply_rope (elementwise.h) on rows x[M, n_heads*head_dim], row m at position row_pos[m] (host).
+  virtual void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
+                    RopePairs pairs) = 0;
+  virtual void silu_mul(float* gate, const float* up, size_t n, DType act) = 0;
+  virtual void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) = 0;
+  virtual void softcap(float* x, size_t n, float cap, DType act) = 0;
+  virtual void scale(float* x, size_t n, float s, DType act) = 0;
+  virtual void add(float* x, const float* y, size_t n, DType act) = 0;
+  virtual void copy(float* dst, const float* src, size_t n) = 0;
+  // K/V rows into caches, encoded in each cache's KV type.
+  virtual void kv_write(const KvWrite* w, int n) = 0;
+
+  // --- Rounding points. ---
+  // Rounds n values in place to t (RNE). Returns the index of the first NaN/Inf, or -1 when there
+  // is none or when the device reports them later through pending_nonfinite() under `slot`.
+  virtual long round_check(DType t, float* x, size_t n, int slot) = 0;
+  // The NaN/Inf met since the last call, one per slot, in slot order (empty on the CPU, which
+  // reports them as round_check returns).
+  virtual std::vector<NonFiniteHit> pending_nonfinite() = 0;
+
+  // --- Memory. ---
+  // Blocking copies ordered after the operations queued so far.
+  virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void to_device(void* dst, const void* host_src, size_t bytes) = 0;
 };
 
-// `pool` may be null (single thread); the kernels do not own it.
-std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool);
+// `pool` may be null (single thread); the kernels do not own it. Device::Cuda needs a build with
+// CUDA and a usable GPU (errors name what is missing).
+std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool, Device device = Device::Cpu);
 
 }  // namespace kvp

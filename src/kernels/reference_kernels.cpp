@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/dequant_rows.h"
+#include "kernels/cpu_kernels.h"
 #include "kernels/policies.h"
 
 namespace kvp {
@@ -21,7 +22,7 @@ inline float load(DType t, const void* base, size_t i) {
   return 0.0f;
 }
 
-class ReferenceKernels final : public Kernels {
+class ReferenceKernels final : public CpuKernels {
  public:
   KernelPolicy policy() const override { return KernelPolicy::Reference; }
 

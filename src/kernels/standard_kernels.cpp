@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "kernels/dequant_rows.h"
+#include "kernels/cpu_kernels.h"
 #include "kernels/policies.h"
 #include "kernels/simd_ops.h"
 
@@ -47,7 +48,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
-class StandardKernels final : public Kernels {
+class StandardKernels final : public CpuKernels {
  public:
   explicit StandardKernels(ThreadPool* pool)
       : pool_(pool), threads_(pool != nullptr ? pool->size() : 1), scratch_(size_t(threads_)), dequant_(size_t(threads_)) {}

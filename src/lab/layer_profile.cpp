@@ -23,6 +23,7 @@ class RowCapture final : public ForwardHooks {
     if (row < 0 || row >= s.rows) return;
     rows_[{int(s.point), s.layer}].assign(d + size_t(row) * s.width, d + size_t(row + 1) * s.width);
   }
+  bool writes(HookPoint, int) const override { return false; }
   const std::vector<float>& get(HookPoint p, int layer) const {
     auto it = rows_.find({int(p), layer});
     if (it == rows_.end()) fail("profile: hook point '{}' of layer {} was not captured", hook_point_name(p), layer);

@@ -34,6 +34,10 @@ class ResidualTap final : public ForwardHooks {
       std::copy(saved.begin(), saved.end(), r);
     }
   }
+  bool wants(HookPoint p, int) const override { return p == HookPoint::ResidPost; }
+  bool writes(HookPoint p, int layer) const override {
+    return !capture && p == HookPoint::ResidPost && (patch_layer == -1 || patch_layer == layer);
+  }
 
  private:
   int pos_;

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/aligned_allocator.h"
+#include "core/device.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
 #include "runtime/hooks.h"
@@ -25,11 +25,25 @@ struct NonFiniteEvent {
   std::string describe() const;
 };
 
+// fp32 scratch on the kernels' device, grown to the largest pass seen so far.
+class ActivationBuffer {
+ public:
+  float* data() { return buf_.as<float>(); }
+  size_t size() const { return buf_.size() / sizeof(float); }
+  // Grows to at least n floats on device d (the contents are not kept).
+  void ensure(Device d, size_t n) {
+    if (buf_.device() != d || size() < n) buf_ = DeviceBuffer(d, n * sizeof(float));
+  }
+  void swap(ActivationBuffer& o) noexcept { std::swap(buf_, o.buf_); }
+
+ private:
+  DeviceBuffer buf_;
+};
+
 // Scratch buffers sized for the largest M seen so far; reused across calls.
 struct Activations {
-  using Buffer = std::vector<float, CacheAlignedAllocator<float>>;
-  Buffer x, xb, q, k, v, att, proj, gate, up, logits;
-  int rows_capacity = 0;
+  ActivationBuffer x, xb, q, k, v, att, proj, gate, up, logits;
+  std::vector<float> host_logits;          // the logits copied back from a device other than the CPU
   std::vector<NonFiniteEvent> nonfinite;  // events recorded under NonFinitePolicy::Warn
 };
 
@@ -39,8 +53,8 @@ struct ForwardOptions {
   ForwardHooks* hooks = nullptr;
 };
 
-// Returns a pointer to the logits: [M, vocab] when all_logits, else [1, vocab] (last row).
-// Values are fp32 holding numbers rounded to the compute dtype (HF: lm_head in dtype, then .float()).
+// Returns a pointer to the logits in host memory: [M, vocab] when all_logits, else [1, vocab]
+// (last row); valid until the next pass with the same Activations. Values are fp32 holding numbers rounded to the compute dtype (HF: lm_head in dtype, then .float()).
 const float* forward(const Model& model, Kernels& kernels, KVCache& cache, Activations& act, const int* tokens, int M,
                      int start_pos, const ForwardOptions& opts = {});
 

@@ -33,8 +33,6 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "kernels/elementwise.h"
-#include "kernels/simd_ops.h"
 #include "model/forward.h"
 
 namespace kvp {
@@ -47,91 +45,96 @@ std::string NonFiniteEvent::describe() const {
 
 namespace {
 
-void ensure(Activations::Buffer& v, size_t n) {
-  if (v.size() < n) v.resize(n);
-}
-
 // The rows of a pass are the slices' tokens, concatenated: matmuls, norms and element-wise ops
 // see all M rows at once (rows never interact there), while RoPE, the cache writes and attention
-// run per slice, each against its own sequence's cache and positions.
+// run per slice, each against its own sequence's cache and positions. Every operation goes
+// through the kernels, on buffers of the kernels' device; the host sees only token ids going in,
+// the logits coming out, and the rows hooks ask for.
 class Pass {
  public:
   Pass(const Model& model, Kernels& kernels, Activations& act, const std::vector<SequenceSlice>& slices,
        const ForwardOptions& opts)
       : m_(model), c_(model.config), kn_(kernels), a_(act), slices_(slices), opts_(opts), P_(model.dtype),
-        gemma_(model.config.arch == Arch::Gemma2) {
+        gemma_(model.config.arch == Arch::Gemma2), dev_(kernels.device()) {
     M_ = 0;
     for (const auto& sl : slices_) {
       row0_.push_back(M_);
-      for (int i = 0; i < sl.n_tokens; ++i) pos_of_row_.push_back(sl.start_pos + i);
+      for (int i = 0; i < sl.n_tokens; ++i) {
+        pos_of_row_.push_back(sl.start_pos + i);
+        tokens_.push_back(sl.tokens[i]);
+      }
       last_pos_.push_back(sl.start_pos + sl.n_tokens - 1);
       M_ += sl.n_tokens;
     }
   }
 
-  // Rounds [rows, width] to P, stops (or records) at the first NaN/Inf. row_pos[r]: the sequence
+  // Rounds [rows, width] to P; a NaN/Inf stops the run (or is recorded). Devices that check once
+  // per pass report it in finish(), by the rounding point's slot. row_pos[r]: the sequence
   // position of row r (for the message).
   void materialise(float* data, int rows, int width, const char* tensor, int layer, const int* row_pos = nullptr) {
-    const long bad = simd::round_find_nonfinite(P_, data, size_t(rows) * width);
+    const int slot = int(points_.size());
+    points_.push_back(Point{tensor, layer, width, row_pos == nullptr ? pos_of_row_.data() : row_pos});
+    const long bad = kn_.round_check(P_, data, size_t(rows) * width, slot);
     if (bad >= 0) {
-      if (row_pos == nullptr) row_pos = pos_of_row_.data();
-      NonFiniteEvent e{tensor, layer, row_pos[bad / width], int(bad % width), data[bad]};
-      if (opts_.on_nonfinite == NonFinitePolicy::Error) throw Error(ErrorKind::Numeric, e.describe());
-      if (a_.nonfinite.size() < 64) a_.nonfinite.push_back(e);
+      float value = 0.0f;
+      kn_.to_host(&value, data + bad, sizeof(float));
+      nonfinite(slot, bad, value);
     }
   }
 
   // Hooks see one slice at a time, so a hook never has to know about batching.
   void hook(HookPoint point, int layer, float* data, int width) {
-    if (opts_.hooks == nullptr) return;
+    if (opts_.hooks == nullptr || !opts_.hooks->wants(point, layer)) return;
+    const size_t n = size_t(M_) * width;
+    float* rows = data;
+    if (dev_ != Device::Cpu) {
+      hook_rows_.resize(n);
+      kn_.to_host(hook_rows_.data(), data, n * sizeof(float));
+      rows = hook_rows_.data();
+    }
     for (size_t s = 0; s < slices_.size(); ++s)
       opts_.hooks->on(HookSite{point, layer, slices_[s].start_pos, slices_[s].n_tokens, width},
-                      data + size_t(row0_[s]) * width);
+                      rows + size_t(row0_[s]) * width);
+    if (dev_ != Device::Cpu && opts_.hooks->writes(point, layer)) kn_.to_device(data, rows, n * sizeof(float));
   }
 
   // F.linear: the bias joins the fp32 accumulator before the single rounding to P.
   void linear(const float* in, const TensorView& W, float* out, const char* tensor, int layer,
               const TensorView* bias = nullptr) {
     kn_.matmul(in, M_, W, out);
-    if (bias != nullptr && bias->valid()) {
-      const auto* b = static_cast<const float*>(bias->data);
-      const int n = int(W.rows());
-      for (int m = 0; m < M_; ++m)
-        for (int i = 0; i < n; ++i) out[size_t(m) * n + i] += b[i];
-    }
+    if (bias != nullptr && bias->valid()) kn_.add_bias(out, M_, *bias);
     materialise(out, M_, int(W.rows()), tensor, layer);
   }
 
   const float* run() {
     const int dim = c_.dim, qd = c_.q_dim(), kvd = c_.kv_dim(), hid = c_.hidden_dim, V = c_.vocab_size;
     const size_t M = size_t(M_);
-    ensure(a_.x, M * dim);
-    ensure(a_.xb, M * dim);
-    ensure(a_.q, M * qd);
-    ensure(a_.k, M * kvd);
-    ensure(a_.v, M * kvd);
-    ensure(a_.att, M * qd);
-    ensure(a_.proj, M * dim);
-    ensure(a_.gate, M * hid);
-    ensure(a_.up, M * hid);
-    ensure(a_.logits, (opts_.all_logits ? M : slices_.size()) * size_t(V));
+    a_.x.ensure(dev_, M * dim);
+    a_.xb.ensure(dev_, M * dim);
+    a_.q.ensure(dev_, M * qd);
+    a_.k.ensure(dev_, M * kvd);
+    a_.v.ensure(dev_, M * kvd);
+    a_.att.ensure(dev_, M * qd);
+    a_.proj.ensure(dev_, M * dim);
+    a_.gate.ensure(dev_, M * hid);
+    a_.up.ensure(dev_, M * hid);
+    const size_t logit_rows = opts_.all_logits ? M : slices_.size();
+    a_.logits.ensure(dev_, logit_rows * size_t(V));
     const auto& W = m_.weights;
     // q/k come out of the matmuls in the file's row order; RoPE leaves them in the halves layout.
     const RopePairs pairs = W.qk_layout == RopeLayout::Interleaved ? RopePairs::AdjacentPairs : RopePairs::Halves;
 
-    for (size_t s = 0; s < slices_.size(); ++s) {
-      for (int i = 0; i < slices_[s].n_tokens; ++i) {
-        const int tok = slices_[s].tokens[i];
-        if (tok < 0 || tok >= V)
-          fail("token id {} at position {} is outside the vocabulary (size {})", tok, slices_[s].start_pos + i, V);
-        const size_t m = size_t(row0_[s] + i);
-        view_to_f32(W.embed, size_t(tok) * dim, size_t(dim), a_.x.data() + m * dim);
-      }
-    }
+    for (int m = 0; m < M_; ++m)
+      if (tokens_[size_t(m)] < 0 || tokens_[size_t(m)] >= V)
+        fail("token id {} at position {} is outside the vocabulary (size {})", tokens_[size_t(m)],
+             pos_of_row_[size_t(m)], V);
+    kn_.embed(W.embed, tokens_.data(), M_, a_.x.data());
     materialise(a_.x.data(), M_, dim, "embed", -1);
-    if (gemma_) scale_inplace(a_.x.data(), M * dim, float(std::sqrt(double(dim))), P_);
+    if (gemma_) kn_.scale(a_.x.data(), M * dim, float(std::sqrt(double(dim))), P_);
     hook(HookPoint::Embed, -1, a_.x.data(), dim);
 
+    std::vector<AttentionParams> attn(slices_.size());
+    std::vector<KvWrite> kv_writes(slices_.size());
     for (int l = 0; l < c_.n_layers; ++l) {
       const LayerWeights& L = W.layers[size_t(l)];
       hook(HookPoint::ResidPre, l, a_.x.data(), dim);
@@ -141,24 +144,31 @@ class Pass {
       linear(a_.xb.data(), L.wq, a_.q.data(), "q_proj", l, &L.bq);
       linear(a_.xb.data(), L.wk, a_.k.data(), "k_proj", l, &L.bk);
       linear(a_.xb.data(), L.wv, a_.v.data(), "v_proj", l, &L.bv);
-      for (size_t s = 0; s < slices_.size(); ++s) {
-        const SequenceSlice& sl = slices_[s];
-        apply_rope(a_.q.data() + size_t(row0_[s]) * qd, sl.n_tokens, c_.n_heads, sl.start_pos, m_.rope, P_, pairs);
-        apply_rope(a_.k.data() + size_t(row0_[s]) * kvd, sl.n_tokens, c_.n_kv_heads, sl.start_pos, m_.rope, P_, pairs);
-      }
+      kn_.rope(a_.q.data(), M_, c_.n_heads, pos_of_row_.data(), m_.rope, P_, pairs);
+      kn_.rope(a_.k.data(), M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
       materialise(a_.q.data(), M_, qd, "q_rope", l);
       materialise(a_.k.data(), M_, kvd, "k_rope", l);
       hook(HookPoint::K, l, a_.k.data(), kvd);
       hook(HookPoint::V, l, a_.v.data(), kvd);
-      for (size_t s = 0; s < slices_.size(); ++s) {
-        const SequenceSlice& sl = slices_[s];
-        sl.cache->write(l, false, a_.k.data() + size_t(row0_[s]) * kvd, sl.n_tokens, sl.start_pos);
-        sl.cache->write(l, true, a_.v.data() + size_t(row0_[s]) * kvd, sl.n_tokens, sl.start_pos);
+      for (const bool is_v : {false, true}) {
+        for (size_t s = 0; s < slices_.size(); ++s) {
+          const SequenceSlice& sl = slices_[s];
+          KvWrite& w = kv_writes[s];
+          w.cache = is_v ? sl.cache->v(l) : sl.cache->k(l);
+          w.kv = sl.cache->type();
+          w.capacity = sl.cache->capacity();
+          w.n_kv_heads = c_.n_kv_heads;
+          w.head_dim = c_.head_dim;
+          w.rows = (is_v ? a_.v.data() : a_.k.data()) + size_t(row0_[s]) * kvd;
+          w.n_rows = sl.n_tokens;
+          w.start_pos = sl.start_pos;
+        }
+        kn_.kv_write(kv_writes.data(), int(kv_writes.size()));
       }
 
       for (size_t s = 0; s < slices_.size(); ++s) {
         const SequenceSlice& sl = slices_[s];
-        AttentionParams ap;
+        AttentionParams& ap = attn[s];
         ap.n_rows = sl.n_tokens;
         ap.start_pos = sl.start_pos;
         ap.n_heads = c_.n_heads;
@@ -177,8 +187,8 @@ class Pass {
         }
         ap.sliding_window = c_.window_for_layer(l);
         ap.act = P_;
-        kn_.attention(ap);
       }
+      kn_.attention_batch(attn.data(), int(attn.size()));
       materialise(a_.att.data(), M_, qd, "attn", l);
       linear(a_.att.data(), L.wo, a_.proj.data(), "attn_out", l);
       if (gemma_) {
@@ -187,7 +197,7 @@ class Pass {
         materialise(a_.proj.data(), M_, dim, "post_attn_norm", l);
       }
       hook(HookPoint::AttnOut, l, a_.proj.data(), dim);
-      add_inplace(a_.x.data(), a_.proj.data(), M * dim, P_);
+      kn_.add(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_mid", l);
       hook(HookPoint::ResidMid, l, a_.x.data(), dim);
 
@@ -197,9 +207,9 @@ class Pass {
       linear(a_.xb.data(), L.w_gate, a_.gate.data(), "gate_proj", l);
       linear(a_.xb.data(), L.w_up, a_.up.data(), "up_proj", l);
       if (gemma_)
-        gelu_tanh_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
+        kn_.gelu_tanh_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
       else
-        silu_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
+        kn_.silu_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
       materialise(a_.gate.data(), M_, hid, "mlp_act", l);
       linear(a_.gate.data(), L.w_down, a_.proj.data(), "mlp_out", l);
       if (gemma_) {
@@ -208,7 +218,7 @@ class Pass {
         materialise(a_.proj.data(), M_, dim, "post_ffn_norm", l);
       }
       hook(HookPoint::MlpOut, l, a_.proj.data(), dim);
-      add_inplace(a_.x.data(), a_.proj.data(), M * dim, P_);
+      kn_.add(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_post", l);
       hook(HookPoint::ResidPost, l, a_.x.data(), dim);
     }
@@ -222,27 +232,53 @@ class Pass {
       materialise(a_.logits.data(), M_, V, "logits", -1);
       final_softcap(a_.logits.data(), M * V);
       hook(HookPoint::Logits, -1, a_.logits.data(), V);
-    } else {
-      // Only each slice's last row: gathered (proj is free by now) so lm_head runs once.
-      const int S = int(slices_.size());
-      const float* rows = a_.xb.data() + (M - 1) * dim;
-      if (S > 1) {
-        for (int s = 0; s < S; ++s)
-          std::copy_n(a_.xb.data() + size_t(row0_[s] + slices_[s].n_tokens - 1) * dim, dim,
-                      a_.proj.data() + size_t(s) * dim);
-        rows = a_.proj.data();
-      }
-      kn_.matmul(rows, S, W.lm_head, a_.logits.data());
-      materialise(a_.logits.data(), S, V, "logits", -1, last_pos_.data());
-      final_softcap(a_.logits.data(), size_t(S) * V);
-      if (opts_.hooks != nullptr)
-        for (int s = 0; s < S; ++s)
-          opts_.hooks->on(HookSite{HookPoint::Logits, -1, last_pos_[size_t(s)], 1, V}, a_.logits.data() + size_t(s) * V);
+      return finish(logit_rows * size_t(V));
     }
-    return a_.logits.data();
+    // Only each slice's last row: gathered (proj is free by now) so lm_head runs once.
+    const int S = int(slices_.size());
+    const float* rows = a_.xb.data() + (M - 1) * dim;
+    if (S > 1) {
+      for (int s = 0; s < S; ++s)
+        kn_.copy(a_.proj.data() + size_t(s) * dim, a_.xb.data() + size_t(row0_[s] + slices_[s].n_tokens - 1) * dim,
+                 size_t(dim));
+      rows = a_.proj.data();
+    }
+    kn_.matmul(rows, S, W.lm_head, a_.logits.data());
+    materialise(a_.logits.data(), S, V, "logits", -1, last_pos_.data());
+    final_softcap(a_.logits.data(), size_t(S) * V);
+    const float* out = finish(logit_rows * size_t(V));
+    if (opts_.hooks != nullptr && opts_.hooks->wants(HookPoint::Logits, -1))
+      for (int s = 0; s < S; ++s)
+        opts_.hooks->on(HookSite{HookPoint::Logits, -1, last_pos_[size_t(s)], 1, V},
+                        const_cast<float*>(out) + size_t(s) * V);
+    return out;
   }
 
  private:
+  struct Point {  // a rounding point of this pass, for naming a NaN/Inf found there
+    const char* tensor;
+    int layer;
+    int width;
+    const int* row_pos;
+  };
+
+  void nonfinite(int slot, long bad, float value) {
+    const Point& p = points_[size_t(slot)];
+    NonFiniteEvent e{p.tensor, p.layer, p.row_pos[bad / p.width], int(bad % p.width), value};
+    if (opts_.on_nonfinite == NonFinitePolicy::Error) throw Error(ErrorKind::Numeric, e.describe());
+    if (a_.nonfinite.size() < 64) a_.nonfinite.push_back(e);
+  }
+
+  // The logits in host memory; on a device, the one wait of the pass, after which the NaN/Inf it
+  // met are reported in pass order.
+  const float* finish(size_t n) {
+    if (dev_ == Device::Cpu) return a_.logits.data();
+    a_.host_logits.resize(n);
+    kn_.to_host(a_.host_logits.data(), a_.logits.data(), n * sizeof(float));
+    for (const NonFiniteHit& h : kn_.pending_nonfinite()) nonfinite(h.slot, h.index, h.value);
+    return a_.host_logits.data();
+  }
+
   // RMSNorm of M rows: HF Llama's (two roundings) or Gemma-2's (fp32 gain, one rounding).
   void norm(const float* x, const TensorView& w, float* y) {
     const auto* g = static_cast<const float*>(w.data);
@@ -253,7 +289,7 @@ class Pass {
   }
 
   void final_softcap(float* logits, size_t n) {
-    if (gemma_ && c_.final_logit_softcapping > 0.0f) softcap_inplace(logits, n, c_.final_logit_softcapping, P_);
+    if (gemma_ && c_.final_logit_softcapping > 0.0f) kn_.softcap(logits, n, c_.final_logit_softcapping, P_);
   }
 
   const Model& m_;
@@ -264,10 +300,14 @@ class Pass {
   int M_ = 0;
   std::vector<int> row0_;        // first row of each slice
   std::vector<int> pos_of_row_;  // sequence position of each row
+  std::vector<int> tokens_;      // token id of each row
   std::vector<int> last_pos_;    // position of each slice's last row
+  std::vector<Point> points_;
+  std::vector<float> hook_rows_;  // host copy of a hooked tensor (devices other than the CPU)
   const ForwardOptions& opts_;
   DType P_;
   bool gemma_;
+  Device dev_;
 };
 
 }  // namespace

@@ -24,8 +24,8 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& opts)
     : model_(std::move(model)),
       opts_(opts),
       pool_(std::make_unique<ThreadPool>(std::max(1, opts.threads))),
-      kernels_(make_kernels(opts.kernels, pool_.get())),
-      cache_(model_->config, capacity_for(*model_, opts), opts.kv_dtype) {
+      kernels_(make_kernels(opts.kernels, pool_.get(), opts.device)),
+      cache_(model_->config, capacity_for(*model_, opts), opts.kv_dtype, opts.device) {
   if (opts.threads < 1) fail_usage("--threads must be >= 1 (got {})", opts.threads);
 }
 
@@ -38,7 +38,7 @@ const float* Engine::forward_uncached(const int* tokens, int M, const ForwardOpt
     cache_.clear();
     return forward(tokens, M, 0, fo);
   }
-  if (uncached_ == nullptr) uncached_ = std::make_unique<KVCache>(model_->config, cache_.capacity(), KvType::of(model_->dtype));
+  if (uncached_ == nullptr) uncached_ = std::make_unique<KVCache>(model_->config, cache_.capacity(), KvType::of(model_->dtype), opts_.device);
   uncached_->clear();
   return kvp::forward(*model_, *kernels_, *uncached_, act_, tokens, M, 0, fo);
 }
@@ -231,7 +231,7 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
       cfg.cache == CacheMode::Off && !cache_.type().is_dtype() ? KvType::of(model_->dtype) : cache_.type();
   if (!batch_caches_.empty() && !(batch_caches_.front()->type() == batch_kv)) batch_caches_.clear();
   while (int(batch_caches_.size()) < B)
-    batch_caches_.push_back(std::make_unique<KVCache>(c, cache_.capacity(), batch_kv));
+    batch_caches_.push_back(std::make_unique<KVCache>(c, cache_.capacity(), batch_kv, opts_.device));
 
   ForwardOptions fo;
   fo.on_nonfinite = cfg.on_nonfinite;

@@ -80,6 +80,7 @@ struct GenerationResult {
 
 struct EngineOptions {
   KernelPolicy kernels = KernelPolicy::Standard;
+  Device device = Device::Cpu;  // where the pass runs: weights, activations and caches live there
   int threads = 1;
   KvType kv_dtype;          // what the cache stores (a quantised format only on cache-ON paths)
   int cache_capacity = 0;  // 0: the model's context length (a static cache, DESIGN.md §5)

@@ -32,8 +32,14 @@ struct HookSite {
 class ForwardHooks {
  public:
   virtual ~ForwardHooks() = default;
-  // `data` may be modified in place (patching); values must stay representable in the compute dtype.
+  // `data` (host memory) may be modified in place (patching); values must stay representable in
+  // the compute dtype.
   virtual void on(const HookSite& site, float* data) = 0;
+  // Whether on() needs this point at all, and whether it may change the data there. On a device
+  // other than the CPU, the pass copies to the host only the points wanted, and back only those
+  // that may be written.
+  virtual bool wants(HookPoint point, int layer) const { return true; }
+  virtual bool writes(HookPoint point, int layer) const { return true; }
 };
 
 }  // namespace kvp

@@ -5,6 +5,7 @@
 // never read beyond them, which the NaN-poisoning test checks.
 #include <vector>
 
+#include "core/device.h"
 #include "core/dtype.h"
 #include "core/kv_type.h"
 #include "core/tensor.h"
@@ -14,7 +15,8 @@ namespace kvp {
 
 class KVCache {
  public:
-  KVCache(const ModelConfig& config, int capacity, const KvType& kv_type);
+  // The cache lives on `device` (the device of the kernels that will read it).
+  KVCache(const ModelConfig& config, int capacity, const KvType& kv_type, Device device = Device::Cpu);
 
   int capacity() const { return capacity_; }
   int length() const { return length_; }
@@ -24,15 +26,17 @@ class KVCache {
   int n_layers() const { return int(k_.size()); }
   int n_kv_heads() const { return n_kv_heads_; }
   int head_dim() const { return head_dim_; }
+  Device device() const { return device_; }
 
   void* k(int layer) { return k_[size_t(layer)].data(); }
   void* v(int layer) { return v_[size_t(layer)].data(); }
   const void* k(int layer) const { return k_[size_t(layer)].data(); }
   const void* v(int layer) const { return v_[size_t(layer)].data(); }
 
-  // Writes M rows of K or V ([M, n_kv_heads*head_dim] fp32) for positions start_pos.. into the cache.
+  // Writes M rows of K or V ([M, n_kv_heads*head_dim] fp32, host memory) for positions start_pos..
+  // into the cache (the lab's KV patching; the forward pass writes through Kernels::kv_write).
   void write(int layer, bool is_v, const float* rows, int M, int start_pos);
-  // Reads one (layer, kv head, position) entry as fp32.
+  // Reads one (layer, kv head, position) entry as fp32 into host memory.
   void read(int layer, bool is_v, int kv_head, int pos, float* out) const;
   // Fills every position with NaN (the poisoning test: unwritten entries must never matter).
   void poison();
@@ -43,7 +47,8 @@ class KVCache {
   int capacity_, n_kv_heads_, head_dim_;
   int length_ = 0;
   KvType type_;
-  std::vector<AlignedBuffer> k_, v_;
+  Device device_;
+  std::vector<DeviceBuffer> k_, v_;
 };
 
 }  // namespace kvp

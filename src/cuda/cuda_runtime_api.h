@@ -1,0 +1,35 @@
+#pragma once
+// The host-side face of the CUDA backend: plain C++ (no CUDA headers), so that the rest of the
+// program compiles the same with or without CUDA. With KVPARITY_CUDA off these are defined by
+// no_cuda.cpp (built() is false; the rest throw "built without CUDA").
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace kvp {
+class Kernels;
+class ThreadPool;
+enum class KernelPolicy;
+}  // namespace kvp
+
+namespace kvp::cuda {
+
+bool built();
+// Opens the GPU once per process (device 0 or $CUDA_VISIBLE_DEVICES' first); throws an Error
+// naming the CUDA error when there is none usable.
+void open();
+std::string describe();
+void* alloc(size_t bytes);
+void release(void* p) noexcept;
+void to_host(void* dst, const void* src, size_t bytes);
+void to_device(void* dst, const void* src, size_t bytes);
+// Peak device memory allocated through alloc() since the last reset, in bytes.
+size_t peak_allocated();
+void reset_peak_allocated();
+// HBM read bandwidth in bytes/s, streaming `bytes` once per repeat (best of `repeats`).
+double read_bandwidth(size_t bytes, int repeats);
+
+// The kernels of `policy` on the GPU (kernels.h). Throws for a policy not available on CUDA.
+std::unique_ptr<Kernels> make_kernels(KernelPolicy policy);
+
+}  // namespace kvp::cuda

@@ -1,0 +1,26 @@
+// The CUDA backend's entry points in a build without CUDA: every one but built() refuses.
+#include "core/error.h"
+#include "cuda/cuda_runtime_api.h"
+#include "kernels/kernels.h"
+
+namespace kvp::cuda {
+namespace {
+[[noreturn]] void refuse() {
+  fail("--device cuda: this kvparity was built without CUDA (configure with -DKVPARITY_CUDA=ON on a machine "
+       "with nvcc); use --device cpu");
+}
+}  // namespace
+
+bool built() { return false; }
+void open() { refuse(); }
+std::string describe() { refuse(); }
+void* alloc(size_t) { refuse(); }
+void release(void*) noexcept {}
+void to_host(void*, const void*, size_t) { refuse(); }
+void to_device(void*, const void*, size_t) { refuse(); }
+size_t peak_allocated() { return 0; }
+void reset_peak_allocated() {}
+double read_bandwidth(size_t, int) { refuse(); }
+std::unique_ptr<Kernels> make_kernels(KernelPolicy) { refuse(); }
+
+}  // namespace kvp::cuda
