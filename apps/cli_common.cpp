@@ -24,6 +24,7 @@ void ModelOptions::add(CLI::App* app, Parts parts) {
           HUGE_VAL, false);
   one_of(app->add_option("--kernels", kernels, "kernel policy"), kPolicyNames);
   threads_option(app, threads);
+  device_option(app, device);
   if (parts.cache_capacity)
     int_at_least(
         app->add_option("--cache-capacity", cache_capacity, "static KV cache positions (0: the model's context)"), 0);
@@ -33,6 +34,8 @@ void ModelOptions::check(const CLI::App* cmd) const {
   // An explicit --kv-dtype equal to --dtype is accepted: it is honoured (it is what runs), like
   // --threads 1 with the reference kernels, so scripts may always spell both out.
   check_threads_policies(cmd, threads, {kernels});
+  // A device this binary or machine cannot use stops the command before it writes anything.
+  require_device(parse_device(device));
   refuse_unless(cmd, "--kv-scale", kv_dtype.rfind("fp8", 0) == 0, "--kv-dtype fp8_e4m3 or fp8_e5m2",
                 "only the fp8 KV caches store a scaled value");
 }
@@ -42,11 +45,18 @@ DType ModelOptions::compute_dtype() const { return parse_dtype(dtype); }
 EngineOptions ModelOptions::engine() const {
   EngineOptions o;
   o.kernels = parse_policy(kernels);
+  o.device = parse_device(device);
   o.threads = threads;
   o.kv_dtype = kv_dtype.empty() ? KvType::of(compute_dtype()) : *parse_kv_type(kv_dtype);
   o.kv_dtype.scale = float(kv_scale);
   o.cache_capacity = cache_capacity;
   return o;
+}
+
+CLI::Option* device_option(CLI::App* app, std::string& device) {
+  return one_of(app->add_option("--device", device,
+                                "where the model runs: cpu, or cuda (a build with CUDA, on a machine with a GPU)"),
+                {"cpu", "cuda"});
 }
 
 void SamplerOptions::add(CLI::App* app, bool list) {

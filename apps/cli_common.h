@@ -20,6 +20,7 @@ struct ModelOptions {
   std::string kv_dtype;  // empty: same as dtype
   double kv_scale = 1.0;
   std::string kernels = "standard";
+  std::string device = "cpu";
   int threads = 1;
   int cache_capacity = 0;
 
@@ -53,6 +54,9 @@ struct SamplerOptions {
   SamplerConfig config(const std::string& kind) const;
   SamplerConfig config() const { return config(sampler); }
 };
+
+// --device cpu|cuda (one value).
+CLI::Option* device_option(CLI::App* app, std::string& device);
 
 // Refuses --threads above 1 when every policy in `policies` is `reference`.
 void check_threads_policies(const CLI::App* cmd, int threads, const std::vector<std::string>& policies);

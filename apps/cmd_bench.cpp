@@ -15,7 +15,7 @@ namespace kvp::cli {
 
 void register_bench(CLI::App& app) {
   struct Opts {
-    std::string model, synth = "tiny", dtypes = "fp32", kv_dtypes, kernels = "standard", threads = "1";
+    std::string model, synth = "tiny", dtypes = "fp32", kv_dtypes, kernels = "standard", threads = "1", devices = "cpu";
     int prompt = 64, decode = 32, cache_off = 64, repeats = 2;
     double bandwidth = 0;
     bool json = false, load = false;
@@ -34,6 +34,8 @@ void register_bench(CLI::App& app) {
   list_of(cmd->add_option("--kernels", o->kernels, "kernel policies, comma-separated, each measured"), kPolicyNames);
   int_list_in(cmd->add_option("--threads", o->threads, "thread counts, comma-separated, each measured"), kMinThreads,
               kMaxThreads);
+  list_of(cmd->add_option("--device", o->devices, "devices, comma-separated, each measured (cpu, cuda)"),
+          {"cpu", "cuda"});
   int_at_least(cmd->add_option("--prompt-tokens", o->prompt, "prefill length"), 1);
   int_at_least(cmd->add_option("--decode-tokens", o->decode, "decode steps"), 1);
   int_at_least(cmd->add_option("--cache-off-tokens", o->cache_off, "sequence length of the cache-OFF step"), 1);
@@ -53,6 +55,7 @@ void register_bench(CLI::App& app) {
   cmd->callback([o, cmd] {
     if (o->load) {
       refuse_unless(cmd, "--kv-dtype", false, "a speed run (no --load)", "loading allocates no KV cache");
+      refuse_unless(cmd, "--device", false, "a speed run (no --load)", "loading reads the file into host memory");
       std::vector<DType> dtypes;
       for (const auto& d : split_list(o->dtypes)) dtypes.push_back(parse_dtype(d));
       const auto rows = measure_load(o->model, dtypes, o->repeats);
@@ -70,6 +73,11 @@ void register_bench(CLI::App& app) {
     for (const auto& k : split_list(o->kernels)) cfg.policies.push_back(parse_policy(k));
     for (const auto& k : split_list(o->kv_dtypes)) cfg.kv_types.push_back(*parse_kv_type(k));
     for (const auto& t : split_list(o->threads)) cfg.threads.push_back(std::stoi(t));  // checked by int_list_in
+    cfg.devices.clear();
+    for (const auto& d : split_list(o->devices)) {
+      cfg.devices.push_back(parse_device(d));
+      require_device(cfg.devices.back());
+    }
     check_threads_policies(cmd, *std::max_element(cfg.threads.begin(), cfg.threads.end()), split_list(o->kernels));
     cfg.prompt_tokens = o->prompt;
     cfg.decode_tokens = o->decode;
@@ -86,7 +94,11 @@ void register_bench(CLI::App& app) {
     if (o->json)
       std::cout << bench_json(rows) << std::endl;
     else
-      std::cout << "model: " << (o->model.empty() ? "synthetic " + o->synth : o->model) << "\n" << bench_table(rows);
+      std::cout << "model: " << (o->model.empty() ? "synthetic " + o->synth : o->model) << "\n"
+                << (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda)
+                        ? "gpu: " + device_description(Device::Cuda) + "\n"
+                        : std::string())
+                << bench_table(rows);
   });
 }
 

@@ -15,6 +15,7 @@ void register_compare(CLI::App& app) {
     std::string model, tokenizer, prompts = "builtin:stories", prompt, dtypes = "fp16", kv_dtype, kernels = "standard",
                                   control, out, baseline, candidate;
     SamplerOptions sampler;
+    std::string device = "cpu";
     int max_new_tokens = 128, threads = 1, batch_size = 1;
     bool stop_at_eos = false, no_report = false;
   };
@@ -37,6 +38,7 @@ void register_compare(CLI::App& app) {
   o->sampler.add(cmd, /*list=*/true);
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation"), 1);
   threads_option(cmd, o->threads);
+  device_option(cmd, o->device);
   auto* baseline = cmd->add_option(
       "--baseline", o->baseline,
       "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, batch-size, "
@@ -61,6 +63,7 @@ void register_compare(CLI::App& app) {
     o->sampler.check(cmd);
     const std::vector<std::string> dtypes = split_list(o->dtypes), kernels = split_list(o->kernels);
     check_threads_policies(cmd, o->threads, kernels);
+    require_device(parse_device(o->device));
     CompareOptions c;
     c.model = o->model;
     c.tokenizer = o->tokenizer;
@@ -82,6 +85,7 @@ void register_compare(CLI::App& app) {
           if (!o->kv_dtype.empty()) point.kv_dtype = *parse_kv_type(o->kv_dtype);
           point.kernels = parse_policy(k);
           point.threads = o->threads;
+          point.device = parse_device(o->device);
           add_condition(c, point, o->sampler.config(s));
         }
     if (o->control == "fp32")

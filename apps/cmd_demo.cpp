@@ -18,15 +18,20 @@ void register_demo(CLI::App& app) {
       ->needs(model);
   one_of(cmd->add_option("--kernels", *kernels, "kernel policy"), kPolicyNames);
   threads_option(cmd, o->threads);
+  auto device = std::make_shared<std::string>("cpu");
+  device_option(cmd, *device);
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation"), 1);
-  cmd->callback([o, kernels, cmd] {
+  cmd->callback([o, kernels, device, cmd] {
     check_threads_policies(cmd, o->threads, {*kernels});
     o->kernels = parse_policy(*kernels);
+    o->device = parse_device(*device);
+    require_device(o->device);
     std::string description;
     const auto rows = run_demo(*o, &description);
     std::cout << "kvparity demo — model: " << description << "\n"
               << "greedy decoding, " << o->max_new_tokens << " new tokens, kernels=" << *kernels
-              << ", threads=" << o->threads << "\n\n"
+              << ", threads=" << o->threads
+              << (o->device == Device::Cpu ? std::string() : ", device=" + device_description(o->device)) << "\n\n"
               << demo_table(rows)
               << "\nmax |Δlogit| is taken over the steps where both paths still share the same prefix.\n";
   });

@@ -18,6 +18,7 @@ void register_eval(CLI::App& app) {
     std::string data, train, conditions = "greedy", dtypes = "fp16", kv_dtypes, kernels = "standard", shard, out,
         seed = "1", baseline, candidate;
     std::vector<std::string> models, tokenizers;
+    std::string device = "cpu";
     int shots = 5, max_new_tokens = 256, limit = 0, threads = 1, batch_size = 1;
     bool skip_long = false, no_report = false;
   };
@@ -65,6 +66,7 @@ void register_eval(CLI::App& app) {
                                "(fixed groups of consecutive problems of the shard; same per-item draws as B = 1)"),
                1);
   threads_option(cmd, o->threads);
+  device_option(cmd, o->device);
   cmd->add_option("--shard", o->shard, "run the problems with index mod n == i (0 <= i < n)")->type_name("i/n");
   cmd->add_flag("--skip-long", o->skip_long, "record prompts longer than the context as skipped instead of failing");
   cmd->add_flag("--no-report", o->no_report, "skip writing summary.json / summary.md / report.html");
@@ -98,6 +100,8 @@ void register_eval(CLI::App& app) {
     g.limit = o->limit;
     g.seed = parse_seed(o->seed);
     g.threads = o->threads;
+    g.device = parse_device(o->device);
+    require_device(g.device);
     g.batch_size = o->batch_size;
     if (given(cmd, "--shard")) g.shard = parse_shard(o->shard);
     g.skip_long = o->skip_long;

@@ -29,6 +29,8 @@ void register_patch(CLI::App& app) {
   one_of(cmd->add_option("--dtype", o->dtype, "compute dtype"), kDtypeNames);
   one_of(cmd->add_option("--kernels", o->kernels, "kernel policy"), kPolicyNames);
   threads_option(cmd, o->p.threads);
+  auto device = std::make_shared<std::string>("cpu");
+  device_option(cmd, *device);
   o->sampler.add(cmd);
   int_at_least(cmd->add_option("--max-new-tokens", o->p.max_new_tokens, "horizon searched for the first divergence"),
                1);
@@ -42,8 +44,10 @@ void register_patch(CLI::App& app) {
       ->type_name("BEGIN:END");
   cmd->add_option("--out", o->out, "directory for patch.json (and the report)");
   cmd->add_flag("--json", o->json, "print patch.json to stdout instead of the table");
-  cmd->callback([o, cmd] {
+  cmd->callback([o, cmd, device] {
     check_threads_policies(cmd, o->p.threads, {o->kernels});
+    o->p.device = parse_device(*device);
+    require_device(o->p.device);
     o->sampler.check(cmd);
     if (given(cmd, "--step") && o->p.step >= o->p.max_new_tokens)
       fail_usage("--step {} needs --max-new-tokens > {} (the free runs must reach the step)", o->p.step, o->p.step);

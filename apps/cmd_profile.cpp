@@ -24,11 +24,15 @@ void register_profile(CLI::App& app) {
   list_of(cmd->add_option("--dtype", o->dtypes, "dtypes side by side, comma-separated"), kDtypeNames);
   one_of(cmd->add_option("--kernels", o->kernels, "kernel policy"), kPolicyNames);
   threads_option(cmd, o->p.threads);
+  auto device = std::make_shared<std::string>("cpu");
+  device_option(cmd, *device);
   int_at_least(cmd->add_option("--step", o->p.step, "generated-token index to compare (1 = first decode step)"), 1);
   cmd->add_option("--out", o->out, "directory for profile.json (and the report)");
   cmd->add_flag("--json", o->json, "print profile.json to stdout instead of the table");
-  cmd->callback([o, cmd] {
+  cmd->callback([o, cmd, device] {
     check_threads_policies(cmd, o->p.threads, {o->kernels});
+    o->p.device = parse_device(*device);
+    require_device(o->p.device);
     o->p.dtypes.clear();
     for (const auto& d : split_list(o->dtypes)) o->p.dtypes.push_back(parse_dtype(d));
     o->p.kernels = parse_policy(o->kernels);

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/huge_pages.h"
+#include "cuda/cuda_runtime_api.h"
 #include "kernels/bandwidth.h"
 #include "model/model.h"
 #include "runtime/generator.h"
@@ -48,11 +49,20 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     // configuration and the bandwidth probe see the same conditions, each repeat runs all of them
     // once, in turn (configurations interleaved, the probe beside them), and every figure is the
     // best over the repeats.
-    std::map<int, double> bandwidth;  // threads -> best read GB/s seen beside this dtype's runs
+    // threads (CPU) or -1 (the GPU) -> best read GB/s seen beside this dtype's runs
+    std::map<int, double> bandwidth;
+    const bool on_cpu = std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cpu) > 0;
+    const bool on_gpu = std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda) > 0;
     auto probe_bandwidth = [&] {
       for (int t : cfg.threads) {
+        if (!on_cpu) break;
         const double gbs = cfg.bandwidth_gbs > 0 ? cfg.bandwidth_gbs : measure_read_bandwidth_gbs(size_t(1) << 30, t);
         bandwidth[t] = std::max(bandwidth[t], gbs);
+      }
+      if (on_gpu) {
+        // 4 GiB: far beyond any GPU's L2, so the figure is HBM's.
+        const double gbs = cfg.bandwidth_gbs > 0 ? cfg.bandwidth_gbs : cuda::read_bandwidth(size_t(4) << 30, 3) / 1e9;
+        bandwidth[-1] = std::max(bandwidth[-1], gbs);
       }
     };
     struct Run {
@@ -62,20 +72,25 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     };
     std::vector<Run> runs;
     const std::vector<KvType> kvs = cfg.kv_types.empty() ? std::vector<KvType>{KvType::of(dt)} : cfg.kv_types;
+    for (const Device dev : cfg.devices)
     for (const KvType& kv : kvs) {
       for (KernelPolicy pol : cfg.policies) {
         for (int th : cfg.threads) {
+          // The thread count is the CPU's: one GPU row per (kernels, KV type).
+          if (dev == Device::Cuda && th != cfg.threads.front()) continue;
           EngineOptions eo;
+          eo.device = dev;
           eo.kernels = pol;
-          eo.threads = th;
+          eo.threads = dev == Device::Cuda ? 1 : th;
           eo.kv_dtype = kv;
           eo.cache_capacity = needed;
           Run run;
           run.engine = std::make_unique<Engine>(model, eo);
+          run.r.device = device_name(dev);
           run.r.kernels = policy_name(pol);
           run.r.dtype = std::string(dtype_name(dt));
           run.r.kv_dtype = kv.name();
-          run.r.threads = th;
+          run.r.threads = eo.threads;
           run.r.prompt_tokens = cfg.prompt_tokens;
           run.r.decode_tokens = cfg.decode_tokens;
           run.r.cache_off_tokens = cfg.cache_off_tokens;
@@ -85,6 +100,10 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     }
     ForwardOptions fo;
     fo.all_logits = true;
+    // On a GPU the prefill and cache-OFF passes keep the last row's logits only, as serving stacks
+    // do: copying [M, vocab] fp32 logits back would time the PCIe link, not the pass.
+    ForwardOptions fo_last = fo;
+    fo_last.all_logits = false;
     for (int rep = 0; rep < std::max(1, cfg.repeats); ++rep) {
       probe_bandwidth();
       // The order rotates from repeat to repeat: in short runs the slot a configuration runs in
@@ -94,9 +113,10 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       for (size_t k = 0; k < runs.size(); ++k) {
         Run& run = runs[(k + size_t(rep)) % runs.size()];
         Engine& engine = *run.engine;
+        const ForwardOptions& full = run.r.device == "cpu" ? fo : fo_last;
         engine.cache().clear();
         double t0 = now_s();
-        engine.forward(tokens.data(), cfg.prompt_tokens, 0, fo);
+        engine.forward(tokens.data(), cfg.prompt_tokens, 0, full);
         run.best_prefill = std::min(run.best_prefill, now_s() - t0);
         t0 = now_s();
         for (int s = 0; s < cfg.decode_tokens; ++s) {
@@ -105,7 +125,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         }
         run.best_decode = std::min(run.best_decode, now_s() - t0);
         t0 = now_s();
-        engine.forward_uncached(tokens.data(), cfg.cache_off_tokens, fo);
+        engine.forward_uncached(tokens.data(), cfg.cache_off_tokens, full);
         run.best_off = std::min(run.best_off, now_s() - t0);
       }
     }
@@ -117,10 +137,11 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       r.decode_tok_s = cfg.decode_tokens / run.best_decode;
       r.cache_off_step_s = run.best_off;
       r.model_bytes = double(model->weights.matrix_bytes());
-      r.bandwidth_gbs = bandwidth[r.threads];
+      r.bandwidth_gbs = bandwidth[r.device == "cpu" ? r.threads : -1];
       r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / r.model_bytes;
       r.decode_fraction_of_bound = r.decode_tok_s / r.bandwidth_bound_tok_s;
       r.peak_rss_mb = peak_rss_mb();
+      if (r.device == "cuda") r.peak_device_mb = double(cuda::peak_allocated()) / 1e6;
       if (progress) progress(r);
       rows.push_back(r);
     }
@@ -129,13 +150,16 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
 }
 
 std::string bench_table(const std::vector<BenchResult>& rows) {
-  std::string s = fmt::format("{:<10} {:<5} {:<8} {:>7} {:>12} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}\n", "kernels",
-                              "dtype", "kv", "threads", "prefill t/s", "decode t/s", "cache-off s", "model MB", "BW GB/s",
-                              "bound t/s", "% bound");
+  const bool any_gpu = std::any_of(rows.begin(), rows.end(), [](const BenchResult& r) { return r.device != "cpu"; });
+  std::string s = fmt::format("{:<6} {:<10} {:<5} {:<8} {:>7} {:>12} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}{}\n",
+                              "device", "kernels", "dtype", "kv", "threads", "prefill t/s", "decode t/s", "cache-off s",
+                              "model MB", "BW GB/s", "bound t/s", "% bound", any_gpu ? "  peak device MB" : "");
   for (const auto& r : rows)
-    s += fmt::format("{:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%\n",
-                     r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s, r.decode_tok_s, r.cache_off_step_s,
-                     r.model_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s, 100.0 * r.decode_fraction_of_bound);
+    s += fmt::format("{:<6} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}\n",
+                     r.device, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s, r.decode_tok_s,
+                     r.cache_off_step_s, r.model_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s,
+                     100.0 * r.decode_fraction_of_bound,
+                     r.device == "cpu" ? std::string() : fmt::format(" {:>15.0f}", r.peak_device_mb));
   for (const auto& r : rows) {
     if (r.weights_huge_page_share < 0 || r.weights_huge_page_share >= 0.5 || r.model_bytes < 256e6) continue;
     s += fmt::format(
@@ -152,7 +176,8 @@ std::string bench_table(const std::vector<BenchResult>& rows) {
 std::string bench_json(const std::vector<BenchResult>& rows) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : rows) {
-    arr.push_back({{"kernels", r.kernels},
+    arr.push_back({{"device", r.device},
+                   {"kernels", r.kernels},
                    {"dtype", r.dtype},
                    {"kv_dtype", r.kv_dtype},
                    {"threads", r.threads},
@@ -167,6 +192,7 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
                    {"bandwidth_bound_tok_s", r.bandwidth_bound_tok_s},
                    {"decode_fraction_of_bound", r.decode_fraction_of_bound},
                    {"peak_rss_mb", r.peak_rss_mb},
+                   {"peak_device_mb", r.peak_device_mb},
                    {"weights_huge_page_share", r.weights_huge_page_share}});
   }
   return arr.dump(2);

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 #include "core/kv_type.h"
 #include "io/checkpoint.h"
 #include "kernels/kernels.h"
@@ -15,6 +17,7 @@ struct BenchConfig {
   std::vector<DType> dtypes{DType::F32};
   std::vector<KernelPolicy> policies{KernelPolicy::Standard};
   std::vector<int> threads{1};
+  std::vector<Device> devices{Device::Cpu};  // each measured (threads apply to the CPU)
   std::vector<KvType> kv_types;  // KV caches measured; empty: each dtype's own
   int prompt_tokens = 64;     // prefill length
   int decode_tokens = 32;     // decode steps timed
@@ -24,7 +27,7 @@ struct BenchConfig {
 };
 
 struct BenchResult {
-  std::string kernels, dtype, kv_dtype;
+  std::string device = "cpu", kernels, dtype, kv_dtype;
   int threads = 1;
   int prompt_tokens = 0, decode_tokens = 0, cache_off_tokens = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, cache_off_step_s = 0;
@@ -33,6 +36,7 @@ struct BenchResult {
   double bandwidth_bound_tok_s = 0;   // bandwidth / model_bytes
   double decode_fraction_of_bound = 0;
   double peak_rss_mb = 0;
+  double peak_device_mb = 0;          // cuda: peak device memory allocated by kvparity so far
   // Share of the resident weight matrices mapped with 2 MiB pages after the runs (-1: unknown).
   double weights_huge_page_share = -1;
 };

@@ -25,6 +25,7 @@ std::vector<DemoRow> run_demo(const DemoOptions& opts, std::string* description)
     if (!tok) tok = tokenizer_for_model(*model, opts.tokenizer);
     EngineOptions eo;
     eo.kernels = opts.kernels;
+    eo.device = opts.device;
     eo.threads = opts.threads;
     eo.kv_dtype = KvType::of(dt);
     GenerationConfig g;

@@ -12,6 +12,7 @@ struct DemoOptions {
   std::string model;      // empty: synthesise the "tiny" llama preset in memory
   std::string tokenizer;  // optional, for --model
   KernelPolicy kernels = KernelPolicy::Standard;
+  Device device = Device::Cpu;
   int threads = 1;  // one default everywhere: the standard kernels' results depend on it
   int max_new_tokens = 48;
   std::vector<std::string> prompts{"Once upon a time", "The little robot looked at the sky and",

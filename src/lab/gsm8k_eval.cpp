@@ -189,6 +189,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
         d.kv_dtype = kv;
         d.kernels = kp;
         d.threads = opts.threads;
+        d.device = opts.device;
         d.batch_size = opts.batch_size;
         Point pt{dtype, kv ? kv->name() : KvType::of(dtype).name(), kp, opts.baseline.resolve(d),
                  opts.candidate.resolve(d)};

@@ -61,6 +61,7 @@ struct Gsm8kOptions {
   int limit = 0;  // first N problems of the file (0: all)
   uint64_t seed = 1;
   int threads = 1;
+  Device device = Device::Cpu;  // of both sides unless a SPEC sets device=
   // Items of one grid point decoded B at a time through Engine::generate_batch on each side that
   // does not set batch-size itself, in fixed groups of consecutive items of the shard; 1: one at a
   // time (Engine::generate).

@@ -61,6 +61,7 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
     EngineOptions eo;
     eo.kernels = opts.kernels;
     eo.threads = opts.threads;
+    eo.device = opts.device;
     eo.kv_dtype = KvType::of(dt);
     Engine on(model, eo), off(model, eo);
     // The shared prefix: prompt + the cache-ON path's greedy tokens before `step`.
@@ -158,8 +159,10 @@ nlohmann::json profile_json(const std::vector<DtypeProfile>& ps, const ProfileOp
 nlohmann::json profile_settings(const ProfileOptions& opts) {
   nlohmann::json dtypes = nlohmann::json::array();
   for (DType d : opts.dtypes) dtypes.push_back(std::string(dtype_name(d)));
-  return {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
-          {"threads", opts.threads}, {"step", opts.step}};
+  nlohmann::json j = {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
+                      {"threads", opts.threads}, {"step", opts.step}};
+  if (opts.device != Device::Cpu) j["device"] = device_name(opts.device);  // CPU folders keep their manifests
+  return j;
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // outputs, and the K/V entries (cached vs recomputed) at every position, per KV head.
 #include <nlohmann/json.hpp>
 #include <string>
+
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -16,6 +17,7 @@ struct ProfileOptions {
   std::vector<DType> dtypes{DType::F32, DType::F16, DType::BF16};
   KernelPolicy kernels = KernelPolicy::Standard;
   int threads = 1;
+  Device device = Device::Cpu;
   int step = 1;  // generated-token index whose logits are compared; 1 = the first decode step (M = 1)
 };
 

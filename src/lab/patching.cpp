@@ -61,6 +61,7 @@ PatchResult run_patch(const PatchOptions& opts) {
   EngineOptions eo;
   eo.kernels = opts.kernels;
   eo.threads = opts.threads;
+  eo.device = opts.device;
   eo.kv_dtype = KvType::of(opts.dtype);
   Engine on(model, eo), off(model, eo);
   const std::vector<int> prompt = tok->encode(opts.prompt, tok->default_add_bos());
@@ -200,7 +201,7 @@ nlohmann::json patch_json(const PatchResult& r, const PatchOptions& opts) {
 }
 
 nlohmann::json patch_settings(const PatchOptions& opts) {
-  return {{"prompt", opts.prompt},
+  nlohmann::json j = {{"prompt", opts.prompt},
           {"dtype", std::string(dtype_name(opts.dtype))},
           {"kernels", policy_name(opts.kernels)},
           {"threads", opts.threads},
@@ -210,6 +211,8 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"step", opts.step < 0 ? nlohmann::json("first divergence") : nlohmann::json(opts.step)},
           {"continuation", opts.continuation},
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
+  if (opts.device != Device::Cpu) j["device"] = device_name(opts.device);  // CPU folders keep their manifests
+  return j;
 }
 
 namespace {

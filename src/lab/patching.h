@@ -6,6 +6,7 @@
 // and how much of cache-OFF's continuation the patched cache-ON run reproduces.
 #include <nlohmann/json.hpp>
 #include <string>
+
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -20,6 +21,7 @@ struct PatchOptions {
   SamplerConfig sampler;
   uint64_t seed = 1;
   int threads = 1;
+  Device device = Device::Cpu;
   int max_new_tokens = 96;  // horizon searched for the first divergence
   int step = -1;            // generated-token index to patch at; -1: the first divergence
   int continuation = 16;    // tokens generated after the patched step

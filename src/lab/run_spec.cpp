@@ -27,14 +27,15 @@ int parse_int_value(std::string_view v, const std::string& option, std::string_v
 }  // namespace
 
 std::string RunSettings::spec() const {
-  return fmt::format("cache={},dtype={},kv-dtype={},kernels={},threads={},batch-size={},prefill-chunk={}",
+  return fmt::format("cache={},dtype={},kv-dtype={},kernels={},threads={},batch-size={},prefill-chunk={}{}",
                      cache == CacheMode::On ? "on" : "off", dtype_name(dtype), kv_dtype.name(), policy_name(kernels),
-                     threads, batch_size, prefill_chunk);
+                     threads, batch_size, prefill_chunk, device == Device::Cpu ? "" : ",device=" + device_name(device));
 }
 
 EngineOptions RunSettings::engine_options() const {
   EngineOptions e;
   e.kernels = kernels;
+  e.device = device;
   e.threads = threads;
   e.kv_dtype = kv_dtype;
   e.prefill_chunk = prefill_chunk;
@@ -85,9 +86,8 @@ RunSpec RunSpec::parse(std::string_view text, const std::string& option) {
     } else if (key == "prefill-chunk") {
       s.prefill_chunk_ = parse_int_value(value, option, key, 0, 1 << 30);
     } else if (key == "device") {
-      if (value != "cpu")
-        fail_usage("{}: device={}: this build runs on the CPU only (device=cpu); the CUDA backend is not built in",
-                   option, value);
+      if (value != "cpu" && value != "cuda") fail_usage("{}: device={}: expected cpu or cuda", option, value);
+      s.device_ = parse_device(value, option);
     } else if (key == "simd") {
       fail_usage("{}: simd={}: this build has no SIMD target selection (its kernels dispatch on the CPU they run on)",
                  option, value);
@@ -107,6 +107,8 @@ RunSettings RunSpec::resolve(const RunDefaults& d) const {
   r.threads = threads_.value_or(d.threads);
   r.batch_size = batch_size_.value_or(d.batch_size);
   r.prefill_chunk = prefill_chunk_.value_or(d.prefill_chunk);
+  r.device = device_.value_or(d.device);
+  require_device(r.device);
   if (r.cache == CacheMode::Off && !r.kv_dtype.is_dtype()) {
     if (kv_dtype_)
       fail_usage("{}: kv-dtype={} with cache=off: the cache-OFF path keeps no cache, so its K/V are never stored "
@@ -131,6 +133,7 @@ std::string RunSpec::text() const {
   if (threads_) parts.push_back(fmt::format("threads={}", *threads_));
   if (batch_size_) parts.push_back(fmt::format("batch-size={}", *batch_size_));
   if (prefill_chunk_) parts.push_back(fmt::format("prefill-chunk={}", *prefill_chunk_));
+  if (device_) parts.push_back("device=" + device_name(*device_));
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
   return out;
@@ -150,6 +153,7 @@ std::string sides_key(const RunSettings& b, const RunSettings& c) {
   number("threads", b.threads, c.threads);
   number("batch-size", b.batch_size, c.batch_size);
   number("prefill-chunk", b.prefill_chunk, c.prefill_chunk);
+  if (b.device != c.device) key += "/device=" + device_name(b.device) + "->" + device_name(c.device);
   return key;
 }
 

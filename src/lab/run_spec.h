@@ -10,7 +10,7 @@
 //   kv-dtype=<KV type>            what the cache stores (core/kv_type.h)
 //   kernels=reference|standard|invariant
 //   threads=N  batch-size=N  prefill-chunk=N
-//   device=cpu                    (the only device of this build)
+//   device=cpu|cuda               where the side runs (cuda: a build with CUDA and a GPU)
 // Keys not given take the command's own options (RunDefaults), so `--dtype fp16,bf16` still
 // sweeps dtypes for both sides. With cache=off nothing is cached: a quantised KV type that came
 // from the command's options does not apply to that side (its K/V stay in the compute dtype), and
@@ -34,9 +34,11 @@ struct RunSettings {
   int threads = 1;
   int batch_size = 1;     // > 1: prompts decoded in fixed groups of this many by index, one batch each
   int prefill_chunk = 0;  // cache ON: prompt rows per prefill forward (0: the whole prompt)
+  Device device = Device::Cpu;
 
   // Every key in SPEC syntax, e.g. "cache=on,dtype=fp16,kv-dtype=fp16,kernels=standard,threads=1,
-  // batch-size=1,prefill-chunk=0"; parses back to the same settings.
+  // batch-size=1,prefill-chunk=0", then ",device=cuda" for a GPU side (left out for the CPU, so
+  // records written before devices existed keep their spelling); parses back to the same settings.
   std::string spec() const;
   EngineOptions engine_options() const;
   bool operator==(const RunSettings&) const = default;
@@ -51,6 +53,7 @@ struct RunDefaults {
   int threads = 1;
   int batch_size = 1;
   int prefill_chunk = 0;
+  Device device = Device::Cpu;
 };
 
 class RunSpec {
@@ -76,6 +79,7 @@ class RunSpec {
   std::optional<KvType> kv_dtype_;
   std::optional<KernelPolicy> kernels_;
   std::optional<int> threads_, batch_size_, prefill_chunk_;
+  std::optional<Device> device_;
 };
 
 // The SPECs a comparison uses when none is given: cache OFF (baseline) against cache ON.

@@ -1,6 +1,7 @@
 #include "model/synthetic.h"
 
 #include <cmath>
+#include <thread>
 
 #include "core/error.h"
 #include "runtime/rng.h"
@@ -99,19 +100,35 @@ struct Filler {
     const size_t n = size_t(t.numel());
     auto buf = std::make_shared<AlignedBuffer>(n * dtype_size(dtype));
     const float a = stddev * std::sqrt(3.0f);
-    std::vector<float> chunk(4096);
-    for (size_t i = 0; i < n; i += chunk.size()) {
-      const size_t c = std::min(chunk.size(), n - i);
-      for (size_t j = 0; j < c; j += 4) {
-        const uint64_t ctr = (i + j) / 4;
-        const auto r = philox4x32({uint32_t(ctr), uint32_t(ctr >> 32), uint32_t(index), 0x5eedu},
-                                  {uint32_t(seed), uint32_t(seed >> 32)});
-        for (size_t k = 0; k < 4 && j + k < c; ++k) {
-          const float u = float(r[k] >> 8) * (1.0f / 16777216.0f);  // [0, 1)
-          chunk[j + k] = mean + a * (2.0f * u - 1.0f);
+    // Values are a function of (seed, index, position) only, so the fill splits across threads
+    // freely: a 7B model is 6.7e9 draws.
+    auto fill = [&](size_t begin, size_t end) {
+      std::vector<float> chunk(4096);
+      for (size_t i = begin; i < end; i += chunk.size()) {
+        const size_t c = std::min(chunk.size(), end - i);
+        for (size_t j = 0; j < c; j += 4) {
+          const uint64_t ctr = (i + j) / 4;
+          const auto r = philox4x32({uint32_t(ctr), uint32_t(ctr >> 32), uint32_t(index), 0x5eedu},
+                                    {uint32_t(seed), uint32_t(seed >> 32)});
+          for (size_t k = 0; k < 4 && j + k < c; ++k) {
+            const float u = float(r[k] >> 8) * (1.0f / 16777216.0f);  // [0, 1)
+            chunk[j + k] = mean + a * (2.0f * u - 1.0f);
+          }
         }
+        from_f32(dtype, chunk.data(), static_cast<uint8_t*>(buf->data()) + i * dtype_size(dtype), c);
       }
-      from_f32(dtype, chunk.data(), static_cast<uint8_t*>(buf->data()) + i * dtype_size(dtype), c);
+    };
+    const size_t threads = n < (size_t(1) << 22) ? 1 : std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    if (threads == 1) {
+      fill(0, n);
+    } else {
+      std::vector<std::thread> pool;
+      const size_t per = (n / threads + 4095) / 4096 * 4096;  // whole chunks, so each draw stays where it was
+      for (size_t t = 0; t < threads; ++t) {
+        const size_t b = std::min(n, t * per), e = t + 1 == threads ? n : std::min(n, (t + 1) * per);
+        if (b < e) pool.emplace_back(fill, b, e);
+      }
+      for (auto& th : pool) th.join();
     }
     t.data = buf->data();
     keep->push_back(buf);

@@ -1,0 +1,61 @@
+#pragma once
+// Launchers of the backend's kernels (queued on cuda::stream(), never waiting). Pointers are
+// device pointers; `act` and storage types are StoreT codes (cuda_common.cuh). Each mirrors the
+// CPU operation named in its comment, rounding at the same points.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace kvp::cuda {
+
+// x[m] = table row tokens[m] as fp32 (CpuKernels::embed).
+void launch_embed(const void* table, int table_t, const int* tokens, int M, int dim, float* x);
+// y[m, n] += b[n].
+void launch_add_bias(float* y, int M, int N, const float* b);
+// apply_rope: rows x[M, n_heads*hd], row m at position pos[m]; cos/sin tables [positions][hd/2].
+void launch_rope(float* x, int M, int n_heads, int hd, const int* pos, const float* cos_t, const float* sin_t,
+                 int act, bool adjacent_pairs);
+// gate = round(round(act(gate)) * up), act = SiLU or GELU-tanh.
+void launch_gated(float* gate, const float* up, size_t n, int act, bool gelu);
+void launch_softcap(float* x, size_t n, float cap, int act);
+// x = round(x * s), s already rounded to act.
+void launch_scale(float* x, size_t n, float s, int act);
+void launch_add(float* x, const float* y, size_t n, int act);
+// dst = x in storage type `store` (values already representable there: an exact conversion).
+void launch_to_storage(const float* x, size_t n, void* dst, int store);
+// Rounds x to act; the first NaN/Inf (smallest index) is recorded in hits[slot] as
+// (index << 2 | kind), kind 0 NaN, 1 +Inf, 2 -Inf, and *any set to 1.
+void launch_round_check(float* x, size_t n, int act, unsigned long long* hits, int slot, int* any);
+// RMSNorm of M rows (kernels.h): fp32 gain with one rounding when fp32_gain, else HF Llama's two.
+void launch_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain, float* y);
+
+// One slice of a cache write, as uploaded for launch_kv_write.
+struct KvWriteDesc {
+  void* cache;
+  const float* rows;
+  int n_rows, start_pos, capacity;
+};
+void launch_kv_write(const KvWriteDesc* descs, int n, int max_rows, int n_kv_heads, int head_dim, int store);
+
+// One slice of an attention call, as uploaded for the attention launchers.
+struct AttnDesc {
+  const float* q;
+  float* out;
+  const void* k;
+  const void* v;
+  int n_rows, start_pos, capacity;
+  int n_splits, split_len;  // decode only: keys [first + c*split_len, ...) per split c
+  int part0;                // decode only: first partial-state slot of this slice
+};
+struct AttnShape {
+  int n_heads, n_kv_heads, head_dim;
+  float score_divisor, score_scale, softcap;
+  int sliding_window, act, kv_store;
+};
+// Tiled online-softmax attention of every row of every slice (FlashAttention-2 style).
+void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
+// Split-KV decode (one row per slice): partial states into `parts`, then merged in split order.
+void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts);
+
+}  // namespace kvp::cuda

@@ -1,0 +1,320 @@
+// The CUDA suite (ctest label `cuda`): the same forward pass on the GPU. Without a usable GPU
+// every test skips, naming why.
+//  - fp32 logits, hidden states, the cached step and greedy generations on both paths against the
+//    transformers references of the four families (1e-4);
+//  - GPU fp32 against CPU fp32 (1e-4) on a real checkpoint and on synthesised models;
+//  - a NaN-poisoned static cache changes nothing, and a static cache equals an exact-size one;
+//  - fp16/bf16 `standard` kernels: cache ON and OFF differ somewhere (the phenomenon);
+//  - batches of mixed-length sequences on both paths; NaN/Inf detection naming tensor and layer;
+//  - hooks (profile, patching) see the same rows as on the CPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "model/synthetic.h"
+#include "runtime/generator.h"
+#include "test_util.h"
+
+namespace kvp {
+namespace {
+
+#define KVP_REQUIRE_GPU()                                   \
+  do {                                                      \
+    try {                                                   \
+      require_device(Device::Cuda);                         \
+    } catch (const std::exception& e) {                     \
+      GTEST_SKIP() << "no usable CUDA device: " << e.what(); \
+    }                                                       \
+  } while (0)
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+std::vector<float> read_f32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  const auto size = in.tellg();
+  std::vector<float> v(static_cast<size_t>(size) / 4);
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(v.data()), size);
+  return v;
+}
+
+double max_abs_diff(const float* a, const float* b, size_t n) {
+  double d = 0;
+  for (size_t i = 0; i < n; ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
+  return d;
+}
+
+EngineOptions on_gpu(KvType kv = KvType::of(DType::F32)) {
+  EngineOptions eo;
+  eo.device = Device::Cuda;
+  eo.kernels = KernelPolicy::Standard;
+  eo.kv_dtype = kv;
+  return eo;
+}
+
+class HiddenCapture final : public ForwardHooks {
+ public:
+  HiddenCapture(int n_layers, int rows, int dim)
+      : n_layers_(n_layers), rows_(rows), dim_(dim), data(size_t(n_layers + 1) * rows * dim) {}
+  void on(const HookSite& s, float* d) override {
+    int slot = -1;
+    if (s.point == HookPoint::Embed) slot = 0;
+    if (s.point == HookPoint::ResidPost && s.layer < n_layers_ - 1) slot = s.layer + 1;
+    if (s.point == HookPoint::FinalNorm) slot = n_layers_;
+    if (slot >= 0) std::copy(d, d + size_t(s.rows) * dim_, data.begin() + (size_t(slot) * rows_ + s.start_pos) * dim_);
+  }
+  bool wants(HookPoint p, int) const override {
+    return p == HookPoint::Embed || p == HookPoint::ResidPost || p == HookPoint::FinalNorm;
+  }
+  bool writes(HookPoint, int) const override { return false; }
+  int n_layers_, rows_, dim_;
+  std::vector<float> data;
+};
+
+class CudaReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers) {
+  KVP_REQUIRE_GPU();
+  const std::string fam = GetParam();
+  KVP_REQUIRE_SHARED(dir, "reference/" + fam);
+  auto model = Model::load(dir, DType::F32);
+  const ModelConfig& c = model->config;
+  const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
+  const auto ref_logits = read_f32(dir + "/logits.f32");
+  const auto ref_hidden = read_f32(dir + "/hidden.f32");
+  {
+    Engine engine(model, on_gpu());
+    HiddenCapture cap(c.n_layers, int(tokens.size()), c.dim);
+    ForwardOptions fo;
+    fo.hooks = &cap;
+    const float* logits = engine.forward(tokens.data(), int(tokens.size()), 0, fo);
+    ASSERT_EQ(ref_logits.size(), tokens.size() * size_t(c.vocab_size));
+    const double dl = max_abs_diff(logits, ref_logits.data(), ref_logits.size());
+    const double dh = max_abs_diff(cap.data.data(), ref_hidden.data(), ref_hidden.size());
+    std::printf("[ measured ] cuda %s fp32: max|dlogits| %.3g, max|dhidden| %.3g\n", fam.c_str(), dl, dh);
+    EXPECT_LE(dl, 1e-4) << fam;
+    EXPECT_LE(dh, 1e-4) << fam;
+  }
+  {
+    Engine engine(model, on_gpu());
+    const auto step_ref = read_f32(dir + "/step_logits.f32");
+    engine.forward(tokens.data(), int(tokens.size()) - 1, 0, ForwardOptions{});
+    const float* step = engine.forward(tokens.data() + tokens.size() - 1, 1, int(tokens.size()) - 1, ForwardOptions{});
+    EXPECT_LE(max_abs_diff(step, step_ref.data(), step_ref.size()), 1e-4) << fam << " cached step";
+  }
+  const auto gen = read_json(dir + "/generate.json");
+  const auto prompt = gen["prompt"].get<std::vector<int>>();
+  const auto gen_logits = read_f32(dir + "/gen_logits.f32");
+  for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+    Engine e(model, on_gpu());
+    GenerationConfig g;
+    g.max_new_tokens = gen["max_new_tokens"].get<int>();
+    g.cache = mode;
+    g.stop_at_eos = false;
+    double worst = 0;
+    const auto r = e.generate(prompt, g, nullptr, [&](const StepInfo& s) {
+      worst = std::max(worst, max_abs_diff(s.logits, gen_logits.data() + size_t(s.step) * s.vocab, size_t(s.vocab)));
+    });
+    const char* key = mode == CacheMode::On ? "new_tokens_use_cache_true" : "new_tokens_use_cache_false";
+    EXPECT_EQ(r.output_ids, gen[key].get<std::vector<int>>()) << fam << " " << key;
+    EXPECT_LE(worst, 1e-4) << fam << " " << key;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, CudaReference, ::testing::Values("llama", "mistral", "gemma2", "qwen2"),
+                         [](const auto& i) { return i.param; });
+
+// Logits of every step of a greedy run, with the tokens.
+struct Trace {
+  std::vector<int> ids;
+  std::vector<std::vector<float>> logits;
+};
+
+Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, const std::vector<int>& prompt, CacheMode mode,
+        int n, bool poison = false) {
+  Engine e(std::move(model), eo);
+  if (poison) e.cache().poison();
+  GenerationConfig g;
+  g.max_new_tokens = n;
+  g.cache = mode;
+  g.stop_at_eos = false;
+  Trace r;
+  r.ids = e.generate(prompt, g, nullptr, [&](const StepInfo& s) { r.logits.emplace_back(s.logits, s.logits + s.vocab); })
+              .output_ids;
+  return r;
+}
+
+double worst(const Trace& a, const Trace& b) {
+  double w = 0;
+  for (size_t s = 0; s < std::min(a.logits.size(), b.logits.size()); ++s)
+    w = std::max(w, max_abs_diff(a.logits[s].data(), b.logits[s].data(), a.logits[s].size()));
+  return w;
+}
+
+bool same_bits(const Trace& a, const Trace& b) {
+  if (a.logits.size() != b.logits.size()) return false;
+  for (size_t s = 0; s < a.logits.size(); ++s)
+    if (std::memcmp(a.logits[s].data(), b.logits[s].data(), a.logits[s].size() * sizeof(float)) != 0) return false;
+  return true;
+}
+
+TEST(CudaBackend, GpuFp32AgreesWithCpuFp32OnARealCheckpointAndEveryFamily) {
+  KVP_REQUIRE_GPU();
+  KVP_REQUIRE_SHARED(bin, "models/stories260K/stories260K.bin");
+  std::vector<std::pair<std::string, std::shared_ptr<Model>>> models;
+  models.emplace_back("stories260K", Model::load(bin, DType::F32));
+  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2"})
+    models.emplace_back(std::string("synthetic ") + fam,
+                        Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), DType::F32));
+  const std::vector<int> prompt{1, 9038, 2501, 263, 931};
+  for (auto& [name, model] : models) {
+    std::vector<int> p = prompt;
+    for (int& t : p) t %= model->config.vocab_size;
+    for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+      EngineOptions cpu;
+      cpu.kernels = KernelPolicy::Reference;
+      const Trace a = trace(model, cpu, p, mode, 24);
+      const Trace b = trace(model, on_gpu(), p, mode, 24);
+      const double w = worst(a, b);
+      std::printf("[ measured ] %s cache %s: GPU vs CPU fp32 max|dlogit| %.3g\n", name.c_str(),
+                  mode == CacheMode::On ? "on" : "off", w);
+      EXPECT_EQ(a.ids, b.ids) << name;
+      EXPECT_LE(w, 1e-4) << name;
+    }
+  }
+}
+
+TEST(CudaBackend, PoisonedStaticCacheChangesNothingAndEqualsAnExactSizeCache) {
+  KVP_REQUIRE_GPU();
+  for (const char* fam : {"llama", "gemma2"}) {
+    auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), DType::F16);
+    const std::vector<int> prompt{1, 17, 23, 99, 5, 6, 7};
+    for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+      const EngineOptions eo = on_gpu(KvType::of(DType::F16));
+      const Trace clean = trace(model, eo, prompt, mode, 40);
+      const Trace poisoned = trace(model, eo, prompt, mode, 40, true);
+      EXPECT_TRUE(same_bits(clean, poisoned)) << fam << ": a never-written cache slot changed the logits";
+      EngineOptions exact = eo;
+      exact.cache_capacity = int(prompt.size()) + 40;
+      EXPECT_TRUE(same_bits(clean, trace(model, exact, prompt, mode, 40))) << fam << ": static vs exact-size cache";
+    }
+  }
+}
+
+TEST(CudaBackend, HalfPrecisionStandardKernelsMakeCacheOnAndOffDiffer) {
+  KVP_REQUIRE_GPU();
+  // A model wide enough that cuBLAS picks different kernels for one row and for the whole
+  // sequence, and long enough that the decode step splits its keys.
+  ModelConfig c = synthetic_config("llama", "tiny");
+  c.dim = 1024;
+  c.n_heads = 8;
+  c.n_kv_heads = 8;
+  c.head_dim = 128;
+  c.hidden_dim = 2816;
+  c.n_layers = 4;
+  auto ck = synthesize_checkpoint(c, DType::F32);
+  std::vector<int> prompt;
+  for (int i = 0; i < 200; ++i) prompt.push_back(1 + (i * 37) % (c.vocab_size - 1));
+  for (DType dt : {DType::F16, DType::BF16}) {
+    auto model = Model::from_checkpoint(ck, dt);
+    const Trace on = trace(model, on_gpu(KvType::of(dt)), prompt, CacheMode::On, 32);
+    const Trace off = trace(model, on_gpu(KvType::of(dt)), prompt, CacheMode::Off, 32);
+    // Compare the first step only where the prefixes are equal: step 0 has the same prefix.
+    size_t differing = 0;
+    for (size_t s = 0; s < std::min(on.logits.size(), off.logits.size()); ++s)
+      differing += std::memcmp(on.logits[s].data(), off.logits[s].data(), on.logits[s].size() * sizeof(float)) != 0;
+    std::printf("[ measured ] %s standard cuda: %zu of %zu steps with different logit bits, tokens %s\n",
+                std::string(dtype_name(dt)).c_str(), differing, on.logits.size(), on.ids == off.ids ? "equal" : "differ");
+    EXPECT_GT(differing, 0u) << dtype_name(dt) << ": cache ON and OFF gave bitwise equal logits at every step";
+  }
+}
+
+TEST(CudaBackend, BatchOfMixedLengthSequencesRunsOnBothPaths) {
+  KVP_REQUIRE_GPU();
+  auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32), DType::F32);
+  const std::vector<std::vector<int>> prompts{{1, 5, 9}, {1, 7, 8, 9, 10, 11, 12}, {1}, {1, 40, 41, 42, 43}};
+  for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+    Engine batch(model, on_gpu());
+    GenerationConfig g;
+    g.max_new_tokens = 20;
+    g.cache = mode;
+    g.stop_at_eos = false;
+    std::vector<Trace> got(prompts.size());
+    const auto results = batch.generate_batch(prompts, g, nullptr, [&](int b, const StepInfo& s) {
+      got[size_t(b)].logits.emplace_back(s.logits, s.logits + s.vocab);
+    });
+    ASSERT_EQ(results.size(), prompts.size());
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      EngineOptions cpu;
+      cpu.kernels = KernelPolicy::Reference;
+      GenerationConfig gs = g;
+      gs.sequence_id = b;
+      Engine solo(model, cpu);
+      Trace want;
+      want.ids = solo.generate(prompts[b], gs, nullptr, [&](const StepInfo& s) {
+                       want.logits.emplace_back(s.logits, s.logits + s.vocab);
+                     }).output_ids;
+      EXPECT_EQ(results[b].output_ids, want.ids) << "sequence " << b;
+      EXPECT_LE(worst(got[b], want), 1e-4) << "sequence " << b;
+    }
+  }
+}
+
+TEST(CudaBackend, Fp16OverflowIsNamedAfterThePass) {
+  KVP_REQUIRE_GPU();
+  Checkpoint ck = synthesize_checkpoint(synthetic_config("llama", "tiny"), DType::F32);
+  TensorView& up = ck.tensors.at("model.layers.1.mlp.up_proj.weight");
+  float* w = static_cast<float*>(const_cast<void*>(up.data));
+  for (int64_t i = 0; i < up.numel(); ++i) w[i] *= 4.0e5f;
+  auto model = Model::from_checkpoint(ck, DType::F16);
+  const std::vector<int> tokens{1, 40, 41, 42};
+  Engine engine(model, on_gpu(KvType::of(DType::F16)));
+  try {
+    engine.forward(tokens.data(), 4, 0, ForwardOptions{});
+    FAIL() << "fp16 overflow went unnoticed on the GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Numeric);
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("'up_proj' at layer 1"), std::string::npos) << msg;
+  }
+  ForwardOptions fo;
+  fo.on_nonfinite = NonFinitePolicy::Warn;
+  Engine warn(model, on_gpu(KvType::of(DType::F16)));
+  EXPECT_NO_THROW(warn.forward(tokens.data(), 4, 0, fo));
+  ASSERT_FALSE(warn.activations().nonfinite.empty());
+  EXPECT_EQ(warn.activations().nonfinite[0].tensor, "up_proj");
+  EXPECT_EQ(warn.activations().nonfinite[0].layer, 1);
+}
+
+TEST(CudaBackend, UnsupportedSettingsAreRefusedByName) {
+  KVP_REQUIRE_GPU();
+  auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("llama", "tiny"), DType::F32), DType::F16);
+  EngineOptions inv = on_gpu(KvType::of(DType::F16));
+  inv.kernels = KernelPolicy::Invariant;
+  try {
+    Engine e(model, inv);
+    FAIL() << "invariant kernels on CUDA were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--kernels invariant"), std::string::npos) << e.what();
+  }
+  const std::vector<int> tokens{1, 2, 3};
+  try {
+    Engine q(model, on_gpu(*parse_kv_type("fp8_e4m3")));
+    q.forward(tokens.data(), 3, 0, ForwardOptions{});
+    FAIL() << "a quantised KV cache on CUDA was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fp8_e4m3"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kvp
