@@ -16,13 +16,14 @@ void register_patch(CLI::App& app) {
     PatchOptions p;
     SamplerOptions sampler;
     std::string dtype = "fp16", kernels = "standard", out;
-    std::string kv_positions;
+    std::string kv_positions, baseline, candidate;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
   o->sampler.seed_text = "1";
   auto* cmd =
-      app.add_subcommand("patch", "activation and KV patching from cache OFF into cache ON at a divergent step");
+      app.add_subcommand("patch", "activation and KV patching from a baseline into a candidate (default: cache OFF "
+                                  "into cache ON) at a divergent step");
   cmd->add_option("--model", o->p.model, "checkpoint")->required();
   cmd->add_option("--tokenizer", o->p.tokenizer, "tokenizer (default: the one the model carries or sits beside)");
   cmd->add_option("--prompt", o->p.prompt, "prompt");
@@ -42,6 +43,11 @@ void register_patch(CLI::App& app) {
   cmd->add_option("--kv-positions", o->kv_positions,
                   "KV rows copy only cached positions BEGIN:END, half-open (default: all before the step)")
       ->type_name("BEGIN:END");
+  cmd->add_option("--baseline", o->baseline,
+                  "SPEC of the side patched from: key=value,... over cache, dtype, kv-dtype, kernels, threads, "
+                  "prefill-chunk, device (keys not given take the other options; default: cache=off)");
+  cmd->add_option("--candidate", o->candidate,
+                  "SPEC of the side patched into, as --baseline; it runs with cache=on (default: cache=on)");
   cmd->add_option("--out", o->out, "directory for patch.json (and the report)");
   cmd->add_flag("--json", o->json, "print patch.json to stdout instead of the table");
   cmd->callback([o, cmd, device] {
@@ -66,6 +72,9 @@ void register_patch(CLI::App& app) {
           !to_int(kv.substr(colon + 1), &o->p.kv_end) || o->p.kv_begin < 0 || o->p.kv_end <= o->p.kv_begin)
         fail_usage("--kv-positions '{}': expected BEGIN:END with 0 <= BEGIN < END", kv);
     }
+    if (given(cmd, "--baseline")) o->p.baseline = RunSpec::parse(o->baseline, "--baseline");
+    if (given(cmd, "--candidate")) o->p.candidate = RunSpec::parse(o->candidate, "--candidate");
+    patch_sides(o->p);  // refuse sides that cannot run before touching --out
     const std::string out = o->out.empty() ? std::string() : clean_dir(o->out);
     if (!out.empty()) check_patch_dir(out, o->p);  // refuse before the work, not after
     const PatchResult r = run_patch(o->p);
@@ -78,10 +87,16 @@ void register_patch(CLI::App& app) {
       std::cout << j.dump(2) << std::endl;
     } else {
       if (r.first_divergence < 0)
-        std::cout << "note: the free-running paths did not diverge within " << o->p.max_new_tokens << " tokens\n";
-      std::cout << patch_table(r)
-                << "(next: whose token the patched cache-ON step picks; cont: leading tokens matching cache OFF's "
-                   "continuation; then max |Δlogit| to cache OFF)\n";
+        std::cout << "note: the free-running sides did not diverge within " << o->p.max_new_tokens << " tokens\n";
+      if (o->p.default_sides())
+        std::cout << patch_table(r)
+                  << "(next: whose token the patched cache-ON step picks; cont: leading tokens matching cache OFF's "
+                     "continuation; then max |Δlogit| to cache OFF)\n";
+      else
+        std::cout << "baseline " << r.baseline.spec() << "\ncandidate " << r.candidate.spec() << "\n"
+                  << patch_table(r, false)
+                  << "(next: whose token the patched candidate step picks, BASE(line) or CAND(idate); cont: leading "
+                     "tokens matching the baseline's continuation; then max |Δlogit| to the baseline)\n";
     }
   });
 }

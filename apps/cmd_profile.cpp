@@ -13,11 +13,12 @@ namespace kvp::cli {
 void register_profile(CLI::App& app) {
   struct Opts {
     ProfileOptions p;
-    std::string dtypes = "fp32,fp16,bf16", kernels = "standard", out;
+    std::string dtypes = "fp32,fp16,bf16", kernels = "standard", out, baseline, candidate;
     bool json = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("profile", "per-layer cache-ON vs cache-OFF differences at one decoding step");
+  auto* cmd = app.add_subcommand(
+      "profile", "per-layer differences between two ways of running a model (default: cache OFF vs ON) at one step");
   cmd->add_option("--model", o->p.model, "checkpoint")->required();
   cmd->add_option("--tokenizer", o->p.tokenizer, "tokenizer (default: the one the model carries or sits beside)");
   cmd->add_option("--prompt", o->p.prompt, "prompt");
@@ -27,6 +28,12 @@ void register_profile(CLI::App& app) {
   auto device = std::make_shared<std::string>("cpu");
   device_option(cmd, *device);
   int_at_least(cmd->add_option("--step", o->p.step, "generated-token index to compare (1 = first decode step)"), 1);
+  cmd->add_option("--baseline", o->baseline,
+                  "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, "
+                  "prefill-chunk, device (keys not given take the other options; default: cache=off)");
+  cmd->add_option("--candidate", o->candidate,
+                  "SPEC of the candidate side, as --baseline (default: cache=on); the shared prefix is the prompt "
+                  "and the candidate's greedy tokens");
   cmd->add_option("--out", o->out, "directory for profile.json (and the report)");
   cmd->add_flag("--json", o->json, "print profile.json to stdout instead of the table");
   cmd->callback([o, cmd, device] {
@@ -36,6 +43,9 @@ void register_profile(CLI::App& app) {
     o->p.dtypes.clear();
     for (const auto& d : split_list(o->dtypes)) o->p.dtypes.push_back(parse_dtype(d));
     o->p.kernels = parse_policy(o->kernels);
+    if (given(cmd, "--baseline")) o->p.baseline = RunSpec::parse(o->baseline, "--baseline");
+    if (given(cmd, "--candidate")) o->p.candidate = RunSpec::parse(o->candidate, "--candidate");
+    profile_sides(o->p);  // refuse sides that cannot run before touching --out
     const std::string out = o->out.empty() ? std::string() : clean_dir(o->out);
     if (!out.empty()) check_profile_dir(out, o->p);  // refuse before the work, not after
     const auto prof = run_profile(o->p);
@@ -46,10 +56,15 @@ void register_profile(CLI::App& app) {
     }
     if (o->json)
       std::cout << j.dump(2) << std::endl;
-    else
+    else if (o->p.default_sides())
       std::cout << "max |cache ON - cache OFF| at position " << prof.front().position << " (step " << o->p.step
                 << "), residual stream after each layer and K over all cached positions:\n"
                 << profile_table(prof);
+    else
+      std::cout << "max |candidate - baseline| at position " << prof.front().position << " (step " << o->p.step
+                << "), residual stream after each layer and K over all cached positions; conditions name "
+                   "baseline->candidate where the sides differ:\n"
+                << profile_table(prof, false);
   });
 }
 

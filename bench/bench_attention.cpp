@@ -1,5 +1,7 @@
-// Attention with TinyLlama-1.1B's geometry (32 query heads, 4 KV heads, head_dim 64, fp16 cache
-// and activations): one decode step against 512 and 2048 cached keys, and a 256-row prefill.
+// Attention with TinyLlama-1.1B's geometry (32 query heads, 4 KV heads, head_dim 64, fp16
+// activations): one decode step against 512 and 2048 cached keys, and a 256-row prefill, on an fp16
+// cache; and the decode step against 2048 keys in each quantised KV type (attention/<policy>/
+// decode_2048/kv:<type>), the cost a quantised cache adds or saves per step.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -13,14 +15,22 @@ namespace {
 
 constexpr int kHeads = 32, kKvHeads = 4, kHeadDim = 64;
 
-void run_attention(benchmark::State& state, KernelPolicy policy, int n_rows, int start_pos, int threads) {
+void run_attention(benchmark::State& state, KernelPolicy policy, int n_rows, int start_pos, int threads,
+                   const KvType& kv = KvType::of(DType::F16)) {
   Kernels& k = kernels_for(policy, threads);
   const int capacity = 2048 + 64;
-  const DType kv = DType::F16;
   const size_t cache_elems = size_t(kKvHeads) * capacity * kHeadDim;
-  AlignedBuffer kc(cache_elems * 2), vc(cache_elems * 2);
-  fill_pattern(kv, kc.data(), cache_elems, 5);
-  fill_pattern(kv, vc.data(), cache_elems, 6);
+  AlignedBuffer kc(kv.bytes(cache_elems)), vc(kv.bytes(cache_elems));
+  {
+    // The cache holds the pattern as the KV type stores it (encoded on write, as KVCache does).
+    std::vector<float> x(cache_elems);
+    fill_pattern(DType::F32, x.data(), cache_elems, 5);
+    round_span(DType::F16, x.data(), cache_elems);
+    kv_encode(kv, x.data(), cache_elems, kc.data());
+    fill_pattern(DType::F32, x.data(), cache_elems, 6);
+    round_span(DType::F16, x.data(), cache_elems);
+    kv_encode(kv, x.data(), cache_elems, vc.data());
+  }
   std::vector<float> q(size_t(n_rows) * kHeads * kHeadDim), out(q.size());
   fill_pattern(DType::F32, q.data(), q.size(), 7);
   round_span(DType::F16, q.data(), q.size());
@@ -64,6 +74,14 @@ bool register_all() {
           run_attention(st, policy, c.n_rows, c.start_pos, threads);
         })->Unit(benchmark::kMicrosecond)->UseRealTime();
       }
+  for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant})
+    for (const char* kv_name : {"fp16", "q8_0", "q4_0", "fp8_e4m3"}) {
+      const KvType kv = *parse_kv_type(kv_name);
+      const std::string name = "attention/" + policy_name(policy) + "/decode_2048/kv:" + kv_name + "/threads:1";
+      benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+        run_attention(st, policy, 1, 2047, 1, kv);
+      })->Unit(benchmark::kMicrosecond)->UseRealTime();
+    }
   return true;
 }
 

@@ -144,6 +144,33 @@ TEST(KvFormats, Fp8ScaleDividesOnTheWayInAndMultipliesOnTheWayOut) {
   EXPECT_EQ(back[3], 448.0f * 4);  // saturated at max * scale
 }
 
+// The attention kernels decode FP8 tiles with vector code; it must give the table's values times
+// the scale bit for bit (NaN payload and sign included) for every code, at every offset and length
+// (vector body and scalar tail), and for scales that round the product.
+TEST(KvFormats, VectorisedFp8DecodeIsBitwiseTheTablesValues) {
+  std::vector<uint8_t> codes;
+  for (int rep = 0; rep < 3; ++rep)
+    for (int b = 0; b < 256; ++b) codes.push_back(uint8_t((b * 37 + rep * 11) & 0xFF));
+  for (KvFormat f : kFp8)
+    for (float scale : {1.0f, 4.0f, 0.3f, 1e-3f, 3.0e35f}) {
+      const KvType t(f, scale);
+      for (size_t first : {size_t(0), size_t(1), size_t(7), size_t(33)})
+        for (size_t n : {size_t(1), size_t(15), size_t(16), size_t(17), size_t(64), codes.size() - first}) {
+          if (first + n > codes.size()) continue;
+          std::vector<float> fast(n), slow(n);
+          decode_kv_span(t, codes.data(), first, n, fast.data());
+          kv_decode(t, codes.data(), first, n, slow.data());
+          for (size_t i = 0; i < n; ++i) {
+            uint32_t a, b;
+            std::memcpy(&a, &fast[i], 4);
+            std::memcpy(&b, &slow[i], 4);
+            ASSERT_EQ(a, b) << "code 0x" << std::hex << int(codes[first + i]) << std::dec << " scale " << scale
+                            << " first " << first << " n " << n;
+          }
+        }
+    }
+}
+
 ModelConfig kv_model_config() {
   ModelConfig c = synthetic_config("llama", "tiny");
   c.dim = 128;

@@ -19,6 +19,8 @@ void dequantize_rows(const TensorView& W, int64_t n0, int64_t rows, int64_t k0, 
 void decode_kv_span(const KvType& t, const void* src, size_t first, size_t n, float* out) {
   if (const QuantType q = t.block_quant(); q != QuantType::None)
     return dequantize_blocks_fast(q, static_cast<const uint8_t*>(src) + t.bytes(first), n / t.block_elems(), out);
+  if (t.format == KvFormat::FP8_E4M3 || t.format == KvFormat::FP8_E5M2)
+    return decode_fp8_fast(t, static_cast<const uint8_t*>(src) + t.bytes(first), n, out);
   kv_decode(t, src, first, n, out);
 }
 

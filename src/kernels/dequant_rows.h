@@ -37,8 +37,12 @@ void for_dequantized_chunks(const TensorView& W, int64_t n0, int64_t n1, int64_t
   }
 }
 
+// n FP8 codes (t an fp8 KV type) to fp32, vectorised: core/kv_type.h's values times t.scale, bit
+// for bit (kv_decode for any other type).
+void decode_fp8_fast(const KvType& t, const void* src, size_t n, float* out);
+
 // Elements [first, first + n) of a KV cache array stored as `t` (first and n whole blocks), in
-// fp32: the vectorised block decoders for q8_0/q4_0, core/kv_type.h's otherwise. Same values.
+// fp32: the vectorised decoders for q8_0/q4_0 and fp8, core/kv_type.h's otherwise. Same values.
 void decode_kv_span(const KvType& t, const void* src, size_t first, size_t n, float* out);
 
 // Rows per dequantised chunk so that a chunk (at least `min_rows`, at most `max_rows` rows of K

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/kv_type.h"
 #include "core/quant.h"
 #include "kernels/dequant_rows.h"
 
@@ -132,6 +133,44 @@ void DequantizeBlocks(QuantType q, const void* blocks, size_t n_blocks, float* o
   }
 }
 
+// OCP FP8 codes to fp32, the values of core/kv_type.cpp's table times the scale, bit for bit:
+// a code is sign, exponent field e and mantissa m; its magnitude is the integer (m, with the
+// implicit bit when e > 0) times 2^(max(e, 1) - bias - mantissa bits), both exact in fp32 and so
+// is their product (no fp32 subnormals: the smallest code is 2^-9 or 2^-16). The specials (E4M3:
+// S.1111.111 is NaN; E5M2: exponent all ones is inf or NaN) take the table's quiet NaN and inf.
+// One rounded multiply by the scale follows, as in the table path.
+template <int kMantBits, int kBias, bool kHasInf>
+void Fp8(const uint8_t* src, size_t n, float scale, float* out) {
+  const DF df;
+  const DI di;
+  const size_t L = hn::Lanes(df);
+  constexpr int kExpMax = (1 << (7 - kMantBits)) - 1, kMantMax = (1 << kMantBits) - 1;
+  const auto vscale = hn::Set(df, scale);
+  const auto mant_mask = hn::Set(di, kMantMax), exp_mask = hn::Set(di, kExpMax), one = hn::Set(di, 1);
+  const auto implicit = hn::Set(di, 1 << kMantBits), zero = hn::Zero(di);
+  const auto exp_offset = hn::Set(di, 127 - kBias - kMantBits), sign_mask = hn::Set(di, 0x80);
+  const auto qnan = hn::Set(di, 0x7FC00000), inf = hn::Set(di, 0x7F800000);
+  size_t i = 0;
+  for (; i + L <= n; i += L) {
+    const auto x = Bytes(src + i);
+    const auto e = hn::And(hn::ShiftRight<kMantBits>(x), exp_mask);
+    const auto m = hn::And(x, mant_mask);
+    const auto full = hn::IfThenElse(hn::Eq(e, zero), m, hn::Or(m, implicit));
+    const auto pow2 = hn::BitCast(df, hn::ShiftLeft<23>(hn::Add(hn::Max(e, one), exp_offset)));
+    auto bits = hn::BitCast(di, hn::Mul(hn::ConvertTo(df, full), pow2));
+    const auto special = kHasInf ? hn::Eq(e, exp_mask) : hn::And(hn::Eq(e, exp_mask), hn::Eq(m, mant_mask));
+    bits = hn::IfThenElse(special, kHasInf ? hn::IfThenElse(hn::Eq(m, zero), inf, qnan) : qnan, bits);
+    bits = hn::Or(bits, hn::ShiftLeft<24>(hn::And(x, sign_mask)));
+    hn::StoreU(hn::Mul(hn::BitCast(df, bits), vscale), df, out + i);
+  }
+  for (; i < n; ++i) out[i] = fp8_to_f32(kHasInf ? KvFormat::FP8_E5M2 : KvFormat::FP8_E4M3, src[i]) * scale;
+}
+
+void DecodeFp8(KvFormat f, const uint8_t* src, size_t n, float scale, float* out) {
+  if (f == KvFormat::FP8_E4M3) return Fp8<3, 7, false>(src, n, scale, out);
+  return Fp8<2, 15, true>(src, n, scale, out);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kvp::dq
 HWY_AFTER_NAMESPACE();
@@ -140,7 +179,14 @@ HWY_AFTER_NAMESPACE();
 namespace kvp {
 namespace dq {
 HWY_EXPORT(DequantizeBlocks);
+HWY_EXPORT(DecodeFp8);
 }  // namespace dq
+
+void decode_fp8_fast(const KvType& t, const void* src, size_t n, float* out) {
+  if (t.format != KvFormat::FP8_E4M3 && t.format != KvFormat::FP8_E5M2)
+    return kv_decode(t, src, 0, n, out);
+  HWY_DYNAMIC_DISPATCH(dq::DecodeFp8)(t.format, static_cast<const uint8_t*>(src), n, t.scale, out);
+}
 
 void dequantize_blocks_fast(QuantType q, const void* blocks, size_t n_blocks, float* out) {
   HWY_DYNAMIC_DISPATCH(dq::DequantizeBlocks)(q, blocks, n_blocks, out);

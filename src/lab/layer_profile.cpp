@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "lab/results_manifest.h"
+#include "lab/side_step.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/tokenizer_for_model.h"
@@ -51,77 +52,90 @@ nlohmann::json mm(const MaxMean& m) { return {{"max", m.max}, {"mean", m.mean}};
 
 }  // namespace
 
+bool ProfileOptions::default_sides() const { return kvp::default_sides(baseline, candidate); }
+
+std::vector<std::pair<RunSettings, RunSettings>> profile_sides(const ProfileOptions& opts) {
+  std::vector<std::pair<RunSettings, RunSettings>> out;
+  for (DType dt : opts.dtypes) {
+    RunDefaults d;
+    d.dtype = dt;
+    d.kernels = opts.kernels;
+    d.threads = opts.threads;
+    d.device = opts.device;
+    const auto [b, c] = resolve_single_sequence_sides(opts.baseline, opts.candidate, d, "profile");
+    for (const auto& [eb, ec] : out)
+      if (eb == b && ec == c)
+        fail_usage("--baseline '{}' / --candidate '{}': two --dtype values give the same comparison ({}); a key both "
+                   "SPECs set overrides --dtype",
+                   opts.baseline.text(), opts.candidate.text(), sides_key(b, c));
+    out.emplace_back(b, c);
+  }
+  return out;
+}
+
 std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
   if (opts.step < 1) fail_usage("--step must be >= 1 (step 0 is the prefill, identical on both paths)");
-  const Checkpoint ckpt = open_checkpoint(opts.model);
+  const auto sides = profile_sides(opts);
+  ModelsByDtype models(opts.model);
   std::vector<DtypeProfile> out;
-  for (DType dt : opts.dtypes) {
-    auto model = Model::from_checkpoint(ckpt, dt);
-    auto tok = tokenizer_for_model(*model, opts.tokenizer);
-    EngineOptions eo;
-    eo.kernels = opts.kernels;
-    eo.threads = opts.threads;
-    eo.device = opts.device;
-    eo.kv_dtype = KvType::of(dt);
-    Engine on(model, eo), off(model, eo);
-    // The shared prefix: prompt + the cache-ON path's greedy tokens before `step`.
+  for (size_t ci = 0; ci < sides.size(); ++ci) {
+    const auto& [bs, cs] = sides[ci];
+    auto model_c = models.get(cs.dtype), model_b = models.get(bs.dtype);
+    auto tok = tokenizer_for_model(*model_c, opts.tokenizer);
+    Engine cand(model_c, cs.engine_options()), base(model_b, bs.engine_options());
+    // The shared prefix: prompt + the candidate's greedy tokens before `step`.
     std::vector<int> seq = tok->encode(opts.prompt, tok->default_add_bos());
     const int P = int(seq.size());
     if (P == 0) fail_usage("--prompt: encodes to no tokens (the model adds no BOS); give a non-empty prompt");
-    // Step s compares the decode row at position P + s - 1, whose logits choose generated token s:
-    // the cache-ON path feeds the s tokens generated before it, one row each. The cache must hold
-    // P + s positions.
-    const int last_step = on.cache().capacity() - P;
+    // Step s compares the row at position P + s - 1, whose logits choose generated token s. Both
+    // caches must hold P + s positions.
+    const int capacity = std::min(cand.cache().capacity(), base.cache().capacity());
+    const int last_step = capacity - P;
     if (opts.step > last_step)
       fail_usage("--step {} is beyond the context: the prompt has {} tokens and the cache {} positions, so --step "
                  "can be at most {}",
-                 opts.step, P, on.cache().capacity(), last_step);
+                 opts.step, P, capacity, last_step);
     GenerationConfig g;
     g.max_new_tokens = opts.step;
     g.stop_at_eos = false;
-    const auto gen = on.generate(seq, g, nullptr);
+    g.cache = cs.cache;
+    const auto gen = cand.generate(seq, g, nullptr);
     if (int(gen.output_ids.size()) != opts.step)
-      fail("profile: the cache-ON run stopped after {} of {} tokens ({})", gen.output_ids.size(), opts.step,
+      fail("profile: the candidate's run stopped after {} of {} tokens ({})", gen.output_ids.size(), opts.step,
            gen.stop_reason);
     seq.insert(seq.end(), gen.output_ids.begin(), gen.output_ids.end());
     const int n = int(seq.size());
     const int pos = n - 1;
-    const ModelConfig& c = model->config;
+    const ModelConfig& c = model_c->config;
 
-    // Cache ON: prefill the prompt, decode the generated tokens one row at a time; hooks on the last.
-    ForwardOptions fo;
-    on.cache().clear();
-    on.forward(seq.data(), P, 0, fo);
-    for (int p = P; p < n - 1; ++p) on.forward(seq.data() + p, 1, p, fo);
-    RowCapture cap_on(pos), cap_off(pos);
-    fo.hooks = &cap_on;
-    const float* lo = on.forward(seq.data() + pos, 1, pos, fo);
-    std::vector<float> logits_on(lo, lo + c.vocab_size);
-    // Cache OFF: all rows at once.
-    off.cache().clear();
-    fo.hooks = &cap_off;
-    const float* lf = off.forward(seq.data(), n, 0, fo);
-    std::vector<float> logits_off(lf + size_t(pos) * c.vocab_size, lf + size_t(pos + 1) * c.vocab_size);
+    RowCapture cap_c(pos), cap_b(pos);
+    const std::vector<float> logits_c = side_step_logits(cand, cs.cache, seq, P, &cap_c);
+    const std::vector<float> logits_b = side_step_logits(base, bs.cache, seq, P, &cap_b);
 
     DtypeProfile d;
-    d.dtype = std::string(dtype_name(dt));
+    d.dtype = std::string(dtype_name(opts.dtypes[ci]));
+    d.condition = sides_key(bs, cs);
+    d.baseline = bs;
+    d.candidate = cs;
     d.position = pos;
     d.tokens = seq;
-    d.logits = diff(logits_on, logits_off);
+    d.logits = diff(logits_c, logits_b);
+    // The cache-OFF pass keeps its K/V in the engine's own cache (resolve() gives a cache-OFF side
+    // a float KV type), so both sides' caches hold every position of the sequence here.
     std::vector<float> ka(size_t(c.head_dim)), kb(size_t(c.head_dim));
     for (int l = 0; l < c.n_layers; ++l) {
       LayerProfile L;
-      L.resid_mid = diff(cap_on.get(HookPoint::ResidMid, l), cap_off.get(HookPoint::ResidMid, l));
-      L.resid_post = diff(cap_on.get(HookPoint::ResidPost, l), cap_off.get(HookPoint::ResidPost, l));
-      L.attn_out = diff(cap_on.get(HookPoint::AttnOut, l), cap_off.get(HookPoint::AttnOut, l));
-      L.mlp_out = diff(cap_on.get(HookPoint::MlpOut, l), cap_off.get(HookPoint::MlpOut, l));
+      L.resid_mid = diff(cap_c.get(HookPoint::ResidMid, l), cap_b.get(HookPoint::ResidMid, l));
+      L.resid_post = diff(cap_c.get(HookPoint::ResidPost, l), cap_b.get(HookPoint::ResidPost, l));
+      L.attn_out = diff(cap_c.get(HookPoint::AttnOut, l), cap_b.get(HookPoint::AttnOut, l));
+      L.mlp_out = diff(cap_c.get(HookPoint::MlpOut, l), cap_b.get(HookPoint::MlpOut, l));
       for (bool is_v : {false, true}) {
         auto& into = is_v ? L.v : L.k;
         for (int h = 0; h < c.n_kv_heads; ++h) {
           MaxMean m;
           for (int p = 0; p < n; ++p) {
-            on.cache().read(l, is_v, h, p, ka.data());
-            off.cache().read(l, is_v, h, p, kb.data());
+            cand.cache().read(l, is_v, h, p, ka.data());
+            base.cache().read(l, is_v, h, p, kb.data());
             const MaxMean e = diff(ka, kb);
             m.max = std::max(m.max, e.max);
             m.mean += e.mean / n;
@@ -148,12 +162,15 @@ nlohmann::json profile_json(const std::vector<DtypeProfile>& ps, const ProfileOp
       layers.push_back({{"layer", l}, {"resid_mid", mm(L.resid_mid)}, {"resid_post", mm(L.resid_post)},
                         {"attn_out", mm(L.attn_out)}, {"mlp_out", mm(L.mlp_out)}, {"k", k}, {"v", v}});
     }
-    arr.push_back({{"dtype", p.dtype}, {"position", p.position}, {"tokens", p.tokens}, {"logits", mm(p.logits)},
-                   {"layers", layers}});
+    arr.push_back({{"dtype", p.dtype}, {"condition", p.condition}, {"baseline", p.baseline.spec()},
+                   {"candidate", p.candidate.spec()}, {"position", p.position}, {"tokens", p.tokens},
+                   {"logits", mm(p.logits)}, {"layers", layers}});
   }
-  return {{"schema_version", 1}, {"kind", "profile"}, {"model", model_name(opts.model)}, {"model_path", opts.model},
+  // 2: the sides are SPECs; every profile names its condition and both sides' settings.
+  return {{"schema_version", 2}, {"kind", "profile"}, {"model", model_name(opts.model)}, {"model_path", opts.model},
           {"prompt", opts.prompt}, {"step", opts.step}, {"kernels", policy_name(opts.kernels)}, {"threads", opts.threads},
-          {"profiles", arr}};
+          {"baseline", opts.baseline.text()}, {"candidate", opts.candidate.text()},
+          {"default_sides", opts.default_sides()}, {"profiles", arr}};
 }
 
 nlohmann::json profile_settings(const ProfileOptions& opts) {
@@ -162,6 +179,10 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
   nlohmann::json j = {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
                       {"threads", opts.threads}, {"step", opts.step}};
   if (opts.device != Device::Cpu) j["device"] = device_name(opts.device);  // CPU folders keep their manifests
+  if (!opts.default_sides()) {  // folders of the cache study keep their manifests too
+    j["baseline"] = opts.baseline.text();
+    j["candidate"] = opts.candidate.text();
+  }
   return j;
 }
 
@@ -177,24 +198,35 @@ void save_profile(const std::string& dir, const nlohmann::json& profile, const P
   save_single_result(dir, single_result(opts), profile);
 }
 
-std::string profile_table(const std::vector<DtypeProfile>& ps) {
-  std::string s = fmt::format("{:<7}", "layer");
-  for (const auto& p : ps) s += fmt::format(" {:>13}", p.dtype + " resid");
-  for (const auto& p : ps) s += fmt::format(" {:>13}", p.dtype + " K");
+std::string profile_table(const std::vector<DtypeProfile>& ps, bool default_sides) {
+  // The cache study's columns are named by dtype, as they always were; other comparisons by a
+  // number whose condition (naming both sides) is listed above the table.
+  std::string legend;
+  std::vector<std::string> labels;
+  for (size_t i = 0; i < ps.size(); ++i) {
+    labels.push_back(default_sides ? ps[i].dtype : fmt::format("[{}]", i + 1));
+    if (!default_sides) legend += fmt::format("[{}] {}\n", i + 1, ps[i].condition);
+  }
+  auto label = [&](const DtypeProfile& p) { return labels[size_t(&p - ps.data())]; };
+  size_t w = 13;
+  for (const auto& p : ps) w = std::max(w, label(p).size() + 6);
+  std::string s = legend + fmt::format("{:<7}", "layer");
+  for (const auto& p : ps) s += fmt::format(" {:>{}}", label(p) + " resid", w);
+  for (const auto& p : ps) s += fmt::format(" {:>{}}", label(p) + " K", w);
   s += "\n";
   const size_t L = ps.empty() ? 0 : ps[0].layers.size();
   for (size_t l = 0; l < L; ++l) {
     s += fmt::format("{:<7}", l);
-    for (const auto& p : ps) s += fmt::format(" {:>13.3e}", p.layers[l].resid_post.max);
+    for (const auto& p : ps) s += fmt::format(" {:>{}.3e}", p.layers[l].resid_post.max, w);
     for (const auto& p : ps) {
       double k = 0;
       for (const auto& h : p.layers[l].k) k = std::max(k, h.max);
-      s += fmt::format(" {:>13.3e}", k);
+      s += fmt::format(" {:>{}.3e}", k, w);
     }
     s += "\n";
   }
   s += fmt::format("{:<7}", "logits");
-  for (const auto& p : ps) s += fmt::format(" {:>13.3e}", p.logits.max);
+  for (const auto& p : ps) s += fmt::format(" {:>{}.3e}", p.logits.max, w);
   return s + "\n";
 }
 

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/json_u64.h"
 #include "lab/results_manifest.h"
+#include "lab/side_step.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
@@ -53,30 +55,44 @@ double max_abs(const float* a, const float* b, int n) {
 
 }  // namespace
 
+bool PatchOptions::default_sides() const { return kvp::default_sides(baseline, candidate); }
+
+std::pair<RunSettings, RunSettings> patch_sides(const PatchOptions& opts) {
+  RunDefaults d;
+  d.dtype = opts.dtype;
+  d.kernels = opts.kernels;
+  d.threads = opts.threads;
+  d.device = opts.device;
+  const auto [b, c] = resolve_single_sequence_sides(opts.baseline, opts.candidate, d, "patch");
+  if (c.cache != CacheMode::On)
+    fail_usage("--candidate cache=off: patch writes the baseline's K/V into the candidate's cache, so the candidate "
+               "runs with cache=on (swap the SPECs to patch into the other side)");
+  return {b, c};
+}
+
 PatchResult run_patch(const PatchOptions& opts) {
   opts.sampler.validate();
-  auto model = Model::load(opts.model, opts.dtype);
+  PatchResult r;
+  std::tie(r.baseline, r.candidate) = patch_sides(opts);
+  ModelsByDtype models(opts.model);
+  const auto model = models.get(r.candidate.dtype), model_b = models.get(r.baseline.dtype);
   auto tok = tokenizer_for_model(*model, opts.tokenizer);
   const ModelConfig& c = model->config;
-  EngineOptions eo;
-  eo.kernels = opts.kernels;
-  eo.threads = opts.threads;
-  eo.device = opts.device;
-  eo.kv_dtype = KvType::of(opts.dtype);
-  Engine on(model, eo), off(model, eo);
+  const EngineOptions eo = r.candidate.engine_options();
+  Engine on(model, eo), off(model_b, r.baseline.engine_options());
   const std::vector<int> prompt = tok->encode(opts.prompt, tok->default_add_bos());
   const int P = int(prompt.size());
+  if (P == 0) fail_usage("--prompt: encodes to no tokens (the model adds no BOS); give a non-empty prompt");
   GenerationConfig g;
   g.sampler = opts.sampler;
   g.seed = opts.seed;
   g.stop_at_eos = false;
   g.max_new_tokens = opts.max_new_tokens;
-  g.cache = CacheMode::On;
+  g.cache = r.candidate.cache;
   const auto free_on = on.generate(prompt, g, nullptr);
-  g.cache = CacheMode::Off;
+  g.cache = r.baseline.cache;
   const auto free_off = off.generate(prompt, g, nullptr);
 
-  PatchResult r;
   for (size_t i = 0; i < free_on.output_ids.size() && i < free_off.output_ids.size(); ++i)
     if (free_on.output_ids[i] != free_off.output_ids[i]) {
       r.first_divergence = int(i);
@@ -85,7 +101,7 @@ PatchResult run_patch(const PatchOptions& opts) {
   r.step = opts.step >= 0 ? opts.step : (r.first_divergence >= 0 ? r.first_divergence : 1);
   if (r.step < 1) fail_usage("--step must be >= 1 (step 0 is the prefill, identical on both paths)");
   if (r.step >= int(free_on.output_ids.size())) fail_usage("--step {} is beyond --max-new-tokens {}", r.step, opts.max_new_tokens);
-  // The shared prefix: prompt + cache-ON tokens before the step.
+  // The shared prefix: prompt + the candidate's tokens before the step.
   std::vector<int> seq = prompt;
   seq.insert(seq.end(), free_on.output_ids.begin(), free_on.output_ids.begin() + r.step);
   const int n = int(seq.size()), pos = n - 1;
@@ -97,33 +113,30 @@ PatchResult run_patch(const PatchOptions& opts) {
     return sample_token(logits, c.vocab_size, opts.sampler, uniform_at(opts.seed, sid, uint64_t(step)));
   };
 
-  // Cache OFF at this step: full recompute; keep its residual rows, its K/V and its continuation.
+  // The baseline at this step: keep its residual rows, its K/V and its continuation.
   ResidualTap tap(pos, c.n_layers, c.dim);
-  ForwardOptions fo;
-  fo.hooks = &tap;
-  off.cache().clear();
-  const float* lo = off.forward(seq.data(), n, 0, fo);
-  const std::vector<float> off_logits(lo + size_t(pos) * c.vocab_size, lo + size_t(pos + 1) * c.vocab_size);
+  const std::vector<float> off_logits = side_step_logits(off, r.baseline.cache, seq, P, &tap);
   r.off_token = choose(off_logits.data(), r.step);
   {
     std::vector<int> s = seq;
     s.push_back(r.off_token);
-    Engine cont(model, eo);
+    Engine cont(model_b, r.baseline.engine_options());
     GenerationConfig gc = g;
-    gc.cache = CacheMode::Off;
+    gc.cache = r.baseline.cache;
     gc.max_new_tokens = opts.continuation;
-    // Both continuations (this one and the patched cache-ON runs below) number their draws from 0,
+    // Both continuations (this one and the patched candidate runs below) number their draws from 0,
     // so with a sampler they see the same random numbers step for step.
     const auto res = cont.generate(s, gc, nullptr);
     r.off_continuation = res.output_ids;
   }
   tap.capture = false;
 
-  // One cache-ON decode at `pos` with an optional patch, then `continuation` more plain steps.
+  // One candidate decode at `pos` with an optional patch, then `continuation` more plain steps.
   auto run_on = [&](const std::string& kind, int layer, PatchRow* row) {
     Engine e(model, eo);
     ForwardOptions f;
-    e.forward(seq.data(), P, 0, f);
+    const int chunk = eo.prefill_chunk > 0 ? eo.prefill_chunk : P;
+    for (int p = 0; p < P; p += chunk) e.forward(seq.data() + p, std::min(chunk, P - p), p, f);
     for (int p = P; p < pos; ++p) e.forward(seq.data() + p, 1, p, f);
     if (kind == "kv") {
       std::vector<float> buf(size_t(c.kv_dim()));
@@ -191,7 +204,10 @@ nlohmann::json patch_json(const PatchResult& r, const PatchOptions& opts) {
                     {"next_token", x.next_token}, {"next_follows_off", x.next_follows_off},
                     {"continuation_agree", x.continuation_agree},
                     {"max_abs_logit_diff_to_off", x.max_abs_logit_diff_to_off}});
-  return {{"schema_version", 1}, {"kind", "patch"}, {"model", model_name(opts.model)}, {"model_path", opts.model},
+  // 2: the sides are SPECs (on/off in the key names: candidate/baseline).
+  return {{"schema_version", 2}, {"kind", "patch"}, {"model", model_name(opts.model)}, {"model_path", opts.model},
+          {"baseline", r.baseline.spec()}, {"candidate", r.candidate.spec()},
+          {"condition", sides_key(r.baseline, r.candidate)}, {"default_sides", opts.default_sides()},
           {"prompt", opts.prompt}, {"dtype", std::string(dtype_name(opts.dtype))},
           {"kernels", policy_name(opts.kernels)}, {"threads", opts.threads}, {"sampler", opts.sampler.describe()},
           {"seed", json_u64(opts.seed)}, {"step", r.step}, {"position", r.position},
@@ -212,6 +228,10 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"continuation", opts.continuation},
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
   if (opts.device != Device::Cpu) j["device"] = device_name(opts.device);  // CPU folders keep their manifests
+  if (!opts.default_sides()) {  // folders of the cache study keep their manifests too
+    j["baseline"] = opts.baseline.text();
+    j["candidate"] = opts.candidate.text();
+  }
   return j;
 }
 
@@ -227,12 +247,15 @@ void save_patch(const std::string& dir, const nlohmann::json& patch, const Patch
   save_single_result(dir, single_result(opts), patch);
 }
 
-std::string patch_table(const PatchResult& r) {
-  std::string s = fmt::format("step {} (position {}): cache ON chooses {}, cache OFF chooses {}; unpatched max |Δlogit| {:.3e}\n",
-                              r.step, r.position, r.on_token, r.off_token, r.unpatched_max_abs_logit_diff);
+std::string patch_table(const PatchResult& r, bool default_sides) {
+  const char* on = default_sides ? "cache ON" : "the candidate";
+  const char* off = default_sides ? "cache OFF" : "the baseline";
+  std::string s = fmt::format("step {} (position {}): {} chooses {}, {} chooses {}; unpatched max |Δlogit| {:.3e}\n",
+                              r.step, r.position, on, r.on_token, off, r.off_token, r.unpatched_max_abs_logit_diff);
   s += fmt::format("{:<7} {:>22} {:>22}\n", "layer", "residual: next / cont", "KV: next / cont");
   auto cell = [&](const PatchRow& x) {
-    return fmt::format("{} {:>2}/{:<2} {:.1e}", x.next_follows_off ? "OFF" : "ON ", x.continuation_agree,
+    const char* who = default_sides ? (x.next_follows_off ? "OFF" : "ON ") : (x.next_follows_off ? "BASE" : "CAND");
+    return fmt::format("{} {:>2}/{:<2} {:.1e}", who, x.continuation_agree,
                        r.off_continuation.size(), x.max_abs_logit_diff_to_off);
   };
   const size_t half = r.rows.size() / 2;

@@ -34,6 +34,21 @@ std::string patch_layer_label(const nlohmann::json& layer) {
   return layer.is_string() ? layer.get<std::string>() : layer.dump();
 }
 
+// What a profile or patch result calls its two sides: the cache study's names, or baseline and
+// candidate (results written before SPECs existed are the cache study).
+struct SideNames {
+  bool default_sides;
+  std::string on, off;  // candidate, baseline
+};
+SideNames side_names(const nlohmann::json& r) {
+  const bool d = r.value("default_sides", true);
+  return d ? SideNames{true, "cache ON", "cache OFF"} : SideNames{false, "candidate", "baseline"};
+}
+// A profile's column or series name: its dtype in the cache study, else its condition.
+std::string profile_label(const nlohmann::json& lp, const nlohmann::json& p) {
+  return side_names(lp).default_sides ? p["dtype"].get<std::string>() : p["condition"].get<std::string>();
+}
+
 std::string pct(const nlohmann::json& v) { return v.is_null() ? "–" : fmt::format("{:.1f}%", 100.0 * v.get<double>()); }
 
 // What the study compares, from the settings its conditions' sides differ in.
@@ -112,11 +127,16 @@ std::string render_summary_md(const nlohmann::json& s) {
   }
   if (s.contains("layer_profile")) {
     const auto& lp = s["layer_profile"];
-    md += fmt::format("\n## Layer profile (step {}, prompt \"{}\")\n\nmax \\|cache ON − cache OFF\\| of the residual "
-                      "stream after each layer at the new position, and of K over all cached positions.\n\n| layer |",
-                      lp["step"].get<int>(), lp["prompt"].get<std::string>());
-    for (const auto& p : lp["profiles"]) md += fmt::format(" {} resid |", p["dtype"].get<std::string>());
-    for (const auto& p : lp["profiles"]) md += fmt::format(" {} K |", p["dtype"].get<std::string>());
+    const SideNames sn = side_names(lp);
+    md += fmt::format("\n## Layer profile (step {}, prompt \"{}\")\n\n", lp["step"].get<int>(), lp["prompt"].get<std::string>());
+    if (!sn.default_sides)
+      md += fmt::format("Baseline `{}`, candidate `{}`; columns name baseline->candidate where the sides differ.\n\n",
+                        lp["baseline"].get<std::string>(), lp["candidate"].get<std::string>());
+    md += fmt::format("max \\|{} − {}\\| of the residual stream after each layer at the new position, and of K over "
+                      "all cached positions.\n\n| layer |",
+                      sn.on, sn.off);
+    for (const auto& p : lp["profiles"]) md += fmt::format(" {} resid |", profile_label(lp, p));
+    for (const auto& p : lp["profiles"]) md += fmt::format(" {} K |", profile_label(lp, p));
     md += "\n|---|";
     for (size_t i = 0; i < 2 * lp["profiles"].size(); ++i) md += "---|";
     md += "\n";
@@ -134,14 +154,20 @@ std::string render_summary_md(const nlohmann::json& s) {
   }
   if (s.contains("patching")) {
     const auto& p = s["patching"];
-    md += fmt::format("\n## Patching (step {}, {} {}): cache ON picks {}, cache OFF picks {}\n\n"
-                      "Unpatched max |Δlogit| at the step: {}. Each cell: whose token the patched cache-ON step picks, "
-                      "how many of cache OFF's next {} tokens the patched run reproduces, and max |Δlogit| to cache OFF.\n\n"
+    const SideNames sn = side_names(p);
+    md += fmt::format("\n## Patching (step {}, {} {}): {} picks {}, {} picks {}\n\n", p["step"].get<int>(),
+                      p["dtype"].get<std::string>(), p["kernels"].get<std::string>(), sn.on, p["on_token"].get<int>(),
+                      sn.off, p["off_token"].get<int>());
+    if (!sn.default_sides)
+      md += fmt::format("Baseline `{}`, candidate `{}`.\n\n", p["baseline"].get<std::string>(),
+                        p["candidate"].get<std::string>());
+    md += fmt::format("Unpatched max |Δlogit| at the step: {}. Each cell: whose token the patched {} step picks, "
+                      "how many of {}'s next {} tokens the patched run reproduces, and max |Δlogit| to {}.\n\n"
                       "| layer | residual: next | residual: continuation | residual: max abs logit diff | KV: next | "
                       "KV: continuation | KV: max abs logit diff |\n|---|---|---|---|---|---|---|\n",
-                      p["step"].get<int>(), p["dtype"].get<std::string>(), p["kernels"].get<std::string>(),
-                      p["on_token"].get<int>(), p["off_token"].get<int>(), num(p["unpatched_max_abs_logit_diff"]),
-                      p["continuation_length"].get<int>());
+                      num(p["unpatched_max_abs_logit_diff"]), sn.on, sn.off, p["continuation_length"].get<int>(), sn.off);
+    const char* follows_off = sn.default_sides ? "OFF" : "baseline";
+    const char* follows_on = sn.default_sides ? "ON" : "candidate";
     const auto& rows = p["rows"];
     const size_t half = rows.size() / 2;
     const int cont = p["continuation_length"].get<int>();
@@ -149,8 +175,8 @@ std::string render_summary_md(const nlohmann::json& s) {
       const auto& a = rows[i];
       const auto& b = rows[half + i];
       md += fmt::format("| {} | {} | {}/{} | {} | {} | {}/{} | {} |\n", patch_layer_label(a["layer"]),
-                        a["next_follows_off"].get<bool>() ? "OFF" : "ON", a["continuation_agree"].get<int>(), cont,
-                        num(a["max_abs_logit_diff_to_off"]), b["next_follows_off"].get<bool>() ? "OFF" : "ON",
+                        a["next_follows_off"].get<bool>() ? follows_off : follows_on, a["continuation_agree"].get<int>(), cont,
+                        num(a["max_abs_logit_diff_to_off"]), b["next_follows_off"].get<bool>() ? follows_off : follows_on,
                         b["continuation_agree"].get<int>(), cont, num(b["max_abs_logit_diff_to_off"]));
     }
   }
@@ -202,8 +228,10 @@ std::string render_report_html(const nlohmann::json& s) {
   html += svg_line_chart("Per-step KL(p_cand ‖ p_base) (median over prompts)", "generated token index", "KL", kl, true);
   if (s.contains("layer_profile")) {
     std::vector<Series> resid, kser;
-    for (const auto& p : s["layer_profile"]["profiles"]) {
-      Series r{p["dtype"].get<std::string>(), {}, {}}, k{p["dtype"].get<std::string>(), {}, {}};
+    const auto& lp = s["layer_profile"];
+    const SideNames sn = side_names(lp);
+    for (const auto& p : lp["profiles"]) {
+      Series r{profile_label(lp, p), {}, {}}, k{profile_label(lp, p), {}, {}};
       for (const auto& L : p["layers"]) {
         r.x.push_back(L["layer"].get<double>());
         r.y.push_back(L["resid_post"]["max"].get<double>());
@@ -216,24 +244,40 @@ std::string render_report_html(const nlohmann::json& s) {
       kser.push_back(k);
     }
     html += "<h2>Where divergence is born: layer profile</h2>\n";
-    html += svg_line_chart("max |ON − OFF| of the residual stream after each layer", "layer", "max |Δ|", resid, true);
-    html += svg_line_chart("max |cached − recomputed| K entries per layer", "layer", "max |ΔK|", kser, true);
+    if (sn.default_sides) {
+      html += svg_line_chart("max |ON − OFF| of the residual stream after each layer", "layer", "max |Δ|", resid, true);
+      html += svg_line_chart("max |cached − recomputed| K entries per layer", "layer", "max |ΔK|", kser, true);
+    } else {
+      html += fmt::format("<p>Baseline <code>{}</code>, candidate <code>{}</code>.</p>\n",
+                          html_escape(lp["baseline"].get<std::string>()), html_escape(lp["candidate"].get<std::string>()));
+      html += svg_line_chart("max |candidate − baseline| of the residual stream after each layer", "layer", "max |Δ|",
+                             resid, true);
+      html += svg_line_chart("max |candidate − baseline| K entries per layer", "layer", "max |ΔK|", kser, true);
+    }
   }
   if (s.contains("patching")) {
     const auto& p = s["patching"];
-    html += fmt::format("<h2>Patching cache OFF into cache ON</h2>\n<p>Step {} ({} {}): cache ON picks token {}, cache "
-                        "OFF picks {}. Each cell: whose token the patched cache-ON step picks, and how many of cache "
-                        "OFF's next {} tokens the patched run reproduces, and max |Δlogit| to cache OFF (unpatched: {}).</p>\n<table class=\"patching\"><tr>"
+    const SideNames sn = side_names(p);
+    const std::string sides =
+        sn.default_sides ? std::string()
+                         : fmt::format(" Baseline <code>{}</code>, candidate <code>{}</code>.",
+                                       html_escape(p["baseline"].get<std::string>()),
+                                       html_escape(p["candidate"].get<std::string>()));
+    html += fmt::format("<h2>Patching {} into {}</h2>\n<p>Step {} ({} {}): {} picks token {}, {} picks {}.{} Each "
+                        "cell: whose token the patched {} step picks, and how many of {}'s next {} tokens the patched "
+                        "run reproduces, and max |Δlogit| to {} (unpatched: {}).</p>\n<table class=\"patching\"><tr>"
                         "<th>layer</th><th>residual stream</th><th>KV cache</th></tr>\n",
-                        p["step"].get<int>(), html_escape(p["dtype"].get<std::string>()),
-                        html_escape(p["kernels"].get<std::string>()), p["on_token"].get<int>(),
-                        p["off_token"].get<int>(), p["continuation_length"].get<int>(),
+                        sn.off, sn.on, p["step"].get<int>(), html_escape(p["dtype"].get<std::string>()),
+                        html_escape(p["kernels"].get<std::string>()), sn.on, p["on_token"].get<int>(), sn.off,
+                        p["off_token"].get<int>(), sides, sn.on, sn.off, p["continuation_length"].get<int>(), sn.off,
                         num(p["unpatched_max_abs_logit_diff"]));
+    const char* follows_off = sn.default_sides ? "OFF" : "baseline";
+    const char* follows_on = sn.default_sides ? "ON" : "candidate";
     const auto& rows = p["rows"];
     const size_t half = rows.size() / 2;
     for (size_t i = 0; i < half; ++i) {
       auto cell = [&](const nlohmann::json& x) {
-        return fmt::format("{} · {}/{} · {}", x["next_follows_off"].get<bool>() ? "OFF" : "ON",
+        return fmt::format("{} · {}/{} · {}", x["next_follows_off"].get<bool>() ? follows_off : follows_on,
                            x["continuation_agree"].get<int>(), p["continuation_length"].get<int>(),
                            num(x["max_abs_logit_diff_to_off"]));
       };
