@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the Debian packages kvparity needs and builds it (Release) into ./build.
+# Installs the Debian packages kvparity needs and builds it (Release) into ./build, the Python
+# package included (build/python/kvparity: PYTHONPATH=build/python python3 -c 'import kvparity').
 # Usage: scripts/setup.sh [extra cmake args...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -7,6 +8,7 @@ PKGS=(build-essential cmake g++ pkg-config ninja-build
       nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev libpcre2-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-numpy python3-sentencepiece
+      python3-dev pybind11-dev python3-pytest python3-matplotlib  # the Python package (python/)
       clang libclang-rt-dev  # clang + libFuzzer/ASan runtimes: the sanitizer CI stage and fuzz/
       chromium)              # headless rendering check of report.html in the tests
 missing=()

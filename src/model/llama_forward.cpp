@@ -144,10 +144,13 @@ class Pass {
       linear(a_.xb.data(), L.wq, a_.q.data(), "q_proj", l, &L.bq);
       linear(a_.xb.data(), L.wk, a_.k.data(), "k_proj", l, &L.bk);
       linear(a_.xb.data(), L.wv, a_.v.data(), "v_proj", l, &L.bv);
+      hook(HookPoint::QPre, l, a_.q.data(), qd);
+      hook(HookPoint::KPre, l, a_.k.data(), kvd);
       kn_.rope(a_.q.data(), M_, c_.n_heads, pos_of_row_.data(), m_.rope, P_, pairs);
       kn_.rope(a_.k.data(), M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
       materialise(a_.q.data(), M_, qd, "q_rope", l);
       materialise(a_.k.data(), M_, kvd, "k_rope", l);
+      hook(HookPoint::Q, l, a_.q.data(), qd);
       hook(HookPoint::K, l, a_.k.data(), kvd);
       hook(HookPoint::V, l, a_.v.data(), kvd);
       for (const bool is_v : {false, true}) {

@@ -1,5 +1,7 @@
 #include "runtime/generator.h"
 
+#include "runtime/interrupt.h"
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -168,6 +170,7 @@ GenerationResult Engine::generate(const std::vector<int>& prompt_in, const Gener
   fo.on_nonfinite = cfg.on_nonfinite;
   fo.all_logits = true;
   for (int step = 0; step < cfg.max_new_tokens; ++step) {
+    check_interrupt();
     if (forced != nullptr && size_t(step) >= forced->size()) {
       run.end("forced_end");
       break;
@@ -246,6 +249,7 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
       std::copy_n(out + i * V, V, logits.data() + size_t(who[i]) * V);
   };
   for (int step = 0; step < cfg.max_new_tokens; ++step) {
+    check_interrupt();
     active.clear();
     for (int b = 0; b < B; ++b) {
       SequenceRun& run = runs[size_t(b)];

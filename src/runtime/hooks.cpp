@@ -10,6 +10,9 @@ std::string_view hook_point_name(HookPoint p) {
     case HookPoint::ResidMid: return "resid_mid";
     case HookPoint::MlpOut: return "mlp_out";
     case HookPoint::ResidPost: return "resid_post";
+    case HookPoint::QPre: return "q_pre_rope";
+    case HookPoint::KPre: return "k_pre_rope";
+    case HookPoint::Q: return "q";
     case HookPoint::K: return "k";
     case HookPoint::V: return "v";
     case HookPoint::FinalNorm: return "final_norm";

@@ -1,0 +1,34 @@
+"""kvparity: measure, explain and eliminate the cache-ON vs cache-OFF divergence of LLM inference.
+
+The engine and the divergence lab of the kvparity command-line tool, in Python:
+
+    import kvparity
+    m = kvparity.load("stories260K.bin", tokenizer="tok512.bin", dtype="fp16")
+    m.config                          # dict: arch, n_layers, hidden_size, n_heads, ..., context_length
+    ids = m.tokenize("Once upon a time")
+    logits = m.forward(ids)           # float32 ndarray [T, vocab]: one cache-free pass
+    logits, acts = m.run_with_cache(ids)   # acts: TransformerLens names -> ndarray
+    on = m.generate("Once upon a time", max_new_tokens=64, cache=True, return_logits=True)
+    off = m.generate("Once upon a time", max_new_tokens=64, cache=False, return_logits=True)
+    summary = kvparity.compare("stories260K.bin", ["Once upon a time"], tokenizer="tok512.bin")
+
+Errors the command-line tool reports with exit 1 raise kvparity.Error (same message); usage errors
+(bad options or values) raise ValueError. Model work releases the GIL, and Ctrl-C stops a long
+generate or compare between steps with KeyboardInterrupt.
+"""
+
+from ._kvparity import Error, Model, compare
+
+__all__ = ["Error", "Model", "compare", "load"]
+
+
+def load(path, tokenizer=None, dtype="fp32", kv_dtype=None, kernels="standard", threads=0, device="cpu"):
+    """Loads a checkpoint (HF safetensors directory, GGUF file or llama2.c .bin) as a Model.
+
+    tokenizer: a tokenizer file (default: the one the model carries or sits beside).
+    dtype: compute dtype, "fp32", "fp16" or "bf16". kv_dtype: what the KV cache stores (default: the
+    compute dtype; also "q8_0", "q4_0", "fp8_e4m3", "fp8_e5m2"). kernels: "reference", "standard" or
+    "invariant" (cache ON == OFF bit for bit). threads: 0 uses every core. device: "cpu" or "cuda".
+    """
+    return Model(path, tokenizer=tokenizer, dtype=dtype, kv_dtype=kv_dtype, kernels=kernels, threads=threads,
+                 device=device)

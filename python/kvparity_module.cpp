@@ -1,0 +1,504 @@
+// The Python module `kvparity._kvparity` (re-exported by kvparity/__init__.py): a model as a
+// Python object handing logits and activations over as numpy arrays, generation with the CLI's
+// --json keys, and the lab's compare returning its summary. It talks only to the runtime and lab
+// APIs the command-line tool uses, so both give the same numbers.
+//
+// Model work runs with the GIL released; the generation loops check for Ctrl-C once per step
+// (runtime/interrupt.h), which surfaces as KeyboardInterrupt.
+#include <pybind11/functional.h>
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/quant.h"
+#include "lab/compare.h"
+#include "lab/prompt_set.h"
+#include "lab/report.h"
+#include "model/model.h"
+#include "runtime/generator.h"
+#include "runtime/interrupt.h"
+#include "runtime/sampler.h"
+#include "runtime/tokenizer_for_model.h"
+
+namespace py = pybind11;
+
+namespace kvp::python {
+namespace {
+
+// A vector handed to numpy without a copy: the array owns it through a capsule.
+py::array_t<float> to_numpy(std::vector<float>&& v, std::vector<py::ssize_t> shape) {
+  auto* owned = new std::vector<float>(std::move(v));
+  py::capsule free_when_done(owned, [](void* p) { delete static_cast<std::vector<float>*>(p); });
+  return py::array_t<float>(shape, owned->data(), free_when_done);
+}
+
+py::object to_python(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null: return py::none();
+    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer: return py::int_(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string: return py::str(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      py::list l;
+      for (const auto& x : j) l.append(to_python(x));
+      return l;
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict d;
+      for (auto it = j.begin(); it != j.end(); ++it) d[py::str(it.key())] = to_python(it.value());
+      return d;
+    }
+    default: return py::none();
+  }
+}
+
+// Ctrl-C between steps: Python's handler sets a flag the interpreter checks here.
+void check_python_signals() {
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
+// The TransformerLens name of a hook point of a layer, or "" for points that have none.
+std::string tl_name(HookPoint p, int layer) {
+  const std::string b = "blocks." + std::to_string(layer) + ".";
+  switch (p) {
+    case HookPoint::Embed: return "hook_embed";
+    case HookPoint::ResidPre: return b + "hook_resid_pre";
+    case HookPoint::AttnOut: return b + "hook_attn_out";
+    case HookPoint::ResidMid: return b + "hook_resid_mid";
+    case HookPoint::MlpOut: return b + "hook_mlp_out";
+    case HookPoint::ResidPost: return b + "hook_resid_post";
+    case HookPoint::QPre: return b + "attn.hook_q";
+    case HookPoint::KPre: return b + "attn.hook_k";
+    case HookPoint::Q: return b + "attn.hook_rot_q";
+    case HookPoint::K: return b + "attn.hook_rot_k";
+    case HookPoint::V: return b + "attn.hook_v";
+    case HookPoint::FinalNorm: return "ln_final.hook_normalized";
+    case HookPoint::Logits: return "";
+  }
+  return "";
+}
+
+// Keeps the rows of the points whose names pass `keep` (decided once per name, with the GIL).
+class Capture final : public ForwardHooks {
+ public:
+  Capture(const ModelConfig& c, std::function<bool(const std::string&)> keep) : c_(c) {
+    py::gil_scoped_acquire gil;
+    for (int l = -1; l < c.n_layers; ++l)
+      for (int p = 0; p <= int(HookPoint::Logits); ++p) {
+        const auto point = HookPoint(p);
+        const bool model_level = point == HookPoint::Embed || point == HookPoint::FinalNorm;
+        if (model_level != (l == -1)) continue;
+        const std::string name = tl_name(point, l);
+        if (!name.empty() && keep(name)) wanted_[{p, l}] = name;
+      }
+  }
+  bool wants(HookPoint p, int layer) const override { return wanted_.count({int(p), layer}) > 0; }
+  bool writes(HookPoint, int) const override { return false; }
+  void on(const HookSite& s, float* d) override {
+    auto it = wanted_.find({int(s.point), s.layer});
+    if (it == wanted_.end()) return;
+    auto& out = rows_[it->second];
+    out.insert(out.end(), d, d + size_t(s.rows) * s.width);
+    widths_[it->second] = s.width;
+  }
+  py::dict take(int T) {
+    py::dict d;
+    for (auto& [name, rows] : rows_) {
+      const int w = widths_[name];
+      const bool per_head = name.find(".attn.") != std::string::npos;
+      std::vector<py::ssize_t> shape{T, w};
+      if (per_head) shape = {T, w / c_.head_dim, c_.head_dim};
+      d[py::str(name)] = to_numpy(std::move(rows), shape);
+    }
+    return d;
+  }
+
+ private:
+  const ModelConfig& c_;
+  std::map<std::pair<int, int>, std::string> wanted_;
+  std::map<std::string, std::vector<float>> rows_;
+  std::map<std::string, int> widths_;
+};
+
+class PyModel {
+ public:
+  PyModel(const std::string& path, const std::optional<std::string>& tokenizer, const std::string& dtype,
+          const std::optional<std::string>& kv_dtype, const std::string& kernels, int threads, const std::string& device) {
+    if (dtype != "fp32" && dtype != "fp16" && dtype != "bf16")
+      fail_usage("dtype='{}': expected 'fp32', 'fp16' or 'bf16'", dtype);
+    if (kernels != "reference" && kernels != "standard" && kernels != "invariant")
+      fail_usage("kernels='{}': expected 'reference', 'standard' or 'invariant'", kernels);
+    if (threads < 0 || threads > 256) fail_usage("threads={}: expected 0 (every core) to 256", threads);
+    opts_.kernels = parse_policy(kernels);
+    opts_.device = parse_device(device, "device");
+    require_device(opts_.device);
+    opts_.threads = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()));
+    if (opts_.kernels == KernelPolicy::Reference) opts_.threads = 1;
+    const DType dt = parse_dtype(dtype);
+    if (kv_dtype) {
+      const auto kv = parse_kv_type(*kv_dtype);
+      if (!kv) fail_usage("kv_dtype='{}': expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", *kv_dtype);
+      opts_.kv_dtype = *kv;
+    } else {
+      opts_.kv_dtype = KvType::of(dt);
+    }
+    py::gil_scoped_release release;
+    model_ = Model::load(path, dt);
+    // A model without a tokenizer still runs on token ids; text needs one.
+    try {
+      tok_ = tokenizer_for_model(*model_, tokenizer.value_or(""));
+    } catch (const Error& e) {
+      if (tokenizer) throw;
+      tok_error_ = e.what();
+    }
+    engine_ = std::make_unique<Engine>(model_, opts_);
+  }
+
+  py::dict config() const {
+    const ModelConfig& c = model_->config;
+    py::dict d;
+    d["arch"] = arch_name(c.arch);
+    d["n_layers"] = c.n_layers;
+    d["hidden_size"] = c.dim;
+    d["intermediate_size"] = c.hidden_dim;
+    d["n_heads"] = c.n_heads;
+    d["n_kv_heads"] = c.n_kv_heads;
+    d["head_dim"] = c.head_dim;
+    d["vocab_size"] = c.vocab_size;
+    d["context_length"] = c.max_seq_len;
+    d["rope_theta"] = c.rope_theta;
+    d["norm_eps"] = c.norm_eps;
+    d["sliding_window"] = c.sliding_window;
+    d["tied_embeddings"] = c.tied_embeddings;
+    d["bos_id"] = c.bos_id;
+    d["eos_id"] = c.eos_id;
+    d["format"] = model_->format;
+    d["dtype"] = std::string(dtype_name(model_->dtype));
+    d["kv_dtype"] = opts_.kv_dtype.name();
+    d["kernels"] = policy_name(opts_.kernels);
+    d["threads"] = opts_.threads;
+    d["device"] = device_name(opts_.device);
+    return d;
+  }
+
+  std::vector<int> tokenize(const std::string& text, bool bos) const { return tokenizer().encode(text, bos); }
+  std::string detokenize(const std::vector<int>& ids) const {
+    check_ids(ids);
+    return tokenizer().decode(ids);
+  }
+
+  py::array_t<float> forward(const std::vector<int>& ids) {
+    return run_with_cache(ids, py::list(), false, std::nullopt).first;
+  }
+
+  // cache=False: one cache-free pass over ids. cache=True: the cache-ON path, ids[:prefill] in one
+  // pass (prefill default: all but the last token), then one row per step, every row's
+  // activations kept as the steps compute them.
+  std::pair<py::array_t<float>, py::dict> run_with_cache(const std::vector<int>& ids, const py::object& names,
+                                                         bool cache, std::optional<int> prefill) {
+    check_ids(ids);
+    if (ids.empty()) fail_usage("ids: give at least one token");
+    const int T = int(ids.size()), V = model_->config.vocab_size;
+    const int P = prefill.value_or(std::max(1, T - 1));
+    if (cache && (P < 1 || P > T)) fail_usage("prefill={}: expected 1 to len(ids) = {}", P, T);
+    if (!cache && prefill) fail_usage("prefill: only with cache=True (the cache-free pass has no prefill)");
+    if (T > engine_->cache().capacity())
+      fail_usage("ids: {} tokens do not fit the context ({} positions)", T, engine_->cache().capacity());
+    std::function<bool(const std::string&)> keep = [](const std::string&) { return false; };
+    if (py::isinstance<py::function>(names)) {
+      keep = [names](const std::string& n) { return names(n).cast<bool>(); };
+    } else if (!names.is_none()) {
+      std::vector<std::string> list = names.cast<std::vector<std::string>>();
+      keep = [list](const std::string& n) { return std::find(list.begin(), list.end(), n) != list.end(); };
+    }
+    const bool capture_all = names.is_none();
+    Capture cap(model_->config, capture_all ? [](const std::string&) { return true; } : keep);
+    std::vector<float> logits(size_t(T) * V);
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(busy_);
+      ForwardOptions fo;
+      fo.all_logits = true;
+      fo.hooks = &cap;
+      if (!cache) {
+        const float* l = engine_->forward_uncached(ids.data(), T, fo);
+        std::copy(l, l + logits.size(), logits.begin());
+      } else {
+        engine_->cache().clear();
+        const float* l = engine_->forward(ids.data(), P, 0, fo);
+        std::copy(l, l + size_t(P) * V, logits.begin());
+        for (int p = P; p < T; ++p) {
+          check_interrupt();
+          l = engine_->forward(ids.data() + p, 1, p, fo);
+          std::copy(l, l + V, logits.begin() + std::ptrdiff_t(p) * V);
+        }
+      }
+    }
+    return {to_numpy(std::move(logits), {T, V}), cap.take(T)};
+  }
+
+  py::dict generate(const py::object& prompt, int max_new_tokens, bool cache, const std::string& sampler,
+                    double temperature, int top_k, double top_p, double min_p, uint64_t seed,
+                    const std::optional<std::vector<std::string>>& stop, bool return_logits, bool ignore_eos) {
+    std::vector<int> ids = py::isinstance<py::str>(prompt)
+                               ? tokenizer().encode(prompt.cast<std::string>(), tokenizer().default_add_bos())
+                               : prompt.cast<std::vector<int>>();
+    check_ids(ids);
+    if (max_new_tokens < 0) fail_usage("max_new_tokens={}: expected 0 or more", max_new_tokens);
+    GenerationConfig g;
+    g.max_new_tokens = max_new_tokens;
+    g.cache = cache ? CacheMode::On : CacheMode::Off;
+    g.sampler.kind = parse_sampler(sampler);
+    g.sampler.temperature = temperature;
+    g.sampler.top_k = top_k;
+    g.sampler.top_p = top_p;
+    g.sampler.min_p = min_p;
+    g.sampler.validate();
+    g.seed = seed;
+    g.stop_at_eos = !ignore_eos;
+    if (stop) g.stop_strings = *stop;
+    std::vector<float> logits;
+    GenerationResult r;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(busy_);
+      const int V = model_->config.vocab_size;
+      r = engine_->generate(ids, g, tok_.get(), [&](const StepInfo& s) {
+        if (return_logits) logits.insert(logits.end(), s.logits, s.logits + V);
+      });
+    }
+    py::dict d;
+    d["prompt_ids"] = r.prompt_ids;
+    d["output_ids"] = r.output_ids;
+    d["text"] = r.text;
+    d["stop_reason"] = r.stop_reason;
+    if (r.stop_reason == "stop_string") d["stop_string"] = r.stop_string;
+    d["dropped_ids"] = r.dropped_ids;
+    d["dtype"] = std::string(dtype_name(model_->dtype));
+    d["kv_dtype"] = opts_.kv_dtype.name();
+    d["kernels"] = policy_name(opts_.kernels);
+    d["cache"] = cache ? "on" : "off";
+    d["sampler"] = g.sampler.describe();
+    d["seed"] = seed;
+    if (return_logits) {
+      const py::ssize_t steps = py::ssize_t(logits.size() / size_t(model_->config.vocab_size));
+      d["logits"] = to_numpy(std::move(logits), {steps, model_->config.vocab_size});
+    }
+    return d;
+  }
+
+  // A weight by its canonical (Hugging Face) name, as fp32 values of the compute dtype.
+  py::array_t<float> weight(const std::string& name) const {
+    const ModelWeights& W = model_->weights;
+    const TensorView* t = name == "model.norm.weight"          ? &W.final_norm
+                          : name == "lm_head.weight"           ? &W.lm_head
+                          : name == "model.embed_tokens.weight" ? &W.embed
+                                                                : nullptr;
+    if (t == nullptr)
+      fail_usage("weight '{}': available are model.embed_tokens.weight, model.norm.weight, lm_head.weight", name);
+    std::vector<float> v(size_t(t->numel()));
+    if (t->quantized())
+      dequantize_blocks(t->quant, t->data, v.size() / block_elems(t->quant), v.data());
+    else
+      to_f32(t->dtype, t->data, v.data(), v.size());
+    std::vector<py::ssize_t> shape(t->shape.begin(), t->shape.end());
+    return to_numpy(std::move(v), shape);
+  }
+
+ private:
+  const Tokenizer& tokenizer() const {
+    if (tok_ == nullptr) fail("{}", tok_error_);
+    return *tok_;
+  }
+  void check_ids(const std::vector<int>& ids) const {
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] < 0 || ids[i] >= model_->config.vocab_size)
+        fail_usage("ids[{}] = {} is not a token of this model (vocabulary {})", i, ids[i], model_->config.vocab_size);
+  }
+
+  EngineOptions opts_;
+  std::shared_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::string tok_error_;  // why there is no tokenizer
+  std::unique_ptr<Engine> engine_;
+  // The engine's cache and buffers serve one call at a time; with the GIL released, two Python
+  // threads could otherwise share them.
+  std::mutex busy_;
+};
+
+std::vector<std::string> str_or_list(const py::object& o, const char* what) {
+  if (py::isinstance<py::str>(o)) {
+    std::vector<std::string> out;
+    const std::string s = o.cast<std::string>();
+    size_t a = 0;
+    while (a <= s.size()) {
+      const size_t b = s.find(',', a);
+      out.push_back(s.substr(a, b == std::string::npos ? std::string::npos : b - a));
+      if (b == std::string::npos) break;
+      a = b + 1;
+    }
+    return out;
+  }
+  try {
+    return o.cast<std::vector<std::string>>();
+  } catch (const py::cast_error&) {
+    fail_usage("{}: expected a string or a list of strings", what);
+  }
+}
+
+py::object compare(const std::string& model_path, const py::object& prompts, const std::optional<std::string>& tokenizer,
+                   const std::optional<std::string>& out, const py::kwargs& options) {
+  CompareOptions c;
+  c.model = model_path;
+  c.tokenizer = tokenizer.value_or("");
+  if (py::isinstance<py::str>(prompts)) {
+    c.prompts = load_prompts(prompts.cast<std::string>());
+  } else {
+    const auto texts = prompts.cast<std::vector<std::string>>();
+    for (size_t i = 0; i < texts.size(); ++i) c.prompts.push_back(Prompt{"prompt-" + std::to_string(i), texts[i]});
+  }
+  if (c.prompts.empty()) fail_usage("prompts: give at least one prompt");
+  std::vector<std::string> dtypes{"fp16"}, kernels{"standard"};
+  std::optional<std::string> kv_dtype;
+  SamplerConfig sampler;
+  int threads = 1;
+  std::string device = "cpu";
+  for (const auto& [k, v] : options) {
+    const std::string key = k.cast<std::string>();
+    if (key == "dtype") dtypes = str_or_list(py::reinterpret_borrow<py::object>(v), "dtype");
+    else if (key == "kernels") kernels = str_or_list(py::reinterpret_borrow<py::object>(v), "kernels");
+    else if (key == "kv_dtype") kv_dtype = v.cast<std::string>();
+    else if (key == "threads") threads = v.cast<int>();
+    else if (key == "device") device = v.cast<std::string>();
+    else if (key == "max_new_tokens") c.max_new_tokens = v.cast<int>();
+    else if (key == "seed") c.seed = v.cast<uint64_t>();
+    else if (key == "stop_at_eos") c.stop_at_eos = v.cast<bool>();
+    else if (key == "sampler") sampler.kind = parse_sampler(v.cast<std::string>());
+    else if (key == "temperature") sampler.temperature = v.cast<double>();
+    else if (key == "top_k") sampler.top_k = v.cast<int>();
+    else if (key == "top_p") sampler.top_p = v.cast<double>();
+    else if (key == "min_p") sampler.min_p = v.cast<double>();
+    else if (key == "baseline") c.baseline = RunSpec::parse(v.cast<std::string>(), "baseline");
+    else if (key == "candidate") c.candidate = RunSpec::parse(v.cast<std::string>(), "candidate");
+    else
+      fail_usage("compare: unknown option '{}' (options: dtype, kernels, kv_dtype, threads, device, max_new_tokens, "
+                 "seed, stop_at_eos, sampler, temperature, top_k, top_p, min_p, baseline, candidate)",
+                 key);
+  }
+  if (c.max_new_tokens < 1) fail_usage("max_new_tokens={}: expected 1 or more", c.max_new_tokens);
+  if (threads < 1 || threads > 256) fail_usage("threads={}: expected 1 to 256", threads);
+  sampler.validate();
+  for (const auto& d : dtypes) {
+    if (d != "fp32" && d != "fp16" && d != "bf16") fail_usage("dtype='{}': expected fp32, fp16 or bf16", d);
+    for (const auto& k : kernels) {
+      if (k != "reference" && k != "standard" && k != "invariant")
+        fail_usage("kernels='{}': expected reference, standard or invariant", k);
+      RunDefaults point;
+      point.dtype = parse_dtype(d);
+      if (kv_dtype) {
+        const auto kv = parse_kv_type(*kv_dtype);
+        if (!kv) fail_usage("kv_dtype='{}': expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", *kv_dtype);
+        point.kv_dtype = *kv;
+      }
+      point.kernels = parse_policy(k);
+      point.threads = point.kernels == KernelPolicy::Reference ? 1 : threads;
+      point.device = parse_device(device, "device");
+      add_condition(c, point, sampler);
+    }
+  }
+  // Without `out`, a temporary folder holds the records and goes when the summary is read.
+  std::filesystem::path tmp;
+  if (out) {
+    c.out_dir = *out;
+  } else {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kvparity-compare-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) fail("compare: cannot create a temporary directory under {}", tmpl);
+    tmp = tmpl;
+    c.out_dir = tmpl;
+  }
+  nlohmann::json summary;
+  try {
+    py::gil_scoped_release release;
+    run_compare(c);
+    summary = write_reports(c.out_dir);
+  } catch (...) {
+    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    throw;
+  }
+  if (!tmp.empty()) std::filesystem::remove_all(tmp);
+  return to_python(summary);
+}
+
+}  // namespace
+}  // namespace kvp::python
+
+PYBIND11_MODULE(_kvparity, m) {
+  using namespace kvp;
+  using namespace kvp::python;
+  m.doc() = "kvparity's engine and divergence lab (the C++ extension; see the kvparity package).";
+  static py::exception<Error> error(m, "Error");
+  error.doc() = "An error kvparity reports (the command-line tool's exit 1); str(e) is the CLI's message.";
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Usage)
+        PyErr_SetString(PyExc_ValueError, e.what());
+      else
+        PyErr_SetString(error.ptr(), e.what());
+    }
+  });
+  set_interrupt_check(&check_python_signals);
+
+  py::class_<PyModel>(m, "Model", "A loaded checkpoint with its tokenizer and an engine (kvparity.load makes one).")
+      .def(py::init<const std::string&, const std::optional<std::string>&, const std::string&,
+                    const std::optional<std::string>&, const std::string&, int, const std::string&>(),
+           py::arg("path"), py::arg("tokenizer") = py::none(), py::arg("dtype") = "fp32", py::arg("kv_dtype") = py::none(),
+           py::arg("kernels") = "standard", py::arg("threads") = 0, py::arg("device") = "cpu")
+      .def_property_readonly("config", &PyModel::config,
+                             "dict: arch, n_layers, hidden_size, intermediate_size, n_heads, n_kv_heads, head_dim, "
+                             "vocab_size, context_length, ... and the run settings (dtype, kv_dtype, kernels, threads, "
+                             "device)")
+      .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("bos") = true,
+           "Token ids of `text` (list[int]), with BOS first when `bos` and the tokenizer has one.")
+      .def("detokenize", &PyModel::detokenize, py::arg("ids"), "The text of token ids (control tokens give none).")
+      .def("forward", &PyModel::forward, py::arg("ids"),
+           "Logits of one cache-free pass over `ids`: float32 ndarray [T, vocab] (values of the compute dtype).")
+      .def("run_with_cache", &PyModel::run_with_cache, py::arg("ids"), py::arg("names") = py::none(),
+           py::arg("cache") = false, py::arg("prefill") = py::none(),
+           "(logits [T, vocab], activations) of one cache-free pass over ids; with cache=True, of the cache-ON\n"
+           "path instead: ids[:prefill] in one pass (default: all but the last token), then one token per\n"
+           "step, as generate computes them. activations: dict of float32 ndarrays under\n"
+           "TransformerLens names: hook_embed, blocks.{l}.hook_resid_pre / hook_attn_out / hook_resid_mid /\n"
+           "hook_mlp_out / hook_resid_post [T, hidden], blocks.{l}.attn.hook_q / hook_k / hook_v (before RoPE)\n"
+           "and hook_rot_q / hook_rot_k (after RoPE) [T, heads, head_dim], ln_final.hook_normalized [T, hidden].\n"
+           "names: a list of names or a predicate name -> bool keeping only some (memory); None keeps all.")
+      .def("generate", &PyModel::generate, py::arg("prompt"), py::arg("max_new_tokens") = 64, py::arg("cache") = true,
+           py::arg("sampler") = "greedy", py::arg("temperature") = 1.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
+           py::arg("min_p") = 0.0, py::arg("seed") = 0, py::arg("stop") = py::none(), py::arg("return_logits") = false,
+           py::arg("ignore_eos") = false,
+           "Generates from a prompt (str, encoded with the model's BOS rule) or token ids, cache ON (cache=True)\n"
+           "or OFF, with the seeded samplers both paths share (greedy, temperature, top-k, top-p, min-p).\n"
+           "Returns the CLI's --json keys (prompt_ids, output_ids, text, stop_reason, dtype, kv_dtype, kernels,\n"
+           "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits.")
+      .def("weight", &PyModel::weight, py::arg("name"),
+           "A weight as float32 ndarray: model.embed_tokens.weight, model.norm.weight or lm_head.weight.");
+
+  m.def("compare", &compare, py::arg("model_path"), py::arg("prompts"), py::arg("tokenizer") = py::none(),
+        py::arg("out") = py::none(),
+        "Runs `kvparity compare` and returns its summary.json as a dict. prompts: a list of strings, or a\n"
+        "source as --prompts takes it (a .jsonl/.txt file, 'builtin:stories'). out: results folder (resumed\n"
+        "when it holds results); None uses a temporary one. Options: dtype (str or list, default 'fp16'),\n"
+        "kernels (str or list, default 'standard'), kv_dtype, threads, device, max_new_tokens (128), seed (1),\n"
+        "stop_at_eos, sampler, temperature, top_k, top_p, min_p, baseline and candidate SPECs.");
+}
