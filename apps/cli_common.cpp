@@ -25,6 +25,7 @@ void ModelOptions::add(CLI::App* app, Parts parts) {
   one_of(app->add_option("--kernels", kernels, "kernel policy"), kPolicyNames);
   threads_option(app, threads);
   device_option(app, device);
+  simd_option(app, simd);
   if (parts.cache_capacity)
     int_at_least(
         app->add_option("--cache-capacity", cache_capacity, "static KV cache positions (0: the model's context)"), 0);
@@ -36,6 +37,7 @@ void ModelOptions::check(const CLI::App* cmd) const {
   check_threads_policies(cmd, threads, {kernels});
   // A device this binary or machine cannot use stops the command before it writes anything.
   require_device(parse_device(device));
+  require_simd(parse_simd(simd));
   refuse_unless(cmd, "--kv-scale", kv_dtype.rfind("fp8", 0) == 0, "--kv-dtype fp8_e4m3 or fp8_e5m2",
                 "only the fp8 KV caches store a scaled value");
 }
@@ -50,6 +52,7 @@ EngineOptions ModelOptions::engine() const {
   o.kv_dtype = kv_dtype.empty() ? KvType::of(compute_dtype()) : *parse_kv_type(kv_dtype);
   o.kv_dtype.scale = float(kv_scale);
   o.cache_capacity = cache_capacity;
+  o.simd = parse_simd(simd);
   return o;
 }
 
@@ -57,6 +60,13 @@ CLI::Option* device_option(CLI::App* app, std::string& device) {
   return one_of(app->add_option("--device", device,
                                 "where the model runs: cpu, or cuda (a build with CUDA, on a machine with a GPU)"),
                 {"cpu", "cuda"});
+}
+
+CLI::Option* simd_option(CLI::App* app, std::string& simd) {
+  return one_of(app->add_option("--simd", simd,
+                                "SIMD target of the CPU kernels: auto (the best this CPU has), avx512, avx2 or scalar "
+                                "(the portable fallback), to run what a lesser CPU runs"),
+                kSimdNames);
 }
 
 void SamplerOptions::add(CLI::App* app, bool list) {

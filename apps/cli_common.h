@@ -21,6 +21,7 @@ struct ModelOptions {
   double kv_scale = 1.0;
   std::string kernels = "standard";
   std::string device = "cpu";
+  std::string simd = "auto";
   int threads = 1;
   int cache_capacity = 0;
 
@@ -57,6 +58,8 @@ struct SamplerOptions {
 
 // --device cpu|cuda (one value).
 CLI::Option* device_option(CLI::App* app, std::string& device);
+// --simd auto|avx512|avx2|scalar (one value): the CPU kernels' SIMD target (kernels/simd_target.h).
+CLI::Option* simd_option(CLI::App* app, std::string& simd);
 
 // Refuses --threads above 1 when every policy in `policies` is `reference`.
 void check_threads_policies(const CLI::App* cmd, int threads, const std::vector<std::string>& policies);

@@ -15,7 +15,7 @@ namespace kvp::cli {
 
 void register_bench(CLI::App& app) {
   struct Opts {
-    std::string model, synth = "tiny", dtypes = "fp32", kv_dtypes, kernels = "standard", threads = "1", devices = "cpu";
+    std::string model, synth = "tiny", dtypes = "fp32", kv_dtypes, kernels = "standard", threads = "1", devices = "cpu", simds = "auto";
     int prompt = 64, decode = 32, cache_off = 64, repeats = 2;
     double bandwidth = 0;
     bool json = false, load = false;
@@ -36,6 +36,10 @@ void register_bench(CLI::App& app) {
               kMaxThreads);
   list_of(cmd->add_option("--device", o->devices, "devices, comma-separated, each measured (cpu, cuda)"),
           {"cpu", "cuda"});
+  list_of(cmd->add_option("--simd", o->simds,
+                          "CPU SIMD targets, comma-separated, each measured (auto: the best this CPU has; avx512, "
+                          "avx2, scalar)"),
+          kSimdNames);
   int_at_least(cmd->add_option("--prompt-tokens", o->prompt, "prefill length"), 1);
   int_at_least(cmd->add_option("--decode-tokens", o->decode, "decode steps"), 1);
   int_at_least(cmd->add_option("--cache-off-tokens", o->cache_off, "sequence length of the cache-OFF step"), 1);
@@ -56,6 +60,7 @@ void register_bench(CLI::App& app) {
     if (o->load) {
       refuse_unless(cmd, "--kv-dtype", false, "a speed run (no --load)", "loading allocates no KV cache");
       refuse_unless(cmd, "--device", false, "a speed run (no --load)", "loading reads the file into host memory");
+      refuse_unless(cmd, "--simd", false, "a speed run (no --load)", "loading runs no kernels");
       std::vector<DType> dtypes;
       for (const auto& d : split_list(o->dtypes)) dtypes.push_back(parse_dtype(d));
       const auto rows = measure_load(o->model, dtypes, o->repeats);
@@ -77,6 +82,11 @@ void register_bench(CLI::App& app) {
     for (const auto& d : split_list(o->devices)) {
       cfg.devices.push_back(parse_device(d));
       require_device(cfg.devices.back());
+    }
+    cfg.simds.clear();
+    for (const auto& s : split_list(o->simds)) {
+      cfg.simds.push_back(parse_simd(s));
+      require_simd(cfg.simds.back());
     }
     check_threads_policies(cmd, *std::max_element(cfg.threads.begin(), cfg.threads.end()), split_list(o->kernels));
     cfg.prompt_tokens = o->prompt;

@@ -15,7 +15,7 @@ void register_compare(CLI::App& app) {
     std::string model, tokenizer, prompts = "builtin:stories", prompt, dtypes = "fp16", kv_dtype, kernels = "standard",
                                   control, out, baseline, candidate;
     SamplerOptions sampler;
-    std::string device = "cpu";
+    std::string device = "cpu", simd = "auto";
     int max_new_tokens = 128, threads = 1, batch_size = 1;
     bool stop_at_eos = false, no_report = false;
   };
@@ -39,6 +39,7 @@ void register_compare(CLI::App& app) {
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation"), 1);
   threads_option(cmd, o->threads);
   device_option(cmd, o->device);
+  simd_option(cmd, o->simd);
   auto* baseline = cmd->add_option(
       "--baseline", o->baseline,
       "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, batch-size, "
@@ -64,6 +65,7 @@ void register_compare(CLI::App& app) {
     const std::vector<std::string> dtypes = split_list(o->dtypes), kernels = split_list(o->kernels);
     check_threads_policies(cmd, o->threads, kernels);
     require_device(parse_device(o->device));
+    require_simd(parse_simd(o->simd));
     CompareOptions c;
     c.model = o->model;
     c.tokenizer = o->tokenizer;
@@ -86,6 +88,7 @@ void register_compare(CLI::App& app) {
           point.kernels = parse_policy(k);
           point.threads = o->threads;
           point.device = parse_device(o->device);
+          point.simd = parse_simd(o->simd);
           add_condition(c, point, o->sampler.config(s));
         }
     if (o->control == "fp32")

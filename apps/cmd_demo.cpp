@@ -20,12 +20,16 @@ void register_demo(CLI::App& app) {
   threads_option(cmd, o->threads);
   auto device = std::make_shared<std::string>("cpu");
   device_option(cmd, *device);
+  auto simd = std::make_shared<std::string>("auto");
+  simd_option(cmd, *simd);
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation"), 1);
-  cmd->callback([o, kernels, device, cmd] {
+  cmd->callback([o, kernels, device, simd, cmd] {
     check_threads_policies(cmd, o->threads, {*kernels});
     o->kernels = parse_policy(*kernels);
     o->device = parse_device(*device);
     require_device(o->device);
+    o->simd = parse_simd(*simd);
+    require_simd(o->simd);
     std::string description;
     const auto rows = run_demo(*o, &description);
     std::cout << "kvparity demo — model: " << description << "\n"

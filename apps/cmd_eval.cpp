@@ -18,7 +18,7 @@ void register_eval(CLI::App& app) {
     std::string data, train, conditions = "greedy", dtypes = "fp16", kv_dtypes, kernels = "standard", shard, out,
         seed = "1", baseline, candidate;
     std::vector<std::string> models, tokenizers;
-    std::string device = "cpu";
+    std::string device = "cpu", simd = "auto";
     int shots = 5, max_new_tokens = 256, limit = 0, threads = 1, batch_size = 1;
     bool skip_long = false, no_report = false;
   };
@@ -67,6 +67,7 @@ void register_eval(CLI::App& app) {
                1);
   threads_option(cmd, o->threads);
   device_option(cmd, o->device);
+  simd_option(cmd, o->simd);
   cmd->add_option("--shard", o->shard, "run the problems with index mod n == i (0 <= i < n)")->type_name("i/n");
   cmd->add_flag("--skip-long", o->skip_long, "record prompts longer than the context as skipped instead of failing");
   cmd->add_flag("--no-report", o->no_report, "skip writing summary.json / summary.md / report.html");
@@ -102,6 +103,8 @@ void register_eval(CLI::App& app) {
     g.threads = o->threads;
     g.device = parse_device(o->device);
     require_device(g.device);
+    g.simd = parse_simd(o->simd);
+    require_simd(g.simd);
     g.batch_size = o->batch_size;
     if (given(cmd, "--shard")) g.shard = parse_shard(o->shard);
     g.skip_long = o->skip_long;

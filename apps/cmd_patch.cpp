@@ -32,6 +32,8 @@ void register_patch(CLI::App& app) {
   threads_option(cmd, o->p.threads);
   auto device = std::make_shared<std::string>("cpu");
   device_option(cmd, *device);
+  auto simd = std::make_shared<std::string>("auto");
+  simd_option(cmd, *simd);
   o->sampler.add(cmd);
   int_at_least(cmd->add_option("--max-new-tokens", o->p.max_new_tokens, "horizon searched for the first divergence"),
                1);
@@ -50,10 +52,12 @@ void register_patch(CLI::App& app) {
                   "SPEC of the side patched into, as --baseline; it runs with cache=on (default: cache=on)");
   cmd->add_option("--out", o->out, "directory for patch.json (and the report)");
   cmd->add_flag("--json", o->json, "print patch.json to stdout instead of the table");
-  cmd->callback([o, cmd, device] {
+  cmd->callback([o, cmd, device, simd] {
     check_threads_policies(cmd, o->p.threads, {o->kernels});
     o->p.device = parse_device(*device);
     require_device(o->p.device);
+    o->p.simd = parse_simd(*simd);
+    require_simd(o->p.simd);
     o->sampler.check(cmd);
     if (given(cmd, "--step") && o->p.step >= o->p.max_new_tokens)
       fail_usage("--step {} needs --max-new-tokens > {} (the free runs must reach the step)", o->p.step, o->p.step);

@@ -27,6 +27,8 @@ void register_profile(CLI::App& app) {
   threads_option(cmd, o->p.threads);
   auto device = std::make_shared<std::string>("cpu");
   device_option(cmd, *device);
+  auto simd = std::make_shared<std::string>("auto");
+  simd_option(cmd, *simd);
   int_at_least(cmd->add_option("--step", o->p.step, "generated-token index to compare (1 = first decode step)"), 1);
   cmd->add_option("--baseline", o->baseline,
                   "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, "
@@ -36,10 +38,12 @@ void register_profile(CLI::App& app) {
                   "and the candidate's greedy tokens");
   cmd->add_option("--out", o->out, "directory for profile.json (and the report)");
   cmd->add_flag("--json", o->json, "print profile.json to stdout instead of the table");
-  cmd->callback([o, cmd, device] {
+  cmd->callback([o, cmd, device, simd] {
     check_threads_policies(cmd, o->p.threads, {o->kernels});
     o->p.device = parse_device(*device);
     require_device(o->p.device);
+    o->p.simd = parse_simd(*simd);
+    require_simd(o->p.simd);
     o->p.dtypes.clear();
     for (const auto& d : split_list(o->dtypes)) o->p.dtypes.push_back(parse_dtype(d));
     o->p.kernels = parse_policy(o->kernels);

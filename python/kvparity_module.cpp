@@ -133,7 +133,8 @@ class Capture final : public ForwardHooks {
 class PyModel {
  public:
   PyModel(const std::string& path, const std::optional<std::string>& tokenizer, const std::string& dtype,
-          const std::optional<std::string>& kv_dtype, const std::string& kernels, int threads, const std::string& device) {
+          const std::optional<std::string>& kv_dtype, const std::string& kernels, int threads, const std::string& device,
+          const std::string& simd) {
     if (dtype != "fp32" && dtype != "fp16" && dtype != "bf16")
       fail_usage("dtype='{}': expected 'fp32', 'fp16' or 'bf16'", dtype);
     if (kernels != "reference" && kernels != "standard" && kernels != "invariant")
@@ -142,6 +143,8 @@ class PyModel {
     opts_.kernels = parse_policy(kernels);
     opts_.device = parse_device(device, "device");
     require_device(opts_.device);
+    opts_.simd = parse_simd(simd, "simd");
+    require_simd(opts_.simd);
     opts_.threads = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()));
     if (opts_.kernels == KernelPolicy::Reference) opts_.threads = 1;
     const DType dt = parse_dtype(dtype);
@@ -188,6 +191,7 @@ class PyModel {
     d["kernels"] = policy_name(opts_.kernels);
     d["threads"] = opts_.threads;
     d["device"] = device_name(opts_.device);
+    d["simd"] = simd_name(opts_.simd);
     return d;
   }
 
@@ -372,7 +376,7 @@ py::object compare(const std::string& model_path, const py::object& prompts, con
   std::optional<std::string> kv_dtype;
   SamplerConfig sampler;
   int threads = 1;
-  std::string device = "cpu";
+  std::string device = "cpu", simd = "auto";
   for (const auto& [k, v] : options) {
     const std::string key = k.cast<std::string>();
     if (key == "dtype") dtypes = str_or_list(py::reinterpret_borrow<py::object>(v), "dtype");
@@ -380,6 +384,7 @@ py::object compare(const std::string& model_path, const py::object& prompts, con
     else if (key == "kv_dtype") kv_dtype = v.cast<std::string>();
     else if (key == "threads") threads = v.cast<int>();
     else if (key == "device") device = v.cast<std::string>();
+    else if (key == "simd") simd = v.cast<std::string>();
     else if (key == "max_new_tokens") c.max_new_tokens = v.cast<int>();
     else if (key == "seed") c.seed = v.cast<uint64_t>();
     else if (key == "stop_at_eos") c.stop_at_eos = v.cast<bool>();
@@ -391,7 +396,7 @@ py::object compare(const std::string& model_path, const py::object& prompts, con
     else if (key == "baseline") c.baseline = RunSpec::parse(v.cast<std::string>(), "baseline");
     else if (key == "candidate") c.candidate = RunSpec::parse(v.cast<std::string>(), "candidate");
     else
-      fail_usage("compare: unknown option '{}' (options: dtype, kernels, kv_dtype, threads, device, max_new_tokens, "
+      fail_usage("compare: unknown option '{}' (options: dtype, kernels, kv_dtype, threads, device, simd, max_new_tokens, "
                  "seed, stop_at_eos, sampler, temperature, top_k, top_p, min_p, baseline, candidate)",
                  key);
   }
@@ -413,6 +418,7 @@ py::object compare(const std::string& model_path, const py::object& prompts, con
       point.kernels = parse_policy(k);
       point.threads = point.kernels == KernelPolicy::Reference ? 1 : threads;
       point.device = parse_device(device, "device");
+      point.simd = parse_simd(simd, "simd");
       add_condition(c, point, sampler);
     }
   }
@@ -462,9 +468,11 @@ PYBIND11_MODULE(_kvparity, m) {
 
   py::class_<PyModel>(m, "Model", "A loaded checkpoint with its tokenizer and an engine (kvparity.load makes one).")
       .def(py::init<const std::string&, const std::optional<std::string>&, const std::string&,
-                    const std::optional<std::string>&, const std::string&, int, const std::string&>(),
+                    const std::optional<std::string>&, const std::string&, int, const std::string&,
+                    const std::string&>(),
            py::arg("path"), py::arg("tokenizer") = py::none(), py::arg("dtype") = "fp32", py::arg("kv_dtype") = py::none(),
-           py::arg("kernels") = "standard", py::arg("threads") = 0, py::arg("device") = "cpu")
+           py::arg("kernels") = "standard", py::arg("threads") = 0, py::arg("device") = "cpu",
+           py::arg("simd") = "auto")
       .def_property_readonly("config", &PyModel::config,
                              "dict: arch, n_layers, hidden_size, intermediate_size, n_heads, n_kv_heads, head_dim, "
                              "vocab_size, context_length, ... and the run settings (dtype, kv_dtype, kernels, threads, "
@@ -499,6 +507,6 @@ PYBIND11_MODULE(_kvparity, m) {
         "Runs `kvparity compare` and returns its summary.json as a dict. prompts: a list of strings, or a\n"
         "source as --prompts takes it (a .jsonl/.txt file, 'builtin:stories'). out: results folder (resumed\n"
         "when it holds results); None uses a temporary one. Options: dtype (str or list, default 'fp16'),\n"
-        "kernels (str or list, default 'standard'), kv_dtype, threads, device, max_new_tokens (128), seed (1),\n"
+        "kernels (str or list, default 'standard'), kv_dtype, threads, device, simd, max_new_tokens (128), seed (1),\n"
         "stop_at_eos, sampler, temperature, top_k, top_p, min_p, baseline and candidate SPECs.");
 }

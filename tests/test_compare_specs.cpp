@@ -171,7 +171,7 @@ TEST(RunSpec, BadSpecsAreUsageErrorsNamingTheOptionAndKey) {
   bad("cache", {"'cache'", "key=value"});
   bad("threads=", {"'threads'", "no value"});
   bad("device=tpu", {"device=tpu", "cpu or cuda"});
-  bad("simd=avx2", {"simd=avx2"});
+  bad("simd=avx3", {"simd=avx3", "auto, avx512, avx2 or scalar"});
   auto unresolvable = [](const std::string& text, std::initializer_list<const char*> named) {
     SCOPED_TRACE(text);
     const RunSpec s = RunSpec::parse(text, "--baseline");

@@ -188,3 +188,14 @@ def test_the_example_writes_its_figure(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "first divergence" in r.stdout
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_simd_pins_the_kernels_target():
+    d = shared("reference/qwen2")
+    ids = json.load(open(os.path.join(d, "tokens.json")))["input_ids"]
+    ref = np.fromfile(os.path.join(d, "logits.f32"), dtype=np.float32).reshape(len(ids), -1)
+    m = kvparity.load(d, simd="scalar")
+    assert m.config["simd"] == "scalar"
+    assert np.max(np.abs(m.forward(ids) - ref)) <= 1e-4
+    with pytest.raises(ValueError, match="simd"):
+        kvparity.load(d, simd="avx3")

@@ -73,23 +73,29 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     std::vector<Run> runs;
     const std::vector<KvType> kvs = cfg.kv_types.empty() ? std::vector<KvType>{KvType::of(dt)} : cfg.kv_types;
     for (const Device dev : cfg.devices)
+    for (const SimdTarget simd : cfg.simds)
     for (const KvType& kv : kvs) {
       for (KernelPolicy pol : cfg.policies) {
         for (int th : cfg.threads) {
           // The thread count is the CPU's: one GPU row per (kernels, KV type).
-          if (dev == Device::Cuda && th != cfg.threads.front()) continue;
+          if (dev == Device::Cuda && (th != cfg.threads.front() || simd != cfg.simds.front())) continue;
           EngineOptions eo;
           eo.device = dev;
           eo.kernels = pol;
           eo.threads = dev == Device::Cuda ? 1 : th;
           eo.kv_dtype = kv;
           eo.cache_capacity = needed;
+          eo.simd = simd;
           Run run;
           run.engine = std::make_unique<Engine>(model, eo);
           run.r.device = device_name(dev);
           run.r.kernels = policy_name(pol);
           run.r.dtype = std::string(dtype_name(dt));
           run.r.kv_dtype = kv.name();
+          if (dev == Device::Cpu) {
+            use_simd(simd);
+            run.r.simd = simd_in_use();
+          }
           run.r.threads = eo.threads;
           run.r.prompt_tokens = cfg.prompt_tokens;
           run.r.decode_tokens = cfg.decode_tokens;
@@ -151,12 +157,12 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
 
 std::string bench_table(const std::vector<BenchResult>& rows) {
   const bool any_gpu = std::any_of(rows.begin(), rows.end(), [](const BenchResult& r) { return r.device != "cpu"; });
-  std::string s = fmt::format("{:<6} {:<10} {:<5} {:<8} {:>7} {:>12} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}{}\n",
-                              "device", "kernels", "dtype", "kv", "threads", "prefill t/s", "decode t/s", "cache-off s",
+  std::string s = fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}{}\n",
+                              "device", "simd", "kernels", "dtype", "kv", "threads", "prefill t/s", "decode t/s", "cache-off s",
                               "model MB", "BW GB/s", "bound t/s", "% bound", any_gpu ? "  peak device MB" : "");
   for (const auto& r : rows)
-    s += fmt::format("{:<6} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}\n",
-                     r.device, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s, r.decode_tok_s,
+    s += fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}\n",
+                     r.device, r.simd.empty() ? "-" : r.simd, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s, r.decode_tok_s,
                      r.cache_off_step_s, r.model_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s,
                      100.0 * r.decode_fraction_of_bound,
                      r.device == "cpu" ? std::string() : fmt::format(" {:>15.0f}", r.peak_device_mb));
@@ -177,6 +183,7 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& r : rows) {
     arr.push_back({{"device", r.device},
+                   {"simd", r.simd},
                    {"kernels", r.kernels},
                    {"dtype", r.dtype},
                    {"kv_dtype", r.kv_dtype},

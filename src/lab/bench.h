@@ -10,6 +10,7 @@
 #include "core/kv_type.h"
 #include "io/checkpoint.h"
 #include "kernels/kernels.h"
+#include "kernels/simd_target.h"
 
 namespace kvp {
 
@@ -19,6 +20,7 @@ struct BenchConfig {
   std::vector<int> threads{1};
   std::vector<Device> devices{Device::Cpu};  // each measured (threads apply to the CPU)
   std::vector<KvType> kv_types;  // KV caches measured; empty: each dtype's own
+  std::vector<SimdTarget> simds{SimdTarget::Auto};  // CPU SIMD targets, each measured
   int prompt_tokens = 64;     // prefill length
   int decode_tokens = 32;     // decode steps timed
   int cache_off_tokens = 64;  // sequence length of the timed cache-OFF step
@@ -28,6 +30,7 @@ struct BenchConfig {
 
 struct BenchResult {
   std::string device = "cpu", kernels, dtype, kv_dtype;
+  std::string simd;  // the Highway target the CPU kernels ran ("AVX3" = AVX-512, "AVX2", "SCALAR"); "" on a GPU
   int threads = 1;
   int prompt_tokens = 0, decode_tokens = 0, cache_off_tokens = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, cache_off_step_s = 0;

@@ -26,6 +26,7 @@ std::vector<DemoRow> run_demo(const DemoOptions& opts, std::string* description)
     EngineOptions eo;
     eo.kernels = opts.kernels;
     eo.device = opts.device;
+    eo.simd = opts.simd;
     eo.threads = opts.threads;
     eo.kv_dtype = KvType::of(dt);
     GenerationConfig g;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/simd_target.h"
 
 namespace kvp {
 
@@ -13,6 +14,7 @@ struct DemoOptions {
   std::string tokenizer;  // optional, for --model
   KernelPolicy kernels = KernelPolicy::Standard;
   Device device = Device::Cpu;
+  SimdTarget simd = SimdTarget::Auto;
   int threads = 1;  // one default everywhere: the standard kernels' results depend on it
   int max_new_tokens = 48;
   std::vector<std::string> prompts{"Once upon a time", "The little robot looked at the sky and",

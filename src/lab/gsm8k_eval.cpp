@@ -190,6 +190,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
         d.kernels = kp;
         d.threads = opts.threads;
         d.device = opts.device;
+        d.simd = opts.simd;
         d.batch_size = opts.batch_size;
         Point pt{dtype, kv ? kv->name() : KvType::of(dtype).name(), kp, opts.baseline.resolve(d),
                  opts.candidate.resolve(d)};

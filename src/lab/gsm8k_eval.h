@@ -62,6 +62,7 @@ struct Gsm8kOptions {
   uint64_t seed = 1;
   int threads = 1;
   Device device = Device::Cpu;  // of both sides unless a SPEC sets device=
+  SimdTarget simd = SimdTarget::Auto;  // of both sides unless a SPEC sets simd=
   // Items of one grid point decoded B at a time through Engine::generate_batch on each side that
   // does not set batch-size itself, in fixed groups of consecutive items of the shard; 1: one at a
   // time (Engine::generate).

@@ -62,6 +62,7 @@ std::vector<std::pair<RunSettings, RunSettings>> profile_sides(const ProfileOpti
     d.kernels = opts.kernels;
     d.threads = opts.threads;
     d.device = opts.device;
+    d.simd = opts.simd;
     const auto [b, c] = resolve_single_sequence_sides(opts.baseline, opts.candidate, d, "profile");
     for (const auto& [eb, ec] : out)
       if (eb == b && ec == c)
@@ -179,6 +180,7 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
   nlohmann::json j = {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
                       {"threads", opts.threads}, {"step", opts.step}};
   if (opts.device != Device::Cpu) j["device"] = device_name(opts.device);  // CPU folders keep their manifests
+  if (opts.simd != SimdTarget::Auto) j["simd"] = simd_name(opts.simd);
   if (!opts.default_sides()) {  // folders of the cache study keep their manifests too
     j["baseline"] = opts.baseline.text();
     j["candidate"] = opts.candidate.text();

@@ -21,6 +21,7 @@ struct ProfileOptions {
   KernelPolicy kernels = KernelPolicy::Standard;
   int threads = 1;
   Device device = Device::Cpu;
+  SimdTarget simd = SimdTarget::Auto;
   int step = 1;  // generated-token index whose logits are compared; 1 = the first decode step (M = 1)
   RunSpec baseline = RunSpec::parse(kDefaultBaselineSpec, "--baseline");
   RunSpec candidate = RunSpec::parse(kDefaultCandidateSpec, "--candidate");

@@ -63,6 +63,7 @@ std::pair<RunSettings, RunSettings> patch_sides(const PatchOptions& opts) {
   d.kernels = opts.kernels;
   d.threads = opts.threads;
   d.device = opts.device;
+  d.simd = opts.simd;
   const auto [b, c] = resolve_single_sequence_sides(opts.baseline, opts.candidate, d, "patch");
   if (c.cache != CacheMode::On)
     fail_usage("--candidate cache=off: patch writes the baseline's K/V into the candidate's cache, so the candidate "
@@ -228,6 +229,7 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"continuation", opts.continuation},
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
   if (opts.device != Device::Cpu) j["device"] = device_name(opts.device);  // CPU folders keep their manifests
+  if (opts.simd != SimdTarget::Auto) j["simd"] = simd_name(opts.simd);
   if (!opts.default_sides()) {  // folders of the cache study keep their manifests too
     j["baseline"] = opts.baseline.text();
     j["candidate"] = opts.candidate.text();

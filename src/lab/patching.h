@@ -26,6 +26,7 @@ struct PatchOptions {
   uint64_t seed = 1;
   int threads = 1;
   Device device = Device::Cpu;
+  SimdTarget simd = SimdTarget::Auto;
   int max_new_tokens = 96;  // horizon searched for the first divergence
   int step = -1;            // generated-token index to patch at; -1: the first divergence
   int continuation = 16;    // tokens generated after the patched step

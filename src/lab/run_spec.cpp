@@ -8,7 +8,7 @@
 namespace kvp {
 namespace {
 
-constexpr const char* kKeys = "cache, dtype, kv-dtype, kernels, threads, batch-size, prefill-chunk, device";
+constexpr const char* kKeys = "cache, dtype, kv-dtype, kernels, threads, batch-size, prefill-chunk, device, simd";
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
@@ -27,9 +27,10 @@ int parse_int_value(std::string_view v, const std::string& option, std::string_v
 }  // namespace
 
 std::string RunSettings::spec() const {
-  return fmt::format("cache={},dtype={},kv-dtype={},kernels={},threads={},batch-size={},prefill-chunk={}{}",
+  return fmt::format("cache={},dtype={},kv-dtype={},kernels={},threads={},batch-size={},prefill-chunk={}{}{}",
                      cache == CacheMode::On ? "on" : "off", dtype_name(dtype), kv_dtype.name(), policy_name(kernels),
-                     threads, batch_size, prefill_chunk, device == Device::Cpu ? "" : ",device=" + device_name(device));
+                     threads, batch_size, prefill_chunk, device == Device::Cpu ? "" : ",device=" + device_name(device),
+                     simd == SimdTarget::Auto ? "" : ",simd=" + simd_name(simd));
 }
 
 EngineOptions RunSettings::engine_options() const {
@@ -39,6 +40,7 @@ EngineOptions RunSettings::engine_options() const {
   e.threads = threads;
   e.kv_dtype = kv_dtype;
   e.prefill_chunk = prefill_chunk;
+  e.simd = simd;
   return e;
 }
 
@@ -89,8 +91,9 @@ RunSpec RunSpec::parse(std::string_view text, const std::string& option) {
       if (value != "cpu" && value != "cuda") fail_usage("{}: device={}: expected cpu or cuda", option, value);
       s.device_ = parse_device(value, option);
     } else if (key == "simd") {
-      fail_usage("{}: simd={}: this build has no SIMD target selection (its kernels dispatch on the CPU they run on)",
-                 option, value);
+      if (value != "auto" && value != "avx512" && value != "avx2" && value != "scalar")
+        fail_usage("{}: simd={}: expected auto, avx512, avx2 or scalar", option, value);
+      s.simd_ = parse_simd(value, option);
     } else {
       fail_usage("{}: unknown key '{}' (keys: {})", option, key, kKeys);
     }
@@ -109,6 +112,8 @@ RunSettings RunSpec::resolve(const RunDefaults& d) const {
   r.prefill_chunk = prefill_chunk_.value_or(d.prefill_chunk);
   r.device = device_.value_or(d.device);
   require_device(r.device);
+  r.simd = simd_.value_or(d.simd);
+  require_simd(r.simd);
   if (r.cache == CacheMode::Off && !r.kv_dtype.is_dtype()) {
     if (kv_dtype_)
       fail_usage("{}: kv-dtype={} with cache=off: the cache-OFF path keeps no cache, so its K/V are never stored "
@@ -134,6 +139,7 @@ std::string RunSpec::text() const {
   if (batch_size_) parts.push_back(fmt::format("batch-size={}", *batch_size_));
   if (prefill_chunk_) parts.push_back(fmt::format("prefill-chunk={}", *prefill_chunk_));
   if (device_) parts.push_back("device=" + device_name(*device_));
+  if (simd_) parts.push_back("simd=" + simd_name(*simd_));
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ",") + p;
   return out;
@@ -154,6 +160,7 @@ std::string sides_key(const RunSettings& b, const RunSettings& c) {
   number("batch-size", b.batch_size, c.batch_size);
   number("prefill-chunk", b.prefill_chunk, c.prefill_chunk);
   if (b.device != c.device) key += "/device=" + device_name(b.device) + "->" + device_name(c.device);
+  if (b.simd != c.simd) key += "/simd=" + simd_name(b.simd) + "->" + simd_name(c.simd);
   return key;
 }
 

@@ -11,6 +11,7 @@
 //   kernels=reference|standard|invariant
 //   threads=N  batch-size=N  prefill-chunk=N
 //   device=cpu|cuda               where the side runs (cuda: a build with CUDA and a GPU)
+//   simd=auto|avx512|avx2|scalar  the CPU kernels' SIMD target (kernels/simd_target.h)
 // Keys not given take the command's own options (RunDefaults), so `--dtype fp16,bf16` still
 // sweeps dtypes for both sides. With cache=off nothing is cached: a quantised KV type that came
 // from the command's options does not apply to that side (its K/V stay in the compute dtype), and
@@ -21,6 +22,7 @@
 
 #include "core/kv_type.h"
 #include "kernels/kernels.h"
+#include "kernels/simd_target.h"
 #include "runtime/generator.h"
 
 namespace kvp {
@@ -35,10 +37,12 @@ struct RunSettings {
   int batch_size = 1;     // > 1: prompts decoded in fixed groups of this many by index, one batch each
   int prefill_chunk = 0;  // cache ON: prompt rows per prefill forward (0: the whole prompt)
   Device device = Device::Cpu;
+  SimdTarget simd = SimdTarget::Auto;
 
   // Every key in SPEC syntax, e.g. "cache=on,dtype=fp16,kv-dtype=fp16,kernels=standard,threads=1,
-  // batch-size=1,prefill-chunk=0", then ",device=cuda" for a GPU side (left out for the CPU, so
-  // records written before devices existed keep their spelling); parses back to the same settings.
+  // batch-size=1,prefill-chunk=0", then ",device=cuda" for a GPU side and ",simd=avx2" for a pinned
+  // SIMD target (left out for the CPU and auto, so records written before those keys existed keep
+  // their spelling); parses back to the same settings.
   std::string spec() const;
   EngineOptions engine_options() const;
   bool operator==(const RunSettings&) const = default;
@@ -54,6 +58,7 @@ struct RunDefaults {
   int batch_size = 1;
   int prefill_chunk = 0;
   Device device = Device::Cpu;
+  SimdTarget simd = SimdTarget::Auto;
 };
 
 class RunSpec {
@@ -80,6 +85,7 @@ class RunSpec {
   std::optional<KernelPolicy> kernels_;
   std::optional<int> threads_, batch_size_, prefill_chunk_;
   std::optional<Device> device_;
+  std::optional<SimdTarget> simd_;
 };
 
 // The SPECs a comparison uses when none is given: cache OFF (baseline) against cache ON.

@@ -29,13 +29,16 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& opts)
       kernels_(make_kernels(opts.kernels, pool_.get(), opts.device)),
       cache_(model_->config, capacity_for(*model_, opts), opts.kv_dtype, opts.device) {
   if (opts.threads < 1) fail_usage("--threads must be >= 1 (got {})", opts.threads);
+  require_simd(opts.simd);
 }
 
 const float* Engine::forward(const int* tokens, int M, int start_pos, const ForwardOptions& fo) {
+  use_simd(opts_.simd);
   return kvp::forward(*model_, *kernels_, cache_, act_, tokens, M, start_pos, fo);
 }
 
 const float* Engine::forward_uncached(const int* tokens, int M, const ForwardOptions& fo) {
+  use_simd(opts_.simd);
   if (opts_.kv_dtype.is_dtype()) {
     cache_.clear();
     return forward(tokens, M, 0, fo);
@@ -219,6 +222,7 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
                                                      const GenerationConfig& cfg, const Tokenizer* tokenizer,
                                                      const std::function<void(int, const StepInfo&)>& on_step) {
   validate(cfg, opts_, prompts.size(), model_->config.vocab_size);
+  use_simd(opts_.simd);
   if (sequence_ids.size() != prompts.size())
     fail("generate_batch: {} sequence ids for {} prompts", sequence_ids.size(), prompts.size());
   const ModelConfig& c = model_->config;

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/simd_target.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "runtime/kv_cache.h"
@@ -85,6 +86,7 @@ struct EngineOptions {
   KvType kv_dtype;          // what the cache stores (a quantised format only on cache-ON paths)
   int cache_capacity = 0;  // 0: the model's context length (a static cache, DESIGN.md §5)
   int prefill_chunk = 0;   // cache ON: prefill at most this many prompt tokens per forward (0: all)
+  SimdTarget simd = SimdTarget::Auto;  // CPU kernels' SIMD target, applied before each pass (simd_target.h)
 };
 
 class Engine {
