@@ -1,13 +1,17 @@
 // matmul on the shapes of one TinyLlama-1.1B layer (and its lm_head): the decode GEMV (M = 1) and
 // a batched decode step (M = 4) are memory-bound, so they report GB/s of weights streamed; the
 // prefill GEMMs (M = 64, 256) report FLOP/s. The scalar reference policy runs only the small
-// shapes. Policies: reference, standard, invariant.
+// shapes. Policies: reference, standard, invariant. Then Llama-2-7B's prefill GEMMs (K = 4096 and
+// 11008, M = 64..512, fp16 weights) with their share of the measured fp32 FMA peak (pct_peak) on the
+// SIMD target in use (kvparity_bench --simd=avx2 measures AVX2 on an AVX-512 machine).
 #include <benchmark/benchmark.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "bench_common.h"
+#include "kernels/fma_peak.h"
 
 namespace kvp::bench {
 namespace {
@@ -40,6 +44,20 @@ void run_matmul(benchmark::State& state, KernelPolicy policy, DType wt, int M, S
       benchmark::Counter(2.0 * M * double(s.N) * double(s.K), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+constexpr Shape k7bShapes[] = {
+    {"7b_q_4096x4096", 4096, 4096},
+    {"7b_gate_11008x4096", 11008, 4096},
+    {"7b_down_4096x11008", 4096, 11008},
+};
+
+void run_prefill_gemm(benchmark::State& state, KernelPolicy policy, int M, Shape s, int threads) {
+  static std::map<int, double> peak;  // threads -> GFLOP/s, measured once per process
+  if (!peak.count(threads)) peak[threads] = measure_fma_peak_gflops(threads);
+  run_matmul(state, policy, DType::F16, M, s, threads);
+  state.counters["pct_peak"] = benchmark::Counter(100.0 * 2.0 * M * double(s.N) * double(s.K) / (peak[threads] * 1e9),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+
 bool register_all() {
   for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant})
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
@@ -60,6 +78,16 @@ bool register_all() {
             b->Unit(benchmark::kMillisecond)->UseRealTime();
             if (policy == KernelPolicy::Reference) b->Iterations(2);
           }
+  for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant})
+    for (int M : {64, 128, 256, 512})
+      for (const Shape& s : k7bShapes)
+        for (int threads : {1, 2}) {
+          const std::string name = "matmul/" + policy_name(policy) + "/fp16/M" + std::to_string(M) + "/" + s.name +
+                                   "/threads:" + std::to_string(threads);
+          benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+            run_prefill_gemm(st, policy, M, s, threads);
+          })->Unit(benchmark::kMillisecond)->UseRealTime();
+        }
   return true;
 }
 

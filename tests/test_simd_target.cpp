@@ -164,6 +164,15 @@ TEST(SimdTargetCli, GenerateAndBenchTakeSimd) {
   const auto rows = nlohmann::json::parse(bench.out);
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0]["simd"], simd_available().front());
+  for (const auto& r : rows) {
+    // Prefill against the fp32 FMA peak measured on the row's own target.
+    EXPECT_GT(r["peak_fma_gflops"].get<double>(), 0.0);
+    EXPECT_GT(r["prefill_gflops"].get<double>(), 0.0);
+    EXPECT_NEAR(r["prefill_fraction_of_peak"].get<double>(),
+                r["prefill_gflops"].get<double>() / r["peak_fma_gflops"].get<double>(), 1e-9);
+  }
+  // The scalar fallback's peak is below the best target's.
+  EXPECT_LT(rows[1]["peak_fma_gflops"].get<double>(), rows[0]["peak_fma_gflops"].get<double>());
   EXPECT_TRUE(rows[1]["simd"] == "EMU128" || rows[1]["simd"] == "SCALAR") << rows[1]["simd"];
 }
 

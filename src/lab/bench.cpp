@@ -11,6 +11,7 @@
 #include "core/huge_pages.h"
 #include "cuda/cuda_runtime_api.h"
 #include "kernels/bandwidth.h"
+#include "kernels/fma_peak.h"
 #include "model/model.h"
 #include "runtime/generator.h"
 #include "runtime/sampler.h"
@@ -20,6 +21,16 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Flops of a prefill of P tokens: every matrix (2*N*K per row, the head included) and the causal
+// attention (QK^T and P.V: 4*head_dim per query-key pair per head, P(P+1)/2 pairs).
+double prefill_flops(const ModelConfig& c, int P) {
+  const double q = double(c.n_heads) * c.head_dim, kv = double(c.n_kv_heads) * c.head_dim;
+  const double per_layer = c.dim * (q + 2 * kv) + q * c.dim + 3.0 * c.dim * c.hidden_dim;
+  const double matrices = 2.0 * P * (c.n_layers * per_layer + double(c.vocab_size) * c.dim);
+  const double attention = 4.0 * c.n_heads * c.head_dim * (double(P) * (P + 1) / 2) * c.n_layers;
+  return matrices + attention;
 }
 
 double peak_rss_mb() {
@@ -51,6 +62,8 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     // best over the repeats.
     // threads (CPU) or -1 (the GPU) -> best read GB/s seen beside this dtype's runs
     std::map<int, double> bandwidth;
+    // (SIMD target, threads) -> best fp32 FMA GFLOP/s seen beside this dtype's runs
+    std::map<std::pair<int, int>, double> fma_peak;
     const bool on_cpu = std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cpu) > 0;
     const bool on_gpu = std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda) > 0;
     auto probe_bandwidth = [&] {
@@ -58,6 +71,11 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         if (!on_cpu) break;
         const double gbs = cfg.bandwidth_gbs > 0 ? cfg.bandwidth_gbs : measure_read_bandwidth_gbs(size_t(1) << 30, t);
         bandwidth[t] = std::max(bandwidth[t], gbs);
+        for (SimdTarget simd : cfg.simds) {
+          use_simd(simd);
+          double& p = fma_peak[{int(simd), t}];
+          p = std::max(p, measure_fma_peak_gflops(t));
+        }
       }
       if (on_gpu) {
         // 4 GiB: far beyond any GPU's L2, so the figure is HBM's.
@@ -68,6 +86,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     struct Run {
       std::unique_ptr<Engine> engine;
       BenchResult r;
+      SimdTarget simd = SimdTarget::Auto;
       double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30;
     };
     std::vector<Run> runs;
@@ -92,6 +111,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
           run.r.kernels = policy_name(pol);
           run.r.dtype = std::string(dtype_name(dt));
           run.r.kv_dtype = kv.name();
+          run.simd = simd;
           if (dev == Device::Cpu) {
             use_simd(simd);
             run.r.simd = simd_in_use();
@@ -146,6 +166,11 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       r.bandwidth_gbs = bandwidth[r.device == "cpu" ? r.threads : -1];
       r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / r.model_bytes;
       r.decode_fraction_of_bound = r.decode_tok_s / r.bandwidth_bound_tok_s;
+      r.prefill_gflops = prefill_flops(model->config, cfg.prompt_tokens) / run.best_prefill / 1e9;
+      if (r.device == "cpu") {
+        r.peak_gflops = fma_peak[{int(run.simd), r.threads}];
+        r.prefill_fraction_of_peak = r.prefill_gflops / r.peak_gflops;
+      }
       r.peak_rss_mb = peak_rss_mb();
       if (r.device == "cuda") r.peak_device_mb = double(cuda::peak_allocated()) / 1e6;
       if (progress) progress(r);
@@ -157,12 +182,16 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
 
 std::string bench_table(const std::vector<BenchResult>& rows) {
   const bool any_gpu = std::any_of(rows.begin(), rows.end(), [](const BenchResult& r) { return r.device != "cpu"; });
-  std::string s = fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}{}\n",
-                              "device", "simd", "kernels", "dtype", "kv", "threads", "prefill t/s", "decode t/s", "cache-off s",
-                              "model MB", "BW GB/s", "bound t/s", "% bound", any_gpu ? "  peak device MB" : "");
+  std::string s = fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>9} {:>7} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}{}\n",
+                              "device", "simd", "kernels", "dtype", "kv", "threads", "prefill t/s", "GFLOP/s", "% peak",
+                              "decode t/s", "cache-off s", "model MB", "BW GB/s", "bound t/s", "% bound",
+                              any_gpu ? "  peak device MB" : "");
   for (const auto& r : rows)
-    s += fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}\n",
-                     r.device, r.simd.empty() ? "-" : r.simd, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s, r.decode_tok_s,
+    s += fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>9.1f} {:>7} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}\n",
+                     r.device, r.simd.empty() ? "-" : r.simd, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s,
+                     r.prefill_gflops,
+                     r.peak_gflops > 0 ? fmt::format("{:.0f}%", 100.0 * r.prefill_fraction_of_peak) : std::string("-"),
+                     r.decode_tok_s,
                      r.cache_off_step_s, r.model_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s,
                      100.0 * r.decode_fraction_of_bound,
                      r.device == "cpu" ? std::string() : fmt::format(" {:>15.0f}", r.peak_device_mb));
@@ -192,6 +221,9 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
                    {"decode_tokens", r.decode_tokens},
                    {"cache_off_tokens", r.cache_off_tokens},
                    {"prefill_tok_s", r.prefill_tok_s},
+                   {"prefill_gflops", r.prefill_gflops},
+                   {"peak_fma_gflops", r.peak_gflops},
+                   {"prefill_fraction_of_peak", r.prefill_fraction_of_peak},
                    {"decode_tok_s", r.decode_tok_s},
                    {"cache_off_step_s", r.cache_off_step_s},
                    {"model_bytes", r.model_bytes},

@@ -34,6 +34,9 @@ struct BenchResult {
   int threads = 1;
   int prompt_tokens = 0, decode_tokens = 0, cache_off_tokens = 0;
   double prefill_tok_s = 0, decode_tok_s = 0, cache_off_step_s = 0;
+  double prefill_gflops = 0;            // matrix and attention flops of the prefill per second
+  double peak_gflops = 0;               // cpu: measured fp32 FMA peak on this SIMD target and thread count
+  double prefill_fraction_of_peak = 0;
   double model_bytes = 0;             // bytes of weight matrices read per decoded token
   double bandwidth_gbs = 0;           // measured read bandwidth with this many threads
   double bandwidth_bound_tok_s = 0;   // bandwidth / model_bytes
