@@ -179,12 +179,7 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
   for (DType d : opts.dtypes) dtypes.push_back(std::string(dtype_name(d)));
   nlohmann::json j = {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
                       {"threads", opts.threads}, {"step", opts.step}};
-  if (opts.device != Device::Cpu) j["device"] = device_name(opts.device);  // CPU folders keep their manifests
-  if (opts.simd != SimdTarget::Auto) j["simd"] = simd_name(opts.simd);
-  if (!opts.default_sides()) {  // folders of the cache study keep their manifests too
-    j["baseline"] = opts.baseline.text();
-    j["candidate"] = opts.candidate.text();
-  }
+  add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   return j;
 }
 

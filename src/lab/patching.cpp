@@ -136,9 +136,7 @@ PatchResult run_patch(const PatchOptions& opts) {
   auto run_on = [&](const std::string& kind, int layer, PatchRow* row) {
     Engine e(model, eo);
     ForwardOptions f;
-    const int chunk = eo.prefill_chunk > 0 ? eo.prefill_chunk : P;
-    for (int p = 0; p < P; p += chunk) e.forward(seq.data() + p, std::min(chunk, P - p), p, f);
-    for (int p = P; p < pos; ++p) e.forward(seq.data() + p, 1, p, f);
+    cache_on_prefix(e, seq, P, pos);
     if (kind == "kv") {
       std::vector<float> buf(size_t(c.kv_dim()));
       for (int l = 0; l < c.n_layers; ++l) {
@@ -228,12 +226,7 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"step", opts.step < 0 ? nlohmann::json("first divergence") : nlohmann::json(opts.step)},
           {"continuation", opts.continuation},
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
-  if (opts.device != Device::Cpu) j["device"] = device_name(opts.device);  // CPU folders keep their manifests
-  if (opts.simd != SimdTarget::Auto) j["simd"] = simd_name(opts.simd);
-  if (!opts.default_sides()) {  // folders of the cache study keep their manifests too
-    j["baseline"] = opts.baseline.text();
-    j["candidate"] = opts.candidate.text();
-  }
+  add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   return j;
 }
 

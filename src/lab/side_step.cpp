@@ -22,6 +22,26 @@ bool default_sides(const RunSpec& baseline, const RunSpec& candidate) {
          candidate == RunSpec::parse(kDefaultCandidateSpec, "--candidate");
 }
 
+void add_side_settings(nlohmann::json& settings, Device device, SimdTarget simd, const RunSpec& baseline,
+                       const RunSpec& candidate) {
+  if (device != Device::Cpu) settings["device"] = device_name(device);
+  if (simd != SimdTarget::Auto) settings["simd"] = simd_name(simd);
+  if (!default_sides(baseline, candidate)) {
+    settings["baseline"] = baseline.text();
+    settings["candidate"] = candidate.text();
+  }
+}
+
+void cache_on_prefix(Engine& engine, const std::vector<int>& seq, int prompt_len, int end) {
+  ForwardOptions fo;
+  fo.all_logits = true;  // as the generator's passes
+  engine.cache().clear();
+  const int prefill_end = std::min(prompt_len, end);
+  const int chunk = engine.options().prefill_chunk > 0 ? engine.options().prefill_chunk : std::max(prefill_end, 1);
+  for (int p = 0; p < prefill_end; p += chunk) engine.forward(seq.data() + p, std::min(chunk, prefill_end - p), p, fo);
+  for (int p = prefill_end; p < end; ++p) engine.forward(seq.data() + p, 1, p, fo);
+}
+
 std::vector<float> side_step_logits(Engine& engine, CacheMode cache, const std::vector<int>& seq, int prompt_len,
                                     ForwardHooks* hooks) {
   const int n = int(seq.size()), vocab = engine.model().config.vocab_size;
@@ -33,12 +53,8 @@ std::vector<float> side_step_logits(Engine& engine, CacheMode cache, const std::
     const float* l = engine.forward_uncached(seq.data(), n, fo) + size_t(n - 1) * vocab;
     return {l, l + vocab};
   }
-  engine.cache().clear();
   // The last position is a decode step of its own (M = 1), also when it is the prompt's last token.
-  const int prefill_end = std::min(prompt_len, n - 1);
-  const int chunk = engine.options().prefill_chunk > 0 ? engine.options().prefill_chunk : std::max(prefill_end, 1);
-  for (int p = 0; p < prefill_end; p += chunk) engine.forward(seq.data() + p, std::min(chunk, prefill_end - p), p, fo);
-  for (int p = prefill_end; p < n - 1; ++p) engine.forward(seq.data() + p, 1, p, fo);
+  cache_on_prefix(engine, seq, prompt_len, n - 1);
   fo.hooks = hooks;
   const float* l = engine.forward(seq.data() + n - 1, 1, n - 1, fo);
   return {l, l + vocab};

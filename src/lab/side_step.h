@@ -7,6 +7,7 @@
 //   cache OFF: the whole sequence in one pass (the hooks see every row of it and pick their own).
 // Batches are `compare`'s business: a side with batch-size > 1 is refused (resolve_single_sequence_sides).
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,17 @@ std::pair<RunSettings, RunSettings> resolve_single_sequence_sides(const RunSpec&
 
 // Whether the SPECs are the cache study's pair (cache OFF vs ON, nothing else set).
 bool default_sides(const RunSpec& baseline, const RunSpec& candidate);
+
+// Adds to a results manifest's settings what profile and patch pin beyond their own options: a
+// device other than the CPU, a pinned SIMD target, and SPECs other than the default pair (left out
+// otherwise, so folders written before those existed keep their manifests).
+void add_side_settings(nlohmann::json& settings, Device device, SimdTarget simd, const RunSpec& baseline,
+                       const RunSpec& candidate);
+
+// Fills the engine's cache with positions [0, end) of `seq` the cache-ON way: the prompt (its first
+// `prompt_len` tokens, at most `end`) prefilled in the engine's prefill-chunk pieces, then one row per
+// position. Clears the cache first.
+void cache_on_prefix(Engine& engine, const std::vector<int>& seq, int prompt_len, int end);
 
 // The logits [vocab] that `side` computes for the last position of `seq` (prompt = its first
 // `prompt_len` tokens). Clears the engine's cache first; afterwards it holds positions [0, seq.size()).
