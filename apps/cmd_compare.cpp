@@ -43,7 +43,7 @@ void register_compare(CLI::App& app) {
   auto* baseline = cmd->add_option(
       "--baseline", o->baseline,
       "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, batch-size, "
-      "prefill-chunk, device (keys not given take the other options; default: cache=off)");
+      "prefill-chunk, device, simd (keys not given take the other options; default: cache=off)");
   auto* candidate = cmd->add_option("--candidate", o->candidate,
                                     "SPEC of the candidate side, as --baseline (default: cache=on); the baseline is "
                                     "teacher-forced along the candidate's tokens");

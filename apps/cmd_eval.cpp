@@ -49,7 +49,7 @@ void register_eval(CLI::App& app) {
           kKvTypeNames);
   cmd->add_option("--baseline", o->baseline,
                   "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, "
-                  "batch-size, prefill-chunk, device (keys not given take the other options; default: cache=off)");
+                  "batch-size, prefill-chunk, device, simd (keys not given take the other options; default: cache=off)");
   cmd->add_option("--candidate", o->candidate,
                   "SPEC of the candidate side, as --baseline (default: cache=on); accuracy deltas and McNemar p "
                   "are candidate minus baseline");

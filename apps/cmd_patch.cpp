@@ -47,7 +47,7 @@ void register_patch(CLI::App& app) {
       ->type_name("BEGIN:END");
   cmd->add_option("--baseline", o->baseline,
                   "SPEC of the side patched from: key=value,... over cache, dtype, kv-dtype, kernels, threads, "
-                  "prefill-chunk, device (keys not given take the other options; default: cache=off)");
+                  "prefill-chunk, device, simd (keys not given take the other options; default: cache=off)");
   cmd->add_option("--candidate", o->candidate,
                   "SPEC of the side patched into, as --baseline; it runs with cache=on (default: cache=on)");
   cmd->add_option("--out", o->out, "directory for patch.json (and the report)");

@@ -32,7 +32,7 @@ void register_profile(CLI::App& app) {
   int_at_least(cmd->add_option("--step", o->p.step, "generated-token index to compare (1 = first decode step)"), 1);
   cmd->add_option("--baseline", o->baseline,
                   "SPEC of the baseline side: key=value,... over cache, dtype, kv-dtype, kernels, threads, "
-                  "prefill-chunk, device (keys not given take the other options; default: cache=off)");
+                  "prefill-chunk, device, simd (keys not given take the other options; default: cache=off)");
   cmd->add_option("--candidate", o->candidate,
                   "SPEC of the candidate side, as --baseline (default: cache=on); the shared prefix is the prompt "
                   "and the candidate's greedy tokens");
