@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "core/dtype.h"
@@ -139,6 +140,34 @@ TEST(StandardKernels, SmallBatchRowsEqualGemvBitwise) {
   }
 }
 
+
+// The packed GEMM's contract (simd_ops.h): every output is one FMA chain in k order from zero,
+// whatever the k slicing, the W blocking, the panel width or the thread split. K spans several
+// k slices with a ragged last one; N leaves a partial micro-tile; M a half and a ragged panel.
+TEST(StandardKernels, PackedGemmIsOneFmaChainPerOutput) {
+  ThreadPool pool2(2);
+  std::mt19937 rng(99);
+  for (DType wt : kAllTypes)
+    for (auto [M, N, K] : {std::tuple{16, 29, 700}, std::tuple{45, 101, 1100}, std::tuple{70, 13, 300}}) {
+      Stored w(wt, size_t(N) * K, rng);
+      TensorView W = view_of(w, N, K);
+      auto x = random_x(size_t(M) * K, rng);
+      for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
+        std::vector<float> y(size_t(M) * N);
+        make_standard_kernels(pool)->matmul(x.data(), M, W, y.data());
+        int bad = 0;
+        for (int m = 0; m < M; ++m)
+          for (int n = 0; n < N; ++n) {
+            float acc = 0.0f;
+            for (int k = 0; k < K; ++k) acc = std::fma(x[size_t(m) * K + k], w.values[size_t(n) * K + k], acc);
+            if (!same_bits(acc, y[size_t(m) * N + n]) && bad++ < 3)
+              ADD_FAILURE() << "M=" << M << " N=" << N << " K=" << K << " w=" << dtype_name(wt) << " m=" << m
+                            << " n=" << n << ": " << y[size_t(m) * N + n] << " vs chain " << acc;
+          }
+        ASSERT_EQ(bad, 0);
+      }
+    }
+}
 // The premise of the project: a decode step's GEMV and the same row inside a prefill GEMM sum in
 // different orders, which shows up as differing fp16-rounded outputs for some elements.
 TEST(StandardKernels, GemvAndGemmOrdersDifferInFp16) {

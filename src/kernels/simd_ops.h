@@ -13,7 +13,7 @@
 //    accumulator i%2), combined lane-wise, then a horizontal tree sum, then the k tail (fewer
 //    than one vector) added in index order. Independent of how rows are grouped or threaded.
 //  - gemm_packed_block: per output, one FMA chain in k order (outer-product micro-kernel), which
-//    continues across k blocks because the partial result is reloaded from y.
+//    continues across k slices because the partial result is stored in fp32 and reloaded.
 //  - attn_tile: a score is one FMA chain over d on full tiles (K transposed, keys along lanes) and
 //    a dot_rows-style dot on short tiles; exp sums are lane-striped then tree-summed; P.V is one
 //    FMA chain over the tile's keys per output lane, rescaled between tiles.
@@ -50,17 +50,24 @@ void gemm_small(const float* x, size_t M, const void* W, DType wt, size_t K, siz
 // w = P, or float_lanes() for a last panel of at most that many rows; element (row r0+j, k) sits
 // at xT[r0*K + k*w + j], rows past M are zero. The buffer needs ceil(M/P)*P*K floats.
 void gemm_pack_x(const float* x, size_t M, size_t K, size_t p0, size_t p1, float* xT);
-// Leading dimension of a converted W block: one cache line more than kc, so the micro-kernel's
-// W rows (read in lockstep) do not all map to the same L1 sets when kc is a power of two.
-inline size_t packed_ld(size_t kc) { return kc + 16; }
-// Copies rows [row0, row0+rows) x cols [k0, k0+kc) of W to fp32 at dst (leading dim
-// packed_ld(kc)), then zero rows up to rows_padded (a multiple of gemm_nr()).
-void convert_block(const void* W, DType wt, size_t K, size_t row0, size_t rows, size_t k0, size_t kc,
-                   size_t rows_padded, float* dst);
-// y[r, n0+i] (+)= sum_{k in [k0,k0+kc)} xT(r, k) * Wc[i, k-k0] for rows r of panels [p0, p1) and
-// i < rows. `accumulate` false starts from zero, true continues the FMA chain from y.
-void gemm_packed_block(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const float* Wc, size_t rows,
-                       size_t k0, size_t kc, float* y, size_t N, size_t n0, bool accumulate);
+// Rows of bytes to prefetch (rows of row_bytes each, `stride` apart); rows == 0 for none.
+struct PrefetchRows {
+  const char* base = nullptr;
+  size_t stride = 0;
+  size_t row_bytes = 0;
+  size_t rows = 0;
+};
+// Floats of the accumulator buffer gemm_packed_block needs for `panels` x^T panels and `rows` W rows.
+size_t gemm_acc_floats(size_t panels, size_t rows);
+// y[r, n0+i] = sum over k of xT(r, k) * W[i, k] for rows r of panels [p0, p1) and i < rows, one
+// k slice [k0, k0+kc) per call, slices in order: the first (k0 == 0) starts each chain at zero,
+// later ones resume it from `acc`, the last (k0 + kc >= K) writes y. W points at element
+// (0, k0) of the block's rows, `ldw` elements apart; each micro-tile of gemm_nr() rows is widened
+// to fp32 into `wtile` (gemm_nr() * kc floats) just before use. `next` (the W slice the caller
+// multiplies next) is prefetched meanwhile.
+void gemm_packed_block(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const void* W, DType wt,
+                       size_t ldw, size_t rows, size_t k0, size_t kc, float* wtile, float* acc, float* y, size_t N,
+                       size_t n0, const PrefetchRows& next);
 
 // One key tile of attention for the `group` query heads that share a KV head, folded into their
 // running online-softmax state (m: running max, l: running sum of unrounded exp, acc: unnormalised

@@ -33,11 +33,10 @@ constexpr int64_t kSplitKRowsPerThread = 64;
 constexpr int64_t kSplitKAlign = 64;
 // Below this many x rows the packed GEMM's x transpose and W conversion do not pay off.
 constexpr int kPackedMinRows = 16;
-// Packed GEMM blocking. Partial sums round-trip through y (a strided gather/scatter that misses
-// cache for large M) once per kc slice, so kc is long — 2048 covers TinyLlama's d_model in one
-// slice; measured 1.5-2x faster than kc = 512. A kNc x kc fp32 W block (384 KB) and one 32-row
-// x^T panel (256 KB) then share a 1 MB L2.
-constexpr int64_t kKc = 2048;
+// Packed GEMM blocking: one packed micro-tile of W (gemm_nr() x kKc fp32, 12 KB on AVX-512)
+// stays in L1 while the x^T panels' kKc slices stream from L2; the chains' partial sums live in a
+// contiguous per-thread buffer between slices. kKc is a multiple of every quantisation block.
+constexpr int64_t kKc = 256;
 constexpr int64_t kNc = 48;
 // Attention: keys per online-softmax tile, and keys per decode chunk (a multiple of the tile).
 // Both are aligned to absolute positions, so a key's chunk does not depend on the thread count.
@@ -156,7 +155,7 @@ class StandardKernels final : public CpuKernels {
     // Split the W rows when each thread gets a few micro-tiles' worth; otherwise (few outputs,
     // many rows of x) split the x panels and let every thread walk all of W.
     const bool split_n = T == 1 || N >= 4 * NR * T || panels < T;
-    const size_t wc_floats = size_t(round_up(kNc, NR)) * simd::packed_ld(kKc);
+    const size_t wtile_floats = size_t(NR * kKc);
     auto work = [&](int t) {
       int64_t n0 = 0, n1 = N, p0 = 0, p1 = panels;
       if (split_n) {
@@ -167,19 +166,44 @@ class StandardKernels final : public CpuKernels {
         p1 = panels * (t + 1) / T;
       }
       if (n0 >= n1 || p0 >= p1) return;
-      float* wc = scratch(t, wc_floats);
-      for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-        const int64_t kc = std::min(kKc, K - k0);
-        for (int64_t nb = n0; nb < n1; nb += kNc) {
-          const int64_t rows = std::min(kNc, n1 - nb);
-          if (W.quantized()) {
-            const size_t ld = simd::packed_ld(size_t(kc));
-            dequantize_rows(W, nb, rows, k0, k0 + kc, k0, wc, ld);
-            std::fill(wc + size_t(rows) * ld, wc + size_t(round_up(rows, NR)) * ld, 0.0f);
-          } else {
-            simd::convert_block(W.data, W.dtype, K, nb, rows, k0, kc, round_up(rows, NR), wc);
+      // Per thread: one widened W micro-tile, the chains' accumulators, and (quantised W) the
+      // dequantised rows of a block.
+      const size_t acc_floats = simd::gemm_acc_floats(size_t(p1 - p0), size_t(kNc));
+      const size_t deq_floats = W.quantized() ? size_t(kNc * kKc) : 0;
+      float* wtile = scratch(t, wtile_floats + acc_floats + deq_floats);
+      float* acc = wtile + wtile_floats;
+      float* deq = acc + acc_floats;
+      const size_t esize = W.quantized() ? 0 : dtype_size(W.dtype);
+      for (int64_t nb = n0; nb < n1; nb += kNc) {
+        const int64_t rows = std::min(kNc, n1 - nb);
+        for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+          const int64_t kc = std::min(kKc, K - k0);
+          // W is read from memory once; the slice packed next is prefetched during this one's
+          // arithmetic (a slice of a row is a few cache lines then a jump of a row, which the
+          // hardware prefetchers do not follow: unprefetched, packing took ~18% of a 7B M = 64 GEMM).
+          simd::PrefetchRows next;
+          if (esize > 0) {
+            const char* base = static_cast<const char*>(W.data);
+            next.stride = size_t(K) * esize;
+            if (k0 + kc < K) {
+              next.base = base + (size_t(nb) * K + size_t(k0 + kc)) * esize;
+              next.row_bytes = size_t(std::min(kKc, K - k0 - kc)) * esize;
+              next.rows = size_t(rows);
+            } else if (nb + rows < n1) {
+              next.base = base + size_t(nb + rows) * K * esize;
+              next.row_bytes = size_t(std::min(kKc, K)) * esize;
+              next.rows = size_t(std::min(kNc, n1 - nb - rows));
+            }
           }
-          simd::gemm_packed_block(xT, M, K, p0, p1, wc, rows, k0, kc, y, N, nb, k0 > 0);
+          if (W.quantized()) {
+            dequantize_rows(W, nb, rows, k0, k0 + kc, k0, deq, size_t(kc));
+            simd::gemm_packed_block(xT, M, K, p0, p1, deq, DType::F32, size_t(kc), rows, k0, kc, wtile, acc, y, N,
+                                    nb, next);
+          } else {
+            const char* w0 = static_cast<const char*>(W.data) + (size_t(nb) * K + size_t(k0)) * esize;
+            simd::gemm_packed_block(xT, M, K, p0, p1, w0, W.dtype, size_t(K), rows, k0, kc, wtile, acc, y, N, nb,
+                                    next);
+          }
         }
       }
     };

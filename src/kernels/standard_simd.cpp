@@ -192,88 +192,112 @@ void GemmPackX(const float* x, size_t M, size_t K, size_t p0, size_t p1, float* 
   }
 }
 
+// A W micro-tile is kNR rows of kc fp32 (row i at dst + i*kc), widened just before the x^T
+// panels use it: the 12 KB tile (AVX-512) is then written and read in L1, and every panel after
+// the first reads its row streams from L1.
 template <typename WT>
-void ConvertRows(const WT* W, size_t K, size_t row0, size_t rows, size_t k0, size_t kc, float* dst) {
+void PackWTile(const WT* W, size_t ldw, size_t nr, size_t kc, float* dst) {
   const DF d;
   const size_t L = hn::Lanes(d);
-  for (size_t i = 0; i < rows; ++i) {
-    const WT* src = W + (row0 + i) * K + k0;
-    float* out = dst + i * packed_ld(kc);
+  for (size_t i = 0; i < nr; ++i) {
+    const WT* src = W + i * ldw;
+    float* out = dst + i * kc;
     size_t k = 0;
     for (; k + L <= kc; k += L) hn::StoreU(LoadF(d, src + k), d, out + k);
     for (; k < kc; ++k) out[k] = ScalarF(src + k);
   }
+  if (nr < kNR) std::memset(dst + nr * kc, 0, (kNR - nr) * kc * sizeof(float));
 }
 
-void ConvertBlock(const void* W, DType wt, size_t K, size_t row0, size_t rows, size_t k0, size_t kc,
-                  size_t rows_padded, float* dst) {
-  switch (wt) {
-    case DType::F32: ConvertRows(static_cast<const float*>(W), K, row0, rows, k0, kc, dst); break;
-    case DType::F16: ConvertRows(static_cast<const hwy::float16_t*>(W), K, row0, rows, k0, kc, dst); break;
-    case DType::BF16: ConvertRows(static_cast<const hwy::bfloat16_t*>(W), K, row0, rows, k0, kc, dst); break;
-  }
-  const size_t ld = packed_ld(kc);
-  if (rows_padded > rows) std::memset(dst + rows * ld, 0, (rows_padded - rows) * ld * sizeof(float));
-}
-
+// One micro-tile over one k slice. The accumulators start at zero on the first slice and
+// otherwise resume from `acc` (contiguous, so the reload is plain vector loads), which continues
+// each output's single FMA chain exactly; the last slice writes y instead.
 template <size_t MV>
-HWY_INLINE void PackedTile(const float* xp, size_t w, const float* wc, size_t kc, size_t nr, size_t mrows,
-                           float* y, size_t N, bool accumulate) {
+HWY_INLINE void PackedTile(const float* xp, const float* wp, size_t kc, float* acc, bool first, bool last, size_t nr,
+                           size_t mrows, float* y, size_t N) {
   const DF d;
   const size_t L = hn::Lanes(d);
-  const size_t ld = packed_ld(kc);
-  HWY_ALIGN float c[kNR * 2 * kMaxLanes];
-  VF acc[kNR][MV];
-  if (accumulate) {
-    for (size_t i = 0; i < kNR; ++i)
-      for (size_t j = 0; j < MV * L; ++j) c[i * MV * L + j] = (i < nr && j < mrows) ? y[j * N + i] : 0.0f;
+  VF c[kNR][MV];
 #pragma GCC unroll 16
-    for (size_t i = 0; i < kNR; ++i)
+  for (size_t i = 0; i < kNR; ++i)
 #pragma GCC unroll 2
-      for (size_t v = 0; v < MV; ++v) acc[i][v] = hn::Load(d, c + (i * MV + v) * L);
-  } else {
-#pragma GCC unroll 16
-    for (size_t i = 0; i < kNR; ++i)
-#pragma GCC unroll 2
-      for (size_t v = 0; v < MV; ++v) acc[i][v] = hn::Zero(d);
-  }
+    for (size_t v = 0; v < MV; ++v) c[i][v] = first ? hn::Zero(d) : hn::Load(d, acc + (i * MV + v) * L);
   for (size_t k = 0; k < kc; ++k) {
     VF xv[MV];
 #pragma GCC unroll 2
-    for (size_t v = 0; v < MV; ++v) xv[v] = hn::Load(d, xp + k * w + v * L);
+    for (size_t v = 0; v < MV; ++v) xv[v] = hn::Load(d, xp + (k * MV + v) * L);
 #pragma GCC unroll 16
     for (size_t i = 0; i < kNR; ++i) {
-      const VF b = hn::Set(d, wc[i * ld + k]);
+      const VF b = hn::Set(d, wp[i * kc + k]);
 #pragma GCC unroll 2
-      for (size_t v = 0; v < MV; ++v) acc[i][v] = hn::MulAdd(xv[v], b, acc[i][v]);
+      for (size_t v = 0; v < MV; ++v) c[i][v] = hn::MulAdd(xv[v], b, c[i][v]);
     }
   }
 #pragma GCC unroll 16
   for (size_t i = 0; i < kNR; ++i)
 #pragma GCC unroll 2
-    for (size_t v = 0; v < MV; ++v) hn::Store(acc[i][v], d, c + (i * MV + v) * L);
+    for (size_t v = 0; v < MV; ++v) hn::Store(c[i][v], d, acc + (i * MV + v) * L);
+  if (!last) return;
   for (size_t i = 0; i < nr; ++i)
-    for (size_t j = 0; j < mrows; ++j) y[j * N + i] = c[i * MV * L + j];
+    for (size_t j = 0; j < mrows; ++j) y[j * N + i] = acc[i * MV * L + j];
 }
 
-void GemmPackedBlock(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const float* Wc, size_t rows,
-                     size_t k0, size_t kc, float* y, size_t N, size_t n0, bool accumulate) {
+size_t GemmAccFloats(size_t panels, size_t rows) {
+  return panels * 2 * hn::Lanes(DF()) * ((rows + kNR - 1) / kNR * kNR);
+}
+
+template <typename WT>
+void GemmPackedBlockT(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const WT* W, size_t ldw, size_t rows,
+                      size_t k0, size_t kc, float* wtile, float* acc, float* y, size_t N, size_t n0,
+                      const PrefetchRows& next) {
   const size_t L = hn::Lanes(DF());
-  // One x^T panel at a time stays in L2 while the block's W tiles (also L2) pass over it.
-  for (size_t p = p0; p < p1; ++p) {
-    const size_t r0 = p * 2 * L;
-    if (r0 >= M) break;
-    const size_t w = PanelWidth(M, r0, L);
-    const size_t mrows = std::min(w, M - r0);
-    const float* xp = xT + r0 * K + k0 * w;
-    for (size_t t = 0; t < rows; t += kNR) {
-      const size_t nr = std::min(kNR, rows - t);
+  const size_t P = 2 * L;
+  const bool first = k0 == 0, last = k0 + kc >= K;
+  const size_t tiles = (rows + kNR - 1) / kNR;
+  size_t panels = 0;
+  for (size_t p = p0; p < p1 && p * P < M; ++p) ++panels;
+  // The next W slice's cache lines, spread evenly over this block's micro-tile calls so that
+  // the misses overlap the arithmetic without a burst that overflows the miss queues.
+  const size_t lines_per_row = (next.row_bytes + 63) / 64, lines = lines_per_row * next.rows;
+  const size_t calls = tiles * panels;
+  size_t line = 0, call = 0;
+  auto prefetch_upto = [&](size_t target) {
+    for (; line < target && line < lines; ++line)
+      __builtin_prefetch(next.base + (line / lines_per_row) * next.stride + (line % lines_per_row) * 64, 0, 3);
+  };
+  for (size_t t = 0; t < rows; t += kNR) {
+    const size_t nr = std::min(kNR, rows - t);
+    PackWTile(W + t * ldw, ldw, nr, kc, wtile);
+    // One W tile (L1) against every x^T panel slice of the range (L2).
+    for (size_t p = p0; p < p0 + panels; ++p) {
+      prefetch_upto(lines * ++call / calls);
+      const size_t r0 = p * P;
+      const size_t w = PanelWidth(M, r0, L);
+      const size_t mrows = std::min(w, M - r0);
+      const float* xp = xT + r0 * K + k0 * w;
+      float* a = acc + ((p - p0) * tiles + t / kNR) * kNR * P;
       float* yt = y + r0 * N + n0 + t;
-      if (w == 2 * L)
-        PackedTile<2>(xp, w, Wc + t * packed_ld(kc), kc, nr, mrows, yt, N, accumulate);
+      if (w == P)
+        PackedTile<2>(xp, wtile, kc, a, first, last, nr, mrows, yt, N);
       else
-        PackedTile<1>(xp, w, Wc + t * packed_ld(kc), kc, nr, mrows, yt, N, accumulate);
+        PackedTile<1>(xp, wtile, kc, a, first, last, nr, mrows, yt, N);
     }
+  }
+}
+
+void GemmPackedBlock(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const void* W, DType wt, size_t ldw,
+                     size_t rows, size_t k0, size_t kc, float* wtile, float* acc, float* y, size_t N, size_t n0,
+                     const PrefetchRows& next) {
+  switch (wt) {
+    case DType::F32:
+      return GemmPackedBlockT(xT, M, K, p0, p1, static_cast<const float*>(W), ldw, rows, k0, kc, wtile, acc, y, N,
+                              n0, next);
+    case DType::F16:
+      return GemmPackedBlockT(xT, M, K, p0, p1, static_cast<const hwy::float16_t*>(W), ldw, rows, k0, kc, wtile, acc,
+                              y, N, n0, next);
+    case DType::BF16:
+      return GemmPackedBlockT(xT, M, K, p0, p1, static_cast<const hwy::bfloat16_t*>(W), ldw, rows, k0, kc, wtile,
+                              acc, y, N, n0, next);
   }
 }
 
@@ -535,7 +559,7 @@ HWY_EXPORT(GemmNR);
 HWY_EXPORT(DotRows);
 HWY_EXPORT(GemmSmall);
 HWY_EXPORT(GemmPackX);
-HWY_EXPORT(ConvertBlock);
+HWY_EXPORT(GemmAccFloats);
 HWY_EXPORT(GemmPackedBlock);
 HWY_EXPORT(AttnScratchFloats);
 HWY_EXPORT(AttnTileImpl);
@@ -558,13 +582,11 @@ void gemm_small(const float* x, size_t M, const void* W, DType wt, size_t K, siz
 void gemm_pack_x(const float* x, size_t M, size_t K, size_t p0, size_t p1, float* xT) {
   HWY_DYNAMIC_DISPATCH(GemmPackX)(x, M, K, p0, p1, xT);
 }
-void convert_block(const void* W, DType wt, size_t K, size_t row0, size_t rows, size_t k0, size_t kc,
-                   size_t rows_padded, float* dst) {
-  HWY_DYNAMIC_DISPATCH(ConvertBlock)(W, wt, K, row0, rows, k0, kc, rows_padded, dst);
-}
-void gemm_packed_block(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const float* Wc, size_t rows,
-                       size_t k0, size_t kc, float* y, size_t N, size_t n0, bool accumulate) {
-  HWY_DYNAMIC_DISPATCH(GemmPackedBlock)(xT, M, K, p0, p1, Wc, rows, k0, kc, y, N, n0, accumulate);
+size_t gemm_acc_floats(size_t panels, size_t rows) { return HWY_DYNAMIC_DISPATCH(GemmAccFloats)(panels, rows); }
+void gemm_packed_block(const float* xT, size_t M, size_t K, size_t p0, size_t p1, const void* W, DType wt,
+                       size_t ldw, size_t rows, size_t k0, size_t kc, float* wtile, float* acc, float* y, size_t N,
+                       size_t n0, const PrefetchRows& next) {
+  HWY_DYNAMIC_DISPATCH(GemmPackedBlock)(xT, M, K, p0, p1, W, wt, ldw, rows, k0, kc, wtile, acc, y, N, n0, next);
 }
 size_t attn_tile_scratch_floats(int group, int head_dim, int max_tile) {
   return HWY_DYNAMIC_DISPATCH(AttnScratchFloats)(group, head_dim, max_tile);
