@@ -30,6 +30,8 @@ namespace kvp::simd {
 size_t float_lanes();
 // Rows of W per packed-GEMM micro-tile on the dispatched target.
 size_t gemm_nr();
+// Rows of x per packed-GEMM x^T panel on the dispatched target (a multiple of float_lanes()).
+size_t gemm_panel_rows();
 
 // y[n] = sum_{k in [k0,k1)} x[k] * W[n, k] for n in [n0, n1); W is [*, K] row-major in `wt`.
 void dot_rows(const float* x, const void* W, DType wt, size_t K, size_t n0, size_t n1, size_t k0, size_t k1,
@@ -46,9 +48,10 @@ bool dot_rows_quant(const float* x, const void* W, QuantType q, size_t K, size_t
 void gemm_small(const float* x, size_t M, const void* W, DType wt, size_t K, size_t N, size_t n0, size_t n1,
                 float* y);
 
-// Packed GEMM. x^T panels: panel p holds rows [p*P, p*P + w) with P = 2*float_lanes() and
-// w = P, or float_lanes() for a last panel of at most that many rows; element (row r0+j, k) sits
-// at xT[r0*K + k*w + j], rows past M are zero. The buffer needs ceil(M/P)*P*K floats.
+// Packed GEMM. x^T panels: panel p holds rows [p*P, p*P + w) with P = gemm_panel_rows() and
+// w = P, or for a last panel with fewer rows the least multiple of float_lanes() that holds them;
+// element (row r0+j, k) sits at xT[r0*K + k*w + j], rows past M are zero. The buffer needs
+// ceil(M/P)*P*K floats.
 void gemm_pack_x(const float* x, size_t M, size_t K, size_t p0, size_t p1, float* xT);
 // Rows of bytes to prefetch (rows of row_bytes each, `stride` apart); rows == 0 for none.
 struct PrefetchRows {

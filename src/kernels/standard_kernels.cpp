@@ -144,8 +144,7 @@ class StandardKernels final : public CpuKernels {
   }
 
   void gemm_packed(const float* x, int M, const TensorView& W, int64_t N, int64_t K, float* y) {
-    const int64_t L = int64_t(simd::float_lanes());
-    const int64_t P = 2 * L;
+    const int64_t P = int64_t(simd::gemm_panel_rows());
     const int64_t panels = (M + P - 1) / P;
     const int64_t NR = int64_t(simd::gemm_nr());
     float* xT = shared(size_t(panels * P * K));
@@ -166,43 +165,49 @@ class StandardKernels final : public CpuKernels {
         p1 = panels * (t + 1) / T;
       }
       if (n0 >= n1 || p0 >= p1) return;
-      // Per thread: one widened W micro-tile, the chains' accumulators, and (quantised W) the
-      // dequantised rows of a block.
-      const size_t acc_floats = simd::gemm_acc_floats(size_t(p1 - p0), size_t(kNc));
+      // Per thread: one widened W micro-tile, the chains' accumulators for all its outputs (block
+      // after block), and (quantised W) the dequantised rows of a block.
+      const int64_t blocks = (n1 - n0 + kNc - 1) / kNc;
+      const size_t block_acc = simd::gemm_acc_floats(size_t(p1 - p0), size_t(kNc));
       const size_t deq_floats = W.quantized() ? size_t(kNc * kKc) : 0;
-      float* wtile = scratch(t, wtile_floats + acc_floats + deq_floats);
+      float* wtile = scratch(t, wtile_floats + size_t(blocks) * block_acc + deq_floats);
       float* acc = wtile + wtile_floats;
-      float* deq = acc + acc_floats;
+      float* deq = acc + size_t(blocks) * block_acc;
       const size_t esize = W.quantized() ? 0 : dtype_size(W.dtype);
-      for (int64_t nb = n0; nb < n1; nb += kNc) {
-        const int64_t rows = std::min(kNc, n1 - nb);
-        for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-          const int64_t kc = std::min(kKc, K - k0);
-          // W is read from memory once; the slice packed next is prefetched during this one's
-          // arithmetic (a slice of a row is a few cache lines then a jump of a row, which the
-          // hardware prefetchers do not follow: unprefetched, packing took ~18% of a 7B M = 64 GEMM).
+      // k slices outermost: the x^T slices of all panels (M x kKc floats) stay in L2 while every
+      // W block passes over them, and W is still read once. Each block's slice of W rows is a few
+      // cache lines then a jump of a row, which the hardware prefetchers do not follow, so the
+      // slice multiplied next is prefetched during this one's arithmetic (unprefetched, widening
+      // W took ~18% of a 7B M = 64 GEMM).
+      for (int64_t k0 = 0; k0 < K; k0 += kKc) {
+        const int64_t kc = std::min(kKc, K - k0);
+        for (int64_t b = 0; b < blocks; ++b) {
+          const int64_t nb = n0 + b * kNc;
+          const int64_t rows = std::min(kNc, n1 - nb);
           simd::PrefetchRows next;
           if (esize > 0) {
-            const char* base = static_cast<const char*>(W.data);
             next.stride = size_t(K) * esize;
-            if (k0 + kc < K) {
-              next.base = base + (size_t(nb) * K + size_t(k0 + kc)) * esize;
-              next.row_bytes = size_t(std::min(kKc, K - k0 - kc)) * esize;
-              next.rows = size_t(rows);
-            } else if (nb + rows < n1) {
-              next.base = base + size_t(nb + rows) * K * esize;
-              next.row_bytes = size_t(std::min(kKc, K)) * esize;
-              next.rows = size_t(std::min(kNc, n1 - nb - rows));
+            int64_t next_row = -1, next_k = 0, next_rows = 0;
+            if (nb + rows < n1) {
+              next_row = nb + rows, next_k = k0, next_rows = std::min(kNc, n1 - nb - rows);
+            } else if (k0 + kc < K) {
+              next_row = n0, next_k = k0 + kc, next_rows = std::min(kNc, n1 - n0);
+            }
+            if (next_row >= 0) {
+              next.base = static_cast<const char*>(W.data) + (size_t(next_row) * K + size_t(next_k)) * esize;
+              next.row_bytes = size_t(std::min(kKc, K - next_k)) * esize;
+              next.rows = size_t(next_rows);
             }
           }
+          float* block_a = acc + size_t(b) * block_acc;
           if (W.quantized()) {
             dequantize_rows(W, nb, rows, k0, k0 + kc, k0, deq, size_t(kc));
-            simd::gemm_packed_block(xT, M, K, p0, p1, deq, DType::F32, size_t(kc), rows, k0, kc, wtile, acc, y, N,
-                                    nb, next);
+            simd::gemm_packed_block(xT, M, K, p0, p1, deq, DType::F32, size_t(kc), rows, k0, kc, wtile, block_a, y,
+                                    N, nb, next);
           } else {
             const char* w0 = static_cast<const char*>(W.data) + (size_t(nb) * K + size_t(k0)) * esize;
-            simd::gemm_packed_block(xT, M, K, p0, p1, w0, W.dtype, size_t(K), rows, k0, kc, wtile, acc, y, N, nb,
-                                    next);
+            simd::gemm_packed_block(xT, M, K, p0, p1, w0, W.dtype, size_t(K), rows, k0, kc, wtile, block_a, y, N,
+                                    nb, next);
           }
         }
       }
