@@ -140,7 +140,6 @@ TEST(StandardKernels, SmallBatchRowsEqualGemvBitwise) {
   }
 }
 
-
 // The packed GEMM's contract (simd_ops.h): every output is one FMA chain in k order from zero,
 // whatever the k slicing, the W blocking, the panel width or the thread split. K spans several
 // k slices with a ragged last one; N leaves a partial micro-tile; M a half and a ragged panel.
@@ -168,6 +167,7 @@ TEST(StandardKernels, PackedGemmIsOneFmaChainPerOutput) {
       }
     }
 }
+
 // The premise of the project: a decode step's GEMV and the same row inside a prefill GEMM sum in
 // different orders, which shows up as differing fp16-rounded outputs for some elements.
 TEST(StandardKernels, GemvAndGemmOrdersDifferInFp16) {

@@ -15,6 +15,7 @@
 #include "kernels/dequant_rows.h"
 #include "kernels/invariant_simd.h"
 #include "kernels/kernels.h"
+#include "kernels/prefetch_rows.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/invariant_simd.cpp"
@@ -379,32 +380,28 @@ void MatmulBlockedT(const float* xp, size_t M, const WT* W, size_t K, size_t N, 
     for (size_t kv0 = 0; kv0 < nvt; kv0 += kcv) {
       const size_t kvn = std::min(kcv, nvt - kv0);
       PackW(W, K, nb0, nb, kv0, kvn, wc);
-      // W is read from memory once, but a block's rows are a few cache lines each and then a jump
-      // of a row, which the hardware prefetchers do not follow; so the block packed next is
-      // prefetched, spread over this block's tiles.
-      const WT* next = nullptr;
-      size_t next_rows = 0, next_elems = 0;
+      // The block packed next is prefetched over this block's tiles (prefetch_rows.h says why).
+      PrefetchRows next;
+      next.stride = K * sizeof(WT);
       if (kv0 + kcv < nvt) {
-        next = W + nb0 * K + (kv0 + kcv) * L;
-        next_rows = nb;
-        next_elems = std::min(kcv * L, K - (kv0 + kcv) * L);
+        next.base = reinterpret_cast<const char*>(W + nb0 * K + (kv0 + kcv) * L);
+        next.rows = nb;
+        next.row_bytes = std::min(kcv * L, K - (kv0 + kcv) * L) * sizeof(WT);
       } else if (nb0 + nb < n1) {
-        next = W + (nb0 + nb) * K;
-        next_rows = std::min(nbk, n1 - nb0 - nb);
-        next_elems = std::min(kcv * L, K);
+        next.base = reinterpret_cast<const char*>(W + (nb0 + nb) * K);
+        next.rows = std::min(nbk, n1 - nb0 - nb);
+        next.row_bytes = std::min(kcv * L, K) * sizeof(WT);
       }
-      const size_t lines_per_row = (next_elems * sizeof(WT) + 63) / 64, lines = lines_per_row * next_rows;
+      SpreadPrefetch prefetch(next);
       const size_t calls = ctiles * ((M + kMB - 1) / kMB);
-      size_t line = 0, call = 0;
+      size_t call = 0;
       for (size_t m0 = 0; m0 < M; m0 += kMB) {
         const size_t tiles = round_up(std::min(kMB, M - m0), kBR) / kBR;
         const float* xk = xp + m0 * nvt * L + kv0 * tiles * kBR * L;
         float* acc_m = accb + m0 * acc_stride;
         // One W tile (in L1) against every row tile of the block.
         for (size_t ct = 0; ct < ctiles; ++ct) {
-          for (const size_t target = lines * ++call / calls; line < target; ++line)
-            __builtin_prefetch(reinterpret_cast<const char*>(next + (line / lines_per_row) * K) + (line % lines_per_row) * 64,
-                               0, 3);
+          prefetch.upto(++call, calls);
           for (size_t t = 0; t < tiles; ++t)
             BlockTile(xk + t * kvn * kBR * L, wc + ct * kvn * kBC * L, kvn, acc_m + t * kBR * acc_stride + ct * kBC * L,
                       acc_stride, kv0 == 0);

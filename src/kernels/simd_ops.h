@@ -23,6 +23,7 @@
 #include "core/dtype.h"
 #include "core/kv_type.h"
 #include "core/quant.h"
+#include "kernels/prefetch_rows.h"
 
 namespace kvp::simd {
 
@@ -53,13 +54,6 @@ void gemm_small(const float* x, size_t M, const void* W, DType wt, size_t K, siz
 // element (row r0+j, k) sits at xT[r0*K + k*w + j], rows past M are zero. The buffer needs
 // ceil(M/P)*P*K floats.
 void gemm_pack_x(const float* x, size_t M, size_t K, size_t p0, size_t p1, float* xT);
-// Rows of bytes to prefetch (rows of row_bytes each, `stride` apart); rows == 0 for none.
-struct PrefetchRows {
-  const char* base = nullptr;
-  size_t stride = 0;
-  size_t row_bytes = 0;
-  size_t rows = 0;
-};
 // Floats of the accumulator buffer gemm_packed_block needs for `panels` x^T panels and `rows` W rows.
 size_t gemm_acc_floats(size_t panels, size_t rows);
 // y[r, n0+i] = sum over k of xT(r, k) * W[i, k] for rows r of panels [p0, p1) and i < rows, one

@@ -33,7 +33,7 @@ constexpr int64_t kSplitKRowsPerThread = 64;
 constexpr int64_t kSplitKAlign = 64;
 // Below this many x rows the packed GEMM's x transpose and W conversion do not pay off.
 constexpr int kPackedMinRows = 16;
-// Packed GEMM blocking: one packed micro-tile of W (gemm_nr() x kKc fp32, 12 KB on AVX-512)
+// Packed GEMM blocking: one packed micro-tile of W (gemm_nr() x kKc fp32, 8 KB on AVX-512)
 // stays in L1 while the x^T panels' kKc slices stream from L2; the chains' partial sums live in a
 // contiguous per-thread buffer between slices. kKc is a multiple of every quantisation block.
 constexpr int64_t kKc = 256;
@@ -175,16 +175,14 @@ class StandardKernels final : public CpuKernels {
       float* deq = acc + size_t(blocks) * block_acc;
       const size_t esize = W.quantized() ? 0 : dtype_size(W.dtype);
       // k slices outermost: the x^T slices of all panels (M x kKc floats) stay in L2 while every
-      // W block passes over them, and W is still read once. Each block's slice of W rows is a few
-      // cache lines then a jump of a row, which the hardware prefetchers do not follow, so the
-      // slice multiplied next is prefetched during this one's arithmetic (unprefetched, widening
-      // W took ~18% of a 7B M = 64 GEMM).
+      // W block passes over them, and W is still read once; the slice multiplied next is
+      // prefetched during this one's arithmetic (prefetch_rows.h says why).
       for (int64_t k0 = 0; k0 < K; k0 += kKc) {
         const int64_t kc = std::min(kKc, K - k0);
         for (int64_t b = 0; b < blocks; ++b) {
           const int64_t nb = n0 + b * kNc;
           const int64_t rows = std::min(kNc, n1 - nb);
-          simd::PrefetchRows next;
+          PrefetchRows next;
           if (esize > 0) {
             next.stride = size_t(K) * esize;
             int64_t next_row = -1, next_k = 0, next_rows = 0;

@@ -200,7 +200,7 @@ void GemmPackX(const float* x, size_t M, size_t K, size_t p0, size_t p1, float* 
 }
 
 // A W micro-tile is kNR rows of kc fp32 (row i at dst + i*kc), widened just before the x^T
-// panels use it: the 12 KB tile (AVX-512) is then written and read in L1, and every panel after
+// panels use it: the 8 KB tile (AVX-512) is then written and read in L1, and every panel after
 // the first reads its row streams from L1.
 template <typename WT>
 void PackWTile(const WT* W, size_t ldw, size_t nr, size_t kc, float* dst) {
@@ -261,23 +261,17 @@ void GemmPackedBlockT(const float* xT, size_t M, size_t K, size_t p0, size_t p1,
   const size_t P = kMV * L;
   const bool first = k0 == 0, last = k0 + kc >= K;
   const size_t tiles = (rows + kNR - 1) / kNR;
-  size_t panels = 0;
-  for (size_t p = p0; p < p1 && p * P < M; ++p) ++panels;
-  // The next W slice's cache lines, spread evenly over this block's micro-tile calls so that
-  // the misses overlap the arithmetic without a burst that overflows the miss queues.
-  const size_t lines_per_row = (next.row_bytes + 63) / 64, lines = lines_per_row * next.rows;
+  const size_t p_end = std::min(p1, (M + P - 1) / P);
+  const size_t panels = p_end > p0 ? p_end - p0 : 0;
+  SpreadPrefetch prefetch(next);
   const size_t calls = tiles * panels;
-  size_t line = 0, call = 0;
-  auto prefetch_upto = [&](size_t target) {
-    for (; line < target && line < lines; ++line)
-      __builtin_prefetch(next.base + (line / lines_per_row) * next.stride + (line % lines_per_row) * 64, 0, 3);
-  };
+  size_t call = 0;
   for (size_t t = 0; t < rows; t += kNR) {
     const size_t nr = std::min(kNR, rows - t);
     PackWTile(W + t * ldw, ldw, nr, kc, wtile);
     // One W tile (L1) against every x^T panel slice of the range (L2).
     for (size_t p = p0; p < p0 + panels; ++p) {
-      prefetch_upto(lines * ++call / calls);
+      prefetch.upto(++call, calls);
       const size_t r0 = p * P;
       const size_t w = PanelWidth(M, r0, L);
       const size_t mrows = std::min(w, M - r0);
