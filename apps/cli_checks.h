@@ -16,7 +16,7 @@ inline constexpr int kMinThreads = 1, kMaxThreads = 256;
 
 extern const std::vector<std::string> kDtypeNames;    // fp32, fp16, bf16
 extern const std::vector<std::string> kKvTypeNames;   // the dtypes, q8_0, q4_0, fp8_e4m3, fp8_e5m2
-extern const std::vector<std::string> kPolicyNames;   // reference, standard, invariant
+extern const std::vector<std::string> kPolicyNames;   // reference, standard, invariant, portable
 extern const std::vector<std::string> kSamplerNames;  // greedy, temperature, top-k, top-p, min-p
 extern const std::vector<std::string> kSynthPresets;  // tiny, then real models' shapes
 

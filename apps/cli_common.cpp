@@ -108,7 +108,7 @@ SamplerConfig SamplerOptions::config(const std::string& kind) const {
 void check_threads_policies(const CLI::App* cmd, int threads, const std::vector<std::string>& policies) {
   const bool threaded =
       std::any_of(policies.begin(), policies.end(), [](const std::string& p) { return p != "reference"; });
-  refuse_unless(cmd, "--threads", threaded || threads <= 1, "--kernels standard or invariant",
+  refuse_unless(cmd, "--threads", threaded || threads <= 1, "--kernels standard, invariant or portable",
                 "the reference kernels run on one thread");
 }
 

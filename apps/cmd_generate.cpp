@@ -6,6 +6,7 @@
 #include "cli_common.h"
 #include "core/error.h"
 #include "core/json_u64.h"
+#include "core/sha256.h"
 #include "runtime/tokenizer_for_model.h"
 
 namespace kvp::cli {
@@ -43,7 +44,7 @@ void register_generate(CLI::App& app) {
                                "numbers with sequence id i, so with several prompts the sequences have different "
                                "lengths and with one prompt and a sampler they still differ. Output: one '[i] text' "
                                "line per sequence, or with --json one object per line with its 'sequence' index. "
-                               "With --kernels invariant each sequence is bitwise what it would be alone"),
+                               "With --kernels invariant or portable each sequence is bitwise what it would be alone"),
                1)
       ->default_str("one sequence per --prompt");
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate"), 0);
@@ -87,10 +88,16 @@ void register_generate(CLI::App& app) {
     // One sequence keeps the solo loop (and its output format); several go through one batch.
     const bool batched = n_seq > 1;
     std::vector<GenerationResult> results;
+    // With --json, each sequence's logits (every step's fp32 values, in order) as a SHA-256 digest:
+    // what two machines compare to check that they computed the same bits (--kernels portable).
+    std::vector<Sha256> digests(o->json ? size_t(n_seq) : 0);
+    auto digest = [&](int b, const StepInfo& s) {
+      if (o->json) digests[size_t(b)].update(s.logits, size_t(s.vocab) * sizeof(float));
+    };
     if (batched)
-      results = engine.generate_batch(prompt_ids, g, tok.get());
+      results = engine.generate_batch(prompt_ids, g, tok.get(), digest);
     else
-      results.push_back(engine.generate(prompt_ids[0], g, tok.get()));
+      results.push_back(engine.generate(prompt_ids[0], g, tok.get(), [&](const StepInfo& s) { digest(0, s); }));
     for (const auto& e : engine.activations().nonfinite) std::cerr << "warning: " << e.describe() << "\n";
     for (size_t i = 0; i < results.size(); ++i) {
       const GenerationResult& r = results[i];
@@ -116,6 +123,7 @@ void register_generate(CLI::App& app) {
         j["sampler"] = g.sampler.describe();
         j["seed"] = json_u64(g.seed);
         if (o->prefill_chunk > 0) j["prefill_chunk"] = o->prefill_chunk;
+        j["logits_sha256"] = digests[i].hex();
         print_json(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
       } else if (batched) {
         std::cout << "[" << i << "] " << r.text << std::endl;

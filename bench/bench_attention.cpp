@@ -65,7 +65,7 @@ bool register_all() {
     int n_rows, start_pos;
   };
   const Case cases[] = {{"decode_512", 1, 511}, {"decode_2048", 1, 2047}, {"prefill_256", 256, 0}};
-  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant})
+  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
     for (const Case& c : cases)
       for (int threads : {1, 2}) {
         if (policy == KernelPolicy::Reference && (threads != 1 || c.start_pos > 600)) continue;
@@ -74,7 +74,7 @@ bool register_all() {
           run_attention(st, policy, c.n_rows, c.start_pos, threads);
         })->Unit(benchmark::kMicrosecond)->UseRealTime();
       }
-  for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant})
+  for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
     for (const char* kv_name : {"fp16", "q8_0", "q4_0", "fp8_e4m3"}) {
       const KvType kv = *parse_kv_type(kv_name);
       const std::string name = "attention/" + policy_name(policy) + "/decode_2048/kv:" + kv_name + "/threads:1";

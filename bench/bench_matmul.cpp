@@ -59,7 +59,7 @@ void run_prefill_gemm(benchmark::State& state, KernelPolicy policy, int M, Shape
 }
 
 bool register_all() {
-  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant})
+  for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
       for (int M : {1, 4, 64, 256})
         for (const Shape& s : kShapes)
@@ -78,7 +78,7 @@ bool register_all() {
             b->Unit(benchmark::kMillisecond)->UseRealTime();
             if (policy == KernelPolicy::Reference) b->Iterations(2);
           }
-  for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant})
+  for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
     for (int M : {64, 128, 256, 512})
       for (const Shape& s : k7bShapes)
         for (int threads : {1, 2}) {

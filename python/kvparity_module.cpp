@@ -137,8 +137,8 @@ class PyModel {
           const std::string& simd) {
     if (dtype != "fp32" && dtype != "fp16" && dtype != "bf16")
       fail_usage("dtype='{}': expected 'fp32', 'fp16' or 'bf16'", dtype);
-    if (kernels != "reference" && kernels != "standard" && kernels != "invariant")
-      fail_usage("kernels='{}': expected 'reference', 'standard' or 'invariant'", kernels);
+    if (kernels != "reference" && kernels != "standard" && kernels != "invariant" && kernels != "portable")
+      fail_usage("kernels='{}': expected 'reference', 'standard', 'invariant' or 'portable'", kernels);
     if (threads < 0 || threads > 256) fail_usage("threads={}: expected 0 (every core) to 256", threads);
     opts_.kernels = parse_policy(kernels);
     opts_.device = parse_device(device, "device");
@@ -406,8 +406,8 @@ py::object compare(const std::string& model_path, const py::object& prompts, con
   for (const auto& d : dtypes) {
     if (d != "fp32" && d != "fp16" && d != "bf16") fail_usage("dtype='{}': expected fp32, fp16 or bf16", d);
     for (const auto& k : kernels) {
-      if (k != "reference" && k != "standard" && k != "invariant")
-        fail_usage("kernels='{}': expected reference, standard or invariant", k);
+      if (k != "reference" && k != "standard" && k != "invariant" && k != "portable")
+        fail_usage("kernels='{}': expected reference, standard, invariant or portable", k);
       RunDefaults point;
       point.dtype = parse_dtype(d);
       if (kv_dtype) {

@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake g++ pkg-config ninja-build
-      nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev libpcre2-dev
+      nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev libpcre2-dev libssl-dev
       libgtest-dev libgmock-dev libbenchmark-dev
       python3 python3-numpy python3-sentencepiece
       python3-dev pybind11-dev python3-pytest python3-matplotlib  # the Python package (python/)

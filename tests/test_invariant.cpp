@@ -36,6 +36,9 @@ namespace kvp {
 namespace {
 
 constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
+// Both fixed-order policies keep every guarantee tested here (portable adds width independence,
+// tests/test_portable.cpp).
+constexpr KernelPolicy kFixedOrder[] = {KernelPolicy::Invariant, KernelPolicy::Portable};
 
 bool same_bits(const float* a, const float* b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
 
@@ -108,12 +111,15 @@ TEST(InvariantKernels, PolicyIsInvariant) {
 
 TEST(InvariantKernels, MatmulRowIsTheSameForEveryMAndThreadCount) {
   ThreadPool p2(2), p3(3);
-  auto k1 = make_invariant_kernels(nullptr);
-  auto k2 = make_invariant_kernels(&p2);
-  auto k3 = make_invariant_kernels(&p3);
-  auto ref = make_reference_kernels();
-  std::mt19937 rng(5);
-  check_matmul_rows(*k1, *k2, *k3, *ref, rng);
+  for (KernelPolicy pol : kFixedOrder) {
+    SCOPED_TRACE(policy_name(pol));
+    auto k1 = make_kernels(pol, nullptr);
+    auto k2 = make_kernels(pol, &p2);
+    auto k3 = make_kernels(pol, &p3);
+    auto ref = make_reference_kernels();
+    std::mt19937 rng(5);
+    check_matmul_rows(*k1, *k2, *k3, *ref, rng);
+  }
 }
 
 struct AttnCase {
@@ -203,29 +209,34 @@ void check_attention(const AttnCase& c, Kernels& ref, Kernels* const* inv, int n
 TEST(InvariantKernels, AttentionRowIsTheSameInPrefillDecodeAndChunks) {
   ThreadPool p2(2), p3(3);
   auto ref = make_reference_kernels();
-  auto k1 = make_invariant_kernels(nullptr);
-  auto k2 = make_invariant_kernels(&p2);
-  auto k3 = make_invariant_kernels(&p3);
-  Kernels* inv[] = {k1.get(), k2.get(), k3.get()};
-  std::mt19937 rng(17);
-  for (DType kv : kAllTypes)
-    for (int hd : {8, 48, 64})
-      for (int group : {1, 4})
-        for (int window : {0, 5, 70}) {
-          check_attention(AttnCase{150, 2 * group, 2, hd, window, kv, DType::F32}, *ref, inv, 3, rng);
-          if (HasFailure()) return;
-        }
-  for (DType act : {DType::F16, DType::BF16}) {
-    check_attention(AttnCase{140, 8, 2, 64, 0, act, act}, *ref, inv, 3, rng);
-    // Gemma-2's scaled, soft-capped scores.
-    check_attention(AttnCase{140, 4, 2, 48, 16, act, act, 0.25f, 50.0f}, *ref, inv, 3, rng);
+  for (KernelPolicy pol : kFixedOrder) {
+    SCOPED_TRACE(policy_name(pol));
+    auto k1 = make_kernels(pol, nullptr);
+    auto k2 = make_kernels(pol, &p2);
+    auto k3 = make_kernels(pol, &p3);
+    Kernels* inv[] = {k1.get(), k2.get(), k3.get()};
+    std::mt19937 rng(17);
+    for (DType kv : kAllTypes)
+      for (int hd : {8, 48, 64})
+        for (int group : {1, 4})
+          for (int window : {0, 5, 70}) {
+            check_attention(AttnCase{150, 2 * group, 2, hd, window, kv, DType::F32}, *ref, inv, 3, rng);
+            if (HasFailure()) return;
+          }
+    for (DType act : {DType::F16, DType::BF16}) {
+      check_attention(AttnCase{140, 8, 2, 64, 0, act, act}, *ref, inv, 3, rng);
+      // Gemma-2's scaled, soft-capped scores.
+      check_attention(AttnCase{140, 4, 2, 48, 16, act, act, 0.25f, 50.0f}, *ref, inv, 3, rng);
+    }
   }
 }
 
 TEST(InvariantKernels, RmsnormRowIsTheSameForEveryM) {
   ThreadPool p2(2);
-  auto k1 = make_invariant_kernels(nullptr);
-  auto k2 = make_invariant_kernels(&p2);
+  for (KernelPolicy pol : kFixedOrder) {
+  SCOPED_TRACE(policy_name(pol));
+  auto k1 = make_kernels(pol, nullptr);
+  auto k2 = make_kernels(pol, &p2);
   auto ref = make_reference_kernels();
   std::mt19937 rng(11);
   for (DType act : kAllTypes)
@@ -247,6 +258,7 @@ TEST(InvariantKernels, RmsnormRowIsTheSameForEveryM) {
         k2->rmsnorm_fp32_gain(x.data() + size_t(m) * dim, 1, dim, w.data(), 1e-6f, act, r.data() + size_t(m) * dim);
       ASSERT_TRUE(same_bits(a.data(), r.data(), a.size()));
     }
+  }
 }
 
 // The invariance holds on every compiled SIMD target (lane counts 16, 8, 4), not only this CPU's.
@@ -258,9 +270,11 @@ TEST(InvariantKernels, EveryCompiledTargetIsInvariantAndAccurate) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
     ++tested;
-    auto k1 = make_invariant_kernels(nullptr);
-    auto k2 = make_invariant_kernels(&p2);
-    auto k3 = make_invariant_kernels(&p3);
+    for (KernelPolicy pol : kFixedOrder) {
+    SCOPED_TRACE(policy_name(pol));
+    auto k1 = make_kernels(pol, nullptr);
+    auto k2 = make_kernels(pol, &p2);
+    auto k3 = make_kernels(pol, &p3);
     Kernels* inv[] = {k1.get(), k2.get()};
     std::mt19937 rng(77);
     for (DType wt : kAllTypes) {
@@ -276,6 +290,7 @@ TEST(InvariantKernels, EveryCompiledTargetIsInvariantAndAccurate) {
     }
     check_attention(AttnCase{80, 4, 2, 24, 0, DType::F16, DType::F16}, *ref, inv, 2, rng);
     check_attention(AttnCase{70, 4, 2, 48, 16, DType::BF16, DType::BF16, 0.25f, 50.0f}, *ref, inv, 2, rng);
+    }
     if (HasFailure()) break;
   }
   hwy::SetSupportedTargetsForTest(0);
@@ -439,10 +454,12 @@ TEST_P(InvariantSynth, BitwiseAcrossCachePathsThreadsChunksBatchAndCacheSize) {
   const std::string arch = GetParam();
   for (DType dt : kAllTypes)
     for (const auto& [sname, sampler] : {std::pair{"greedy", greedy()}, std::pair{"top-p", top_p()}}) {
-      Counts c;
-      run_battery(arch + " " + std::string(dtype_name(dt)) + " " + sname, synth(arch, dt), KernelPolicy::Invariant,
-                  sampler, 40, true, true, c);
-      EXPECT_EQ(c.differing, 0);
+      for (KernelPolicy pol : kFixedOrder) {
+        Counts c;
+        run_battery(arch + " " + std::string(dtype_name(dt)) + " " + sname + " " + policy_name(pol), synth(arch, dt),
+                    pol, sampler, 40, true, true, c);
+        EXPECT_EQ(c.differing, 0);
+      }
     }
 }
 
@@ -456,10 +473,12 @@ TEST_P(InvariantReal, BitwiseAcrossCachePathsThreadsChunksBatchAndCacheSize) {
   for (DType dt : kAllTypes) {
     auto model = Model::load(path, dt);
     for (const auto& [sname, sampler] : {std::pair{"greedy", greedy()}, std::pair{"top-p", top_p()}}) {
-      Counts c;
-      run_battery(name + " " + std::string(dtype_name(dt)) + " " + sname, model, KernelPolicy::Invariant, sampler, 48,
-                  true, true, c);
-      EXPECT_EQ(c.differing, 0);
+      for (KernelPolicy pol : kFixedOrder) {
+        Counts c;
+        run_battery(name + " " + std::string(dtype_name(dt)) + " " + sname + " " + policy_name(pol), model, pol,
+                    sampler, 48, true, true, c);
+        EXPECT_EQ(c.differing, 0);
+      }
     }
   }
 }

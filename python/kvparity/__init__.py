@@ -28,7 +28,8 @@ def load(path, tokenizer=None, dtype="fp32", kv_dtype=None, kernels="standard", 
     tokenizer: a tokenizer file (default: the one the model carries or sits beside).
     dtype: compute dtype, "fp32", "fp16" or "bf16". kv_dtype: what the KV cache stores (default: the
     compute dtype; also "q8_0", "q4_0", "fp8_e4m3", "fp8_e5m2"). kernels: "reference", "standard" or
-    "invariant" (cache ON == OFF bit for bit). threads: 0 uses every core. device: "cpu" or "cuda".
+    "invariant" (cache ON == OFF bit for bit) or "portable" (invariant, and the same bits on every
+    machine). threads: 0 uses every core. device: "cpu" or "cuda".
     simd: the CPU kernels' SIMD target, "auto" (the best the CPU has), "avx512", "avx2" or "scalar".
     """
     return Model(path, tokenizer=tokenizer, dtype=dtype, kv_dtype=kv_dtype, kernels=kernels, threads=threads,

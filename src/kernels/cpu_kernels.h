@@ -1,6 +1,6 @@
 #pragma once
 // What the three CPU policies share: the forward pass's element-wise operations, cache writes and
-// rounding points on host memory. Each policy (reference, standard, invariant) derives from this
+// rounding points on host memory. Each policy (reference, standard, invariant, portable) derives from this
 // and supplies the reductions.
 #include "kernels/kernels.h"
 
@@ -13,10 +13,11 @@ class CpuKernels : public Kernels {
   void embed(const TensorView& table, const int* tokens, int M, float* x) final;
   void add_bias(float* y, int M, const TensorView& b) final;
   void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
-            RopePairs pairs) final;
-  void silu_mul(float* gate, const float* up, size_t n, DType act) final;
-  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) final;
-  void softcap(float* x, size_t n, float cap, DType act) final;
+            RopePairs pairs) override;
+  // The elementary functions' ops: the portable policy brings its own exp/tanh and RoPE table.
+  void silu_mul(float* gate, const float* up, size_t n, DType act) override;
+  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override;
+  void softcap(float* x, size_t n, float cap, DType act) override;
   void scale(float* x, size_t n, float s, DType act) final;
   void add(float* x, const float* y, size_t n, DType act) final;
   void copy(float* dst, const float* src, size_t n) final;

@@ -3,16 +3,17 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/portable_math.h"
 #include "kernels/simd_ops.h"
 
 namespace kvp {
 
-std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& sc) {
+std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& sc, bool portable_math) {
   const int half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i) {
     const float exponent = float(2 * i) / float(head_dim);
-    inv_freq[size_t(i)] = 1.0f / std::pow(theta, exponent);
+    inv_freq[size_t(i)] = 1.0f / (portable_math ? pmath::powf_rounded(theta, exponent) : std::pow(theta, exponent));
   }
   if (sc.type == RopeScalingSpec::Type::Linear) {
     for (auto& f : inv_freq) f = f / sc.factor;  // _compute_linear_scaling_rope_parameters
@@ -36,21 +37,34 @@ std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpe
   return inv_freq;
 }
 
-RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc)
-    : head_dim_(head_dim), max_positions_(max_positions), inv_freq_(rope_inv_freq(head_dim, theta, sc)) {
+RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc, bool portable_math)
+    : head_dim_(head_dim),
+      max_positions_(max_positions),
+      theta_(theta),
+      scaling_(sc),
+      portable_math_(portable_math),
+      inv_freq_(rope_inv_freq(head_dim, theta, sc, portable_math)) {
   const size_t n = size_t(max_positions) * size_t(head_dim / 2);
   cos_.reset(new float[n]);
   sin_.reset(new float[n]);
   filled_.reset(new std::once_flag[size_t((max_positions + kBlock - 1) / kBlock)]);
 }
 
+const RopeTable& RopeTable::portable() const {
+  if (portable_math_) return *this;
+  std::call_once(twin_->once, [this] {
+    twin_->table = std::make_unique<RopeTable>(head_dim_, max_positions_, theta_, scaling_, true);
+  });
+  return *twin_->table;
+}
+
 void RopeTable::fill(int block) const {
   const int half = head_dim_ / 2;
   for (int p = block * kBlock; p < std::min(max_positions_, (block + 1) * kBlock); ++p) {
     for (int i = 0; i < half; ++i) {
-      const float angle = float(p) * inv_freq_[size_t(i)];
-      cos_[size_t(p) * half + i] = float(std::cos(double(angle)));
-      sin_[size_t(p) * half + i] = float(std::sin(double(angle)));
+      const double angle = double(float(p) * inv_freq_[size_t(i)]);
+      cos_[size_t(p) * half + i] = float(portable_math_ ? pmath::cos(angle) : std::cos(angle));
+      sin_[size_t(p) * half + i] = float(portable_math_ ? pmath::sin(angle) : std::sin(angle));
     }
   }
 }

@@ -27,8 +27,10 @@ struct RopeScalingSpec {
 // GGUF tensor rope_freqs.weight): 1 for high frequencies, `factor` for low ones, interpolated between.
 std::vector<float> llama3_rope_freq_factors(int head_dim, float theta, const RopeScalingSpec& llama3);
 
-// inv_freq[i] = 1 / theta^(2i/head_dim) in fp32, then the scaling.
-std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& scaling);
+// inv_freq[i] = 1 / theta^(2i/head_dim) in fp32, then the scaling. portable_math: the power from
+// portable_math.h (the same bits on every machine) instead of libm's powf.
+std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& scaling,
+                                 bool portable_math = false);
 
 // Rows are computed on first use, a block of positions at a time: a model's context may be 10^5
 // positions (Llama-3.1: 131072 x 64 angles, ~170 ms and 64 MB when computed at load) while a run
@@ -36,7 +38,13 @@ std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpe
 class RopeTable {
  public:
   RopeTable() = default;
-  RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& scaling = {});
+  // portable_math: pow, cos and sin from portable_math.h rather than libm, whose last bits differ
+  // between C libraries and versions.
+  RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& scaling = {},
+            bool portable_math = false);
+  // This table's twin computed with portable_math (itself when it is one), for the `portable`
+  // policy; built on first use, so runs that never ask pay nothing.
+  const RopeTable& portable() const;
   int head_dim() const { return head_dim_; }
   int max_positions() const { return max_positions_; }
   const float* cos_row(int pos) const { return row(cos_.get(), pos); }
@@ -53,7 +61,15 @@ class RopeTable {
   void fill(int block) const;
 
   int head_dim_ = 0, max_positions_ = 0;
+  float theta_ = 0.0f;
+  RopeScalingSpec scaling_;
+  bool portable_math_ = false;
   std::vector<float> inv_freq_;
+  struct Twin {
+    std::once_flag once;
+    std::unique_ptr<RopeTable> table;
+  };
+  std::unique_ptr<Twin> twin_ = std::make_unique<Twin>();
   // Left uninitialised until filled, so untouched blocks cost no memory.
   std::unique_ptr<float[]> cos_, sin_;
   std::unique_ptr<std::once_flag[]> filled_;

@@ -662,5 +662,13 @@ void rmsnorm_row_fp32_gain(const float* x, size_t dim, const float* g, float eps
   HWY_DYNAMIC_DISPATCH(RmsnormRowFp32Gain)(x, dim, g, eps, act, y);
 }
 
+const FixedOrderSimd& ops() {
+  static const FixedOrderSimd table{matmul_direct,   packed_x_floats,         packed_x_blocks,
+                                    pack_x,          matmul_blocked_scratch_floats, matmul_blocked,
+                                    attn_row_scratch_floats, attn_row,     rmsnorm_row,
+                                    rmsnorm_row_fp32_gain};
+  return table;
+}
+
 }  // namespace kvp::isimd
 #endif  // HWY_ONCE

@@ -22,6 +22,7 @@
 #include <cstddef>
 
 #include "core/dtype.h"
+#include "kernels/fixed_order_simd.h"
 
 namespace kvp::isimd {
 
@@ -43,27 +44,13 @@ size_t matmul_blocked_scratch_floats(size_t M, size_t K);
 void matmul_blocked(const float* xp, size_t M, const void* W, DType wt, size_t K, size_t N, size_t n0, size_t n1,
                     float* y, float* scratch);
 
-// One query row of attention for a run of query heads that share a KV head.
-struct AttnRow {
-  const float* q = nullptr;  // n_q heads * head_dim, contiguous
-  int n_q = 1;
-  int head_dim = 0;
-  const void* k = nullptr;   // this KV head's rows: element (j, d) at j*head_dim + d
-  const void* v = nullptr;
-  KvType kv;
-  int first = 0, last = 0;   // keys [first, last] (inclusive)
-  float score_divisor = 1.0f;
-  float score_scale = 0.0f;  // see AttentionParams
-  float softcap = 0.0f;
-  DType act = DType::F32;
-  float* out = nullptr;      // n_q * head_dim, unrounded
-  float* scratch = nullptr;  // attn_row_scratch_floats(head_dim, n_q) floats
-};
-constexpr int kAttnTile = 64;  // keys per tile; tiles are anchored at position 0
 size_t attn_row_scratch_floats(int head_dim, int n_q);
 void attn_row(const AttnRow& a);
 
 void rmsnorm_row(const float* x, size_t dim, const float* w, float eps, DType act, float* y);
 void rmsnorm_row_fp32_gain(const float* x, size_t dim, const float* g, float eps, DType act, float* y);
+
+// The functions above, for fixed_order_kernels.cpp.
+const FixedOrderSimd& ops();
 
 }  // namespace kvp::isimd

@@ -11,6 +11,7 @@ std::string policy_name(KernelPolicy p) {
     case KernelPolicy::Reference: return "reference";
     case KernelPolicy::Standard: return "standard";
     case KernelPolicy::Invariant: return "invariant";
+    case KernelPolicy::Portable: return "portable";
   }
   return "?";
 }
@@ -19,7 +20,8 @@ KernelPolicy parse_policy(const std::string& s) {
   if (s == "reference") return KernelPolicy::Reference;
   if (s == "standard") return KernelPolicy::Standard;
   if (s == "invariant") return KernelPolicy::Invariant;
-  fail_usage("unknown kernel policy '{}' (expected reference, standard or invariant)", s);
+  if (s == "portable") return KernelPolicy::Portable;
+  fail_usage("unknown kernel policy '{}' (expected reference, standard, invariant or portable)", s);
 }
 
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool, Device device) {
@@ -31,6 +33,7 @@ std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool, Dev
     case KernelPolicy::Reference: return make_reference_kernels();
     case KernelPolicy::Standard: return make_standard_kernels(pool);
     case KernelPolicy::Invariant: return make_invariant_kernels(pool);
+    case KernelPolicy::Portable: return make_portable_kernels(pool);
   }
   fail_usage("kernel policy '{}' is not implemented", policy_name(policy));
 }

@@ -5,7 +5,9 @@
 //  standard:  what fast stacks do — SIMD, threads, shape-dependent algorithms (split-K GEMV for
 //             decode, register-blocked GEMM for prefill, split-KV decode attention, tiled prefill attention);
 //  invariant: one fixed order per output element regardless of M, cached keys, batch and threads
-//             (invariant_kernels.cpp, orders specified in invariant_simd.h).
+//             (fixed_order_kernels.cpp, orders specified in invariant_simd.h);
+//  portable:  invariant's guarantees, and orders that do not depend on the SIMD width either, with
+//             its own exp/tanh/cos/sin: the same bits on every machine (portable_simd.h).
 #include <cmath>
 #include <memory>
 #include <string>
@@ -20,7 +22,7 @@
 
 namespace kvp {
 
-enum class KernelPolicy { Reference, Standard, Invariant };
+enum class KernelPolicy { Reference, Standard, Invariant, Portable };
 std::string policy_name(KernelPolicy p);
 KernelPolicy parse_policy(const std::string& s);
 

@@ -9,5 +9,6 @@ namespace kvp {
 std::unique_ptr<Kernels> make_reference_kernels();
 std::unique_ptr<Kernels> make_standard_kernels(ThreadPool* pool);
 std::unique_ptr<Kernels> make_invariant_kernels(ThreadPool* pool);
+std::unique_ptr<Kernels> make_portable_kernels(ThreadPool* pool);
 
 }  // namespace kvp

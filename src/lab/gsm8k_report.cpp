@@ -74,15 +74,17 @@ bool any_skipped(const nlohmann::json& s) {
   return false;
 }
 
-// The invariant kernels promise bitwise equality across cache paths, threads, batch and prefill
-// chunks, not across dtypes or KV types: a row checks the promise only when that is all its sides
-// differ in. Schema-1 records name no sides: cache OFF vs ON.
+// The fixed-order kernels (invariant, portable) promise bitwise equality across cache paths,
+// threads, batch and prefill chunks — portable across SIMD targets too — not across dtypes, KV
+// types or policies: a row checks the promise only when that is all its sides differ in.
+// Schema-1 records name no sides: cache OFF vs ON.
 bool invariance_applies(const Group& g) {
-  if (g.baseline.empty()) return g.kernels == "invariant";
+  if (g.baseline.empty()) return g.kernels == "invariant" || g.kernels == "portable";
   const RunSettings b = RunSpec::parse(g.baseline, "baseline").resolve({});
   const RunSettings c = RunSpec::parse(g.candidate, "candidate").resolve({});
-  return b.kernels == KernelPolicy::Invariant && c.kernels == KernelPolicy::Invariant && b.dtype == c.dtype &&
-         b.kv_dtype == c.kv_dtype;
+  const bool fixed_order = b.kernels == KernelPolicy::Invariant || b.kernels == KernelPolicy::Portable;
+  return fixed_order && b.kernels == c.kernels && b.dtype == c.dtype && b.kv_dtype == c.kv_dtype &&
+         b.device == c.device && (b.kernels == KernelPolicy::Portable || b.simd == c.simd);
 }
 
 // Column labels of the two sides: ON/OFF for the default pair, else candidate/baseline.

@@ -78,8 +78,8 @@ RunSpec RunSpec::parse(std::string_view text, const std::string& option) {
       if (!kv) fail_usage("{}: kv-dtype={}: expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", option, value);
       s.kv_dtype_ = *kv;
     } else if (key == "kernels") {
-      if (value != "reference" && value != "standard" && value != "invariant")
-        fail_usage("{}: kernels={}: expected reference, standard or invariant", option, value);
+      if (value != "reference" && value != "standard" && value != "invariant" && value != "portable")
+        fail_usage("{}: kernels={}: expected reference, standard, invariant or portable", option, value);
       s.kernels_ = parse_policy(value);
     } else if (key == "threads") {
       s.threads_ = parse_int_value(value, option, key, 1, 256);

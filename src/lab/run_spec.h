@@ -8,7 +8,7 @@
 //   cache=on|off                  cache ON (prefill, then one row per step) or OFF (recompute all)
 //   dtype=fp32|fp16|bf16          compute dtype
 //   kv-dtype=<KV type>            what the cache stores (core/kv_type.h)
-//   kernels=reference|standard|invariant
+//   kernels=reference|standard|invariant|portable
 //   threads=N  batch-size=N  prefill-chunk=N
 //   device=cpu|cuda               where the side runs (cuda: a build with CUDA and a GPU)
 //   simd=auto|avx512|avx2|scalar  the CPU kernels' SIMD target (kernels/simd_target.h)

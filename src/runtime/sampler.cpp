@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "kernels/portable_math.h"
 
 namespace kvp {
 
@@ -70,7 +71,9 @@ int sample_token(const float* logits, int n, const SamplerConfig& cfg, double u)
   std::vector<double> p(keep);
   double sum = 0.0;
   for (size_t i = 0; i < keep; ++i) {
-    p[i] = std::exp((double(logits[order[i]]) - max_logit) / cfg.temperature);
+    // pmath::exp, not libm's: libms differ in the last bit, and the portable policy promises the
+    // same ids (not only the same logits) on every machine.
+    p[i] = pmath::exp((double(logits[order[i]]) - max_logit) / cfg.temperature);
     sum += p[i];
   }
   for (auto& x : p) x /= sum;

@@ -1,13 +1,15 @@
-// The `invariant` policy (DESIGN.md §4): as fast as the standard policy where it matters, but
-// every output element is reduced in one order fixed by the reduction length alone, so that
+// The fixed-order policies on the CPU (DESIGN.md §4): `invariant` and `portable`. Both are as fast
+// as the standard policy where it matters, but every output element is reduced in one order fixed
+// by the reduction length alone, so that
 //   - a decode step (M = 1), a batched decode step (M = B rows of different sequences), a prefill
 //     (M = prompt or chunk) and a cache-OFF recomputation (M = t+1) give each row the same bits;
 //   - attention over keys that come from the cache gives the same bits as over keys just
 //     computed, and the number of keys already cached does not matter;
 //   - the thread count does not matter: threads split independent outputs (W rows, query rows,
 //     query heads), never a reduction.
-// The orders themselves are specified in invariant_simd.h. What this file adds is only the
-// parallel decomposition, which by construction cannot touch them:
+// The orders themselves are specified in invariant_simd.h and portable_simd.h (portable's do not
+// depend on the SIMD width either, and it brings its own exp/tanh). What this file adds is only
+// the parallel decomposition, which by construction cannot touch them:
 //  matmul     M < kBlockedMinRows: W widened in registers (decode is memory-bound);
 //             otherwise W blocks widened once into fp32 and reused by all rows (prefill is
 //             compute-bound). Both run the same per-output chain; threads split N.
@@ -21,6 +23,7 @@
 #include "core/error.h"
 #include "kernels/dequant_rows.h"
 #include "kernels/invariant_simd.h"
+#include "kernels/portable_simd.h"
 #include "kernels/cpu_kernels.h"
 #include "kernels/policies.h"
 
@@ -36,12 +39,13 @@ constexpr int64_t kMinParallelMacs = int64_t(1) << 15;
 
 int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
-class InvariantKernels final : public CpuKernels {
+class FixedOrderKernels final : public CpuKernels {
  public:
-  explicit InvariantKernels(ThreadPool* pool)
-      : pool_(pool), threads_(pool != nullptr ? pool->size() : 1), scratch_(size_t(threads_)), dequant_(size_t(threads_)) {}
+  FixedOrderKernels(KernelPolicy policy, const FixedOrderSimd& ops, ThreadPool* pool)
+      : policy_(policy), ops_(ops), pool_(pool), threads_(pool != nullptr ? pool->size() : 1),
+        scratch_(size_t(threads_)), dequant_(size_t(threads_)) {}
 
-  KernelPolicy policy() const override { return KernelPolicy::Invariant; }
+  KernelPolicy policy() const override { return policy_; }
 
   void matmul(const float* x, int M, const TensorView& W, float* y) override {
     const int64_t N = W.rows(), K = W.cols();
@@ -51,14 +55,14 @@ class InvariantKernels final : public CpuKernels {
       return;
     }
     const bool blocked = M >= kBlockedMinRows;
-    const size_t scratch_floats = blocked ? isimd::matmul_blocked_scratch_floats(size_t(M), size_t(K)) : 0;
+    const size_t scratch_floats = blocked ? ops_.matmul_blocked_scratch_floats(size_t(M), size_t(K)) : 0;
     // Thread ranges of W rows are multiples of 8 (the decode tile) so no thread gets a sliver.
     const int T = (threads_ > 1 && int64_t(M) * N * K >= kMinParallelMacs) ? threads_ : 1;
     const float* xp = nullptr;
     if (blocked) {
-      float* buf = grow(packed_x_, isimd::packed_x_floats(size_t(M), size_t(K)));
-      const long blocks = long(isimd::packed_x_blocks(size_t(M)));
-      auto pack = [&](long b, long e, int) { isimd::pack_x(x, size_t(M), size_t(K), size_t(b), size_t(e), buf); };
+      float* buf = grow(packed_x_, ops_.packed_x_floats(size_t(M), size_t(K)));
+      const long blocks = long(ops_.packed_x_blocks(size_t(M)));
+      auto pack = [&](long b, long e, int) { ops_.pack_x(x, size_t(M), size_t(K), size_t(b), size_t(e), buf); };
       if (T > 1)
         pool_->parallel_for(blocks, pack);
       else
@@ -71,10 +75,10 @@ class InvariantKernels final : public CpuKernels {
       if (n0 >= n1) return;
       if (!W.quantized()) {
         if (blocked)
-          isimd::matmul_blocked(xp, size_t(M), W.data, W.dtype, size_t(K), size_t(N), size_t(n0), size_t(n1), y,
+          ops_.matmul_blocked(xp, size_t(M), W.data, W.dtype, size_t(K), size_t(N), size_t(n0), size_t(n1), y,
                                 scratch(t, scratch_floats));
         else
-          isimd::matmul_direct(x, size_t(M), W.data, W.dtype, size_t(K), size_t(N), size_t(n0), size_t(n1), y);
+          ops_.matmul_direct(x, size_t(M), W.data, W.dtype, size_t(K), size_t(N), size_t(n0), size_t(n1), y);
         return;
       }
       // Chunks of dequantised rows through the same fp32 paths (a multiple of the 8-row decode
@@ -83,10 +87,10 @@ class InvariantKernels final : public CpuKernels {
       float* wf = grow(dequant_[size_t(t)], size_t(R * K));
       for_dequantized_chunks(W, n0, n1, 0, K, R, wf, [&](int64_t n, int64_t r) {
         if (blocked)
-          isimd::matmul_blocked(xp, size_t(M), wf, DType::F32, size_t(K), size_t(N), 0, size_t(r), y + n,
+          ops_.matmul_blocked(xp, size_t(M), wf, DType::F32, size_t(K), size_t(N), 0, size_t(r), y + n,
                                 scratch(t, scratch_floats));
         else
-          isimd::matmul_direct(x, size_t(M), wf, DType::F32, size_t(K), size_t(N), 0, size_t(r), y + n);
+          ops_.matmul_direct(x, size_t(M), wf, DType::F32, size_t(K), size_t(N), 0, size_t(r), y + n);
       });
     };
     if (T > 1)
@@ -108,7 +112,7 @@ class InvariantKernels final : public CpuKernels {
     const int64_t base_items = int64_t(p.n_rows) * p.n_kv_heads;
     const int splits = base_items >= 2 * threads_ ? 1 : int(std::min<int64_t>(group, (2 * threads_ + base_items - 1) / base_items));
     const int64_t items = base_items * splits;
-    const size_t scratch_floats = isimd::attn_row_scratch_floats(hd, group);
+    const size_t scratch_floats = ops_.attn_row_scratch_floats(hd, group);
     // Causal rows get longer down the batch, so contiguous ranges would leave the first thread
     // idle; items are dealt round-robin instead.
     auto work = [&](int t) {
@@ -123,7 +127,7 @@ class InvariantKernels final : public CpuKernels {
         const int pos = p.start_pos + i;
         const size_t off = size_t(i) * q_stride + (size_t(kvh) * group + g0) * hd;
         const size_t head_off = p.kv.bytes(size_t(kvh) * p.capacity * hd);
-        isimd::AttnRow a;
+        AttnRow a;
         a.q = p.q + off;
         a.n_q = g1 - g0;
         a.head_dim = hd;
@@ -138,7 +142,7 @@ class InvariantKernels final : public CpuKernels {
         a.act = p.act;
         a.out = p.out + off;
         a.scratch = scr;
-        isimd::attn_row(a);
+        ops_.attn_row(a);
       }
     };
     if (threads_ > 1 && items > 1)
@@ -148,10 +152,27 @@ class InvariantKernels final : public CpuKernels {
   }
 
   void rmsnorm(const float* x, int M, int dim, const float* w, float eps, DType act, float* y) override {
-    rows(M, [&](long m) { isimd::rmsnorm_row(x + size_t(m) * dim, dim, w, eps, act, y + size_t(m) * dim); });
+    rows(M, [&](long m) { ops_.rmsnorm_row(x + size_t(m) * dim, dim, w, eps, act, y + size_t(m) * dim); });
   }
   void rmsnorm_fp32_gain(const float* x, int M, int dim, const float* g, float eps, DType act, float* y) override {
-    rows(M, [&](long m) { isimd::rmsnorm_row_fp32_gain(x + size_t(m) * dim, dim, g, eps, act, y + size_t(m) * dim); });
+    rows(M, [&](long m) { ops_.rmsnorm_row_fp32_gain(x + size_t(m) * dim, dim, g, eps, act, y + size_t(m) * dim); });
+  }
+
+  void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
+            RopePairs pairs) override {
+    CpuKernels::rope(x, M, n_heads, row_pos, ops_.portable_rope ? table.portable() : table, act, pairs);
+  }
+  void silu_mul(float* gate, const float* up, size_t n, DType act) override {
+    if (ops_.silu_mul != nullptr) return ops_.silu_mul(gate, up, n, act);
+    CpuKernels::silu_mul(gate, up, n, act);
+  }
+  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override {
+    if (ops_.gelu_tanh_mul != nullptr) return ops_.gelu_tanh_mul(gate, up, n, act);
+    CpuKernels::gelu_tanh_mul(gate, up, n, act);
+  }
+  void softcap(float* x, size_t n, float cap, DType act) override {
+    if (ops_.softcap != nullptr) return ops_.softcap(x, n, cap, act);
+    CpuKernels::softcap(x, n, cap, act);
   }
 
  private:
@@ -175,6 +196,8 @@ class InvariantKernels final : public CpuKernels {
     return b.as<float>();
   }
 
+  KernelPolicy policy_;
+  const FixedOrderSimd& ops_;
   ThreadPool* pool_;
   int threads_;
   std::vector<AlignedBuffer> scratch_;
@@ -184,6 +207,11 @@ class InvariantKernels final : public CpuKernels {
 
 }  // namespace
 
-std::unique_ptr<Kernels> make_invariant_kernels(ThreadPool* pool) { return std::make_unique<InvariantKernels>(pool); }
+std::unique_ptr<Kernels> make_invariant_kernels(ThreadPool* pool) {
+  return std::make_unique<FixedOrderKernels>(KernelPolicy::Invariant, isimd::ops(), pool);
+}
+std::unique_ptr<Kernels> make_portable_kernels(ThreadPool* pool) {
+  return std::make_unique<FixedOrderKernels>(KernelPolicy::Portable, psimd::ops(), pool);
+}
 
 }  // namespace kvp

@@ -1,0 +1,172 @@
+// The `portable` policy's attention row (portable_simd.h has the order): the invariant policy's
+// tile-anchored online softmax with every reduction in the 16-lane order, the score transforms
+// and exp/tanh done with the policy's own functions, and no libm call on the way.
+#include <algorithm>
+#include <cmath>
+
+#include "core/kv_type.h"
+#include "kernels/dequant_rows.h"
+#include "kernels/portable_parts.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/portable_attention.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+#include "kernels/portable_common-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvp::psimd {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <typename KT>
+HWY_INLINE void WidenSpan(const KT* src, size_t n, float* dst) {
+  const DF d;
+  size_t i = 0;
+  for (; i + kL <= n; i += kL) hn::StoreU(LoadF(d, src + i), d, dst + i);
+  for (; i < n; ++i) dst[i] = ScalarF(src + i);
+}
+
+// Cache rows to fp32: exact widening, or the KV type's decoder (one multiply by the block scale:
+// correctly rounded, so the same everywhere).
+void WidenAny(const void* src, const KvType& kv, size_t offset, size_t n, float* dst) {
+  if (!kv.is_dtype()) return decode_kv_span(kv, src, offset, n, dst);
+  switch (kv.dtype()) {
+    case DType::F32: return WidenSpan(static_cast<const float*>(src) + offset, n, dst);
+    case DType::F16: return WidenSpan(static_cast<const hwy::float16_t*>(src) + offset, n, dst);
+    case DType::BF16: return WidenSpan(static_cast<const hwy::bfloat16_t*>(src) + offset, n, dst);
+  }
+}
+
+size_t AttnRowScratchFloats(int head_dim, int n_q) {
+  const size_t tpad = round_up(size_t(kAttnTile), kLanes);
+  return 2 * size_t(kAttnTile) * size_t(head_dim) + tpad + 2 * size_t(n_q) + kLanes;
+}
+
+// Scores of one tile (n keys, padded to a multiple of 16 with -inf) as attention_score() rounds
+// them (kernels.h), with the policy's tanh for the soft-capping.
+void TransformScores(const AttnRow& a, float* s, size_t n, size_t npad) {
+  const DF d;
+  const VF div = hn::Set(d, a.score_divisor), scale = hn::Set(d, a.score_scale), cap = hn::Set(d, a.softcap);
+  for (size_t j = 0; j < npad; j += kL) {
+    VF v = RoundAct(d, hn::LoadU(d, s + j), a.act);
+    v = a.score_scale > 0.0f ? RoundAct(d, hn::Mul(v, scale), a.act) : RoundAct(d, hn::Div(v, div), a.act);
+    if (a.softcap > 0.0f) v = RoundAct(d, hn::Mul(RoundAct(d, Tanh(RoundAct(d, hn::Div(v, cap), a.act)), a.act), cap), a.act);
+    hn::StoreU(v, d, s + j);
+  }
+  std::fill(s + n, s + npad, kNegInf);  // padding keys never win the max and exp() makes them 0
+}
+
+void AttnRowImpl(const AttnRow& a) {
+  const DF d;
+  const size_t hd = size_t(a.head_dim);
+  const size_t T = size_t(kAttnTile);
+  const size_t nv = hd / kLanes, tail = hd % kLanes;
+  float* kt = a.scratch;
+  float* vt = kt + T * hd;
+  float* s = vt + T * hd;
+  float* m = s + round_up(T, kLanes);
+  float* l = m + a.n_q;
+  float* qt = l + a.n_q;  // the current head's zero-padded last 16 q values
+  for (int g = 0; g < a.n_q; ++g) {
+    m[g] = kNegInf;
+    l[g] = 0.0f;
+  }
+  std::fill(a.out, a.out + size_t(a.n_q) * hd, 0.0f);
+
+  for (int c = a.first / kAttnTile; c <= a.last / kAttnTile; ++c) {
+    const int js = std::max(a.first, c * kAttnTile);
+    const int je = std::min(a.last + 1, (c + 1) * kAttnTile);
+    const size_t n = size_t(je - js);
+    const size_t npad = round_up(n, kLanes);
+    WidenAny(a.k, a.kv, size_t(js) * hd, n * hd, kt);
+    WidenAny(a.v, a.kv, size_t(js) * hd, n * hd, vt);
+    for (int g = 0; g < a.n_q; ++g) {
+      const float* q = a.q + size_t(g) * hd;
+      if (tail > 0) FillXTails(q, 1, hd, nv, tail, qt);
+      size_t j = 0;
+      for (; j + 4 <= n; j += 4) {
+        const float* ks[4] = {kt + j * hd, kt + (j + 1) * hd, kt + (j + 2) * hd, kt + (j + 3) * hd};
+        DirectTile<1, 4>(&q, &qt, ks, nv, tail, s + j, 0);
+      }
+      for (; j < n; ++j) {
+        const float* kr = kt + j * hd;
+        DirectTile<1, 1>(&q, &qt, &kr, nv, tail, s + j, 0);
+      }
+      TransformScores(a, s, n, npad);
+      VF vmax = hn::Set(d, kNegInf);
+      for (size_t jj = 0; jj < npad; jj += kL) vmax = hn::Max(vmax, hn::LoadU(d, s + jj));
+      const float tile_max = hn::GetLane(hn::MaxOfLanes(d, vmax));  // exact: no order to fix
+      const float m_old = m[g];
+      const float m_new = std::max(m_old, tile_max);
+      const float scale = (m_old == kNegInf) ? 0.0f : hn::GetLane(Exp(hn::Set(d, m_old - m_new)));
+      const VF vm = hn::Set(d, m_new);
+      VF sum[kSub];
+      for (size_t p = 0; p < kSub; ++p) sum[p] = hn::Zero(d);
+      for (size_t jj = 0; jj < npad; jj += kLanes)
+        for (size_t p = 0; p < kSub; ++p) {
+          const VF e = Exp(hn::Sub(hn::LoadU(d, s + jj + p * kL), vm));
+          sum[p] = hn::Add(sum[p], e);
+          // As FlashAttention: the sum keeps fp32 probabilities, P.V uses them rounded to act.
+          hn::StoreU(RoundAct(d, e, a.act), d, s + jj + p * kL);
+        }
+      const float l_scaled = l[g] * scale;
+      l[g] = l_scaled + Reduce(sum);
+      m[g] = m_new;
+
+      // P.V: each output element one fma chain over the keys; registers only group elements.
+      float* acc = a.out + size_t(g) * hd;
+      const VF vscale = hn::Set(d, scale);
+      size_t dv = 0;
+      for (; dv + 4 * kL <= hd; dv += 4 * kL) {
+        VF a0 = hn::Mul(hn::LoadU(d, acc + dv), vscale);
+        VF a1 = hn::Mul(hn::LoadU(d, acc + dv + kL), vscale);
+        VF a2 = hn::Mul(hn::LoadU(d, acc + dv + 2 * kL), vscale);
+        VF a3 = hn::Mul(hn::LoadU(d, acc + dv + 3 * kL), vscale);
+        for (size_t jj = 0; jj < n; ++jj) {
+          const VF p = hn::Set(d, s[jj]);
+          const float* vr = vt + jj * hd + dv;
+          a0 = Fma(p, hn::LoadU(d, vr), a0);
+          a1 = Fma(p, hn::LoadU(d, vr + kL), a1);
+          a2 = Fma(p, hn::LoadU(d, vr + 2 * kL), a2);
+          a3 = Fma(p, hn::LoadU(d, vr + 3 * kL), a3);
+        }
+        hn::StoreU(a0, d, acc + dv);
+        hn::StoreU(a1, d, acc + dv + kL);
+        hn::StoreU(a2, d, acc + dv + 2 * kL);
+        hn::StoreU(a3, d, acc + dv + 3 * kL);
+      }
+      for (; dv + kL <= hd; dv += kL) {
+        VF av = hn::Mul(hn::LoadU(d, acc + dv), vscale);
+        for (size_t jj = 0; jj < n; ++jj) av = Fma(hn::Set(d, s[jj]), hn::LoadU(d, vt + jj * hd + dv), av);
+        hn::StoreU(av, d, acc + dv);
+      }
+      for (; dv < hd; ++dv) {
+        float av = acc[dv] * scale;
+        for (size_t jj = 0; jj < n; ++jj) av = std::fma(s[jj], vt[jj * hd + dv], av);
+        acc[dv] = av;
+      }
+    }
+  }
+  for (int g = 0; g < a.n_q; ++g) {
+    float* o = a.out + size_t(g) * hd;
+    for (size_t dd = 0; dd < hd; ++dd) o[dd] /= l[g];
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kvp::psimd
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kvp::psimd {
+
+HWY_EXPORT(AttnRowScratchFloats);
+HWY_EXPORT(AttnRowImpl);
+
+size_t attn_row_scratch_floats(int head_dim, int n_q) { return HWY_DYNAMIC_DISPATCH(AttnRowScratchFloats)(head_dim, n_q); }
+void attn_row(const AttnRow& a) { HWY_DYNAMIC_DISPATCH(AttnRowImpl)(a); }
+
+}  // namespace kvp::psimd
+#endif  // HWY_ONCE
