@@ -17,6 +17,9 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/kv_type.h"
+#include "core/quant.h"
+#include "core/quantize.h"
 #include "core/sha256.h"
 #include "core/thread_pool.h"
 #include "hwy/targets.h"
@@ -104,8 +107,9 @@ TEST(PortableKernels, ExpAndTanhAreAccurate) {
 }
 
 // Every kernel the pass calls, on inputs that exercise tails (K, head_dim and dim not multiples of
-// 16), K blocks, the direct and blocked GEMMs, partial attention tiles, windows, Gemma-2's scores
-// and all weight/KV dtypes, with 1 and 2 threads: all outputs in one buffer.
+// 16), K blocks, the direct and blocked GEMMs, partial attention tiles, windows, Gemma-2's scores,
+// fp32/fp16/bf16 and GGUF-quantised weights, float, q8_0/q4_0 and fp8 KV caches, with 1 and 2
+// threads: all outputs in one buffer.
 std::vector<float> kernel_outputs(KernelPolicy pol) {
   ThreadPool p2(2);
   auto k1 = make_kernels(pol, nullptr);
@@ -125,20 +129,41 @@ std::vector<float> kernel_outputs(KernelPolicy pol) {
         keep(y);
       }
     }
+  // Quantised weights (GGUF blocks), dequantised on the fly through the same fp32 paths.
+  for (QuantType qt : {QuantType::Q8_0, QuantType::Q4_0, QuantType::Q4_K, QuantType::Q6_K}) {
+    const int N = 19, K = 512;
+    const auto wf = normals(size_t(N) * K, rng);
+    std::vector<uint8_t> wb(size_t(N) * quant_row_bytes(qt, K));
+    for (int n = 0; n < N; ++n)
+      quantize_row(qt, wf.data() + size_t(n) * K, K, wb.data() + size_t(n) * quant_row_bytes(qt, K));
+    TensorView W = view_of(wb, DType::F32, N, K);
+    W.quant = qt;
+    const auto x = normals(size_t(20) * K, rng);
+    for (int M : {1, 20}) {
+      std::vector<float> y(size_t(M) * N);
+      k2->matmul(x.data(), M, W, y.data());
+      keep(y);
+    }
+  }
   struct Case {
     int rows, heads, kv_heads, hd, window;
     DType act;
     float scale, cap;
+    KvType kv;
   };
-  for (const Case& c : {Case{70, 4, 2, 24, 0, DType::F16, 0.0f, 0.0f}, Case{90, 2, 1, 64, 0, DType::F32, 0.0f, 0.0f},
-                        Case{70, 4, 2, 48, 16, DType::BF16, 0.25f, 50.0f}}) {
+  for (const Case& c : {Case{70, 4, 2, 24, 0, DType::F16, 0.0f, 0.0f, DType::F16},
+                        Case{90, 2, 1, 64, 0, DType::F32, 0.0f, 0.0f, DType::F32},
+                        Case{70, 4, 2, 48, 16, DType::BF16, 0.25f, 50.0f, DType::BF16},
+                        Case{70, 4, 2, 64, 0, DType::F16, 0.0f, 0.0f, KvType(KvFormat::Q8_0)},
+                        Case{70, 4, 2, 64, 0, DType::BF16, 0.0f, 0.0f, KvType(KvFormat::Q4_0)},
+                        Case{70, 4, 2, 64, 0, DType::F16, 0.0f, 0.0f, KvType(KvFormat::FP8_E4M3, 0.5f)}}) {
     const int cap_rows = c.rows + 3;
     const auto q = normals(size_t(c.rows) * c.heads * c.hd, rng, c.act);
     const size_t n = size_t(c.kv_heads) * cap_rows * c.hd;
     const auto kf = normals(n, rng, c.act, 0.5f), vf = normals(n, rng, c.act);
-    std::vector<uint8_t> kb(n * dtype_size(c.act)), vb(n * dtype_size(c.act));
-    from_f32(c.act, kf.data(), kb.data(), n);
-    from_f32(c.act, vf.data(), vb.data(), n);
+    std::vector<uint8_t> kb(c.kv.bytes(n)), vb(c.kv.bytes(n));
+    kv_encode(c.kv, kf.data(), n, kb.data());
+    kv_encode(c.kv, vf.data(), n, vb.data());
     AttentionParams p;
     p.n_rows = c.rows;
     p.n_heads = c.heads;
@@ -147,7 +172,7 @@ std::vector<float> kernel_outputs(KernelPolicy pol) {
     p.q = q.data();
     p.k_cache = kb.data();
     p.v_cache = vb.data();
-    p.kv = c.act;
+    p.kv = c.kv;
     p.capacity = cap_rows;
     p.score_divisor = std::sqrt(float(c.hd));
     p.score_scale = c.scale;
@@ -232,9 +257,11 @@ std::string run_digest(const std::shared_ptr<const Model>& model, SimdTarget sim
   g.cache = cache;
   g.stop_at_eos = false;
   std::vector<int> prompt;
-  for (int i = 0; i < 9; ++i) prompt.push_back(i == 0 && model->config.bos_id >= 0 ? model->config.bos_id : (i * 37 + 11) % model->config.vocab_size);
+  const int bos = model->config.bos_id, vocab = model->config.vocab_size;
+  for (int i = 0; i < 9; ++i) prompt.push_back(i == 0 && bos >= 0 ? bos : (i * 37 + 11) % vocab);
   Sha256 h;
-  const auto r = e.generate(prompt, g, nullptr, [&](const StepInfo& s) { h.update(s.logits, size_t(s.vocab) * sizeof(float)); });
+  const auto r =
+      e.generate(prompt, g, nullptr, [&](const StepInfo& s) { h.update(s.logits, size_t(s.vocab) * sizeof(float)); });
   h.update(r.output_ids.data(), r.output_ids.size() * sizeof(int));
   return h.hex();
 }

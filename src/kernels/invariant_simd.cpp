@@ -39,6 +39,8 @@ using simd_common::HWY_NAMESPACE::RoundAct;
 using simd_common::HWY_NAMESPACE::ScalarF;
 using simd_common::HWY_NAMESPACE::ForStreamRows;
 using simd_common::HWY_NAMESPACE::kStreams;
+using simd_common::HWY_NAMESPACE::WidenKv;
+using simd_common::HWY_NAMESPACE::ScaleAccumulatePV;
 
 // Register tiles (rows of x by rows of W, one accumulator each). They must fit the register file
 // with the R x loads and one W vector: 32 vector registers on AVX-512, 16 below.
@@ -433,24 +435,6 @@ void MatmulBlocked(const float* xp, size_t M, const void* W, DType wt, size_t K,
 // Attention.
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-template <typename KT>
-HWY_INLINE void WidenSpan(const KT* src, size_t n, float* dst) {
-  const DF d;
-  const size_t L = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + L <= n; i += L) hn::StoreU(LoadF(d, src + i), d, dst + i);
-  for (; i < n; ++i) dst[i] = ScalarF(src + i);
-}
-
-void WidenAny(const void* src, const KvType& kv, size_t offset, size_t n, float* dst) {
-  if (!kv.is_dtype()) return decode_kv_span(kv, src, offset, n, dst);
-  switch (kv.dtype()) {
-    case DType::F32: return WidenSpan(static_cast<const float*>(src) + offset, n, dst);
-    case DType::F16: return WidenSpan(static_cast<const hwy::float16_t*>(src) + offset, n, dst);
-    case DType::BF16: return WidenSpan(static_cast<const hwy::bfloat16_t*>(src) + offset, n, dst);
-  }
-}
-
 size_t AttnRowScratchFloats(int head_dim, int n_q) {
   const size_t L = hn::Lanes(DF());
   const size_t tpad = round_up(size_t(kAttnTile), L);
@@ -483,8 +467,8 @@ void AttnRowImpl(const AttnRow& a) {
     const size_t n = size_t(je - js);
     const size_t npad = round_up(n, L);
     // Rows [js, je) of one head are contiguous, so each tile is one span conversion.
-    WidenAny(a.k, a.kv, size_t(js) * hd, n * hd, kt);
-    WidenAny(a.v, a.kv, size_t(js) * hd, n * hd, vt);
+    WidenKv(a.k, a.kv, size_t(js) * hd, n * hd, kt);
+    WidenKv(a.v, a.kv, size_t(js) * hd, n * hd, vt);
     for (int g = 0; g < a.n_q; ++g) {
       const float* q = a.q + size_t(g) * hd;
       if (tail > 0) FillXTails(q, 1, hd, nv, tail, qt);
@@ -528,39 +512,8 @@ void AttnRowImpl(const AttnRow& a) {
       l[g] = l[g] * scale + Reduce(d, vsum);
       m[g] = m_new;
 
-      float* acc = a.out + size_t(g) * hd;
-      const VF vscale = hn::Set(d, scale);
-      size_t dv = 0;
-      // Four output vectors at a time keep four independent FMA chains in flight over the keys;
-      // each lane's chain is the same whatever the grouping.
-      for (; dv + 4 * L <= hd; dv += 4 * L) {
-        VF a0 = hn::Mul(hn::LoadU(d, acc + dv), vscale);
-        VF a1 = hn::Mul(hn::LoadU(d, acc + dv + L), vscale);
-        VF a2 = hn::Mul(hn::LoadU(d, acc + dv + 2 * L), vscale);
-        VF a3 = hn::Mul(hn::LoadU(d, acc + dv + 3 * L), vscale);
-        for (size_t jj = 0; jj < n; ++jj) {
-          const VF p = hn::Set(d, s[jj]);
-          const float* vr = vt + jj * hd + dv;
-          a0 = hn::MulAdd(p, hn::LoadU(d, vr), a0);
-          a1 = hn::MulAdd(p, hn::LoadU(d, vr + L), a1);
-          a2 = hn::MulAdd(p, hn::LoadU(d, vr + 2 * L), a2);
-          a3 = hn::MulAdd(p, hn::LoadU(d, vr + 3 * L), a3);
-        }
-        hn::StoreU(a0, d, acc + dv);
-        hn::StoreU(a1, d, acc + dv + L);
-        hn::StoreU(a2, d, acc + dv + 2 * L);
-        hn::StoreU(a3, d, acc + dv + 3 * L);
-      }
-      for (; dv + L <= hd; dv += L) {
-        VF av = hn::Mul(hn::LoadU(d, acc + dv), vscale);
-        for (size_t jj = 0; jj < n; ++jj) av = hn::MulAdd(hn::Set(d, s[jj]), hn::LoadU(d, vt + jj * hd + dv), av);
-        hn::StoreU(av, d, acc + dv);
-      }
-      for (; dv < hd; ++dv) {
-        float av = acc[dv] * scale;
-        for (size_t jj = 0; jj < n; ++jj) av = std::fma(s[jj], vt[jj * hd + dv], av);
-        acc[dv] = av;
-      }
+      ScaleAccumulatePV(a.out + size_t(g) * hd, s, vt, n, hd, scale,
+                        [](VF x, VF y, VF z) { return hn::MulAdd(x, y, z); });
     }
   }
   for (int g = 0; g < a.n_q; ++g) {

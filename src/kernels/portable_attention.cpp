@@ -5,7 +5,6 @@
 #include <cmath>
 
 #include "core/kv_type.h"
-#include "kernels/dequant_rows.h"
 #include "kernels/portable_parts.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -20,24 +19,8 @@ namespace kvp::psimd {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-template <typename KT>
-HWY_INLINE void WidenSpan(const KT* src, size_t n, float* dst) {
-  const DF d;
-  size_t i = 0;
-  for (; i + kL <= n; i += kL) hn::StoreU(LoadF(d, src + i), d, dst + i);
-  for (; i < n; ++i) dst[i] = ScalarF(src + i);
-}
-
-// Cache rows to fp32: exact widening, or the KV type's decoder (one multiply by the block scale:
-// correctly rounded, so the same everywhere).
-void WidenAny(const void* src, const KvType& kv, size_t offset, size_t n, float* dst) {
-  if (!kv.is_dtype()) return decode_kv_span(kv, src, offset, n, dst);
-  switch (kv.dtype()) {
-    case DType::F32: return WidenSpan(static_cast<const float*>(src) + offset, n, dst);
-    case DType::F16: return WidenSpan(static_cast<const hwy::float16_t*>(src) + offset, n, dst);
-    case DType::BF16: return WidenSpan(static_cast<const hwy::bfloat16_t*>(src) + offset, n, dst);
-  }
-}
+using simd_common::HWY_NAMESPACE::ScaleAccumulatePV;
+using simd_common::HWY_NAMESPACE::WidenKv;
 
 size_t AttnRowScratchFloats(int head_dim, int n_q) {
   const size_t tpad = round_up(size_t(kAttnTile), kLanes);
@@ -52,7 +35,10 @@ void TransformScores(const AttnRow& a, float* s, size_t n, size_t npad) {
   for (size_t j = 0; j < npad; j += kL) {
     VF v = RoundAct(d, hn::LoadU(d, s + j), a.act);
     v = a.score_scale > 0.0f ? RoundAct(d, hn::Mul(v, scale), a.act) : RoundAct(d, hn::Div(v, div), a.act);
-    if (a.softcap > 0.0f) v = RoundAct(d, hn::Mul(RoundAct(d, Tanh(RoundAct(d, hn::Div(v, cap), a.act)), a.act), cap), a.act);
+    if (a.softcap > 0.0f) {
+      const VF t = RoundAct(d, Tanh(RoundAct(d, hn::Div(v, cap), a.act)), a.act);
+      v = RoundAct(d, hn::Mul(t, cap), a.act);
+    }
     hn::StoreU(v, d, s + j);
   }
   std::fill(s + n, s + npad, kNegInf);  // padding keys never win the max and exp() makes them 0
@@ -80,8 +66,8 @@ void AttnRowImpl(const AttnRow& a) {
     const int je = std::min(a.last + 1, (c + 1) * kAttnTile);
     const size_t n = size_t(je - js);
     const size_t npad = round_up(n, kLanes);
-    WidenAny(a.k, a.kv, size_t(js) * hd, n * hd, kt);
-    WidenAny(a.v, a.kv, size_t(js) * hd, n * hd, vt);
+    WidenKv(a.k, a.kv, size_t(js) * hd, n * hd, kt);
+    WidenKv(a.v, a.kv, size_t(js) * hd, n * hd, vt);
     for (int g = 0; g < a.n_q; ++g) {
       const float* q = a.q + size_t(g) * hd;
       if (tail > 0) FillXTails(q, 1, hd, nv, tail, qt);
@@ -115,38 +101,8 @@ void AttnRowImpl(const AttnRow& a) {
       l[g] = l_scaled + Reduce(sum);
       m[g] = m_new;
 
-      // P.V: each output element one fma chain over the keys; registers only group elements.
-      float* acc = a.out + size_t(g) * hd;
-      const VF vscale = hn::Set(d, scale);
-      size_t dv = 0;
-      for (; dv + 4 * kL <= hd; dv += 4 * kL) {
-        VF a0 = hn::Mul(hn::LoadU(d, acc + dv), vscale);
-        VF a1 = hn::Mul(hn::LoadU(d, acc + dv + kL), vscale);
-        VF a2 = hn::Mul(hn::LoadU(d, acc + dv + 2 * kL), vscale);
-        VF a3 = hn::Mul(hn::LoadU(d, acc + dv + 3 * kL), vscale);
-        for (size_t jj = 0; jj < n; ++jj) {
-          const VF p = hn::Set(d, s[jj]);
-          const float* vr = vt + jj * hd + dv;
-          a0 = Fma(p, hn::LoadU(d, vr), a0);
-          a1 = Fma(p, hn::LoadU(d, vr + kL), a1);
-          a2 = Fma(p, hn::LoadU(d, vr + 2 * kL), a2);
-          a3 = Fma(p, hn::LoadU(d, vr + 3 * kL), a3);
-        }
-        hn::StoreU(a0, d, acc + dv);
-        hn::StoreU(a1, d, acc + dv + kL);
-        hn::StoreU(a2, d, acc + dv + 2 * kL);
-        hn::StoreU(a3, d, acc + dv + 3 * kL);
-      }
-      for (; dv + kL <= hd; dv += kL) {
-        VF av = hn::Mul(hn::LoadU(d, acc + dv), vscale);
-        for (size_t jj = 0; jj < n; ++jj) av = Fma(hn::Set(d, s[jj]), hn::LoadU(d, vt + jj * hd + dv), av);
-        hn::StoreU(av, d, acc + dv);
-      }
-      for (; dv < hd; ++dv) {
-        float av = acc[dv] * scale;
-        for (size_t jj = 0; jj < n; ++jj) av = std::fma(s[jj], vt[jj * hd + dv], av);
-        acc[dv] = av;
-      }
+      ScaleAccumulatePV(a.out + size_t(g) * hd, s, vt, n, hd, scale,
+                        [](VF x, VF y, VF z) { return Fma(x, y, z); });
     }
   }
   for (int g = 0; g < a.n_q; ++g) {
@@ -165,7 +121,9 @@ namespace kvp::psimd {
 HWY_EXPORT(AttnRowScratchFloats);
 HWY_EXPORT(AttnRowImpl);
 
-size_t attn_row_scratch_floats(int head_dim, int n_q) { return HWY_DYNAMIC_DISPATCH(AttnRowScratchFloats)(head_dim, n_q); }
+size_t attn_row_scratch_floats(int head_dim, int n_q) {
+  return HWY_DYNAMIC_DISPATCH(AttnRowScratchFloats)(head_dim, n_q);
+}
 void attn_row(const AttnRow& a) { HWY_DYNAMIC_DISPATCH(AttnRowImpl)(a); }
 
 }  // namespace kvp::psimd

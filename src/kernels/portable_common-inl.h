@@ -149,7 +149,10 @@ template <class F>
 HWY_INLINE void MapInPlace(float* x, const float* y, size_t n, F f) {
   const DF d;
   size_t i = 0;
-  for (; i + kL <= n; i += kL) hn::StoreU(f(hn::LoadU(d, x + i), y != nullptr ? hn::LoadU(d, y + i) : hn::Zero(d)), d, x + i);
+  for (; i + kL <= n; i += kL) {
+    const VF yv = y != nullptr ? hn::LoadU(d, y + i) : hn::Zero(d);
+    hn::StoreU(f(hn::LoadU(d, x + i), yv), d, x + i);
+  }
   if (i < n) {
     HWY_ALIGN float tx[kL] = {}, ty[kL] = {};
     std::copy(x + i, x + n, tx);
@@ -170,7 +173,7 @@ HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, c
   HWY_ALIGN float wtails[C * kLanes] = {};
   if (tail > 0) {
     for (int c = 0; c < C; ++c)
-      for (size_t i = 0; i < kLanes; ++i) wtails[size_t(c) * kLanes + i] = i < tail ? ScalarF(ws[c] + nv * kLanes + i) : 0.0f;
+      for (size_t i = 0; i < tail; ++i) wtails[size_t(c) * kLanes + i] = ScalarF(ws[c] + nv * kLanes + i);
   }
   VF acc[R][C][kSub];
 #pragma GCC unroll 16

@@ -126,8 +126,8 @@ void MatmulBlockedT(const float* xp, size_t M, const WT* W, size_t K, size_t N, 
   float* wc = reinterpret_cast<float*>(round_up(reinterpret_cast<uintptr_t>(scratch), kL * sizeof(float)));
   // The 16-lane accumulators of all M rows for one W block are revisited once per K block; the
   // block is narrowed for large M so that they (up to 384 KB) stay in L2 next to x and W.
-  const size_t nbk =
-      std::max<size_t>(kBC, std::min(kNB, (size_t(384) << 10) / (round_up(M, kBR) * kLanes * sizeof(float)) / kBC * kBC));
+  const size_t acc_row_bytes = round_up(M, kBR) * kLanes * sizeof(float);
+  const size_t nbk = std::max<size_t>(kBC, std::min(kNB, (size_t(384) << 10) / acc_row_bytes / kBC * kBC));
   float* accb = wc + kNB * kKC;  // [row][column][16 lanes]
   const size_t acc_stride = nbk * kLanes;
   for (size_t nb0 = n0; nb0 < n1; nb0 += nbk) {

@@ -1,5 +1,6 @@
-// Per-target SIMD helpers shared by standard_simd.cpp and invariant_simd.cpp: exact widening
-// loads of fp32/fp16/bf16 and the vector RNE rounding that matches round_to() bit for bit.
+// Per-target SIMD helpers shared by the standard, invariant and portable kernels: exact widening
+// loads of fp32/fp16/bf16 and of KV cache rows, and the vector RNE rounding that matches round_to()
+// bit for bit.
 // Included once per Highway target (the toggle guard below is Highway's -inl.h convention), after
 // hwy/highway.h, by files that go through foreach_target.h.
 #if defined(KVP_KERNELS_SIMD_COMMON_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -9,8 +10,12 @@
 #define KVP_KERNELS_SIMD_COMMON_INL_H_
 #endif
 
+#include <cmath>
+
 #include "core/dtype.h"
+#include "core/kv_type.h"
 #include "hwy/highway.h"
+#include "kernels/dequant_rows.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvp::simd_common {
@@ -95,6 +100,67 @@ HWY_INLINE VF RoundAct(DF d, VF v, DType t) {
   const auto abs = hn::BitCast(di, hn::And(bits, hn::Set(du, 0x7fffffffu)));
   const auto is_nan = hn::RebindMask(du, hn::Gt(abs, hn::Set(di, 0x7f800000)));
   return hn::BitCast(d, hn::IfThenElse(is_nan, quiet, rounded));
+}
+
+// n cache elements from `offset` on (a KV head's rows are contiguous) to fp32: exact widening of
+// fp32/fp16/bf16, or the KV type's decoder.
+template <typename KT>
+HWY_INLINE void WidenSpan(const KT* src, size_t n, float* dst) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(LoadF(d, src + i), d, dst + i);
+  for (; i < n; ++i) dst[i] = ScalarF(src + i);
+}
+
+HWY_INLINE void WidenKv(const void* src, const KvType& kv, size_t offset, size_t n, float* dst) {
+  if (!kv.is_dtype()) return decode_kv_span(kv, src, offset, n, dst);
+  switch (kv.dtype()) {
+    case DType::F32: return WidenSpan(static_cast<const float*>(src) + offset, n, dst);
+    case DType::F16: return WidenSpan(static_cast<const hwy::float16_t*>(src) + offset, n, dst);
+    case DType::BF16: return WidenSpan(static_cast<const hwy::bfloat16_t*>(src) + offset, n, dst);
+  }
+}
+
+// One attention tile's P.V into the running output (online softmax): acc = acc * scale, then per
+// element d one chain acc[d] = fma(p[j], v[j, d], acc[d]) over the tile's keys j in order. Registers
+// only group elements (four output vectors at a time keep four chains in flight), so every element
+// sees the same operations whatever the vector width. `fma` is the policy's fused multiply-add.
+template <class Fma>
+HWY_INLINE void ScaleAccumulatePV(float* acc, const float* p, const float* v, size_t n, size_t hd, float scale,
+                                  Fma fma) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const VF vscale = hn::Set(d, scale);
+  size_t dv = 0;
+  for (; dv + 4 * L <= hd; dv += 4 * L) {
+    VF a0 = hn::Mul(hn::LoadU(d, acc + dv), vscale);
+    VF a1 = hn::Mul(hn::LoadU(d, acc + dv + L), vscale);
+    VF a2 = hn::Mul(hn::LoadU(d, acc + dv + 2 * L), vscale);
+    VF a3 = hn::Mul(hn::LoadU(d, acc + dv + 3 * L), vscale);
+    for (size_t j = 0; j < n; ++j) {
+      const VF pj = hn::Set(d, p[j]);
+      const float* vr = v + j * hd + dv;
+      a0 = fma(pj, hn::LoadU(d, vr), a0);
+      a1 = fma(pj, hn::LoadU(d, vr + L), a1);
+      a2 = fma(pj, hn::LoadU(d, vr + 2 * L), a2);
+      a3 = fma(pj, hn::LoadU(d, vr + 3 * L), a3);
+    }
+    hn::StoreU(a0, d, acc + dv);
+    hn::StoreU(a1, d, acc + dv + L);
+    hn::StoreU(a2, d, acc + dv + 2 * L);
+    hn::StoreU(a3, d, acc + dv + 3 * L);
+  }
+  for (; dv + L <= hd; dv += L) {
+    VF av = hn::Mul(hn::LoadU(d, acc + dv), vscale);
+    for (size_t j = 0; j < n; ++j) av = fma(hn::Set(d, p[j]), hn::LoadU(d, v + j * hd + dv), av);
+    hn::StoreU(av, d, acc + dv);
+  }
+  for (; dv < hd; ++dv) {
+    float av = acc[dv] * scale;
+    for (size_t j = 0; j < n; ++j) av = std::fma(p[j], v[j * hd + dv], av);
+    acc[dv] = av;
+  }
 }
 
 }  // namespace HWY_NAMESPACE

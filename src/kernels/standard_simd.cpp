@@ -33,6 +33,7 @@ using simd_common::HWY_NAMESPACE::RoundAct;
 using simd_common::HWY_NAMESPACE::ScalarF;
 using simd_common::HWY_NAMESPACE::ForStreamRows;
 using simd_common::HWY_NAMESPACE::kStreams;
+using simd_common::HWY_NAMESPACE::WidenKv;
 
 // ---------------------------------------------------------------------------------------------
 // Dot-form tile: R rows of x against C rows of W over [k0, k1). The per-output order (two striped
@@ -308,24 +309,6 @@ void GemmPackedBlock(const float* xT, size_t M, size_t K, size_t p0, size_t p1, 
 // Attention tile.
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-template <typename KT>
-HWY_INLINE void ConvertSpan(const KT* src, size_t n, float* dst) {
-  const DF d;
-  const size_t L = hn::Lanes(d);
-  size_t i = 0;
-  for (; i + L <= n; i += L) hn::StoreU(LoadF(d, src + i), d, dst + i);
-  for (; i < n; ++i) dst[i] = ScalarF(src + i);
-}
-
-void ConvertAny(const void* src, const KvType& kv, size_t offset, size_t n, float* dst) {
-  if (!kv.is_dtype()) return decode_kv_span(kv, src, offset, n, dst);
-  switch (kv.dtype()) {
-    case DType::F32: return ConvertSpan(static_cast<const float*>(src) + offset, n, dst);
-    case DType::F16: return ConvertSpan(static_cast<const hwy::float16_t*>(src) + offset, n, dst);
-    case DType::BF16: return ConvertSpan(static_cast<const hwy::bfloat16_t*>(src) + offset, n, dst);
-  }
-}
-
 size_t AttnScratchFloats(int group, int head_dim, int max_tile) {
   const size_t L = hn::Lanes(DF());
   const size_t padded = (size_t(max_tile) + L - 1) / L * L;
@@ -343,8 +326,8 @@ void AttnTileImpl(const AttnTile& t) {
   float* kT = vt + n * hd;  // [hd][npad]: keys along the vector lanes
   float* sbase = kT + hd * npad;
   // Rows [j0, j1) of one head are contiguous, so each tile is a single span conversion.
-  ConvertAny(t.k, t.kv, size_t(t.j0) * hd, n * hd, kt);
-  ConvertAny(t.v, t.kv, size_t(t.j0) * hd, n * hd, vt);
+  WidenKv(t.k, t.kv, size_t(t.j0) * hd, n * hd, kt);
+  WidenKv(t.v, t.kv, size_t(t.j0) * hd, n * hd, vt);
   // Transposing K once per tile lets every head of the group compute L scores per FMA with no
   // horizontal sums, each score one FMA chain over d. The transpose only pays for itself on full
   // tiles; short ones (a causal diagonal, a window edge, a decode chunk's tail) keep one dot
