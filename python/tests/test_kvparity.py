@@ -95,6 +95,23 @@ def test_run_with_cache_on_the_cache_on_path(stories):
         stories.run_with_cache(ids, prefill=2)
 
 
+def test_portable_kernels_give_the_same_logits_on_every_simd_target():
+    prompt = None
+    runs = {}
+    for simd in ("auto", "avx2", "scalar"):
+        try:
+            m = kvparity.load(shared(STORIES), tokenizer=shared(TOK), dtype="bf16", kernels="portable", simd=simd)
+        except Exception as e:  # a CPU without AVX2 refuses it by name
+            assert simd in str(e)
+            continue
+        prompt = prompt or m.tokenize("Once upon a time")
+        runs[simd] = m.generate(prompt, max_new_tokens=16, cache=True, return_logits=True, ignore_eos=True)
+    assert "auto" in runs and "scalar" in runs
+    for simd, r in runs.items():
+        assert r["output_ids"] == runs["auto"]["output_ids"], simd
+        assert np.array_equal(r["logits"], runs["auto"]["logits"]), simd
+
+
 def test_last_resid_post_through_final_norm_and_head_gives_the_logits():
     m = kvparity.load(shared("reference/llama"))
     d = shared("reference/llama")
