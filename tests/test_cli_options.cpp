@@ -71,7 +71,7 @@ TEST(CliOptions, OtherIgnoredCombinationsAreRefused) {
   if (m.empty() || tok.empty()) return;
   const std::string gen = "generate --model " + q(m) + " --prompt hi --max-new-tokens 2 ";
   expect_usage(gen + "--prefill-chunk 4 --cache off", {"--prefill-chunk", "--cache on"});
-  expect_usage(gen + "--threads 2 --kernels reference", {"--threads", "--kernels standard or invariant"});
+  expect_usage(gen + "--threads 2 --kernels reference", {"--threads", "--kernels standard, invariant or portable"});
   expect_usage(gen + "--prompt there --batch-size 1", {"--batch-size"});
   EXPECT_EQ(kvparity(gen + "--prefill-chunk 1 --threads 1 --kernels reference --dtype bf16 --kv-dtype fp32").status, 0);
 
