@@ -162,6 +162,54 @@ HWY_INLINE void MapInPlace(float* x, const float* y, size_t n, F f) {
   }
 }
 
+// Four outputs' trees at once in registers, where the target has the shuffles: the additions of
+// Tree, in its order (halves first: lane i + lane i+8, then i + i+4, ...), four outputs per vector.
+// Level1 does what the register split has already made a plain add; Tree4 takes it from there.
+#undef KVP_PORTABLE_TREE4
+#if HWY_TARGET <= HWY_AVX3
+#define KVP_PORTABLE_TREE4 1
+HWY_INLINE VF Level1(const VF* a) { return a[0]; }  // all 16 lanes in one register
+
+HWY_INLINE void Tree4(VF a0, VF a1, VF a2, VF a3, float* out) {
+  const DF d;
+  // [a0's 8 half sums | a1's], [a2's | a3's]
+  const VF x01 = hn::Add(hn::ConcatLowerLower(d, a1, a0), hn::ConcatUpperUpper(d, a1, a0));
+  const VF x23 = hn::Add(hn::ConcatLowerLower(d, a3, a2), hn::ConcatUpperUpper(d, a3, a2));
+  // 128-bit blocks: the even ones (each output's lanes 0..3) plus the odd ones (4..7).
+  const VF even{_mm512_shuffle_f32x4(x01.raw, x23.raw, _MM_SHUFFLE(2, 0, 2, 0))};
+  const VF odd{_mm512_shuffle_f32x4(x01.raw, x23.raw, _MM_SHUFFLE(3, 1, 3, 1))};
+  const VF y = hn::Add(even, odd);
+  const VF z = hn::Add(y, hn::Shuffle1032(y));
+  const VF w = hn::Add(z, hn::Shuffle2301(z));
+  HWY_ALIGN float t[kL];
+  hn::Store(w, d, t);
+  out[0] = t[0];
+  out[1] = t[4];
+  out[2] = t[8];
+  out[3] = t[12];
+}
+#elif HWY_TARGET == HWY_AVX2
+#define KVP_PORTABLE_TREE4 1
+HWY_INLINE VF Level1(const VF* a) { return hn::Add(a[0], a[1]); }  // lanes 0..7 + lanes 8..15
+
+HWY_INLINE void Tree4(VF v0, VF v1, VF v2, VF v3, float* out) {
+  const DF d;
+  const VF x01 = hn::Add(hn::ConcatLowerLower(d, v1, v0), hn::ConcatUpperUpper(d, v1, v0));
+  const VF x23 = hn::Add(hn::ConcatLowerLower(d, v3, v2), hn::ConcatUpperUpper(d, v3, v2));
+  const VF z01 = hn::Add(x01, hn::Shuffle1032(x01)), z23 = hn::Add(x23, hn::Shuffle1032(x23));
+  const VF w01 = hn::Add(z01, hn::Shuffle2301(z01)), w23 = hn::Add(z23, hn::Shuffle2301(z23));
+  HWY_ALIGN float t[2 * kL];
+  hn::Store(w01, d, t);
+  hn::Store(w23, d, t + kL);
+  out[0] = t[0];
+  out[1] = t[4];
+  out[2] = t[8];
+  out[3] = t[12];
+}
+#else
+#define KVP_PORTABLE_TREE4 0
+#endif
+
 // ---------------------------------------------------------------------------------------------
 // Direct tile: R rows of x by C rows of W over the whole K, W widened in registers; kSub
 // accumulators per output. `xtails[r]` is row r's zero-padded last 16 (used when tail > 0).
@@ -211,6 +259,17 @@ HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, c
       }
     }
   }
+#if KVP_PORTABLE_TREE4
+  if constexpr (C % 4 == 0) {
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 16
+      for (int c = 0; c < C; c += 4)
+        Tree4(Level1(acc[r][c]), Level1(acc[r][c + 1]), Level1(acc[r][c + 2]), Level1(acc[r][c + 3]),
+              out + size_t(r) * out_stride + size_t(c));
+    return;
+  }
+#endif
   // Through memory, so that no accumulator's address is taken while the loop above runs.
   HWY_ALIGN float spill[R * C * kLanes];
 #pragma GCC unroll 16

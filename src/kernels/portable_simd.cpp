@@ -66,7 +66,7 @@ HWY_INLINE void DirectRows(const float* x, const float* xt, size_t m, const WT* 
   const float* xts[R];
   for (int r = 0; r < R; ++r) {
     xs[r] = x + (m + size_t(r)) * K;
-    xts[r] = xt + (m + size_t(r)) * kLanes;
+    xts[r] = xt != nullptr ? xt + (m + size_t(r)) * kLanes : nullptr;  // null: K has no tail
   }
   size_t n = nb;
   for (; n + kDC <= ne; n += kDC) {
@@ -87,7 +87,9 @@ HWY_INLINE void DirectRowGroups(const float* x, const float* xt, size_t M, const
   size_t m = 0;
   for (; m + R <= M; m += R) DirectRows<R>(x, xt, m, W, K, N, nb, ne, nv, tail, y);
   if constexpr (R > 1) {
-    if (m < M) DirectRowGroups<R - 1>(x + m * K, xt + m * kLanes, M - m, W, K, N, nb, ne, nv, tail, y + m * N);
+    if (m < M)
+      DirectRowGroups<R - 1>(x + m * K, xt != nullptr ? xt + m * kLanes : nullptr, M - m, W, K, N, nb, ne, nv, tail,
+                             y + m * N);
   }
 }
 
