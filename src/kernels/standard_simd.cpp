@@ -33,6 +33,7 @@ using simd_common::HWY_NAMESPACE::RoundAct;
 using simd_common::HWY_NAMESPACE::ScalarF;
 using simd_common::HWY_NAMESPACE::ForStreamRows;
 using simd_common::HWY_NAMESPACE::kStreams;
+using simd_common::HWY_NAMESPACE::ScaleAccumulatePV;
 using simd_common::HWY_NAMESPACE::WidenKv;
 
 // ---------------------------------------------------------------------------------------------
@@ -399,38 +400,8 @@ void AttnTileImpl(const AttnTile& t) {
     t.l[g] = t.l[g] * scale + hn::GetLane(hn::SumOfLanes(d, vsum));
     t.m[g] = m_new;
 
-    float* acc = t.acc + size_t(g) * hd;
-    const VF vscale = hn::Set(d, scale);
-    size_t dv = 0;
-    // Four output vectors at a time keep four independent FMA chains in flight over the keys.
-    for (; dv + 4 * L <= hd; dv += 4 * L) {
-      VF a0 = hn::Mul(hn::LoadU(d, acc + dv), vscale);
-      VF a1 = hn::Mul(hn::LoadU(d, acc + dv + L), vscale);
-      VF a2 = hn::Mul(hn::LoadU(d, acc + dv + 2 * L), vscale);
-      VF a3 = hn::Mul(hn::LoadU(d, acc + dv + 3 * L), vscale);
-      for (size_t j = 0; j < n; ++j) {
-        const VF p = hn::Set(d, s[j]);
-        const float* vr = vt + j * hd + dv;
-        a0 = hn::MulAdd(p, hn::LoadU(d, vr), a0);
-        a1 = hn::MulAdd(p, hn::LoadU(d, vr + L), a1);
-        a2 = hn::MulAdd(p, hn::LoadU(d, vr + 2 * L), a2);
-        a3 = hn::MulAdd(p, hn::LoadU(d, vr + 3 * L), a3);
-      }
-      hn::StoreU(a0, d, acc + dv);
-      hn::StoreU(a1, d, acc + dv + L);
-      hn::StoreU(a2, d, acc + dv + 2 * L);
-      hn::StoreU(a3, d, acc + dv + 3 * L);
-    }
-    for (; dv + L <= hd; dv += L) {
-      VF a = hn::Mul(hn::LoadU(d, acc + dv), vscale);
-      for (size_t j = 0; j < n; ++j) a = hn::MulAdd(hn::Set(d, s[j]), hn::LoadU(d, vt + j * hd + dv), a);
-      hn::StoreU(a, d, acc + dv);
-    }
-    for (; dv < hd; ++dv) {
-      float a = acc[dv] * scale;
-      for (size_t j = 0; j < n; ++j) a += s[j] * vt[j * hd + dv];
-      acc[dv] = a;
-    }
+    ScaleAccumulatePV(t.acc + size_t(g) * hd, s, vt, n, hd, scale,
+                      [](VF x, VF y, VF z) { return hn::MulAdd(x, y, z); });
   }
 }
 
