@@ -62,12 +62,7 @@ struct Weights {
   }
 };
 
-std::vector<float> normals(size_t n, std::mt19937& rng, DType act = DType::F32, float scale = 1.0f) {
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> x(n);
-  for (auto& v : x) v = round_to(act, nd(rng));
-  return x;
-}
+using test::normals;
 
 // ---------------------------------------------------------------------------------------------
 // Kernels.

@@ -30,18 +30,14 @@
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "runtime/generator.h"
+#include "test_util.h"
 
 namespace kvp {
 namespace {
 
 constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
 
-std::vector<float> normals(size_t n, std::mt19937& rng, DType act = DType::F32, float scale = 1.0f) {
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> x(n);
-  for (auto& v : x) v = round_to(act, nd(rng));
-  return x;
-}
+using test::normals;
 
 TensorView view_of(const std::vector<uint8_t>& bytes, DType t, int64_t N, int64_t K) {
   TensorView v;
@@ -266,17 +262,7 @@ std::string run_digest(const std::shared_ptr<const Model>& model, SimdTarget sim
   return h.hex();
 }
 
-std::vector<SimdTarget> targets_here() {
-  std::vector<SimdTarget> out;
-  for (SimdTarget t : {SimdTarget::Avx512, SimdTarget::Avx2, SimdTarget::Scalar}) {
-    try {
-      require_simd(t);
-      out.push_back(t);
-    } catch (const Error&) {
-    }
-  }
-  return out;
-}
+using test::simd_targets_here;
 
 // Digests of run_digest on the synthesised tiny model of each family. They are properties of the
 // model, the input and the policy's specification, not of this machine: a machine (or a change)
@@ -300,7 +286,7 @@ class PortableGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PortableGolden, LogitsDigestIsTheSameOnEveryTargetCachePathAndThreadCount) {
   const std::string arch = GetParam();
-  const auto targets = targets_here();
+  const auto targets = simd_targets_here();
   ASSERT_FALSE(targets.empty());
   for (DType dt : kAllTypes) {
     const std::string key = arch + " " + std::string(dtype_name(dt));

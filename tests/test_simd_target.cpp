@@ -19,17 +19,7 @@
 namespace kvp {
 namespace {
 
-std::vector<SimdTarget> targets_here() {
-  std::vector<SimdTarget> out;
-  for (SimdTarget t : {SimdTarget::Avx512, SimdTarget::Avx2, SimdTarget::Scalar}) {
-    try {
-      require_simd(t);
-      out.push_back(t);
-    } catch (const Error&) {
-    }
-  }
-  return out;
-}
+using test::simd_targets_here;
 
 std::vector<float> logits_of(const std::shared_ptr<const Model>& model, KernelPolicy pol, SimdTarget simd,
                              const std::vector<int>& ids, CacheMode cache) {
@@ -56,7 +46,7 @@ TEST(SimdTarget, NamesParseAndTheScalarFallbackIsAlwaysThere) {
     EXPECT_EQ(e.kind(), ErrorKind::Usage);
     EXPECT_NE(std::string(e.what()).find("--simd: 'avx3'"), std::string::npos) << e.what();
   }
-  const auto here = targets_here();
+  const auto here = simd_targets_here();
   ASSERT_FALSE(here.empty());
   EXPECT_EQ(here.back(), SimdTarget::Scalar);
   use_simd(SimdTarget::Scalar);
@@ -87,7 +77,7 @@ TEST(SimdTarget, EveryTargetMatchesTheReferencesAndKeepsTheInvariantGuarantee) {
     auto f16 = Model::load(dir, DType::F16);
     ASSERT_EQ(f32->config.vocab_size, 512);
     const std::vector<int> prompt(tokens.begin(), tokens.begin() + 12);
-    for (SimdTarget t : targets_here()) {
+    for (SimdTarget t : simd_targets_here()) {
       SCOPED_TRACE(fam + " on " + simd_name(t));
       for (KernelPolicy pol : {KernelPolicy::Standard, KernelPolicy::Invariant}) {
         EngineOptions eo;

@@ -1,10 +1,16 @@
 #pragma once
-// Shared helpers for tests: where ../shared lives, and temp dirs.
+// Shared helpers for tests: where ../shared lives, temp dirs, random inputs, SIMD targets.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "kernels/simd_target.h"
 
 namespace kvp::test {
 
@@ -54,5 +60,26 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// n normal values (mean 0, standard deviation `scale`), each representable in `act`.
+inline std::vector<float> normals(size_t n, std::mt19937& rng, DType act = DType::F32, float scale = 1.0f) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> x(n);
+  for (auto& v : x) v = round_to(act, nd(rng));
+  return x;
+}
+
+// The --simd targets this build and CPU can run, best first (the scalar fallback always).
+inline std::vector<SimdTarget> simd_targets_here() {
+  std::vector<SimdTarget> out;
+  for (SimdTarget t : {SimdTarget::Avx512, SimdTarget::Avx2, SimdTarget::Scalar}) {
+    try {
+      require_simd(t);
+      out.push_back(t);
+    } catch (const Error&) {
+    }
+  }
+  return out;
+}
 
 }  // namespace kvp::test
