@@ -96,12 +96,19 @@ HWY_INLINE void DirectRowGroups(const float* x, const float* xt, size_t M, const
 template <typename WT>
 void MatmulDirectT(const float* x, size_t M, const WT* W, size_t K, size_t N, size_t n0, size_t n1, float* y) {
   const size_t nv = K / kLanes, tail = K % kLanes;
-  std::vector<float> xt(tail > 0 ? M * kLanes : 0);
-  if (tail > 0) FillXTails(x, M, K, nv, tail, xt.data());
+  // Zero-padded K tails of the x rows; null when K has none. Decode-sized M stays off the heap.
+  HWY_ALIGN float xt_small[4 * kLanes];
+  std::vector<float> xt_big;
+  float* xt = nullptr;
+  if (tail > 0) {
+    if (M > 4) xt_big.resize(M * kLanes);
+    xt = M > 4 ? xt_big.data() : xt_small;
+    FillXTails(x, M, K, nv, tail, xt);
+  }
   if (M == 1) {
     // kStreams sequential streams side by side, as the invariant policy's GEMV (and for the same
     // reasons: the hardware prefetchers, and independent chains).
-    const float* xtp = xt.data();
+    const float* xtp = xt;
     ForStreamRows(
         n0, n1,
         [&](const size_t* rows) {
@@ -120,7 +127,7 @@ void MatmulDirectT(const float* x, size_t M, const WT* W, size_t K, size_t N, si
   // A block of W rows small enough to stay in L2 is reused by every group of x rows.
   const size_t block = std::max<size_t>(kDC, (256u << 10) / (K * sizeof(WT)) / kDC * kDC);
   for (size_t nb = n0; nb < n1; nb += block)
-    DirectRowGroups<kDR>(x, xt.data(), M, W, K, N, nb, std::min(n1, nb + block), nv, tail, y);
+    DirectRowGroups<kDR>(x, xt, M, W, K, N, nb, std::min(n1, nb + block), nv, tail, y);
 }
 
 void MatmulDirect(const float* x, size_t M, const void* W, DType wt, size_t K, size_t N, size_t n0, size_t n1,
