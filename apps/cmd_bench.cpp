@@ -16,9 +16,9 @@ namespace kvp::cli {
 void register_bench(CLI::App& app) {
   struct Opts {
     std::string model, synth = "tiny", dtypes = "fp32", kv_dtypes, kernels = "standard", threads = "1", devices = "cpu", simds = "auto";
-    int prompt = 64, decode = 32, cache_off = 64, repeats = 2;
+    int prompt = 64, decode = 32, cache_off = 64, repeats = 2, batch = 1;
     double bandwidth = 0;
-    bool json = false, load = false;
+    bool json = false, load = false, op_times = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
@@ -42,6 +42,10 @@ void register_bench(CLI::App& app) {
           kSimdNames);
   int_at_least(cmd->add_option("--prompt-tokens", o->prompt, "prefill length"), 1);
   int_at_least(cmd->add_option("--decode-tokens", o->decode, "decode steps"), 1);
+  int_at_least(cmd->add_option("--batch-size", o->batch,
+                               "also decode B sequences of --prompt-tokens as one batch (greedy, cache on) and report "
+                               "their decode tokens per second, all sequences together (prefill excluded)"),
+               1);
   int_at_least(cmd->add_option("--cache-off-tokens", o->cache_off, "sequence length of the cache-OFF step"), 1);
   int_at_least(
       cmd->add_option("--repeats", o->repeats,
@@ -52,6 +56,9 @@ void register_bench(CLI::App& app) {
           true, HUGE_VAL, false)
       ->default_str("measured");
   cmd->add_flag("--json", o->json, "print a JSON array instead of the table");
+  cmd->add_flag("--op-times", o->op_times,
+                "cuda: also print the GPU time of each kernel operation per pass (prefill, decode, cache-off), timed "
+                "with events; passes then run without graph replay, so decode tok/s is lower while it is on");
   cmd->add_flag("--load", o->load,
                 "measure instead how long --model takes to load and be ready (weights touched) per --dtype, against "
                 "mapping and touching the file once (page cache warm); best of --repeats")
@@ -61,6 +68,8 @@ void register_bench(CLI::App& app) {
       refuse_unless(cmd, "--kv-dtype", false, "a speed run (no --load)", "loading allocates no KV cache");
       refuse_unless(cmd, "--device", false, "a speed run (no --load)", "loading reads the file into host memory");
       refuse_unless(cmd, "--simd", false, "a speed run (no --load)", "loading runs no kernels");
+      refuse_unless(cmd, "--batch-size", false, "a speed run (no --load)", "loading decodes nothing");
+      refuse_unless(cmd, "--op-times", false, "a speed run (no --load)", "loading runs no kernels");
       std::vector<DType> dtypes;
       for (const auto& d : split_list(o->dtypes)) dtypes.push_back(parse_dtype(d));
       const auto rows = measure_load(o->model, dtypes, o->repeats);
@@ -94,6 +103,8 @@ void register_bench(CLI::App& app) {
     cfg.cache_off_tokens = o->cache_off;
     cfg.repeats = o->repeats;
     cfg.bandwidth_gbs = o->bandwidth;
+    cfg.op_times = o->op_times;
+    cfg.batch = o->batch;
     const Checkpoint ckpt = o->model.empty() ? synthesize_checkpoint(synthetic_config("", o->synth), DType::F16)
                                              : open_checkpoint(o->model);
     const bool tty = isatty(STDERR_FILENO);
@@ -109,6 +120,7 @@ void register_bench(CLI::App& app) {
                         ? "gpu: " + device_description(Device::Cuda) + "\n"
                         : std::string())
                 << bench_table(rows);
+    if (o->op_times) (o->json ? std::cerr : std::cout) << op_times_table();
   });
 }
 

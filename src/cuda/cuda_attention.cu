@@ -11,8 +11,7 @@
 // compute dtype (the CPU standard policy does the same, standard_simd.cpp).
 #include <cmath>
 
-#include "cuda/cuda_common.cuh"
-#include "cuda/cuda_ops.h"
+#include "cuda/cuda_attention_score.cuh"
 
 namespace kvp::cuda {
 namespace {
@@ -21,13 +20,6 @@ constexpr int kTile = 64;        // keys per online-softmax tile
 constexpr int kWarps = 4;        // warps per block
 constexpr int kPerLane = 8;      // head_dim <= 256: dimensions held per lane
 constexpr float kNegInf = -INFINITY;
-
-__device__ __forceinline__ float attn_score(float dot, const AttnShape& s) {
-  float x = round_act(dot, s.act);
-  x = s.score_scale > 0.0f ? round_act(x * s.score_scale, s.act) : round_act(x / s.score_divisor, s.act);
-  if (s.softcap > 0.0f) x = round_act(round_act(tanhf(round_act(x / s.softcap, s.act)), s.act) * s.softcap, s.act);
-  return x;
-}
 
 struct State {
   float m = kNegInf, l = 0.0f;
@@ -78,6 +70,30 @@ __device__ void fold(const float (&q)[kPerLane], const AttnShape& s, const void*
   }
 }
 
+// Eight consecutive elements from index i (a multiple of 8: 16- or 32-byte aligned in a cache).
+template <int KV>
+__device__ __forceinline__ void load8(const void* base, size_t i, float (&out)[8]) {
+  if constexpr (KV == kF32) {
+    const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + i);
+    const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + i + 4);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+  } else {
+    const uint4 r = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(base) + i);
+    const unsigned w[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const unsigned short lo = static_cast<unsigned short>(w[u] & 0xffffu), hi = static_cast<unsigned short>(w[u] >> 16);
+      if constexpr (KV == kF16) {
+        out[2 * u] = __half2float(__ushort_as_half(lo));
+        out[2 * u + 1] = __half2float(__ushort_as_half(hi));
+      } else {
+        out[2 * u] = __bfloat162float(__ushort_as_bfloat16(lo));
+        out[2 * u + 1] = __bfloat162float(__ushort_as_bfloat16(hi));
+      }
+    }
+  }
+}
+
 __device__ __forceinline__ int first_key(const AttnShape& s, int pos) {
   return s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
 }
@@ -119,11 +135,15 @@ __global__ void prefill_kernel(const AttnDesc* descs, AttnShape s) {
 }
 
 // Partial state of (slice, head, split) at parts[(part0 + h*n_splits + c) * (hd + 2)]: m, l, acc.
+// The split's keys go 32 at a time, one per lane: each lane sums its key's whole dot product (its
+// loads independent of the other lanes', so a warp has 32 rows in flight instead of one), the
+// chunk's max and sum go across the warp, then P.V runs key by key with each lane owning
+// kPerLane consecutive dimensions.
 template <int KV>
 __global__ void decode_split_kernel(const AttnDesc* descs, AttnShape s, float* parts) {
-  __shared__ float scores[kWarps][kTile];
+  __shared__ float q_s[kWarps][kPerLane * 32];
   const AttnDesc d = descs[blockIdx.y];
-  const int warp = threadIdx.x / 32;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int w = blockIdx.x * kWarps + warp;
   if (w >= s.n_heads * d.n_splits) return;
   const int h = w / d.n_splits, c = w % d.n_splits;
@@ -132,24 +152,62 @@ __global__ void decode_split_kernel(const AttnDesc* descs, AttnShape s, float* p
   const int pos = d.start_pos;
   const int js = first_key(s, pos) + c * d.split_len;
   const int je = min(pos + 1, js + d.split_len);
-  float q[kPerLane];
-  load_q(d.q + size_t(h) * hd, hd, q);
+  for (int i = lane; i < hd; i += 32) q_s[warp][i] = d.q[size_t(h) * hd + i];
+  __syncwarp();
+  const float* q = q_s[warp];
   const size_t head_off = size_t(kvh) * d.capacity * hd;
   const void* kb = static_cast<const char*>(d.k) + head_off * (KV == kF32 ? 4 : 2);
   const void* vb = static_cast<const char*>(d.v) + head_off * (KV == kF32 ? 4 : 2);
-  State st;
-  fold<KV>(q, s, kb, vb, js, je, js, scores[warp], st);
-  float* p = parts + size_t(d.part0 + h * d.n_splits + c) * (hd + 2);
-  const int lane = threadIdx.x & 31;
+  const int per = (hd + 31) / 32, d0 = lane * per;  // this lane's dimensions in P.V
+  float m = kNegInf, l = 0.0f;
+  float acc[kPerLane] = {};
+  for (int j0 = js; j0 < je; j0 += 32) {
+    const int j = j0 + lane;
+    float x = kNegInf;
+    if (j < je) {
+      float dot = 0.0f;
+      const size_t row = size_t(j) * hd;
+      if (hd % 8 == 0) {
+        for (int e = 0; e < hd; e += 8) {
+          float k8[8];
+          load8<KV>(kb, row + e, k8);
+#pragma unroll
+          for (int u = 0; u < 8; ++u) dot = fmaf(q[e + u], k8[u], dot);
+        }
+      } else {
+        for (int e = 0; e < hd; ++e) dot = fmaf(q[e], load_as_f32<KV>(kb, row + e), dot);
+      }
+      x = attn_score(dot, s);
+    }
+    float cmax = x;
+    for (int o = 16; o > 0; o >>= 1) cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, o));
+    const float m_new = fmaxf(m, cmax);
+    const float scale = m == kNegInf ? 0.0f : expf(m - m_new);
+    const float p = j < je ? expf(x - m_new) : 0.0f;
+    float psum = p;
+    for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
+    const float pr = round_act(p, s.act);
+#pragma unroll
+    for (int t = 0; t < kPerLane; ++t) acc[t] *= scale;
+    const int n = min(32, je - j0);
+    for (int k = 0; k < n; ++k) {
+      const float pk = __shfl_sync(0xffffffffu, pr, k);
+      const size_t row = size_t(j0 + k) * hd;
+#pragma unroll
+      for (int t = 0; t < kPerLane; ++t)
+        if (t < per && d0 + t < hd) acc[t] = fmaf(pk, load_as_f32<KV>(vb, row + d0 + t), acc[t]);
+    }
+    l = l * scale + psum;
+    m = m_new;
+  }
+  float* out = parts + size_t(d.part0 + h * d.n_splits + c) * (hd + 2);
   if (lane == 0) {
-    p[0] = st.m;
-    p[1] = st.l;
+    out[0] = m;
+    out[1] = l;
   }
 #pragma unroll
-  for (int t = 0; t < kPerLane; ++t) {
-    const int dd = lane + 32 * t;
-    if (dd < hd) p[2 + dd] = st.acc[t];
-  }
+  for (int t = 0; t < kPerLane; ++t)
+    if (t < per && d0 + t < hd) out[2 + d0 + t] = acc[t];
 }
 
 // One warp per (slice, head): the splits rescaled to their common max and added in split order.
@@ -184,6 +242,7 @@ __global__ void decode_merge_kernel(const AttnDesc* descs, AttnShape s, const fl
 }  // namespace
 
 void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
+  if (launch_attention_prefill_mma(descs, n, max_rows, s)) return;
   const unsigned warps = unsigned(max_rows) * unsigned(s.n_heads);
   const dim3 grid((warps + kWarps - 1) / kWarps, unsigned(n));
   if (s.kv_store == kF32) prefill_kernel<kF32><<<grid, kWarps * 32, 0, stream()>>>(descs, s);

@@ -12,6 +12,14 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
+// A fused rounding point's NaN/Inf report (as round_check_kernel's): the smallest flat index wins.
+__device__ __forceinline__ void note(const NonFiniteSlot& c, size_t i, float v) {
+  if (c.hits == nullptr || isfinite(v)) return;
+  const unsigned long long kind = isnan(v) ? 0ull : (v > 0.0f ? 1ull : 2ull);
+  atomicMin(c.hits + c.slot, (static_cast<unsigned long long>(i) << 2) | kind);
+  *c.any = 1;
+}
+
 #define KVP_GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
 
@@ -30,7 +38,7 @@ __global__ void add_bias_kernel(float* y, int M, int N, const float* b) {
 // One block per (row, head), one thread per rotated pair: every term is read before any is
 // written, so pairs read from adjacent slots can be written to the halves in place.
 __global__ void rope_kernel(float* x, int n_heads, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                            int act, int adjacent) {
+                            int act, int adjacent, NonFiniteSlot chk) {
   const int row = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
   const int half = hd / 2, i = threadIdx.x;
   float* v = x + (size_t(row) * n_heads + head) * hd;
@@ -49,10 +57,13 @@ __global__ void rope_kernel(float* x, int n_heads, int hd, const int* pos, const
   if (i < half) {
     v[i] = o0;
     v[i + half] = o1;
+    const size_t base = (size_t(row) * n_heads + head) * hd;
+    note(chk, base + i, o0);
+    note(chk, base + i + half, o1);
   }
 }
 
-__global__ void gated_kernel(float* gate, const float* up, size_t n, int act, int gelu) {
+__global__ void gated_kernel(float* gate, const float* up, size_t n, int act, int gelu, NonFiniteSlot chk) {
   // PyTorch's GeluKernel (approximate="tanh"): kBeta = sqrt(2) * (2/sqrt(pi)) * 0.5.
   const float kBeta = float(1.4142135623730950488 * 1.1283791670955125739 * 0.5);
   const float kKappa = 0.044715f;
@@ -65,7 +76,9 @@ __global__ void gated_kernel(float* gate, const float* up, size_t n, int act, in
     } else {
       a = g / (1.0f + expf(-g));
     }
-    gate[i] = round_act(round_act(a, act) * up[i], act);
+    const float r = round_act(round_act(a, act) * up[i], act);
+    gate[i] = r;
+    note(chk, i, r);
   }
 }
 
@@ -77,8 +90,12 @@ __global__ void scale_kernel(float* x, size_t n, float s, int act) {
   KVP_GRID_STRIDE(i, n) x[i] = round_act(x[i] * s, act);
 }
 
-__global__ void add_kernel(float* x, const float* y, size_t n, int act) {
-  KVP_GRID_STRIDE(i, n) x[i] = round_act(x[i] + y[i], act);
+__global__ void add_kernel(float* x, const float* y, size_t n, int act, NonFiniteSlot chk) {
+  KVP_GRID_STRIDE(i, n) {
+    const float r = round_act(x[i] + y[i], act);
+    x[i] = r;
+    note(chk, i, r);
+  }
 }
 
 template <int S>
@@ -86,21 +103,33 @@ __global__ void to_storage_kernel(const float* x, size_t n, void* dst) {
   KVP_GRID_STRIDE(i, n) store_from_f32<S>(dst, i, x[i]);
 }
 
-__global__ void round_check_kernel(float* x, size_t n, int act, unsigned long long* hits, int slot, int* any) {
+// Four values per thread where x is 16-byte aligned (activation rows are), one at a time else.
+__global__ void round_check_kernel(float* x, size_t n, int act, NonFiniteSlot chk) {
+  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    float4* x4 = reinterpret_cast<float4*>(x);
+    KVP_GRID_STRIDE(i, n / 4) {
+      float4 v = x4[i];
+      v.x = round_act(v.x, act), v.y = round_act(v.y, act), v.z = round_act(v.z, act), v.w = round_act(v.w, act);
+      x4[i] = v;
+      note(chk, 4 * i, v.x), note(chk, 4 * i + 1, v.y), note(chk, 4 * i + 2, v.z), note(chk, 4 * i + 3, v.w);
+    }
+    for (size_t i = n / 4 * 4 + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+      x[i] = round_act(x[i], act);
+      note(chk, i, x[i]);
+    }
+    return;
+  }
   KVP_GRID_STRIDE(i, n) {
     const float v = round_act(x[i], act);
     x[i] = v;
-    if (!isfinite(v)) {
-      const unsigned long long kind = isnan(v) ? 0ull : (v > 0.0f ? 1ull : 2ull);
-      atomicMin(hits + slot, (static_cast<unsigned long long>(i) << 2) | kind);
-      *any = 1;
-    }
+    note(chk, i, v);
   }
 }
 
 // One block per row: each thread sums the squares of a strided share, then a fixed tree across
 // the block (warp shuffles, then the warps' sums in order).
-__global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y) {
+__global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y,
+                               NonFiniteSlot chk) {
   const float* xr = x + size_t(blockIdx.x) * dim;
   float* yr = y + size_t(blockIdx.x) * dim;
   float ss = 0.0f;
@@ -119,10 +148,9 @@ __global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float ep
   __syncthreads();
   const float inv = inv_s;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    if (fp32_gain)
-      yr[i] = round_act((xr[i] * inv) * w[i], act);
-    else
-      yr[i] = round_act(w[i] * round_act(xr[i] * inv, act), act);
+    const float r = fp32_gain ? round_act((xr[i] * inv) * w[i], act) : round_act(w[i] * round_act(xr[i] * inv, act), act);
+    yr[i] = r;
+    note(chk, size_t(blockIdx.x) * dim + i, r);
   }
 }
 
@@ -155,15 +183,15 @@ void launch_add_bias(float* y, int M, int N, const float* b) {
 }
 
 void launch_rope(float* x, int M, int n_heads, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs) {
+                 int act, bool adjacent_pairs, NonFiniteSlot chk) {
   const unsigned threads = unsigned((hd / 2 + 31) / 32 * 32);
   rope_kernel<<<unsigned(M * n_heads), threads, 0, stream()>>>(x, n_heads, hd, pos, cos_t, sin_t, act,
-                                                              adjacent_pairs ? 1 : 0);
+                                                              adjacent_pairs ? 1 : 0, chk);
   after_launch("rope");
 }
 
-void launch_gated(float* gate, const float* up, size_t n, int act, bool gelu) {
-  gated_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(gate, up, n, act, gelu ? 1 : 0);
+void launch_gated(float* gate, const float* up, size_t n, int act, bool gelu, NonFiniteSlot chk) {
+  gated_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(gate, up, n, act, gelu ? 1 : 0, chk);
   after_launch("gated activation");
 }
 
@@ -177,8 +205,8 @@ void launch_scale(float* x, size_t n, float s, int act) {
   after_launch("scale");
 }
 
-void launch_add(float* x, const float* y, size_t n, int act) {
-  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, y, n, act);
+void launch_add(float* x, const float* y, size_t n, int act, NonFiniteSlot chk) {
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, y, n, act, chk);
   after_launch("add");
 }
 
@@ -190,14 +218,15 @@ void launch_to_storage(const float* x, size_t n, void* dst, int store) {
   after_launch("convert");
 }
 
-void launch_round_check(float* x, size_t n, int act, unsigned long long* hits, int slot, int* any) {
-  round_check_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, n, act, hits, slot, any);
+void launch_round_check(float* x, size_t n, int act, NonFiniteSlot chk) {
+  round_check_kernel<<<blocks_for((n + 3) / 4, kThreads), kThreads, 0, stream()>>>(x, n, act, chk);
   after_launch("round");
 }
 
-void launch_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain, float* y) {
+void launch_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain, float* y,
+                    NonFiniteSlot chk) {
   const unsigned threads = dim >= 1024 ? 1024u : unsigned((dim + 31) / 32 * 32);
-  rmsnorm_kernel<<<unsigned(M), threads, 0, stream()>>>(x, dim, w, eps, act, fp32_gain ? 1 : 0, y);
+  rmsnorm_kernel<<<unsigned(M), threads, 0, stream()>>>(x, dim, w, eps, act, fp32_gain ? 1 : 0, y, chk);
   after_launch("rmsnorm");
 }
 

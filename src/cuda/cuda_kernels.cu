@@ -6,7 +6,9 @@
 // Weights are uploaded once, on first use, in the dtype the model holds them in (the compute
 // dtype; quantised matrices as their exact fp32 values, as the CPU computes with them). Small
 // per-call data (token ids, positions, per-sequence descriptors) goes through a pinned staging
-// ring, so a pass never waits for the GPU until its logits are copied back.
+// ring, so a pass never waits for the GPU until its logits are copied back. Every launch goes
+// through PassGraphs (cuda_pass_graphs.cuh) with the signature of its arguments, so that a pass
+// identical to an earlier one (a decode step) is replayed as a CUDA graph.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -15,7 +17,9 @@
 #include <vector>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_op_timer.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_pass_graphs.cuh"
 #include "cuda/cuda_runtime_api.h"
 
 namespace kvp::cuda {
@@ -52,6 +56,12 @@ struct Block {
   }
 };
 
+// Launch kinds, the first word of a launch's signature.
+enum Launch : uint64_t {
+  kGemm = 1, kConvert, kMemset, kUpload, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
+  kScale, kAdd, kKvWrite, kRound
+};
+
 struct Weight {
   Block mem;
   int store = kF32;
@@ -59,12 +69,15 @@ struct Weight {
 
 class CudaKernels final : public Kernels {
  public:
-  CudaKernels() {
+  CudaKernels() : graphs_(stream()) {
     cublas_check(cublasCreate(&blas_), "cublasCreate");
     cublas_check(cublasSetStream(blas_, stream()), "cublasSetStream");
     // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it never is).
     cublas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    // A workspace of our own: cuBLAS must not allocate while a graph is being captured.
+    cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
     KVP_CUDA_CHECK(cudaMallocHost(&flag_host_, sizeof(int)));
+    graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
   }
   ~CudaKernels() override {
     cudaStreamSynchronize(stream());
@@ -77,30 +90,49 @@ class CudaKernels final : public Kernels {
   Device device() const override { return Device::Cuda; }
 
   void matmul(const float* x, int M, const TensorView& W, float* y) override {
+    OpSpan span("matmul");
+    release_held();
     const int N = int(W.rows()), K = int(W.cols());
     if (M <= 0 || N <= 0) return;
     if (K == 0) {
-      KVP_CUDA_CHECK(cudaMemsetAsync(y, 0, size_t(M) * N * sizeof(float), stream()));
+      const size_t bytes = size_t(M) * N * sizeof(float);
+      wrote(y, size_t(M) * N);
+      graphs_.submit(signature(kMemset, y, bytes),
+                     [=] { KVP_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, stream())); });
       return;
     }
     const Weight& w = weight(W);
     const void* xa = x;
     if (w.store != kF32) {
       // Activations hold values of the compute dtype in fp32 storage: the conversion is exact.
-      void* xs = xconv_.ensure(size_t(M) * K * 2);
-      launch_to_storage(x, size_t(M) * K, xs, w.store);
-      xa = xs;
+      // q/k/v (and gate/up) read one input: converted once while nothing writes it.
+      const size_t n = size_t(M) * K;
+      if (conv_.x != x || conv_.n != n || conv_.store != w.store) {
+        void* xs = grow(xconv_, n * 2);
+        const int store = w.store;
+        graphs_.submit(signature(kConvert, x, n, xs, store), [=] { launch_to_storage(x, n, xs, store); });
+        conv_ = Converted{x, n, store};
+      }
+      xa = xconv_.p;
     }
-    const float one = 1.0f, zero = 0.0f;
+    wrote(y, size_t(M) * N);
+    const void* wp = w.mem.p;
+    const cudaDataType t = cuda_type(w.store);
+    cublasHandle_t blas = blas_;
     // Row-major y[M, N] = x[M, K] W[N, K]^T is column-major y^T[N, M] = W^T x^T.
-    cublas_check(cublasGemmEx(blas_, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, w.mem.p, cuda_type(w.store), K, xa,
-                              cuda_type(w.store), K, &zero, y, CUDA_R_32F, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                 "cublasGemmEx");
+    graphs_.submit(signature(kGemm, wp, xa, y, M, N, K, t), [=] {
+      const float one = 1.0f, zero = 0.0f;
+      cublas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, wp, t, K, xa, t, K, &zero, y, CUDA_R_32F,
+                                N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+    });
   }
 
   void attention(const AttentionParams& p) override { attention_batch(&p, 1); }
 
   void attention_batch(const AttentionParams* p, int n) override {
+    OpSpan span("attention");
+    release_held();
     if (n <= 0) return;
     const AttentionParams& a = p[0];
     if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 || a.head_dim <= 0)
@@ -110,9 +142,12 @@ class CudaKernels final : public Kernels {
       fail_input("attention on CUDA: head_dim " + std::to_string(a.head_dim) + " is above the supported 256");
     AttnShape s{a.n_heads, a.n_kv_heads, a.head_dim, a.score_divisor, a.score_scale, a.softcap, a.sliding_window,
                 store_of(a.act), kv_store(a.kv)};
+    for (int i = 0; i < n; ++i) wrote(p[i].out, size_t(p[i].n_rows) * p[i].n_heads * p[i].head_dim);
     std::vector<AttnDesc> prefill, decode;
-    int max_rows = 0, max_splits = 0, parts = 0;
-    // Enough (head, split) warps to give every multiprocessor a few, however many sequences.
+    int max_rows = 0;
+    // Enough (head, split) warps to give every multiprocessor a few, however many sequences. The
+    // launch is always shaped for want_splits (warps beyond a slice's splits return at once), so
+    // that consecutive decode steps launch the same grid and replay as one graph.
     const int decoders = int(std::count_if(p, p + n, [](const AttentionParams& x) { return x.n_rows == 1; }));
     const int want_splits = std::max(1, 8 * sm_count() / std::max(1, decoders * a.n_heads));
     for (int i = 0; i < n; ++i) {
@@ -131,68 +166,111 @@ class CudaKernels final : public Kernels {
       const int splits = std::clamp((keys + 63) / 64, 1, want_splits);
       d.split_len = (keys + splits - 1) / splits;
       d.n_splits = (keys + d.split_len - 1) / d.split_len;
-      d.part0 = parts;
-      parts += x.n_heads * d.n_splits;
-      max_splits = std::max(max_splits, d.n_splits);
+      d.part0 = int(decode.size()) * x.n_heads * want_splits;
       decode.push_back(d);
     }
-    if (!prefill.empty())
-      launch_attention_prefill(upload(prefill.data(), prefill.size()), int(prefill.size()), max_rows, s);
+    if (!prefill.empty()) {
+      const AttnDesc* descs = upload(kAttnPrefillDescs, prefill.data(), prefill.size());
+      const int np = int(prefill.size());
+      graphs_.submit(signature(kPrefill, descs, np, max_rows, s),
+                     [=] { launch_attention_prefill(descs, np, max_rows, s); });
+    }
     if (!decode.empty()) {
-      auto* part_mem = static_cast<float*>(parts_.ensure(size_t(parts) * (a.head_dim + 2) * sizeof(float)));
-      launch_attention_decode(upload(decode.data(), decode.size()), int(decode.size()), max_splits, s, part_mem);
+      const size_t part_floats = decode.size() * size_t(a.n_heads) * want_splits * (a.head_dim + 2);
+      auto* part_mem = static_cast<float*>(grow(parts_, part_floats * sizeof(float)));
+      const AttnDesc* descs = upload(kAttnDecodeDescs, decode.data(), decode.size());
+      const int nd = int(decode.size());
+      graphs_.submit(signature(kDecode, descs, nd, want_splits, s, part_mem),
+                     [=] { launch_attention_decode(descs, nd, want_splits, s, part_mem); });
     }
   }
 
   void rmsnorm(const float* x, int M, int dim, const float* w, float eps, DType act, float* y) override {
-    if (M > 0) launch_rmsnorm(x, M, dim, gains(w, dim), eps, store_of(act), false, y);
+    norm(x, M, dim, w, eps, act, false, y);
   }
   void rmsnorm_fp32_gain(const float* x, int M, int dim, const float* g, float eps, DType act, float* y) override {
-    if (M > 0) launch_rmsnorm(x, M, dim, gains(g, dim), eps, store_of(act), true, y);
+    norm(x, M, dim, g, eps, act, true, y);
   }
 
   void embed(const TensorView& table, const int* tokens, int M, float* x) override {
+    OpSpan span("embed");
+    release_held();
     const Weight& w = weight(table);
-    launch_embed(w.mem.p, w.store, upload(tokens, size_t(M)), M, int(table.cols()), x);
+    const void* tp = w.mem.p;
+    const int store = w.store, dim = int(table.cols());
+    wrote(x, size_t(M) * dim);
+    const int* ids = upload(kTokenIds, tokens, size_t(M));
+    graphs_.submit(signature(kEmbed, tp, store, ids, M, dim, x), [=] { launch_embed(tp, store, ids, M, dim, x); });
   }
 
   void add_bias(float* y, int M, const TensorView& b) override {
+    OpSpan span("add_bias");
+    release_held();
     const Weight& w = weight(b);
     if (w.store != kF32) fail_input("bias '" + b.name + "' is not stored as fp32");
-    launch_add_bias(y, M, int(b.numel()), static_cast<const float*>(w.mem.p));
+    const auto* bp = static_cast<const float*>(w.mem.p);
+    const int N = int(b.numel());
+    wrote(y, size_t(M) * N);
+    graphs_.submit(signature(kBias, y, M, N, bp), [=] { launch_add_bias(y, M, N, bp); });
   }
 
   void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
             RopePairs pairs) override {
+    OpSpan span("rope");
+    release_held();
     if (M <= 0) return;
     const int max_pos = *std::max_element(row_pos, row_pos + M);
-    ensure_rope(table, max_pos + 1);
-    const int half = table.head_dim() / 2;
-    auto* cs = static_cast<const float*>(rope_mem_.p);
-    launch_rope(x, M, n_heads, table.head_dim(), upload(row_pos, size_t(M)), cs, cs + size_t(rope_rows_) * half,
-                store_of(act), pairs == RopePairs::AdjacentPairs);
+    if (max_pos >= table.max_positions())
+      fail_input("RoPE position " + std::to_string(max_pos) + " beyond the model's context " +
+                 std::to_string(table.max_positions()));
+    ensure_rope(table);
+    const int half = table.head_dim() / 2, hd = table.head_dim(), a = store_of(act);
+    const bool adjacent = pairs == RopePairs::AdjacentPairs;
+    const float* cs = static_cast<const float*>(rope_mem_.p);
+    const float* sn = cs + size_t(table.max_positions()) * half;
+    const int* pos = upload(kPositions, row_pos, size_t(M));
+    const size_t n = size_t(M) * n_heads * hd;
+    wrote(x, n);
+    hold(x, n, a, signature(kRope, x, M, n_heads, hd, pos, cs, sn, a, adjacent),
+         [=](NonFiniteSlot c) { launch_rope(x, M, n_heads, hd, pos, cs, sn, a, adjacent, c); });
   }
 
-  void silu_mul(float* gate, const float* up, size_t n, DType act) override {
-    if (n) launch_gated(gate, up, n, store_of(act), false);
-  }
-  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override {
-    if (n) launch_gated(gate, up, n, store_of(act), true);
-  }
+  void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, false); }
+  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, true); }
   void softcap(float* x, size_t n, float cap, DType act) override {
-    if (n) launch_softcap(x, n, cap, store_of(act));
+    OpSpan span("softcap");
+    release_held();
+    const int a = store_of(act);
+    wrote(x, n);
+    if (n) graphs_.submit(signature(kSoftcap, x, n, cap, a), [=] { launch_softcap(x, n, cap, a); });
   }
   void scale(float* x, size_t n, float s, DType act) override {
-    if (n) launch_scale(x, n, round_to(act, s), store_of(act));
+    OpSpan span("scale");
+    release_held();
+    const int a = store_of(act);
+    const float sr = round_to(act, s);
+    wrote(x, n);
+    if (n) graphs_.submit(signature(kScale, x, n, sr, a), [=] { launch_scale(x, n, sr, a); });
   }
   void add(float* x, const float* y, size_t n, DType act) override {
-    if (n) launch_add(x, y, n, store_of(act));
+    OpSpan span("add");
+    const int a = store_of(act);
+    wrote(x, n);
+    if (n) hold(x, n, a, signature(kAdd, x, y, n, a), [=](NonFiniteSlot c) { launch_add(x, y, n, a, c); });
   }
   void copy(float* dst, const float* src, size_t n) override {
-    if (n) KVP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
+    OpSpan span("copy");
+    release_held();
+    wrote(dst, n);
+    if (n)
+      graphs_.submit(signature(kCopy, dst, src, n), [=] {
+        KVP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
+      });
   }
 
   void kv_write(const KvWrite* w, int n) override {
+    OpSpan span("kv_write");
+    release_held();
     if (n <= 0) return;
     std::vector<KvWriteDesc> d;
     int max_rows = 0;
@@ -202,21 +280,40 @@ class CudaKernels final : public Kernels {
       max_rows = std::max(max_rows, w[i].n_rows);
     }
     if (d.empty()) return;
-    launch_kv_write(upload(d.data(), d.size()), int(d.size()), max_rows, w[0].n_kv_heads, w[0].head_dim,
-                    kv_store(w[0].kv));
+    const KvWriteDesc* descs = upload(kKvDescs, d.data(), d.size());
+    const int nd = int(d.size()), heads = w[0].n_kv_heads, hd = w[0].head_dim, store = kv_store(w[0].kv);
+    graphs_.submit(signature(kKvWrite, descs, nd, max_rows, heads, hd, store),
+                   [=] { launch_kv_write(descs, nd, max_rows, heads, hd, store); });
   }
 
   long round_check(DType t, float* x, size_t n, int slot) override {
+    OpSpan span("round_check");
     if (n == 0) return -1;
-    if (size_t(slot) >= hit_slots_) grow_hits(size_t(slot) + 1);
+    if (size_t(slot) >= hit_slots_) {
+      release_held();
+      grow_hits(size_t(slot) + 1);
+    }
     max_slot_ = std::max(max_slot_, slot);
     auto* hits = static_cast<unsigned long long*>(hits_.p);
-    launch_round_check(x, n, store_of(t), hits, slot, reinterpret_cast<int*>(hits + hit_slots_));
+    const NonFiniteSlot chk{hits, slot, reinterpret_cast<int*>(hits + hit_slots_)};
+    const int a = store_of(t);
+    wrote(x, n);
+    if (held_.launch && held_.out == x && held_.n == n && held_.act == a) {
+      // The held operation already rounded its output to `a`: it becomes this rounding point.
+      auto f = std::move(held_.launch);
+      held_.launch = nullptr;
+      graphs_.submit(PassGraphs::mix(held_.sig, signature(kRound, chk)), [f = std::move(f), chk] { f(chk); });
+      return -1;
+    }
+    release_held();
+    graphs_.submit(signature(kRound, x, n, a, chk), [=] { launch_round_check(x, n, a, chk); });
     return -1;
   }
 
   std::vector<NonFiniteHit> pending_nonfinite() override {
     std::vector<NonFiniteHit> out;
+    release_held();
+    end_collecting(false);
     if (hits_.p == nullptr) return out;
     auto* hits = static_cast<unsigned long long*>(hits_.p);
     KVP_CUDA_CHECK(cudaMemcpyAsync(flag_host_, hits + hit_slots_, sizeof(int), cudaMemcpyDeviceToHost, stream()));
@@ -234,17 +331,104 @@ class CudaKernels final : public Kernels {
     return out;
   }
 
+  void begin_pass() override {
+    release_held();
+    if (ring_off_ != 0) {  // uploads of a pass that never waited: let them land before reuse
+      KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+      ring_off_ = 0;
+    }
+    uploads_.clear();
+    staged_end_ = 0;
+    graphs_.begin_pass();
+  }
+
   void to_host(void* host_dst, const void* src, size_t bytes) override {
+    release_held();
+    end_collecting(false);
     KVP_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     ring_off_ = 0;  // every upload queued so far has been consumed
+    uploads_.clear();
   }
   void to_device(void* dst, const void* host_src, size_t bytes) override {
+    release_held();
+    wrote(dst, bytes / sizeof(float));
+    end_collecting(false);
     KVP_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()));
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
   }
 
  private:
+  static constexpr size_t kBlasWorkspace = size_t(32) << 20;
+
+  // A buffer of at least n bytes. Growing frees the old one, which launches collected but not yet
+  // run may name: they run first.
+  void* grow(Block& b, size_t n) {
+    if (n > b.bytes) {
+      end_collecting(true);
+      if (&b == &xconv_) conv_ = Converted{};
+    }
+    return b.ensure(n);
+  }
+
+  void norm(const float* x, int M, int dim, const float* w, float eps, DType act, bool fp32_gain, float* y) {
+    OpSpan span("rmsnorm");
+    release_held();
+    if (M <= 0) return;
+    const float* g = gains(w, dim);
+    const int a = store_of(act);
+    wrote(y, size_t(M) * dim);
+    hold(y, size_t(M) * dim, a, signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y),
+         [=](NonFiniteSlot c) { launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c); });
+  }
+
+  void gated(float* gate, const float* up, size_t n, DType act, bool gelu) {
+    OpSpan span("gated_act");
+    release_held();
+    const int a = store_of(act);
+    wrote(gate, n);
+    if (n)
+      hold(gate, n, a, signature(kGated, gate, up, n, a, gelu),
+           [=](NonFiniteSlot c) { launch_gated(gate, up, n, a, gelu, c); });
+  }
+
+  // The last element-wise operation that rounds its own output, held back one call: when the
+  // next call is the rounding point of that output, one kernel does both (launches halve on a
+  // decode step). Any other call launches it first, as it was. Not while timing operations.
+  struct Held {
+    std::function<void(NonFiniteSlot)> launch;
+    const float* out = nullptr;
+    size_t n = 0;
+    int act = 0;
+    uint64_t sig = 0;
+  };
+  void hold(const float* out, size_t n, int act, uint64_t sig, std::function<void(NonFiniteSlot)> f) {
+    release_held();
+    if (op_timing_on()) {
+      graphs_.submit(sig, [f = std::move(f)] { f(NonFiniteSlot{}); });
+      return;
+    }
+    held_ = Held{std::move(f), out, n, act, sig};
+  }
+  void release_held() {
+    if (!held_.launch) return;
+    auto f = std::move(held_.launch);
+    held_.launch = nullptr;
+    graphs_.submit(held_.sig, [f = std::move(f)] { f(NonFiniteSlot{}); });
+  }
+
+  // The fp16/bf16 copy of a matmul input in xconv_, valid until something writes the input.
+  struct Converted {
+    const float* x = nullptr;
+    size_t n = 0;
+    int store = -1;
+  };
+  void wrote(const void* p, size_t n_floats) {
+    const auto* b = static_cast<const char*>(p);
+    const auto* c = reinterpret_cast<const char*>(conv_.x);
+    if (conv_.x != nullptr && b < c + conv_.n * sizeof(float) && c < b + n_floats * sizeof(float)) conv_ = Converted{};
+  }
+
   static int kv_store(const KvType& kv) {
     if (!kv.is_dtype())
       fail_input("--kv-dtype " + kv.name() +
@@ -282,14 +466,37 @@ class CudaKernels final : public Kernels {
     return static_cast<const float*>(it->second.mem.p);
   }
 
+  // What an upload holds: equal bytes are shared only between uploads of one kind, so that which
+  // uploads are shared does not depend on the values (a token id equal to a position).
+  enum UploadKind { kTokenIds, kPositions, kKvDescs, kAttnPrefillDescs, kAttnDecodeDescs };
+
+  // Ends collection (flush: mid-pass, the rest runs eagerly). The uploads staged while collecting
+  // go to the GPU as one copy ahead of every collected launch.
+  void end_collecting(bool flush) {
+    if (graphs_.collecting() && staged_end_ > 0) {
+      void* d = ring_dev_.p;
+      const void* h = ring_host_;
+      const size_t nb = staged_end_;
+      graphs_.prepend(signature(kUpload, d, h, nb),
+                      [=] { KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, nb, cudaMemcpyHostToDevice, stream())); });
+    }
+    staged_end_ = 0;
+    if (flush)
+      graphs_.flush();
+    else
+      graphs_.end_pass();
+  }
+
   // Small host data for the next kernels: copied into the pinned ring and queued for upload. A
   // full ring waits for the GPU once, then starts over.
   template <typename T>
-  const T* upload(const T* host, size_t n) {
+  const T* upload(UploadKind kind, const T* host, size_t n) {
     const size_t bytes = (n * sizeof(T) + 255) / 256 * 256;
     if (ring_off_ + bytes > ring_bytes_) {
+      end_collecting(true);  // collected launches read the ring as it is now
       KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
       ring_off_ = 0;
+      uploads_.clear();
       if (bytes > ring_bytes_) {
         const size_t cap = std::max(bytes, size_t(4) << 20);
         if (ring_host_ != nullptr) cudaFreeHost(ring_host_);
@@ -299,37 +506,47 @@ class CudaKernels final : public Kernels {
         ring_bytes_ = cap;
       }
     }
+    // The same bytes uploaded earlier in this pass (every layer's positions and descriptors).
+    for (const Staged& u : uploads_)
+      if (u.kind == kind && u.bytes == n * sizeof(T) && std::memcmp(static_cast<char*>(ring_host_) + u.off, host, u.bytes) == 0)
+        return reinterpret_cast<const T*>(static_cast<char*>(ring_dev_.p) + u.off);
     char* h = static_cast<char*>(ring_host_) + ring_off_;
     char* d = static_cast<char*>(ring_dev_.p) + ring_off_;
     std::memcpy(h, host, n * sizeof(T));
-    KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, n * sizeof(T), cudaMemcpyHostToDevice, stream()));
+    uploads_.push_back(Staged{kind, ring_off_, n * sizeof(T)});
+    // Collecting: staged, copied with the rest of the pass's uploads (end_collecting); a replayed
+    // graph copies from the same pinned bytes, which then hold that pass's values.
+    const size_t nb = n * sizeof(T);
+    if (graphs_.collecting())
+      staged_end_ = ring_off_ + nb;
+    else
+      KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, nb, cudaMemcpyHostToDevice, stream()));
     ring_off_ += bytes;
     return reinterpret_cast<const T*>(d);
   }
 
-  // cos/sin rows [0, rows) of the model's table (computed on the host, where the CPU reads them).
-  void ensure_rope(const RopeTable& table, int rows) {
-    if (&table == rope_table_ && rows <= rope_rows_) return;
-    if (rows > table.max_positions())
-      fail_input("RoPE position " + std::to_string(rows - 1) + " beyond the model's context " +
-                 std::to_string(table.max_positions()));
-    const int n = std::min(table.max_positions(), std::max({rows, 2 * rope_rows_, 256}));
+  // The model's whole cos/sin table (computed on the host, where the CPU reads it), uploaded once:
+  // no pass ever waits to extend it.
+  void ensure_rope(const RopeTable& table) {
+    if (&table == rope_table_) return;
+    const int n = table.max_positions();
     const size_t half = size_t(table.head_dim() / 2);
     std::vector<float> cs(2 * size_t(n) * half);
     for (int pos = 0; pos < n; ++pos) {
       std::memcpy(cs.data() + size_t(pos) * half, table.cos_row(pos), half * sizeof(float));
       std::memcpy(cs.data() + (size_t(n) + pos) * half, table.sin_row(pos), half * sizeof(float));
     }
+    end_collecting(true);
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     rope_mem_.ensure(cs.size() * sizeof(float));
     kvp::cuda::to_device(rope_mem_.p, cs.data(), cs.size() * sizeof(float));
     rope_table_ = &table;
-    rope_rows_ = n;
   }
 
   // hits_: one 64-bit slot per rounding point, then the "any" flag.
   void grow_hits(size_t slots) {
     const size_t n = std::max(slots, size_t(4096));
+    end_collecting(true);
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     std::vector<unsigned long long> old(hit_slots_ + (hit_slots_ ? 1 : 0));
     if (!old.empty()) KVP_CUDA_CHECK(cudaMemcpy(old.data(), hits_.p, old.size() * 8, cudaMemcpyDeviceToHost));
@@ -349,14 +566,22 @@ class CudaKernels final : public Kernels {
 
   cublasHandle_t blas_ = nullptr;
   std::unordered_map<const void*, Weight> weights_;
-  Block xconv_, parts_, rope_mem_, hits_, ring_dev_;
+  Block workspace_, xconv_, parts_, rope_mem_, hits_, ring_dev_;
   void* ring_host_ = nullptr;
   size_t ring_bytes_ = 0, ring_off_ = 0;
+  struct Staged {
+    UploadKind kind;
+    size_t off, bytes;  // in the ring
+  };
+  std::vector<Staged> uploads_;  // since the ring restarted
+  size_t staged_end_ = 0;        // ring bytes [0, staged_end_) not yet copied (collecting)
+  Held held_;
+  Converted conv_;
   int* flag_host_ = nullptr;
   const RopeTable* rope_table_ = nullptr;
-  int rope_rows_ = 0;
   size_t hit_slots_ = 0;
   int max_slot_ = 0;
+  PassGraphs graphs_;  // last: destroyed first, while the stream and buffers are still there
 };
 
 }  // namespace

@@ -9,26 +9,35 @@
 
 namespace kvp::cuda {
 
+// Where a rounding point reports its first NaN/Inf (launch_round_check). An operation that rounds
+// its own output can take one and be that rounding point too (hits == nullptr: no check).
+struct NonFiniteSlot {
+  unsigned long long* hits = nullptr;
+  int slot = 0;
+  int* any = nullptr;
+};
+
 // x[m] = table row tokens[m] as fp32 (CpuKernels::embed).
 void launch_embed(const void* table, int table_t, const int* tokens, int M, int dim, float* x);
 // y[m, n] += b[n].
 void launch_add_bias(float* y, int M, int N, const float* b);
 // apply_rope: rows x[M, n_heads*hd], row m at position pos[m]; cos/sin tables [positions][hd/2].
 void launch_rope(float* x, int M, int n_heads, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs);
+                 int act, bool adjacent_pairs, NonFiniteSlot chk = {});
 // gate = round(round(act(gate)) * up), act = SiLU or GELU-tanh.
-void launch_gated(float* gate, const float* up, size_t n, int act, bool gelu);
+void launch_gated(float* gate, const float* up, size_t n, int act, bool gelu, NonFiniteSlot chk = {});
 void launch_softcap(float* x, size_t n, float cap, int act);
 // x = round(x * s), s already rounded to act.
 void launch_scale(float* x, size_t n, float s, int act);
-void launch_add(float* x, const float* y, size_t n, int act);
+void launch_add(float* x, const float* y, size_t n, int act, NonFiniteSlot chk = {});
 // dst = x in storage type `store` (values already representable there: an exact conversion).
 void launch_to_storage(const float* x, size_t n, void* dst, int store);
 // Rounds x to act; the first NaN/Inf (smallest index) is recorded in hits[slot] as
 // (index << 2 | kind), kind 0 NaN, 1 +Inf, 2 -Inf, and *any set to 1.
-void launch_round_check(float* x, size_t n, int act, unsigned long long* hits, int slot, int* any);
+void launch_round_check(float* x, size_t n, int act, NonFiniteSlot chk);
 // RMSNorm of M rows (kernels.h): fp32 gain with one rounding when fp32_gain, else HF Llama's two.
-void launch_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain, float* y);
+void launch_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain, float* y,
+                    NonFiniteSlot chk = {});
 
 // One slice of a cache write, as uploaded for launch_kv_write.
 struct KvWriteDesc {
@@ -55,6 +64,9 @@ struct AttnShape {
 };
 // Tiled online-softmax attention of every row of every slice (FlashAttention-2 style).
 void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
+// The same on tensor cores where it applies (fp16/bf16 compute and KV, head_dim 32/64/96/128);
+// false (nothing launched) elsewhere. launch_attention_prefill tries it first.
+bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
 // Split-KV decode (one row per slice): partial states into `parts`, then merged in split order.
 void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts);
 

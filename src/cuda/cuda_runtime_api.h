@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kvp {
 class Kernels;
@@ -28,6 +29,23 @@ size_t peak_allocated();
 void reset_peak_allocated();
 // HBM read bandwidth in bytes/s, streaming `bytes` once per repeat (best of `repeats`).
 double read_bandwidth(size_t bytes, int repeats);
+
+// GPU time per kernel operation (`bench --op-times`): while on, every operation is timed with
+// events and passes are not replayed as graphs. Spans are summed per (phase, operation).
+struct OpTime {
+  std::string phase, op;
+  double ms = 0;
+  long count = 0;
+};
+void set_op_timing(bool on);
+void op_timing_phase(const std::string& phase);
+std::vector<OpTime> op_times();  // by phase, then by time, longest first
+void reset_op_times();
+
+// Replay of repeated passes as CUDA graphs (cuda_pass_graphs.cuh), on by default; read when
+// kernels are made. pass_graph_replays(): passes replayed so far in this process.
+void set_pass_graphs(bool on);
+size_t pass_graph_replays();
 
 // The kernels of `policy` on the GPU (kernels.h). Throws for a policy not available on CUDA.
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy);

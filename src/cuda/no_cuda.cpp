@@ -21,6 +21,12 @@ void to_device(void*, const void*, size_t) { refuse(); }
 size_t peak_allocated() { return 0; }
 void reset_peak_allocated() {}
 double read_bandwidth(size_t, int) { refuse(); }
+void set_op_timing(bool) {}
+void op_timing_phase(const std::string&) {}
+std::vector<OpTime> op_times() { return {}; }
+void reset_op_times() {}
+void set_pass_graphs(bool) {}
+size_t pass_graph_replays() { return 0; }
 std::unique_ptr<Kernels> make_kernels(KernelPolicy) { refuse(); }
 
 }  // namespace kvp::cuda

@@ -130,6 +130,11 @@ class Kernels {
   // reports them as round_check returns).
   virtual std::vector<NonFiniteHit> pending_nonfinite() = 0;
 
+  // --- Passes. ---
+  // The operations from here to the next to_host form one forward pass. A device may collect them
+  // and replay an identical earlier pass as one unit (CUDA graphs); the results are the same.
+  virtual void begin_pass() {}
+
   // --- Memory. ---
   // Blocking copies ordered after the operations queued so far.
   virtual void to_host(void* host_dst, const void* src, size_t bytes) = 0;

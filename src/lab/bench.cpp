@@ -53,6 +53,12 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
   std::vector<int> tokens(static_cast<size_t>(needed));
   for (int i = 0; i < needed; ++i) tokens[size_t(i)] = (c.bos_id >= 0 && i == 0) ? c.bos_id : (i * 7919 + 13) % c.vocab_size;
 
+  if (cfg.op_times) {
+    if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda) == 0)
+      fail_usage("--op-times times the GPU's kernels: it needs --device cuda");
+    cuda::reset_op_times();
+    cuda::set_op_timing(true);
+  }
   std::vector<BenchResult> rows;
   for (DType dt : cfg.dtypes) {
     std::shared_ptr<Model> model = Model::from_checkpoint(ckpt, dt);
@@ -87,7 +93,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       std::unique_ptr<Engine> engine;
       BenchResult r;
       SimdTarget simd = SimdTarget::Auto;
-      double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30;
+      double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30, best_batch = 1e30;
     };
     std::vector<Run> runs;
     const std::vector<KvType> kvs = cfg.kv_types.empty() ? std::vector<KvType>{KvType::of(dt)} : cfg.kv_types;
@@ -130,6 +136,9 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     // do: copying [M, vocab] fp32 logits back would time the PCIe link, not the pass.
     ForwardOptions fo_last = fo;
     fo_last.all_logits = false;
+    const auto phase = [&](const char* name) {
+      if (cfg.op_times) cuda::op_timing_phase(name);
+    };
     for (int rep = 0; rep < std::max(1, cfg.repeats); ++rep) {
       probe_bandwidth();
       // The order rotates from repeat to repeat: in short runs the slot a configuration runs in
@@ -141,18 +150,38 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         Engine& engine = *run.engine;
         const ForwardOptions& full = run.r.device == "cpu" ? fo : fo_last;
         engine.cache().clear();
+        phase("prefill");
         double t0 = now_s();
         engine.forward(tokens.data(), cfg.prompt_tokens, 0, full);
         run.best_prefill = std::min(run.best_prefill, now_s() - t0);
+        phase("decode");
         t0 = now_s();
         for (int s = 0; s < cfg.decode_tokens; ++s) {
           const int pos = cfg.prompt_tokens + s;
           engine.forward(tokens.data() + pos, 1, pos, fo);
         }
         run.best_decode = std::min(run.best_decode, now_s() - t0);
+        phase("cache-off");
         t0 = now_s();
         engine.forward_uncached(tokens.data(), cfg.cache_off_tokens, full);
         run.best_off = std::min(run.best_off, now_s() - t0);
+        phase("-");
+        if (cfg.batch > 1) {
+          // B prompts (rotations of the bench tokens, so no two are equal). The clock starts
+          // when the last sequence has its first token (the prefills are done).
+          std::vector<std::vector<int>> prompts(size_t(cfg.batch));
+          for (int b = 0; b < cfg.batch; ++b)
+            for (int i = 0; i < cfg.prompt_tokens; ++i)
+              prompts[size_t(b)].push_back(tokens[size_t((i + b) % cfg.prompt_tokens)]);
+          GenerationConfig g;
+          g.stop_at_eos = false;
+          g.max_new_tokens = cfg.decode_tokens + 1;
+          double decode_start = 0;
+          engine.generate_batch(prompts, g, nullptr, [&](int, const StepInfo& st) {
+            if (st.step == 0) decode_start = now_s();
+          });
+          run.best_batch = std::min(run.best_batch, now_s() - decode_start);
+        }
       }
     }
     const HugePageShare huge = huge_page_share(model->weights.matrix_ranges());
@@ -162,6 +191,8 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       r.prefill_tok_s = cfg.prompt_tokens / run.best_prefill;
       r.decode_tok_s = cfg.decode_tokens / run.best_decode;
       r.cache_off_step_s = run.best_off;
+      r.batch = cfg.batch;
+      if (cfg.batch > 1) r.batch_decode_tok_s = double(cfg.batch) * cfg.decode_tokens / run.best_batch;
       r.model_bytes = double(model->weights.matrix_bytes());
       r.bandwidth_gbs = bandwidth[r.device == "cpu" ? r.threads : -1];
       r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / r.model_bytes;
@@ -182,19 +213,23 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
 
 std::string bench_table(const std::vector<BenchResult>& rows) {
   const bool any_gpu = std::any_of(rows.begin(), rows.end(), [](const BenchResult& r) { return r.device != "cpu"; });
-  std::string s = fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>9} {:>7} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}{}\n",
+  const int batch = rows.empty() ? 1 : rows.front().batch;
+  std::string s = fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>9} {:>7} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}{}{}\n",
                               "device", "simd", "kernels", "dtype", "kv", "threads", "prefill t/s", "GFLOP/s", "% peak",
                               "decode t/s", "cache-off s", "model MB", "BW GB/s", "bound t/s", "% bound",
-                              any_gpu ? "  peak device MB" : "");
+                              any_gpu ? "  peak device MB" : "",
+                              batch > 1 ? fmt::format(" {:>16}", fmt::format("B={} decode t/s", batch)) : "");
   for (const auto& r : rows)
-    s += fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>9.1f} {:>7} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}\n",
+    s += fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>9.1f} {:>7} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}{}\n",
                      r.device, r.simd.empty() ? "-" : r.simd, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s,
                      r.prefill_gflops,
                      r.peak_gflops > 0 ? fmt::format("{:.0f}%", 100.0 * r.prefill_fraction_of_peak) : std::string("-"),
                      r.decode_tok_s,
                      r.cache_off_step_s, r.model_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s,
                      100.0 * r.decode_fraction_of_bound,
-                     r.device == "cpu" ? std::string() : fmt::format(" {:>15.0f}", r.peak_device_mb));
+                     r.device == "cpu" ? (any_gpu ? fmt::format(" {:>15}", "-") : std::string())
+                                       : fmt::format(" {:>15.0f}", r.peak_device_mb),
+                     batch > 1 ? fmt::format(" {:>16.1f}", r.batch_decode_tok_s) : std::string());
   for (const auto& r : rows) {
     if (r.weights_huge_page_share < 0 || r.weights_huge_page_share >= 0.5 || r.model_bytes < 256e6) continue;
     s += fmt::format(
@@ -230,11 +265,36 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
                    {"bandwidth_gbs", r.bandwidth_gbs},
                    {"bandwidth_bound_tok_s", r.bandwidth_bound_tok_s},
                    {"decode_fraction_of_bound", r.decode_fraction_of_bound},
+                   {"batch", r.batch},
+                   {"batch_decode_tok_s", r.batch_decode_tok_s},
                    {"peak_rss_mb", r.peak_rss_mb},
                    {"peak_device_mb", r.peak_device_mb},
                    {"weights_huge_page_share", r.weights_huge_page_share}});
   }
   return arr.dump(2);
+}
+
+std::string op_times_table() {
+  const auto times = cuda::op_times();
+  // Passes of a phase: every pass embeds its tokens once.
+  std::map<std::string, long> passes;
+  std::map<std::string, double> phase_ms;
+  for (const auto& t : times) {
+    if (t.op == "embed") passes[t.phase] = t.count;
+    phase_ms[t.phase] += t.ms;
+  }
+  std::string s = fmt::format("GPU time per pass, by operation (events around each; no graph replay while timing)\n"
+                              "{:<10} {:<12} {:>10} {:>8} {:>12}\n",
+                              "phase", "operation", "ms/pass", "share", "calls/pass");
+  for (const auto& t : times) {
+    if (t.phase == "-") continue;
+    const double n = double(std::max(1L, passes[t.phase]));
+    s += fmt::format("{:<10} {:<12} {:>10.3f} {:>7.1f}% {:>12.1f}\n", t.phase, t.op, t.ms / n,
+                     100.0 * t.ms / std::max(1e-9, phase_ms[t.phase]), double(t.count) / n);
+  }
+  for (const auto& [ph, ms] : phase_ms)
+    if (ph != "-") s += fmt::format("{:<10} {:<12} {:>10.3f}\n", ph, "total", ms / double(std::max(1L, passes[ph])));
+  return s;
 }
 
 }  // namespace kvp

@@ -26,6 +26,12 @@ struct BenchConfig {
   int cache_off_tokens = 64;  // sequence length of the timed cache-OFF step
   int repeats = 2;            // best of
   double bandwidth_gbs = 0;   // 0: measure
+  // > 1: also decode B sequences of prompt_tokens as one batch (generate_batch, greedy) and report
+  // their tokens per second, prefill excluded.
+  int batch = 1;
+  // cuda: time every kernel operation with events (passes run eagerly, no graph replay); read the
+  // totals with cuda::op_times(), phases "prefill", "decode", "cache-off".
+  bool op_times = false;
 };
 
 struct BenchResult {
@@ -43,6 +49,8 @@ struct BenchResult {
   double decode_fraction_of_bound = 0;
   double peak_rss_mb = 0;
   double peak_device_mb = 0;          // cuda: peak device memory allocated by kvparity so far
+  int batch = 1;                      // BenchConfig::batch
+  double batch_decode_tok_s = 0;      // tokens of all B sequences per second of batched decode
   // Share of the resident weight matrices mapped with 2 MiB pages after the runs (-1: unknown).
   double weights_huge_page_share = -1;
 };
@@ -54,5 +62,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
 // The table, plus a note under it when the weights sat mostly in 4 KiB pages.
 std::string bench_table(const std::vector<BenchResult>& rows);
 std::string bench_json(const std::vector<BenchResult>& rows);
+// The GPU time per operation gathered under BenchConfig::op_times, per pass of each phase.
+std::string op_times_table();
 
 }  // namespace kvp

@@ -128,6 +128,7 @@ class Pass {
       if (tokens_[size_t(m)] < 0 || tokens_[size_t(m)] >= V)
         fail("token id {} at position {} is outside the vocabulary (size {})", tokens_[size_t(m)],
              pos_of_row_[size_t(m)], V);
+    kn_.begin_pass();
     kn_.embed(W.embed, tokens_.data(), M_, a_.x.data());
     materialise(a_.x.data(), M_, dim, "embed", -1);
     if (gemma_) kn_.scale(a_.x.data(), M * dim, float(std::sqrt(double(dim))), P_);
@@ -146,9 +147,10 @@ class Pass {
       linear(a_.xb.data(), L.wv, a_.v.data(), "v_proj", l, &L.bv);
       hook(HookPoint::QPre, l, a_.q.data(), qd);
       hook(HookPoint::KPre, l, a_.k.data(), kvd);
+      // Each rotation right before its rounding point: a device may fuse the two.
       kn_.rope(a_.q.data(), M_, c_.n_heads, pos_of_row_.data(), m_.rope, P_, pairs);
-      kn_.rope(a_.k.data(), M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
       materialise(a_.q.data(), M_, qd, "q_rope", l);
+      kn_.rope(a_.k.data(), M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
       materialise(a_.k.data(), M_, kvd, "k_rope", l);
       hook(HookPoint::Q, l, a_.q.data(), qd);
       hook(HookPoint::K, l, a_.k.data(), kvd);

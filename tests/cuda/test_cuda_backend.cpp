@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/device.h"
+#include "cuda/cuda_runtime_api.h"
 #include "core/error.h"
 #include "model/model.h"
 #include "model/synthetic.h"
@@ -167,6 +168,18 @@ bool same_bits(const Trace& a, const Trace& b) {
   return true;
 }
 
+// Two fp32 CPU policies (reference and standard) already differ by this much on a model: sums in
+// another order. The synthesised models' logits reach |30| and the gap grows over 24 steps to
+// ~2.5e-4 between the two CPU policies there, so 1e-4 is the bound where the CPU agrees with
+// itself to that (the real checkpoint, the transformers references) and twice the CPU's own
+// spread beyond.
+double cpu_fp32_spread(std::shared_ptr<const Model> model, const std::vector<int>& prompt, CacheMode mode, int n,
+                       const Trace& reference) {
+  EngineOptions standard;
+  standard.kernels = KernelPolicy::Standard;
+  return worst(reference, trace(std::move(model), standard, prompt, mode, n));
+}
+
 TEST(CudaBackend, GpuFp32AgreesWithCpuFp32OnARealCheckpointAndEveryFamily) {
   KVP_REQUIRE_GPU();
   KVP_REQUIRE_SHARED(bin, "models/stories260K/stories260K.bin");
@@ -184,11 +197,15 @@ TEST(CudaBackend, GpuFp32AgreesWithCpuFp32OnARealCheckpointAndEveryFamily) {
       cpu.kernels = KernelPolicy::Reference;
       const Trace a = trace(model, cpu, p, mode, 24);
       const Trace b = trace(model, on_gpu(), p, mode, 24);
-      const double w = worst(a, b);
-      std::printf("[ measured ] %s cache %s: GPU vs CPU fp32 max|dlogit| %.3g\n", name.c_str(),
-                  mode == CacheMode::On ? "on" : "off", w);
+      const double w = worst(a, b), spread = cpu_fp32_spread(model, p, mode, 24, a);
+      const double bound = std::max(1e-4, 2 * spread);
+      std::printf("[ measured ] %s cache %s: GPU vs CPU fp32 max|dlogit| %.3g (CPU standard vs reference %.3g)\n",
+                  name.c_str(), mode == CacheMode::On ? "on" : "off", w, spread);
       EXPECT_EQ(a.ids, b.ids) << name;
-      EXPECT_LE(w, 1e-4) << name;
+      EXPECT_LE(w, bound) << name;
+      if (name == "stories260K") {
+        EXPECT_LE(w, 1e-4) << name;
+      }
     }
   }
 }
@@ -238,6 +255,51 @@ TEST(CudaBackend, HalfPrecisionStandardKernelsMakeCacheOnAndOffDiffer) {
   }
 }
 
+// Decode steps replayed as CUDA graphs give the bits of the same steps launched one by one: solo
+// and batched, fp16 and fp32, Llama and Gemma-2 (softcaps, windows), a decode long enough for the
+// split-KV decode to change its number of splits while the graph stays the same.
+TEST(CudaBackend, GraphReplayedDecodeStepsAreBitwiseTheEagerOnes) {
+  KVP_REQUIRE_GPU();
+  struct Graphs {
+    explicit Graphs(bool on) { cuda::set_pass_graphs(on); }
+    ~Graphs() { cuda::set_pass_graphs(true); }
+  };
+  for (const char* fam : {"llama", "gemma2"}) {
+    for (DType dt : {DType::F32, DType::F16}) {
+      auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), dt);
+      const std::vector<int> prompt{1, 17, 23, 99, 5};
+      const EngineOptions eo = on_gpu(KvType::of(dt));
+      Trace eager;
+      {
+        Graphs off(false);
+        eager = trace(model, eo, prompt, CacheMode::On, 150);
+      }
+      const size_t before = cuda::pass_graph_replays();
+      const Trace graphed = trace(model, eo, prompt, CacheMode::On, 150);
+      const size_t replays = cuda::pass_graph_replays() - before;
+      std::printf("[ measured ] %s %s: %zu of 150 decode passes replayed as graphs\n", fam,
+                  std::string(dtype_name(dt)).c_str(), replays);
+      EXPECT_GE(replays, 140u) << fam;
+      EXPECT_TRUE(same_bits(eager, graphed)) << fam << " " << dtype_name(dt);
+    }
+  }
+  auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32), DType::BF16);
+  const std::vector<std::vector<int>> prompts{{1, 5, 9}, {1, 7, 8, 9, 10, 11, 12}, {1}, {1, 40, 41, 42, 43}};
+  std::vector<std::vector<std::vector<float>>> logits[2];
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    Graphs g(graphs == 1);
+    Engine e(model, on_gpu(KvType::of(DType::BF16)));
+    GenerationConfig gc;
+    gc.max_new_tokens = 60;
+    gc.stop_at_eos = false;
+    logits[graphs].resize(prompts.size());
+    e.generate_batch(prompts, gc, nullptr, [&](int b, const StepInfo& s) {
+      logits[graphs][size_t(b)].emplace_back(s.logits, s.logits + s.vocab);
+    });
+  }
+  EXPECT_EQ(logits[0], logits[1]) << "batch of 4: graph replay changed a logit";
+}
+
 TEST(CudaBackend, BatchOfMixedLengthSequencesRunsOnBothPaths) {
   KVP_REQUIRE_GPU();
   auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32), DType::F32);
@@ -253,18 +315,25 @@ TEST(CudaBackend, BatchOfMixedLengthSequencesRunsOnBothPaths) {
       got[size_t(b)].logits.emplace_back(s.logits, s.logits + s.vocab);
     });
     ASSERT_EQ(results.size(), prompts.size());
+    std::vector<Trace> want(prompts.size());
+    double spread = 0;  // the CPU's own fp32 spread on this model, over the four sequences
     for (size_t b = 0; b < prompts.size(); ++b) {
       EngineOptions cpu;
       cpu.kernels = KernelPolicy::Reference;
       GenerationConfig gs = g;
       gs.sequence_id = b;
       Engine solo(model, cpu);
-      Trace want;
-      want.ids = solo.generate(prompts[b], gs, nullptr, [&](const StepInfo& s) {
-                       want.logits.emplace_back(s.logits, s.logits + s.vocab);
-                     }).output_ids;
-      EXPECT_EQ(results[b].output_ids, want.ids) << "sequence " << b;
-      EXPECT_LE(worst(got[b], want), 1e-4) << "sequence " << b;
+      want[b].ids = solo.generate(prompts[b], gs, nullptr, [&](const StepInfo& s) {
+                          want[b].logits.emplace_back(s.logits, s.logits + s.vocab);
+                        }).output_ids;
+      spread = std::max(spread, cpu_fp32_spread(model, prompts[b], mode, 20, want[b]));
+    }
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      const double w = worst(got[b], want[b]);
+      std::printf("[ measured ] batch sequence %zu cache %s: GPU batch vs CPU solo max|dlogit| %.3g (CPU spread %.3g)\n",
+                  b, mode == CacheMode::On ? "on" : "off", w, spread);
+      EXPECT_EQ(results[b].output_ids, want[b].ids) << "sequence " << b;
+      EXPECT_LE(w, std::max(1e-4, 2 * spread)) << "sequence " << b;
     }
   }
 }
@@ -293,6 +362,52 @@ TEST(CudaBackend, Fp16OverflowIsNamedAfterThePass) {
   ASSERT_FALSE(warn.activations().nonfinite.empty());
   EXPECT_EQ(warn.activations().nonfinite[0].tensor, "up_proj");
   EXPECT_EQ(warn.activations().nonfinite[0].layer, 1);
+}
+
+// Overflow at rounding points the GPU fuses into the operation before them (the gated activation,
+// RMSNorm) and at ones it does not (attention, a matmul output): the GPU names the same tensor,
+// layer, position and element as the CPU.
+TEST(CudaBackend, NonFiniteValuesAreNamedAsTheCpuNamesThem) {
+  KVP_REQUIRE_GPU();
+  struct Scaling {
+    std::vector<std::pair<const char*, float>> tensors;
+  };
+  const Scaling cases[] = {
+      {{{"model.layers.1.mlp.gate_proj.weight", 300.0f}, {"model.layers.1.mlp.up_proj.weight", 300.0f}}},  // mlp_act
+      {{{"model.layers.1.input_layernorm.weight", 40000.0f}}},                                             // attn_norm
+      {{{"model.layers.1.self_attn.q_proj.weight", 3000.0f}}},   // scores overflow: attn is NaN
+      {{{"model.layers.1.self_attn.q_proj.weight", 20000.0f}}},  // q_proj
+  };
+  for (const Scaling& sc : cases) {
+    Checkpoint ck = synthesize_checkpoint(synthetic_config("llama", "tiny"), DType::F32);
+    std::string what;
+    for (const auto& [name, f] : sc.tensors) {
+      TensorView& t = ck.tensors.at(name);
+      float* w = static_cast<float*>(const_cast<void*>(t.data));
+      for (int64_t i = 0; i < t.numel(); ++i) w[i] *= f;
+      what += std::string(name) + " x" + std::to_string(f) + " ";
+    }
+    auto model = Model::from_checkpoint(ck, DType::F16);
+    const std::vector<int> tokens{1, 40, 41, 42, 43, 44};
+    ForwardOptions fo;
+    fo.on_nonfinite = NonFinitePolicy::Warn;
+    EngineOptions cpu_eo;
+    cpu_eo.kernels = KernelPolicy::Standard;
+    cpu_eo.kv_dtype = KvType::of(DType::F16);
+    Engine cpu(model, cpu_eo), gpu(model, on_gpu(KvType::of(DType::F16)));
+    cpu.forward(tokens.data(), 6, 0, fo);
+    gpu.forward(tokens.data(), 6, 0, fo);
+    const auto& want = cpu.activations().nonfinite;
+    const auto& got = gpu.activations().nonfinite;
+    ASSERT_FALSE(want.empty()) << what << ": the scaling overflowed nothing on the CPU";
+    ASSERT_FALSE(got.empty()) << what;
+    std::printf("[ measured ] %s-> first non-finite: cpu %s | gpu %s\n", what.c_str(), want[0].describe().c_str(),
+                got[0].describe().c_str());
+    EXPECT_EQ(got[0].tensor, want[0].tensor) << what;
+    EXPECT_EQ(got[0].layer, want[0].layer) << what;
+    EXPECT_EQ(got[0].position, want[0].position) << what;
+    EXPECT_EQ(got[0].index, want[0].index) << what;
+  }
 }
 
 TEST(CudaBackend, UnsupportedSettingsAreRefusedByName) {

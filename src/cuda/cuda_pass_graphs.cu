@@ -1,0 +1,94 @@
+#include "cuda/cuda_pass_graphs.cuh"
+
+#include <atomic>
+
+#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_runtime_api.h"
+
+namespace kvp::cuda {
+namespace {
+constexpr size_t kKeptGraphs = 8;  // e.g. one decode shape per batch size in use
+std::atomic<bool> g_graphs_on{true};
+std::atomic<size_t> g_replays{0};
+}  // namespace
+
+void set_pass_graphs(bool on) { g_graphs_on = on; }
+size_t pass_graph_replays() { return g_replays; }
+bool pass_graphs_on() { return g_graphs_on; }
+
+PassGraphs::~PassGraphs() {
+  for (auto& [h, e] : graphs_)
+    if (e.exec != nullptr) cudaGraphExecDestroy(e.exec);
+}
+
+void PassGraphs::begin_pass() {
+  pending_.clear();
+  hash_ = 0x6a09e667f3bcc908ull;
+  collecting_ = enabled_;
+}
+
+void PassGraphs::run_pending() {
+  // Moved out first: a launch that throws leaves the queue empty, not half replayed later.
+  std::vector<std::function<void()>> todo;
+  todo.swap(pending_);
+  for (auto& f : todo) f();
+}
+
+void PassGraphs::flush() {
+  if (!collecting_) return;
+  collecting_ = false;
+  run_pending();
+}
+
+void PassGraphs::end_pass() {
+  if (!collecting_) return;
+  collecting_ = false;
+  if (pending_.empty()) return;
+  // Hashes met once (prefills of ever new lengths) are forgotten in bulk now and then.
+  if (graphs_.size() > 4096)
+    for (auto it = graphs_.begin(); it != graphs_.end();) it = it->second.exec == nullptr ? graphs_.erase(it) : ++it;
+  Entry& e = graphs_[hash_];
+  if (e.exec != nullptr) {
+    pending_.clear();
+    check(cudaGraphLaunch(e.exec, stream_), "replaying the pass's CUDA graph");
+    ++replays_;
+    ++g_replays;
+    order_.remove(hash_);
+    order_.push_back(hash_);
+    return;
+  }
+  if (++e.seen < 2) {
+    run_pending();
+    return;
+  }
+  // Second time this exact pass: capture it (capturing does not run it), then launch the graph.
+  cudaGraph_t graph = nullptr;
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "starting a CUDA graph capture");
+  try {
+    run_pending();
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  check(cudaStreamEndCapture(stream_, &graph), "ending a CUDA graph capture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  check(err, "instantiating a CUDA graph");
+  e.exec = exec;
+  ++captures_;
+  order_.push_back(hash_);
+  while (order_.size() > kKeptGraphs) {
+    auto it = graphs_.find(order_.front());
+    if (it != graphs_.end()) {
+      if (it->second.exec != nullptr) cudaGraphExecDestroy(it->second.exec);
+      graphs_.erase(it);
+    }
+    order_.pop_front();
+  }
+  check(cudaGraphLaunch(exec, stream_), "launching the pass's CUDA graph");
+  ++g_replays;
+}
+
+}  // namespace kvp::cuda

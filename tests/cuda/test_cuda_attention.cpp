@@ -1,0 +1,134 @@
+// The GPU's attention kernels against the CPU reference kernel on the same inputs: the tensor-core
+// prefill (fp16/bf16, head_dim 32..128), the CUDA-core prefill (other head dims, fp32), and the
+// split-KV decode; GQA, a cached prefix, sliding windows, Gemma-2's scale and soft cap, and cache
+// slots past the written positions poisoned with NaN. The orders of summation differ (that is the
+// standard policy), so the bound is relative: ||gpu - cpu|| / ||cpu|| within what rounding a score
+// or probability to the compute dtype one ulp differently can give.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace kvp {
+namespace {
+
+struct Case {
+  const char* name;
+  DType act;
+  int head_dim, n_heads, n_kv_heads, start_pos, n_rows;
+  int window = 0;
+  float softcap = 0.0f, scale = 0.0f;
+};
+
+std::vector<uint16_t> encode(DType t, const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = t == DType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
+  return out;
+}
+
+double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+TEST(CudaAttention, PrefillAndDecodeKernelsAgreeWithTheCpuReference) {
+  try {
+    require_device(Device::Cuda);
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "no usable CUDA device: " << e.what();
+  }
+  const Case cases[] = {
+      {"fp16 hd128 gqa prefill", DType::F16, 128, 8, 2, 0, 200},
+      {"fp16 hd128 cached prefix", DType::F16, 128, 4, 4, 70, 90},
+      {"bf16 hd64 window", DType::BF16, 64, 8, 4, 30, 150, 40},
+      {"fp16 hd64 gemma scale+softcap", DType::F16, 64, 4, 2, 5, 130, 0, 50.0f, 0.0625f},
+      {"bf16 hd32 one tile", DType::BF16, 32, 2, 1, 0, 17},
+      {"fp16 hd48 cuda cores", DType::F16, 48, 4, 2, 10, 100},
+      {"fp32 hd128 cuda cores", DType::F32, 128, 4, 2, 3, 80},
+      {"fp16 hd128 decode", DType::F16, 128, 8, 2, 700, 1},
+      {"bf16 hd64 decode window", DType::BF16, 64, 4, 4, 300, 1, 100},
+      {"fp32 hd64 decode", DType::F32, 64, 4, 2, 2000, 1},
+  };
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  auto gpu = make_kernels(KernelPolicy::Standard, nullptr, Device::Cuda);
+  auto cpu = make_kernels(KernelPolicy::Reference, nullptr, Device::Cpu);
+  for (const Case& c : cases) {
+    const int capacity = c.start_pos + c.n_rows + 37;  // 37 slots never written: NaN
+    const int written = c.start_pos + c.n_rows;
+    const size_t qn = size_t(c.n_rows) * c.n_heads * c.head_dim;
+    const size_t cn = size_t(c.n_kv_heads) * capacity * c.head_dim;
+    std::vector<float> q(qn), k(cn, NAN), v(cn, NAN);
+    for (float& x : q) x = round_to(c.act, 1.5f * nd(rng));
+    for (int h = 0; h < c.n_kv_heads; ++h)
+      for (int p = 0; p < written; ++p)
+        for (int e = 0; e < c.head_dim; ++e) {
+          const size_t i = (size_t(h) * capacity + p) * c.head_dim + e;
+          k[i] = round_to(c.act, nd(rng));
+          v[i] = round_to(c.act, nd(rng));
+        }
+    AttentionParams a;
+    a.n_rows = c.n_rows;
+    a.start_pos = c.start_pos;
+    a.n_heads = c.n_heads;
+    a.n_kv_heads = c.n_kv_heads;
+    a.head_dim = c.head_dim;
+    a.kv = KvType::of(c.act);
+    a.capacity = capacity;
+    a.score_divisor = std::sqrt(float(c.head_dim));
+    a.score_scale = c.scale;
+    a.softcap = c.softcap;
+    a.sliding_window = c.window;
+    a.act = c.act;
+    // CPU
+    std::vector<uint16_t> k16, v16;
+    std::vector<float> want(qn);
+    AttentionParams ac = a;
+    ac.q = q.data();
+    ac.out = want.data();
+    if (c.act == DType::F32) {
+      ac.k_cache = k.data();
+      ac.v_cache = v.data();
+    } else {
+      k16 = encode(c.act, k);
+      v16 = encode(c.act, v);
+      ac.k_cache = k16.data();
+      ac.v_cache = v16.data();
+    }
+    cpu->attention(ac);
+    // GPU
+    const size_t cache_bytes = cn * dtype_size(c.act);
+    DeviceBuffer dq(Device::Cuda, qn * 4), dout(Device::Cuda, qn * 4), dk(Device::Cuda, cache_bytes),
+        dv(Device::Cuda, cache_bytes);
+    host_to_device(Device::Cuda, dq.data(), q.data(), qn * 4);
+    host_to_device(Device::Cuda, dk.data(), ac.k_cache, cache_bytes);
+    host_to_device(Device::Cuda, dv.data(), ac.v_cache, cache_bytes);
+    std::vector<float> poison(qn, NAN);
+    host_to_device(Device::Cuda, dout.data(), poison.data(), qn * 4);
+    AttentionParams ag = a;
+    ag.q = dq.as<float>();
+    ag.out = dout.as<float>();
+    ag.k_cache = dk.data();
+    ag.v_cache = dv.data();
+    gpu->attention(ag);
+    std::vector<float> got(qn);
+    gpu->to_host(got.data(), dout.data(), qn * 4);
+    const double err = rel_err(got, want);
+    std::printf("[ measured ] %s: relative error vs CPU reference %.3g\n", c.name, err);
+    const double bound = c.act == DType::F32 ? 1e-5 : (c.act == DType::F16 ? 4e-3 : 3e-2);
+    EXPECT_LE(err, bound) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace kvp
