@@ -61,7 +61,7 @@ void run_prefill_gemm(benchmark::State& state, KernelPolicy policy, int M, Shape
 bool register_all() {
   for (KernelPolicy policy : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
     for (DType wt : {DType::F32, DType::F16, DType::BF16})
-      for (int M : {1, 4, 64, 256})
+      for (int M : {1, 4, 8, 64, 256})
         for (const Shape& s : kShapes)
           for (int threads : {1, 2}) {
             if (policy == KernelPolicy::Reference) {

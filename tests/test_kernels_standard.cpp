@@ -17,6 +17,8 @@
 #include "kernels/kernels.h"
 #include "kernels/policies.h"
 #include "kernels/simd_ops.h"
+#include "kernels/simd_target.h"
+#include "test_util.h"
 
 namespace kvp {
 namespace {
@@ -118,25 +120,40 @@ TEST(StandardKernels, MatmulMatchesReference) {
   }
 }
 
-// Rows 2..15 use the GEMV dot kernel, so their rows equal GEMV bitwise; threads only split rows.
+// Rows 2..15 use the GEMV dot kernel's per-output order, so their rows equal GEMV bitwise; threads
+// only split rows. Shapes: every M up to 15 (x row tiles and their remainders), N leaving partial
+// W row tiles, K with a vector and a scalar tail; on every SIMD target (their tiles differ).
 TEST(StandardKernels, SmallBatchRowsEqualGemvBitwise) {
   ThreadPool pool2(2);
   auto k1 = make_standard_kernels(nullptr);
   auto k2 = make_standard_kernels(&pool2);
   std::mt19937 rng(7);
-  const int N = 300, K = 333, M = 7;
-  Stored w(DType::F16, size_t(N) * K, rng);
-  TensorView W = view_of(w, N, K);
-  auto x = random_x(size_t(M) * K, rng);
-  std::vector<float> batch(size_t(M) * N), batch2(size_t(M) * N), row(N);
-  k1->matmul(x.data(), M, W, batch.data());
-  k2->matmul(x.data(), M, W, batch2.data());
-  for (int m = 0; m < M; ++m) {
-    k1->matmul(x.data() + size_t(m) * K, 1, W, row.data());
-    for (int n = 0; n < N; ++n) {
-      ASSERT_TRUE(same_bits(row[n], batch[size_t(m) * N + n])) << "m=" << m << " n=" << n;
-      ASSERT_TRUE(same_bits(row[n], batch2[size_t(m) * N + n])) << "m=" << m << " n=" << n;
-    }
+  struct AutoAfter {
+    ~AutoAfter() { use_simd(SimdTarget::Auto); }
+  } restore;
+  for (SimdTarget target : test::simd_targets_here()) {
+    use_simd(target);
+    for (DType wt : kAllTypes)
+      for (auto [N, K] : {std::pair{301, 333}, std::pair{7, 1100}}) {
+        Stored w(wt, size_t(N) * K, rng);
+        TensorView W = view_of(w, N, K);
+        for (int M = 2; M < 16; ++M) {
+          auto x = random_x(size_t(M) * K, rng);
+          std::vector<float> batch(size_t(M) * N), batch2(size_t(M) * N), row(N);
+          k1->matmul(x.data(), M, W, batch.data());
+          k2->matmul(x.data(), M, W, batch2.data());
+          for (int m = 0; m < M; ++m) {
+            k1->matmul(x.data() + size_t(m) * K, 1, W, row.data());
+            for (int n = 0; n < N; ++n) {
+              const std::string at = simd_name(target) + " w=" + std::string(dtype_name(wt)) +
+                                     " M=" + std::to_string(M) + " N=" + std::to_string(N) +
+                                     " m=" + std::to_string(m) + " n=" + std::to_string(n);
+              ASSERT_TRUE(same_bits(row[n], batch[size_t(m) * N + n])) << at;
+              ASSERT_TRUE(same_bits(row[n], batch2[size_t(m) * N + n])) << at;
+            }
+          }
+        }
+      }
   }
 }
 
