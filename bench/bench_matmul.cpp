@@ -1,9 +1,10 @@
 // matmul on the shapes of one TinyLlama-1.1B layer (and its lm_head): the decode GEMV (M = 1) and
-// a batched decode step (M = 4) are memory-bound, so they report GB/s of weights streamed; the
+// batched decode steps (M = 4, 8) are memory-bound, so they report GB/s of weights streamed; the
 // prefill GEMMs (M = 64, 256) report FLOP/s. The scalar reference policy runs only the small
-// shapes. Policies: reference, standard, invariant. Then Llama-2-7B's prefill GEMMs (K = 4096 and
-// 11008, M = 64..512, fp16 weights) with their share of the measured fp32 FMA peak (pct_peak) on the
-// SIMD target in use (kvparity_bench --simd=avx2 measures AVX2 on an AVX-512 machine).
+// shapes. Policies: reference, standard, invariant, portable. Then Llama-2-7B's decode GEMVs
+// (M = 1, GB/s) and prefill GEMMs (K = 4096 and 11008, M = 64..512, fp16 weights) with their share
+// of the measured fp32 FMA peak (pct_peak) on the SIMD target in use (kvparity_bench --simd=avx2
+// measures AVX2 on an AVX-512 machine).
 #include <benchmark/benchmark.h>
 
 #include <map>
@@ -78,6 +79,17 @@ bool register_all() {
             b->Unit(benchmark::kMillisecond)->UseRealTime();
             if (policy == KernelPolicy::Reference) b->Iterations(2);
           }
+  // Llama-2-7B's decode GEMVs: weights streamed from memory (bytes_per_second; the matrices are
+  // 32-86 MB, past any cache).
+  for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
+    for (const Shape& s : k7bShapes)
+      for (int threads : {1, 2}) {
+        const std::string name = "matmul/" + policy_name(policy) + "/fp16/M1/" + s.name + "/threads:" +
+                                 std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+          run_matmul(st, policy, DType::F16, 1, s, threads);
+        })->Unit(benchmark::kMillisecond)->UseRealTime();
+      }
   for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
     for (int M : {64, 128, 256, 512})
       for (const Shape& s : k7bShapes)
