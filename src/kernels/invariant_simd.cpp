@@ -394,20 +394,22 @@ void MatmulBlockedT(const float* xp, size_t M, const WT* W, size_t K, size_t N, 
         next.rows = std::min(nbk, n1 - nb0 - nb);
         next.row_bytes = std::min(kcv * L, K) * sizeof(WT);
       }
+      // Issued a few lines per register tile: one burst per W tile was ~100 lines at M = 64, most
+      // of them dropped, and widening W then waited on memory (perf: ~5% of a 7B GEMM).
       SpreadPrefetch prefetch(next);
-      const size_t calls = ctiles * ((M + kMB - 1) / kMB);
+      const size_t calls = ctiles * (round_up(M, kBR) / kBR);
       size_t call = 0;
       for (size_t m0 = 0; m0 < M; m0 += kMB) {
         const size_t tiles = round_up(std::min(kMB, M - m0), kBR) / kBR;
         const float* xk = xp + m0 * nvt * L + kv0 * tiles * kBR * L;
         float* acc_m = accb + m0 * acc_stride;
         // One W tile (in L1) against every row tile of the block.
-        for (size_t ct = 0; ct < ctiles; ++ct) {
-          prefetch.upto(++call, calls);
-          for (size_t t = 0; t < tiles; ++t)
+        for (size_t ct = 0; ct < ctiles; ++ct)
+          for (size_t t = 0; t < tiles; ++t) {
+            prefetch.upto(++call, calls);
             BlockTile(xk + t * kvn * kBR * L, wc + ct * kvn * kBC * L, kvn, acc_m + t * kBR * acc_stride + ct * kBC * L,
                       acc_stride, kv0 == 0);
-        }
+          }
       }
     }
     VF v[kMaxLanes];

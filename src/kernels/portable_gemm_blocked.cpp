@@ -148,8 +148,9 @@ void MatmulBlockedT(const float* xp, size_t M, const WT* W, size_t K, size_t N, 
         next.rows = std::min(nbk, n1 - nb0 - nb);
         next.row_bytes = std::min(kKC, K) * sizeof(WT);
       }
+      // A few lines per register tile (bursts are dropped; see invariant_simd.cpp).
       SpreadPrefetch prefetch(next);
-      const size_t calls = ctiles * kSub * ((M + kMB - 1) / kMB);
+      const size_t calls = ctiles * kSub * (round_up(M, kBR) / kBR);
       size_t call = 0;
       for (size_t m0 = 0; m0 < M; m0 += kMB) {
         const size_t tiles = round_up(std::min(kMB, M - m0), kBR) / kBR;
@@ -158,11 +159,12 @@ void MatmulBlockedT(const float* xp, size_t M, const WT* W, size_t K, size_t N, 
         // One W tile part (in L1) against every row tile of the block.
         for (size_t ct = 0; ct < ctiles; ++ct)
           for (size_t s = 0; s < kSub; ++s) {
-            prefetch.upto(++call, calls);
             const float* wt = wc + (s * ctiles + ct) * kvn * kBC * kL;
-            for (size_t t = 0; t < tiles; ++t)
+            for (size_t t = 0; t < tiles; ++t) {
+              prefetch.upto(++call, calls);
               BlockTile(xk + (s * tiles + t) * kvn * kBR * kL, wt, kvn,
                         acc_m + t * kBR * acc_stride + ct * kBC * kLanes + s * kL, acc_stride, kv0 == 0);
+            }
           }
       }
     }
