@@ -30,6 +30,36 @@ TEST(ThreadPoolHandOff, BackToBackRegionsCoverEveryIndexOnce) {
   }
 }
 
+// Pieces: every index exactly once, each call one whole piece (the last one shorter) aligned to
+// the piece size (one thread, or a single piece: one call for everything), and a thread the host slows does not hold the others back: the fast thread
+// takes the pieces the slow one has not got to.
+TEST(ThreadPoolHandOff, PiecesCoverEveryIndexOnceAndGoToWhoeverIsFree) {
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (long n : {0L, 1L, 7L, 64L, 65L, 1000L})
+      for (long piece : {1L, 16L, 64L, 300L}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::atomic<int> bad{0};
+        const bool whole = threads == 1 || n <= piece;  // then one call does all of it
+        pool.parallel_pieces(n, piece, [&](long b, long e, int t) {
+          if (whole ? (b != 0 || e != n || t != 0)
+                    : (b % piece != 0 || e - b > piece || (e - b < piece && e != n) || t < 0 || t >= threads))
+            bad++;
+          for (long i = b; i < e; ++i) hits[size_t(i)].fetch_add(1, std::memory_order_relaxed);
+        });
+        EXPECT_EQ(bad.load(), 0) << threads << " threads, n=" << n << " piece=" << piece;
+        for (long i = 0; i < n; ++i) ASSERT_EQ(hits[size_t(i)].load(), 1) << "i=" << i << " n=" << n;
+      }
+  }
+  ThreadPool pool(2);
+  std::atomic<int> by_fast{0};
+  pool.parallel_pieces(40, 1, [&](long, long, int t) {
+    if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (t == 0) by_fast++;
+  });
+  EXPECT_GE(by_fast.load(), 30);
+}
+
 TEST(ThreadPoolHandOff, RegionsAfterIdlePausesStillRun) {
   ThreadPool pool(3);
   for (int round = 0; round < 6; ++round) {

@@ -128,4 +128,18 @@ void ThreadPool::parallel_for(long n, const std::function<void(long, long, int)>
   });
 }
 
+void ThreadPool::parallel_pieces(long n, long piece, const std::function<void(long, long, int)>& fn) {
+  piece = std::max(1L, piece);
+  if (n_threads_ == 1 || n <= piece) {
+    if (n > 0) fn(0, n, 0);
+    return;
+  }
+  std::atomic<long> next{0};
+  run_on_all([&](int t) {
+    for (long b = next.fetch_add(piece, std::memory_order_relaxed); b < n;
+         b = next.fetch_add(piece, std::memory_order_relaxed))
+      fn(b, std::min(n, b + piece), t);
+  });
+}
+
 }  // namespace kvp

@@ -28,6 +28,11 @@ class ThreadPool {
   void run_on_all(const std::function<void(int)>& fn);
   // Splits [0, n) into size() contiguous chunks (some may be empty) and runs fn(begin, end, thread).
   void parallel_for(long n, const std::function<void(long, long, int)>& fn);
+  // Hands out [0, n) in pieces of `piece` (the last one shorter) to whichever thread is free, in
+  // increasing order: for work whose result does not depend on which thread does which part, on
+  // hosts where one thread runs slower than another (a busy neighbour, a hybrid CPU's small cores).
+  // With one thread, or n <= piece, it is a single call fn(0, n, 0).
+  void parallel_pieces(long n, long piece, const std::function<void(long, long, int)>& fn);
 
  private:
   void worker(int index);

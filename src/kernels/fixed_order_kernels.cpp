@@ -56,7 +56,6 @@ class FixedOrderKernels final : public CpuKernels {
     }
     const bool blocked = M >= kBlockedMinRows;
     const size_t scratch_floats = blocked ? ops_.matmul_blocked_scratch_floats(size_t(M), size_t(K)) : 0;
-    // Thread ranges of W rows are multiples of 8 (the decode tile) so no thread gets a sliver.
     const int T = (threads_ > 1 && int64_t(M) * N * K >= kMinParallelMacs) ? threads_ : 1;
     const float* xp = nullptr;
     if (blocked) {
@@ -69,9 +68,13 @@ class FixedOrderKernels final : public CpuKernels {
         pack(0, blocks, 0);
       xp = buf;
     }
-    auto work = [&](int t) {
-      const int64_t n0 = std::min(N, round_up(N * t / T, 8));
-      const int64_t n1 = t + 1 == T ? N : std::min(N, round_up(N * (t + 1) / T, 8));
+    // Rows in pieces of a multiple of 8 (the decode tile), about four per thread for decode and two
+    // for the blocked GEMM, taken by whichever thread is free: a static split left the caller
+    // waiting at the join for a thread the host had slowed. Every output's chain is the same
+    // whoever computes it.
+    const int64_t per_thread = blocked ? 2 : 4;
+    const int64_t piece = std::max<int64_t>(64, round_up((N + per_thread * T - 1) / (per_thread * T), 8));
+    auto work = [&](int64_t n0, int64_t n1, int t) {
       if (n0 >= n1) return;
       if (!W.quantized()) {
         if (blocked)
@@ -94,9 +97,9 @@ class FixedOrderKernels final : public CpuKernels {
       });
     };
     if (T > 1)
-      pool_->run_on_all(work);
+      pool_->parallel_pieces(N, piece, [&](long b, long e, int t) { work(b, e, t); });
     else
-      work(0);
+      work(0, N, 0);
   }
 
   void attention(const AttentionParams& p) override {

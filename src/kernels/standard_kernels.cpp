@@ -64,7 +64,7 @@ class StandardKernels final : public CpuKernels {
     if (M == 1) {
       gemv(x, W, N, K, y);
     } else if (M < kPackedMinRows) {
-      parallel(N, [&](long b, long e, int t) {
+      pieces(N, [&](long b, long e, int t) {
         if (!W.quantized()) return simd::gemm_small(x, M, W.data, W.dtype, K, N, b, e, y);
         const int64_t R = dequant_chunk_rows(K);
         float* wf = dequant_scratch(t, size_t(R * K));
@@ -128,7 +128,7 @@ class StandardKernels final : public CpuKernels {
       }
       return;
     }
-    parallel(N, [&](long b, long e, int t) { dot_rows(x, W, K, b, e, 0, K, y, t); });
+    pieces(N, [&](long b, long e, int t) { dot_rows(x, W, K, b, e, 0, K, y, t); });
   }
 
   // simd::dot_rows on thread t, through L1-sized chunks of dequantised rows when W is quantised.
@@ -155,15 +155,7 @@ class StandardKernels final : public CpuKernels {
     // many rows of x) split the x panels and let every thread walk all of W.
     const bool split_n = T == 1 || N >= 4 * NR * T || panels < T;
     const size_t wtile_floats = size_t(NR * kKc);
-    auto work = [&](int t) {
-      int64_t n0 = 0, n1 = N, p0 = 0, p1 = panels;
-      if (split_n) {
-        n0 = std::min(N, round_up(N * t / T, NR));
-        n1 = t + 1 == T ? N : std::min(N, round_up(N * (t + 1) / T, NR));
-      } else {
-        p0 = panels * t / T;
-        p1 = panels * (t + 1) / T;
-      }
+    auto work = [&](int64_t n0, int64_t n1, int64_t p0, int64_t p1, int t) {
       if (n0 >= n1 || p0 >= p1) return;
       // Per thread: one widened W micro-tile, the chains' accumulators for all its outputs (block
       // after block), and (quantised W) the dequantised rows of a block.
@@ -210,10 +202,17 @@ class StandardKernels final : public CpuKernels {
         }
       }
     };
-    if (T > 1)
-      pool_->run_on_all(work);
-    else
-      work(0);
+    if (T == 1) {
+      work(0, N, 0, panels, 0);
+    } else if (split_n) {
+      // Two pieces of W rows per thread, taken by whichever thread is free (a static split left
+      // the caller waiting at the join for a thread the host had slowed); each piece walks all of
+      // x^T once more, which is small next to its W.
+      const int64_t piece = round_up((N + 2 * T - 1) / (2 * T), NR);
+      pool_->parallel_pieces(N, piece, [&](long b, long e, int t) { work(b, e, 0, panels, t); });
+    } else {
+      pool_->run_on_all([&](int t) { work(0, N, panels * t / T, panels * (t + 1) / T, t); });
+    }
   }
 
   // The per-KV-head view of a cache: element (j, d) of head kvh at the returned base.
@@ -344,6 +343,15 @@ class StandardKernels final : public CpuKernels {
       pool_->parallel_for(n, f);
     else
       f(0, n, 0);
+  }
+  // W rows of a GEMV or small-M matmul: about four pieces per thread, taken by whichever thread is
+  // free. A static split left the caller waiting at the join for a thread the host had slowed
+  // (perf: ~4% of a decode step); each output is one whole dot whoever computes it.
+  template <class F>
+  void pieces(long n, F&& f) {
+    if (threads_ == 1 || n <= 1) return f(0, n, 0);
+    const long piece = std::max<long>(kSplitKRowsPerThread, round_up((n + 4 * threads_ - 1) / (4 * threads_), 16));
+    pool_->parallel_pieces(n, piece, f);
   }
 
   // Per-thread scratch (each thread only ever grows its own slot) and one buffer shared by a
