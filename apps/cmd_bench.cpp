@@ -105,8 +105,12 @@ void register_bench(CLI::App& app) {
     cfg.bandwidth_gbs = o->bandwidth;
     cfg.op_times = o->op_times;
     cfg.batch = o->batch;
-    const Checkpoint ckpt = o->model.empty() ? synthesize_checkpoint(synthetic_config("", o->synth), DType::F16)
-                                             : open_checkpoint(o->model);
+    // Synthesised in the first --dtype: the model of that dtype then uses the checkpoint's tensors
+    // as they are. (Always fp16, a bf16 run held an fp16 checkpoint beside its converted weights:
+    // twice the memory, and a 7B bf16 bench was killed for it on a 24 GB host.)
+    const Checkpoint ckpt = o->model.empty()
+                                ? synthesize_checkpoint(synthetic_config("", o->synth), cfg.dtypes.front())
+                                : open_checkpoint(o->model);
     const bool tty = isatty(STDERR_FILENO);
     auto progress = +[](const BenchResult& r) {
       std::cerr << "  done: " << r.kernels << " " << r.dtype << " threads=" << r.threads << "\n";
