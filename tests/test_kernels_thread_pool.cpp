@@ -52,6 +52,9 @@ TEST(ThreadPoolHandOff, PiecesCoverEveryIndexOnceAndGoToWhoeverIsFree) {
       }
   }
   ThreadPool pool(2);
+  EXPECT_EQ(pool.piece_for(2048, 4, 16, 64), 256);  // 8 pieces
+  EXPECT_EQ(pool.piece_for(100, 2, 8), 32);         // 25 rounded up to the alignment
+  EXPECT_EQ(pool.piece_for(256, 4, 16, 64), 64);    // 32, raised to the floor
   std::atomic<int> by_fast{0};
   pool.parallel_pieces(40, 1, [&](long, long, int t) {
     if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));

@@ -128,6 +128,12 @@ void ThreadPool::parallel_for(long n, const std::function<void(long, long, int)>
   });
 }
 
+long ThreadPool::piece_for(long n, int per_thread, long align, long at_least) const {
+  const long parts = long(per_thread) * n_threads_;
+  const long each = (n + parts - 1) / parts;
+  return std::max(at_least, (each + align - 1) / align * align);
+}
+
 void ThreadPool::parallel_pieces(long n, long piece, const std::function<void(long, long, int)>& fn) {
   piece = std::max(1L, piece);
   if (n_threads_ == 1 || n <= piece) {

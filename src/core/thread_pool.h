@@ -33,6 +33,9 @@ class ThreadPool {
   // hosts where one thread runs slower than another (a busy neighbour, a hybrid CPU's small cores).
   // With one thread, or n <= piece, it is a single call fn(0, n, 0).
   void parallel_pieces(long n, long piece, const std::function<void(long, long, int)>& fn);
+  // The piece that gives each thread about `per_thread` pieces of [0, n): a multiple of `align`,
+  // at least `at_least`.
+  long piece_for(long n, int per_thread, long align, long at_least = 1) const;
 
  private:
   void worker(int index);

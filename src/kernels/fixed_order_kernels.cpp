@@ -37,8 +37,6 @@ constexpr int kBlockedMinRows = 16;
 // models, Gemma-2's norms' callers); the result is the same either way.
 constexpr int64_t kMinParallelMacs = int64_t(1) << 15;
 
-int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
 class FixedOrderKernels final : public CpuKernels {
  public:
   FixedOrderKernels(KernelPolicy policy, const FixedOrderSimd& ops, ThreadPool* pool)
@@ -72,8 +70,6 @@ class FixedOrderKernels final : public CpuKernels {
     // for the blocked GEMM, taken by whichever thread is free: a static split left the caller
     // waiting at the join for a thread the host had slowed. Every output's chain is the same
     // whoever computes it.
-    const int64_t per_thread = blocked ? 2 : 4;
-    const int64_t piece = std::max<int64_t>(64, round_up((N + per_thread * T - 1) / (per_thread * T), 8));
     auto work = [&](int64_t n0, int64_t n1, int t) {
       if (n0 >= n1) return;
       if (!W.quantized()) {
@@ -97,7 +93,7 @@ class FixedOrderKernels final : public CpuKernels {
       });
     };
     if (T > 1)
-      pool_->parallel_pieces(N, piece, [&](long b, long e, int t) { work(b, e, t); });
+      pool_->parallel_pieces(N, pool_->piece_for(N, blocked ? 2 : 4, 8, 64), [&](long b, long e, int t) { work(b, e, t); });
     else
       work(0, N, 0);
   }

@@ -45,8 +45,6 @@ constexpr int kChunk = 128;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
-
 class StandardKernels final : public CpuKernels {
  public:
   explicit StandardKernels(ThreadPool* pool)
@@ -208,8 +206,7 @@ class StandardKernels final : public CpuKernels {
       // Two pieces of W rows per thread, taken by whichever thread is free (a static split left
       // the caller waiting at the join for a thread the host had slowed); each piece walks all of
       // x^T once more, which is small next to its W.
-      const int64_t piece = round_up((N + 2 * T - 1) / (2 * T), NR);
-      pool_->parallel_pieces(N, piece, [&](long b, long e, int t) { work(b, e, 0, panels, t); });
+      pool_->parallel_pieces(N, pool_->piece_for(N, 2, NR), [&](long b, long e, int t) { work(b, e, 0, panels, t); });
     } else {
       pool_->run_on_all([&](int t) { work(0, N, panels * t / T, panels * (t + 1) / T, t); });
     }
@@ -350,8 +347,7 @@ class StandardKernels final : public CpuKernels {
   template <class F>
   void pieces(long n, F&& f) {
     if (threads_ == 1 || n <= 1) return f(0, n, 0);
-    const long piece = std::max<long>(kSplitKRowsPerThread, round_up((n + 4 * threads_ - 1) / (4 * threads_), 16));
-    pool_->parallel_pieces(n, piece, f);
+    pool_->parallel_pieces(n, pool_->piece_for(n, 4, 16, kSplitKRowsPerThread), f);
   }
 
   // Per-thread scratch (each thread only ever grows its own slot) and one buffer shared by a
