@@ -105,6 +105,7 @@ void register_bench(CLI::App& app) {
     cfg.bandwidth_gbs = o->bandwidth;
     cfg.op_times = o->op_times;
     cfg.batch = o->batch;
+    check_bench_config(cfg);  // before a model is synthesised or loaded
     // Synthesised in the first --dtype: the model of that dtype then uses the checkpoint's tensors
     // as they are. (Always fp16, a bf16 run held an fp16 checkpoint beside its converted weights:
     // twice the memory, and a 7B bf16 bench was killed for it on a 24 GB host.)

@@ -41,21 +41,25 @@ double peak_rss_mb() {
 
 }  // namespace
 
+void check_bench_config(const BenchConfig& cfg) {
+  if (cfg.prompt_tokens < 1 || cfg.decode_tokens < 1 || cfg.cache_off_tokens < 1)
+    fail_usage("bench token counts must be >= 1");
+  if (cfg.op_times && std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda) == 0)
+    fail_usage("--op-times times the GPU's kernels: it needs --device cuda");
+}
+
 std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cfg,
                                    void (*progress)(const BenchResult&)) {
+  check_bench_config(cfg);
   const ModelConfig& c = ckpt.config;
   const int needed = std::max(cfg.prompt_tokens + cfg.decode_tokens, cfg.cache_off_tokens);
   if (needed > c.max_seq_len)
     fail("bench needs {} positions but the model's context is {}", needed, c.max_seq_len);
-  if (cfg.prompt_tokens < 1 || cfg.decode_tokens < 1 || cfg.cache_off_tokens < 1)
-    fail_usage("bench token counts must be >= 1");
   // Deterministic token ids spread over the vocabulary.
   std::vector<int> tokens(static_cast<size_t>(needed));
   for (int i = 0; i < needed; ++i) tokens[size_t(i)] = (c.bos_id >= 0 && i == 0) ? c.bos_id : (i * 7919 + 13) % c.vocab_size;
 
   if (cfg.op_times) {
-    if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda) == 0)
-      fail_usage("--op-times times the GPU's kernels: it needs --device cuda");
     cuda::reset_op_times();
     cuda::set_op_timing(true);
   }

@@ -55,6 +55,8 @@ struct BenchResult {
   double weights_huge_page_share = -1;
 };
 
+// Refuses (usage error) a configuration run_bench cannot run, before anything is loaded.
+void check_bench_config(const BenchConfig& cfg);
 // `progress` (may be null) receives one line per finished configuration.
 std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cfg,
                                    void (*progress)(const BenchResult&) = nullptr);
