@@ -15,7 +15,8 @@ namespace kvp::cli {
 
 void register_bench(CLI::App& app) {
   struct Opts {
-    std::string model, synth = "tiny", dtypes = "fp32", kv_dtypes, kernels = "standard", threads = "1", devices = "cpu", simds = "auto";
+    std::string model, synth = "tiny", dtypes = "fp32", kv_dtypes, kernels = "standard", threads = "1", devices = "cpu", simds = "auto",
+                logits = "last";
     int prompt = 64, decode = 32, cache_off = 64, repeats = 2, batch = 1;
     double bandwidth = 0;
     bool json = false, load = false, op_times = false;
@@ -55,6 +56,11 @@ void register_bench(CLI::App& app) {
   real_in(cmd->add_option("--bandwidth-gbs", o->bandwidth, "skip measuring memory bandwidth and use this value"), 0,
           true, HUGE_VAL, false)
       ->default_str("measured");
+  one_of(cmd->add_option("--logits", o->logits,
+                         "rows whose logits the prefill and the cache-OFF step compute: last (as serving stacks and "
+                         "llama-bench do) or all (as `generate` does, so that its cache-OFF last row is the prefill's)"),
+         {"last", "all"})
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "print a JSON array instead of the table");
   cmd->add_flag("--op-times", o->op_times,
                 "cuda: also print the GPU time of each kernel operation per pass (prefill, decode, cache-off), timed "
@@ -70,6 +76,7 @@ void register_bench(CLI::App& app) {
       refuse_unless(cmd, "--simd", false, "a speed run (no --load)", "loading runs no kernels");
       refuse_unless(cmd, "--batch-size", false, "a speed run (no --load)", "loading decodes nothing");
       refuse_unless(cmd, "--op-times", false, "a speed run (no --load)", "loading runs no kernels");
+      refuse_unless(cmd, "--logits", false, "a speed run (no --load)", "loading computes no logits");
       std::vector<DType> dtypes;
       for (const auto& d : split_list(o->dtypes)) dtypes.push_back(parse_dtype(d));
       const auto rows = measure_load(o->model, dtypes, o->repeats);
@@ -105,6 +112,7 @@ void register_bench(CLI::App& app) {
     cfg.bandwidth_gbs = o->bandwidth;
     cfg.op_times = o->op_times;
     cfg.batch = o->batch;
+    cfg.all_logits = o->logits == "all";
     check_bench_config(cfg);  // before a model is synthesised or loaded
     // Synthesised in the first --dtype: the model of that dtype then uses the checkpoint's tensors
     // as they are. (Always fp16, a bf16 run held an fp16 checkpoint beside its converted weights:

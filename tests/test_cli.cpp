@@ -239,6 +239,12 @@ TEST(Cli, BenchPrintsJsonWithTheDocumentedFields) {
                         "model_bytes", "bandwidth_bound_tok_s"})
     EXPECT_TRUE(j[0].contains(k)) << k;
   EXPECT_GT(j[0]["decode_tok_s"].get<double>(), 0.0);
+  EXPECT_EQ(j[0]["logits"], "last");
+  const CliRun all = kvparity("bench --model " + q(model) +
+                              " --prompt-tokens 4 --decode-tokens 1 --cache-off-tokens 4 --repeats 1 --bandwidth-gbs 10"
+                              " --logits all");
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_NE(all.out.find("logits of every row"), std::string::npos) << all.out;
 }
 
 TEST(Cli, QuantisedKvCachesRunAndRefuseWhatTheyCannotHold) {

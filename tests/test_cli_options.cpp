@@ -124,7 +124,7 @@ TEST(CliOptions, NumbersOutsideTheirRangeAreRefusedBeforeAnyWork) {
   for (const char* bad : {"--threads 1000", "--threads 1,1000", "--threads 0", "--threads 1,,2", "--threads 2,2",
                           "--repeats 0", "--bandwidth-gbs -1", "--bandwidth-gbs 0", "--prompt-tokens 0",
                           "--decode-tokens -3", "--cache-off-tokens x", "--dtype fp16,fp8", "--kernels fastest",
-                          "--batch-size 0", "--op-times --synth llama2-7b"}) {
+                          "--batch-size 0", "--op-times --synth llama2-7b", "--logits first"}) {
     const auto t0 = std::chrono::steady_clock::now();
     const std::string args = std::string("bench ") + bad;
     const std::string option = std::string(bad).substr(0, std::string(bad).find(' '));

@@ -23,12 +23,14 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Flops of a prefill of P tokens: every matrix (2*N*K per row, the head included) and the causal
-// attention (QK^T and P.V: 4*head_dim per query-key pair per head, P(P+1)/2 pairs).
-double prefill_flops(const ModelConfig& c, int P) {
+// Flops of a prefill of P tokens: every matrix (2*N*K per row; the head on every row or on the
+// last) and the causal attention (QK^T and P.V: 4*head_dim per query-key pair per head, P(P+1)/2
+// pairs).
+double prefill_flops(const ModelConfig& c, int P, bool all_logits) {
   const double q = double(c.n_heads) * c.head_dim, kv = double(c.n_kv_heads) * c.head_dim;
   const double per_layer = c.dim * (q + 2 * kv) + q * c.dim + 3.0 * c.dim * c.hidden_dim;
-  const double matrices = 2.0 * P * (c.n_layers * per_layer + double(c.vocab_size) * c.dim);
+  const double matrices =
+      2.0 * (double(P) * c.n_layers * per_layer + (all_logits ? P : 1) * double(c.vocab_size) * c.dim);
   const double attention = 4.0 * c.n_heads * c.head_dim * (double(P) * (P + 1) / 2) * c.n_layers;
   return matrices + attention;
 }
@@ -134,12 +136,11 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         }
       }
     }
+    // Decode steps have one row; the prefill and the cache-OFF step compute the head on every row
+    // only when asked (on a GPU that also times copying [M, vocab] fp32 logits back over PCIe).
     ForwardOptions fo;
-    fo.all_logits = true;
-    // On a GPU the prefill and cache-OFF passes keep the last row's logits only, as serving stacks
-    // do: copying [M, vocab] fp32 logits back would time the PCIe link, not the pass.
-    ForwardOptions fo_last = fo;
-    fo_last.all_logits = false;
+    ForwardOptions full = fo;
+    full.all_logits = cfg.all_logits;
     const auto phase = [&](const char* name) {
       if (cfg.op_times) cuda::op_timing_phase(name);
     };
@@ -152,7 +153,6 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       for (size_t k = 0; k < runs.size(); ++k) {
         Run& run = runs[(k + size_t(rep)) % runs.size()];
         Engine& engine = *run.engine;
-        const ForwardOptions& full = run.r.device == "cpu" ? fo : fo_last;
         engine.cache().clear();
         phase("prefill");
         double t0 = now_s();
@@ -201,7 +201,8 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       r.bandwidth_gbs = bandwidth[r.device == "cpu" ? r.threads : -1];
       r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / r.model_bytes;
       r.decode_fraction_of_bound = r.decode_tok_s / r.bandwidth_bound_tok_s;
-      r.prefill_gflops = prefill_flops(model->config, cfg.prompt_tokens) / run.best_prefill / 1e9;
+      r.all_logits = cfg.all_logits;
+      r.prefill_gflops = prefill_flops(model->config, cfg.prompt_tokens, cfg.all_logits) / run.best_prefill / 1e9;
       if (r.device == "cpu") {
         r.peak_gflops = fma_peak[{int(run.simd), r.threads}];
         r.prefill_fraction_of_peak = r.prefill_gflops / r.peak_gflops;
@@ -234,6 +235,9 @@ std::string bench_table(const std::vector<BenchResult>& rows) {
                      r.device == "cpu" ? (any_gpu ? fmt::format(" {:>15}", "-") : std::string())
                                        : fmt::format(" {:>15.0f}", r.peak_device_mb),
                      batch > 1 ? fmt::format(" {:>16.1f}", r.batch_decode_tok_s) : std::string());
+  if (!rows.empty())
+    s += rows.front().all_logits ? "prefill and cache-off: logits of every row (--logits all)\n"
+                                 : "prefill and cache-off: logits of the last row only (--logits last)\n";
   for (const auto& r : rows) {
     if (r.weights_huge_page_share < 0 || r.weights_huge_page_share >= 0.5 || r.model_bytes < 256e6) continue;
     s += fmt::format(
@@ -259,6 +263,7 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
                    {"prompt_tokens", r.prompt_tokens},
                    {"decode_tokens", r.decode_tokens},
                    {"cache_off_tokens", r.cache_off_tokens},
+                   {"logits", r.all_logits ? "all" : "last"},
                    {"prefill_tok_s", r.prefill_tok_s},
                    {"prefill_gflops", r.prefill_gflops},
                    {"peak_fma_gflops", r.peak_gflops},

@@ -29,6 +29,10 @@ struct BenchConfig {
   // > 1: also decode B sequences of prompt_tokens as one batch (generate_batch, greedy) and report
   // their tokens per second, prefill excluded.
   int batch = 1;
+  // Logits of every row in the prefill and the cache-OFF step, as `generate` computes them (so its
+  // cache-OFF last row is the prefill's, bitwise); false: the last row's only, as serving stacks
+  // and llama-bench's prompt test do (decode steps have one row either way).
+  bool all_logits = false;
   // cuda: time every kernel operation with events (passes run eagerly, no graph replay); read the
   // totals with cuda::op_times(), phases "prefill", "decode", "cache-off".
   bool op_times = false;
@@ -39,8 +43,9 @@ struct BenchResult {
   std::string simd;  // the Highway target the CPU kernels ran ("AVX3" = AVX-512, "AVX2", "SCALAR"); "" on a GPU
   int threads = 1;
   int prompt_tokens = 0, decode_tokens = 0, cache_off_tokens = 0;
+  bool all_logits = false;  // BenchConfig::all_logits
   double prefill_tok_s = 0, decode_tok_s = 0, cache_off_step_s = 0;
-  double prefill_gflops = 0;            // matrix and attention flops of the prefill per second
+  double prefill_gflops = 0;            // matrix (head: the rows computed) and attention flops of the prefill per second
   double peak_gflops = 0;               // cpu: measured fp32 FMA peak on this SIMD target and thread count
   double prefill_fraction_of_peak = 0;
   double model_bytes = 0;             // bytes of weight matrices read per decoded token
