@@ -31,8 +31,8 @@ TEST(ThreadPoolHandOff, BackToBackRegionsCoverEveryIndexOnce) {
 }
 
 // Pieces: every index exactly once, each call one whole piece (the last one shorter) aligned to
-// the piece size (one thread, or a single piece: one call for everything), and a thread the host slows does not hold the others back: the fast thread
-// takes the pieces the slow one has not got to.
+// the piece size (one thread, or a single piece: one call for everything); and a thread the host
+// slows does not hold the others back: the fast thread takes the pieces the slow one has not got to.
 TEST(ThreadPoolHandOff, PiecesCoverEveryIndexOnceAndGoToWhoeverIsFree) {
   for (int threads : {1, 2, 3}) {
     ThreadPool pool(threads);

@@ -93,7 +93,8 @@ class FixedOrderKernels final : public CpuKernels {
       });
     };
     if (T > 1)
-      pool_->parallel_pieces(N, pool_->piece_for(N, blocked ? 2 : 4, 8, 64), [&](long b, long e, int t) { work(b, e, t); });
+      pool_->parallel_pieces(N, pool_->piece_for(N, blocked ? 2 : 4, 8, 64),
+                             [&](long b, long e, int t) { work(b, e, t); });
     else
       work(0, N, 0);
   }

@@ -139,8 +139,8 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     // Decode steps have one row; the prefill and the cache-OFF step compute the head on every row
     // only when asked (on a GPU that also times copying [M, vocab] fp32 logits back over PCIe).
     ForwardOptions fo;
-    ForwardOptions full = fo;
-    full.all_logits = cfg.all_logits;
+    ForwardOptions whole_seq = fo;  // the prefill and the cache-OFF step
+    whole_seq.all_logits = cfg.all_logits;
     const auto phase = [&](const char* name) {
       if (cfg.op_times) cuda::op_timing_phase(name);
     };
@@ -156,7 +156,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         engine.cache().clear();
         phase("prefill");
         double t0 = now_s();
-        engine.forward(tokens.data(), cfg.prompt_tokens, 0, full);
+        engine.forward(tokens.data(), cfg.prompt_tokens, 0, whole_seq);
         run.best_prefill = std::min(run.best_prefill, now_s() - t0);
         phase("decode");
         t0 = now_s();
@@ -167,7 +167,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         run.best_decode = std::min(run.best_decode, now_s() - t0);
         phase("cache-off");
         t0 = now_s();
-        engine.forward_uncached(tokens.data(), cfg.cache_off_tokens, full);
+        engine.forward_uncached(tokens.data(), cfg.cache_off_tokens, whole_seq);
         run.best_off = std::min(run.best_off, now_s() - t0);
         phase("-");
         if (cfg.batch > 1) {

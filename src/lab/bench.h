@@ -45,7 +45,7 @@ struct BenchResult {
   int prompt_tokens = 0, decode_tokens = 0, cache_off_tokens = 0;
   bool all_logits = false;  // BenchConfig::all_logits
   double prefill_tok_s = 0, decode_tok_s = 0, cache_off_step_s = 0;
-  double prefill_gflops = 0;            // matrix (head: the rows computed) and attention flops of the prefill per second
+  double prefill_gflops = 0;            // matrix (the head's rows computed) and attention flops per second
   double peak_gflops = 0;               // cpu: measured fp32 FMA peak on this SIMD target and thread count
   double prefill_fraction_of_peak = 0;
   double model_bytes = 0;             // bytes of weight matrices read per decoded token
