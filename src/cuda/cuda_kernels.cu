@@ -404,11 +404,8 @@ class CudaKernels final : public Kernels {
   };
   void hold(const float* out, size_t n, int act, uint64_t sig, std::function<void(NonFiniteSlot)> f) {
     release_held();
-    if (op_timing_on()) {
-      graphs_.submit(sig, [f = std::move(f)] { f(NonFiniteSlot{}); });
-      return;
-    }
     held_ = Held{std::move(f), out, n, act, sig};
+    if (op_timing_on()) release_held();  // timed operations launch one by one
   }
   void release_held() {
     if (!held_.launch) return;
