@@ -82,6 +82,7 @@ TEST(CliOptions, OtherIgnoredCombinationsAreRefused) {
   expect_usage("bench --model " + q(m) + " --synth tiny", {"--synth", "--model"});
   expect_usage("bench --load", {"--load", "--model"});
   expect_usage("bench --load --model " + q(m) + " --kv-dtype q8_0", {"--kv-dtype", "--load"});
+  expect_usage("bench --load --model " + q(m) + " --logits all", {"--logits", "--load"});
   expect_usage(
       "bench --kernels reference --threads 1,2 --prompt-tokens 2 --decode-tokens 1 --cache-off-tokens 2 "
       "--repeats 1 --bandwidth-gbs 1",
