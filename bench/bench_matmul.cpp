@@ -35,7 +35,7 @@ void run_matmul(benchmark::State& state, KernelPolicy policy, DType wt, int M, S
   std::vector<float> x(size_t(M * s.K)), y(size_t(M * s.N));
   fill_pattern(DType::F32, x.data(), x.size(), 3);
   for (auto _ : state) {
-    k.matmul(x.data(), M, W, y.data());
+    k.matmul(x.data(), M, W, DType::F32, y.data());
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }

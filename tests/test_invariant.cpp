@@ -79,8 +79,8 @@ void check_matmul_rows(Kernels& k1, Kernels& k2, Kernels& k3, Kernels& ref, std:
       const int M = 70;
       const auto x = normals(size_t(M) * K, rng);
       std::vector<float> alone(size_t(M) * N), want(size_t(M) * N);
-      for (int m = 0; m < M; ++m) k1.matmul(x.data() + size_t(m) * K, 1, W, alone.data() + size_t(m) * N);
-      ref.matmul(x.data(), M, W, want.data());
+      for (int m = 0; m < M; ++m) k1.matmul(x.data() + size_t(m) * K, 1, W, DType::F32, alone.data() + size_t(m) * N);
+      ref.matmul(x.data(), M, W, DType::F32, want.data());
       for (int m = 0; m < M; ++m)
         for (int n = 0; n < N; ++n) {
           double mag = 0;
@@ -91,7 +91,7 @@ void check_matmul_rows(Kernels& k1, Kernels& k2, Kernels& k3, Kernels& ref, std:
       for (int rows : {2, 3, 4, 5, 15, 16, 17, 64, 70})
         for (Kernels* k : {&k1, &k2, &k3}) {
           std::vector<float> y(size_t(rows) * N, -1.0f);
-          k->matmul(x.data(), rows, W, y.data());
+          k->matmul(x.data(), rows, W, DType::F32, y.data());
           ASSERT_TRUE(same_bits(y.data(), alone.data(), y.size()))
               << "M=" << rows << " N=" << N << " K=" << K << " w=" << dtype_name(wt);
         }
@@ -277,9 +277,9 @@ TEST(InvariantKernels, EveryCompiledTargetIsInvariantAndAccurate) {
       Weights w(wt, size_t(N) * K, rng);
       const auto x = normals(size_t(20) * K, rng);
       std::vector<float> alone(size_t(20) * N), y(size_t(20) * N);
-      for (int m = 0; m < 20; ++m) k1->matmul(x.data() + size_t(m) * K, 1, w.view(N, K), alone.data() + size_t(m) * N);
+      for (int m = 0; m < 20; ++m) k1->matmul(x.data() + size_t(m) * K, 1, w.view(N, K), DType::F32, alone.data() + size_t(m) * N);
       for (int M : {3, 20}) {
-        k3->matmul(x.data(), M, w.view(N, K), y.data());
+        k3->matmul(x.data(), M, w.view(N, K), DType::F32, y.data());
         ASSERT_TRUE(same_bits(y.data(), alone.data(), size_t(M) * N)) << "M=" << M;
       }
     }

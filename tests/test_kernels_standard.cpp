@@ -111,8 +111,8 @@ TEST(StandardKernels, MatmulMatchesReference) {
           auto x = random_x(size_t(M) * K, rng);
           TensorView W = view_of(w, N, K);
           std::vector<float> want(size_t(M) * N), got(size_t(M) * N, -1.0f);
-          ref->matmul(x.data(), M, W, want.data());
-          std_k->matmul(x.data(), M, W, got.data());
+          ref->matmul(x.data(), M, W, DType::F32, want.data());
+          std_k->matmul(x.data(), M, W, DType::F32, got.data());
           expect_matmul_close(x, M, w, N, K, got, want, 1e-5,
                               "M=" + std::to_string(M) + " N=" + std::to_string(N) + " K=" + std::to_string(K) +
                                   " w=" + std::string(dtype_name(wt)) + " threads=" + std::to_string(pool ? 2 : 1));
@@ -140,10 +140,10 @@ TEST(StandardKernels, SmallBatchRowsEqualGemvBitwise) {
         for (int M = 2; M < 16; ++M) {
           auto x = random_x(size_t(M) * K, rng);
           std::vector<float> batch(size_t(M) * N), batch2(size_t(M) * N), row(N);
-          k1->matmul(x.data(), M, W, batch.data());
-          k2->matmul(x.data(), M, W, batch2.data());
+          k1->matmul(x.data(), M, W, DType::F32, batch.data());
+          k2->matmul(x.data(), M, W, DType::F32, batch2.data());
           for (int m = 0; m < M; ++m) {
-            k1->matmul(x.data() + size_t(m) * K, 1, W, row.data());
+            k1->matmul(x.data() + size_t(m) * K, 1, W, DType::F32, row.data());
             for (int n = 0; n < N; ++n) {
               const std::string at = simd_name(target) + " w=" + std::string(dtype_name(wt)) +
                                      " M=" + std::to_string(M) + " N=" + std::to_string(N) +
@@ -170,7 +170,7 @@ TEST(StandardKernels, PackedGemmIsOneFmaChainPerOutput) {
       auto x = random_x(size_t(M) * K, rng);
       for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
         std::vector<float> y(size_t(M) * N);
-        make_standard_kernels(pool)->matmul(x.data(), M, W, y.data());
+        make_standard_kernels(pool)->matmul(x.data(), M, W, DType::F32, y.data());
         int bad = 0;
         for (int m = 0; m < M; ++m)
           for (int n = 0; n < N; ++n) {
@@ -197,8 +197,8 @@ TEST(StandardKernels, GemvAndGemmOrdersDifferInFp16) {
     TensorView W = view_of(w, N, K);
     auto x = random_x(size_t(M) * K, rng, DType::F16);
     std::vector<float> gemm(size_t(M) * N), gemv(N);
-    k->matmul(x.data(), M, W, gemm.data());
-    k->matmul(x.data(), 1, W, gemv.data());
+    k->matmul(x.data(), M, W, DType::F32, gemm.data());
+    k->matmul(x.data(), 1, W, DType::F32, gemv.data());
     for (int n = 0; n < N; ++n) {
       fp32_diffs += !same_bits(gemv[n], gemm[n]);
       fp16_diffs += f32_to_f16(gemv[n]) != f32_to_f16(gemm[n]);
@@ -219,10 +219,10 @@ TEST(StandardKernels, SplitKGemvAgreesAcrossThreads) {
   TensorView W = view_of(w, N, K);
   auto x = random_x(K, rng);
   std::vector<float> want(N), y1(N), y2(N), y3(N);
-  make_reference_kernels()->matmul(x.data(), 1, W, want.data());
-  make_standard_kernels(nullptr)->matmul(x.data(), 1, W, y1.data());
-  make_standard_kernels(&pool2)->matmul(x.data(), 1, W, y2.data());
-  make_standard_kernels(&pool3)->matmul(x.data(), 1, W, y3.data());
+  make_reference_kernels()->matmul(x.data(), 1, W, DType::F32, want.data());
+  make_standard_kernels(nullptr)->matmul(x.data(), 1, W, DType::F32, y1.data());
+  make_standard_kernels(&pool2)->matmul(x.data(), 1, W, DType::F32, y2.data());
+  make_standard_kernels(&pool3)->matmul(x.data(), 1, W, DType::F32, y3.data());
   expect_matmul_close(x, 1, w, N, K, y1, want, 1e-5, "threads=1");
   expect_matmul_close(x, 1, w, N, K, y2, want, 1e-5, "threads=2");
   expect_matmul_close(x, 1, w, N, K, y3, want, 1e-5, "threads=3");
@@ -459,9 +459,9 @@ TEST(StandardKernels, EveryCompiledTargetMatchesReference) {
         auto x = random_x(size_t(M) * K, rng);
         TensorView W = view_of(w, N, K);
         std::vector<float> want(size_t(M) * N), got(size_t(M) * N), got2(size_t(M) * N);
-        ref->matmul(x.data(), M, W, want.data());
-        s1->matmul(x.data(), M, W, got.data());
-        s2->matmul(x.data(), M, W, got2.data());
+        ref->matmul(x.data(), M, W, DType::F32, want.data());
+        s1->matmul(x.data(), M, W, DType::F32, got.data());
+        s2->matmul(x.data(), M, W, DType::F32, got2.data());
         expect_matmul_close(x, M, w, N, K, got, want, 1e-5, "target matmul 1t");
         expect_matmul_close(x, M, w, N, K, got2, want, 1e-5, "target matmul 2t");
       }

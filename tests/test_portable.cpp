@@ -121,7 +121,7 @@ std::vector<float> kernel_outputs(KernelPolicy pol) {
       const auto x = normals(size_t(40) * K, rng);
       for (int M : {1, 3, 40}) {
         std::vector<float> y(size_t(M) * N);
-        (M == 3 ? k2 : k1)->matmul(x.data(), M, view_of(wb, wt, N, K), y.data());
+        (M == 3 ? k2 : k1)->matmul(x.data(), M, view_of(wb, wt, N, K), DType::F32, y.data());
         keep(y);
       }
     }
@@ -137,7 +137,7 @@ std::vector<float> kernel_outputs(KernelPolicy pol) {
     const auto x = normals(size_t(20) * K, rng);
     for (int M : {1, 20}) {
       std::vector<float> y(size_t(M) * N);
-      k2->matmul(x.data(), M, W, y.data());
+      k2->matmul(x.data(), M, W, DType::F32, y.data());
       keep(y);
     }
   }

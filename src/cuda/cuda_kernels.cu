@@ -4,7 +4,8 @@
 //  attention  FlashAttention-style prefill and length-dependent split-KV decode (cuda_attention.cu).
 //  the rest   element-wise kernels with the CPU's rounding points (cuda_elementwise.cu).
 // Weights are uploaded once, on first use, in the dtype the model holds them in (the compute
-// dtype; quantised matrices as their exact fp32 values, as the CPU computes with them). Small
+// dtype; quantised matrices as their exact fp32 values, as the CPU computes with them; the fp16/
+// bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's GEMMs). Small
 // per-call data (token ids, positions, per-sequence descriptors) goes through a pinned staging
 // ring, so a pass never waits for the GPU until its logits are copied back. Every launch goes
 // through PassGraphs (cuda_pass_graphs.cuh) with the signature of its arguments, so that a pass
@@ -89,7 +90,7 @@ class CudaKernels final : public Kernels {
   KernelPolicy policy() const override { return KernelPolicy::Standard; }
   Device device() const override { return Device::Cuda; }
 
-  void matmul(const float* x, int M, const TensorView& W, float* y) override {
+  void matmul(const float* x, int M, const TensorView& W, DType act, float* y) override {
     OpSpan span("matmul");
     release_held();
     const int N = int(W.rows()), K = int(W.cols());
@@ -101,7 +102,9 @@ class CudaKernels final : public Kernels {
                      [=] { KVP_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, stream())); });
       return;
     }
-    const Weight& w = weight(W);
+    // fp16/bf16 weights of an fp32 pass (kept narrow on the host, where the kernels widen them):
+    // an fp32 copy, since x holds fp32 values that a narrow GEMM input would round.
+    const Weight& w = act == DType::F32 ? weight_f32(W) : weight(W);
     const void* xa = x;
     if (w.store != kF32) {
       // Activations hold values of the compute dtype in fp32 storage: the conversion is exact.
@@ -452,6 +455,21 @@ class CudaKernels final : public Kernels {
     return w;
   }
 
+  // The exact fp32 values of a weight tensor, for the fp32 passes: the same copy as weight() when
+  // the host holds fp32 (or quantised blocks) already, else a widened one.
+  const Weight& weight_f32(const TensorView& W) {
+    if (W.quantized() || W.dtype == DType::F32) return weight(W);
+    auto it = widened_.find(W.data);
+    if (it != widened_.end()) return it->second;
+    std::vector<float> f(size_t(W.numel()));
+    view_to_f32(W, 0, f.size(), f.data());
+    Weight& w = widened_[W.data];
+    w.mem.ensure(f.size() * sizeof(float));
+    kvp::cuda::to_device(w.mem.p, f.data(), f.size() * sizeof(float));
+    w.store = kF32;
+    return w;
+  }
+
   const float* gains(const float* host, int n) {
     auto it = weights_.find(host);
     if (it == weights_.end()) {
@@ -563,6 +581,7 @@ class CudaKernels final : public Kernels {
 
   cublasHandle_t blas_ = nullptr;
   std::unordered_map<const void*, Weight> weights_;
+  std::unordered_map<const void*, Weight> widened_;  // fp32 copies of narrow weights (weight_f32)
   Block workspace_, xconv_, parts_, rope_mem_, hits_, ring_dev_;
   void* ring_host_ = nullptr;
   size_t ring_bytes_ = 0, ring_off_ = 0;

@@ -45,7 +45,7 @@ class FixedOrderKernels final : public CpuKernels {
 
   KernelPolicy policy() const override { return policy_; }
 
-  void matmul(const float* x, int M, const TensorView& W, float* y) override {
+  void matmul(const float* x, int M, const TensorView& W, DType /*act*/, float* y) override {
     const int64_t N = W.rows(), K = W.cols();
     if (M <= 0 || N <= 0) return;
     if (K == 0) {

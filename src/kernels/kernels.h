@@ -92,7 +92,10 @@ class Kernels {
   // --- Reductions: the policy's choice of order. ---
   // y[M, N] = x[M, K] . W[N, K]^T with fp32 accumulation; W in F32/F16/BF16. y is not rounded.
   // W is a host view of the model's weights; a device keeps its own copy, made on first use.
-  virtual void matmul(const float* x, int M, const TensorView& W, float* y) = 0;
+  // `act`: x holds values of this dtype (the pass's compute dtype), so a device may multiply in it
+  // without changing x. W may be stored narrower than act when that is exact (fp16/bf16 weights of
+  // an fp32 pass, model/weights.cpp); the CPU kernels widen W exactly either way.
+  virtual void matmul(const float* x, int M, const TensorView& W, DType act, float* y) = 0;
   // Causal GQA attention of M new rows against the cache (which already holds their own K/V).
   virtual void attention(const AttentionParams& p) = 0;
   // The attention of several sequences of one pass (one layer), each against its own cache.

@@ -26,7 +26,7 @@ class ReferenceKernels final : public CpuKernels {
  public:
   KernelPolicy policy() const override { return KernelPolicy::Reference; }
 
-  void matmul(const float* x, int M, const TensorView& W, float* y) override {
+  void matmul(const float* x, int M, const TensorView& W, DType /*act*/, float* y) override {
     const int64_t N = W.rows(), K = W.cols();
     std::vector<float> wrow(W.quantized() ? size_t(K) : 0);
     for (int64_t n = 0; n < N; ++n) {

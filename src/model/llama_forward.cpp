@@ -101,7 +101,7 @@ class Pass {
   // F.linear: the bias joins the fp32 accumulator before the single rounding to P.
   void linear(const float* in, const TensorView& W, float* out, const char* tensor, int layer,
               const TensorView* bias = nullptr) {
-    kn_.matmul(in, M_, W, out);
+    kn_.matmul(in, M_, W, P_, out);
     if (bias != nullptr && bias->valid()) kn_.add_bias(out, M_, *bias);
     materialise(out, M_, int(W.rows()), tensor, layer);
   }
@@ -233,7 +233,7 @@ class Pass {
     materialise(a_.xb.data(), M_, dim, "final_norm", -1);
     hook(HookPoint::FinalNorm, -1, a_.xb.data(), dim);
     if (opts_.all_logits) {
-      kn_.matmul(a_.xb.data(), M_, W.lm_head, a_.logits.data());
+      kn_.matmul(a_.xb.data(), M_, W.lm_head, P_, a_.logits.data());
       materialise(a_.logits.data(), M_, V, "logits", -1);
       final_softcap(a_.logits.data(), M * V);
       hook(HookPoint::Logits, -1, a_.logits.data(), V);
@@ -248,7 +248,7 @@ class Pass {
                  size_t(dim));
       rows = a_.proj.data();
     }
-    kn_.matmul(rows, S, W.lm_head, a_.logits.data());
+    kn_.matmul(rows, S, W.lm_head, P_, a_.logits.data());
     materialise(a_.logits.data(), S, V, "logits", -1, last_pos_.data());
     final_softcap(a_.logits.data(), size_t(S) * V);
     const float* out = finish(logit_rows * size_t(V));

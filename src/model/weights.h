@@ -25,7 +25,9 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-  DType dtype = DType::F32;  // compute dtype of the matrices
+  // Compute dtype: every matrix holds values of it, stored in it, quantised, or (fp32 runs) as the
+  // file's fp16/bf16 bytes, which widen to fp32 exactly.
+  DType dtype = DType::F32;
   // Row order of wq/wk (and bq/bk) within each head, as in the file: RoPE reads the pairs where
   // they are, so no matrix is copied to reorder them.
   RopeLayout qk_layout = RopeLayout::Halves;
