@@ -8,8 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "core/aligned_allocator.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/tensor.h"
+#include "io/checkpoint.h"
 #include "kernels/simd_target.h"
 
 namespace kvp::test {
@@ -80,6 +83,21 @@ inline std::vector<SimdTarget> simd_targets_here() {
     }
   }
   return out;
+}
+
+// The checkpoint with every fp16/bf16 tensor replaced by an fp32 copy of the same values: what the
+// loader held for an fp32 run before it kept such files' bytes (model/weights.cpp).
+inline Checkpoint widened_to_f32(const Checkpoint& narrow) {
+  Checkpoint wide = narrow;
+  for (auto& [name, t] : wide.tensors) {
+    if (t.quantized() || t.dtype == DType::F32) continue;
+    auto buf = std::make_shared<AlignedBuffer>(size_t(t.numel()) * sizeof(float));
+    view_to_f32(t, 0, size_t(t.numel()), buf->as<float>());
+    t.dtype = DType::F32;
+    t.data = buf->data();
+    wide.keepalive.push_back(buf);
+  }
+  return wide;
 }
 
 }  // namespace kvp::test

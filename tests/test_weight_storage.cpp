@@ -7,29 +7,15 @@
 #include <memory>
 #include <vector>
 
-#include "core/aligned_allocator.h"
 #include "core/dtype.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "kernels/kernels.h"
 #include "runtime/generator.h"
+#include "test_util.h"
 
 namespace kvp {
 namespace {
-
-// The checkpoint with every fp16/bf16 tensor replaced by an fp32 copy of the same values.
-Checkpoint widened(const Checkpoint& narrow) {
-  Checkpoint wide = narrow;
-  for (auto& [name, t] : wide.tensors) {
-    if (t.quantized() || t.dtype == DType::F32) continue;
-    auto buf = std::make_shared<AlignedBuffer>(size_t(t.numel()) * sizeof(float));
-    view_to_f32(t, 0, size_t(t.numel()), buf->as<float>());
-    t.dtype = DType::F32;
-    t.data = buf->data();
-    wide.keepalive.push_back(buf);
-  }
-  return wide;
-}
 
 std::vector<float> last_logits(const std::shared_ptr<const Model>& m, KernelPolicy policy, bool cached) {
   EngineOptions eo;
@@ -57,7 +43,7 @@ TEST(WeightStorage, Fp32RunKeepsNarrowFileBytesAndComputesWithTheirExactValues) 
     for (DType file : {DType::F16, DType::BF16}) {
       SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(file)));
       const Checkpoint narrow_ck = synthesize_checkpoint(synthetic_config(arch, "tiny"), file);
-      const Checkpoint wide_ck = widened(narrow_ck);
+      const Checkpoint wide_ck = test::widened_to_f32(narrow_ck);
       auto narrow = Model::from_checkpoint(narrow_ck, DType::F32);
       auto wide = Model::from_checkpoint(wide_ck, DType::F32);
 

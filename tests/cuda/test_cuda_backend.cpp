@@ -2,7 +2,8 @@
 // every test skips, naming why.
 //  - fp32 logits, hidden states, the cached step and greedy generations on both paths against the
 //    transformers references of the four families (1e-4);
-//  - GPU fp32 against CPU fp32 (1e-4) on a real checkpoint and on synthesised models;
+//  - GPU fp32 against CPU fp32 (1e-4) on a real checkpoint and on synthesised models; an fp32 run
+//    of an fp16/bf16 file bitwise the run of its fp32 copy;
 //  - a NaN-poisoned static cache changes nothing, and a static cache equals an exact-size one;
 //  - fp16/bf16 `standard` kernels: cache ON and OFF differ somewhere (the phenomenon);
 //  - batches of mixed-length sequences on both paths; NaN/Inf detection naming tensor and layer;
@@ -205,6 +206,28 @@ TEST(CudaBackend, GpuFp32AgreesWithCpuFp32OnARealCheckpointAndEveryFamily) {
       EXPECT_LE(w, bound) << name;
       if (name == "stories260K") {
         EXPECT_LE(w, 1e-4) << name;
+      }
+    }
+  }
+}
+
+// An fp32 run keeps an fp16/bf16 file's bytes on the host; the GPU multiplies an fp32 copy of
+// them, so the run is bitwise the run of the checkpoint converted to fp32.
+TEST(CudaBackend, Fp32RunOfAHalfPrecisionFileIsTheRunOfItsFp32Copy) {
+  KVP_REQUIRE_GPU();
+  for (const char* fam : {"llama", "gemma2"}) {
+    for (DType file : {DType::F16, DType::BF16}) {
+      const Checkpoint ck = synthesize_checkpoint(synthetic_config(fam, "tiny"), file);
+      auto narrow = Model::from_checkpoint(ck, DType::F32);
+      auto wide = Model::from_checkpoint(test::widened_to_f32(ck), DType::F32);
+      ASSERT_EQ(narrow->weights.layers[0].wq.dtype, file);
+      std::vector<int> p{1, 9038, 2501, 263, 931};
+      for (int& t : p) t %= narrow->config.vocab_size;
+      for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+        const Trace a = trace(narrow, on_gpu(), p, mode, 16);
+        const Trace b = trace(wide, on_gpu(), p, mode, 16);
+        EXPECT_EQ(a.ids, b.ids) << fam << " " << dtype_name(file);
+        EXPECT_TRUE(same_bits(a, b)) << fam << " " << dtype_name(file) << (mode == CacheMode::On ? " cache on" : " cache off");
       }
     }
   }
