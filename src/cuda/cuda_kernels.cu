@@ -442,11 +442,7 @@ class CudaKernels final : public Kernels {
     if (it != weights_.end()) return it->second;
     Weight& w = weights_[W.data];
     if (W.quantized()) {
-      std::vector<float> f(size_t(W.numel()));
-      view_to_f32(W, 0, f.size(), f.data());
-      w.mem.ensure(f.size() * sizeof(float));
-      kvp::cuda::to_device(w.mem.p, f.data(), f.size() * sizeof(float));
-      w.store = kF32;
+      upload_f32(W, w);
     } else {
       w.mem.ensure(W.nbytes());
       kvp::cuda::to_device(w.mem.p, W.data, W.nbytes());
@@ -461,13 +457,18 @@ class CudaKernels final : public Kernels {
     if (W.quantized() || W.dtype == DType::F32) return weight(W);
     auto it = widened_.find(W.data);
     if (it != widened_.end()) return it->second;
+    Weight& w = widened_[W.data];
+    upload_f32(W, w);
+    return w;
+  }
+
+  // W's exact fp32 values into w (dequantised or widened on the host).
+  static void upload_f32(const TensorView& W, Weight& w) {
     std::vector<float> f(size_t(W.numel()));
     view_to_f32(W, 0, f.size(), f.data());
-    Weight& w = widened_[W.data];
     w.mem.ensure(f.size() * sizeof(float));
     kvp::cuda::to_device(w.mem.p, f.data(), f.size() * sizeof(float));
     w.store = kF32;
-    return w;
   }
 
   const float* gains(const float* host, int n) {
