@@ -30,6 +30,7 @@
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "runtime/generator.h"
+#include "portable_golden.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -38,15 +39,6 @@ namespace {
 constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 using test::normals;
-
-TensorView view_of(const std::vector<uint8_t>& bytes, DType t, int64_t N, int64_t K) {
-  TensorView v;
-  v.name = "w";
-  v.dtype = t;
-  v.shape = {N, K};
-  v.data = bytes.data();
-  return v;
-}
 
 // Ulps between two finite floats of the same sign (or both zero).
 int64_t ulps(float a, float b) {
@@ -121,7 +113,7 @@ std::vector<float> kernel_outputs(KernelPolicy pol) {
       const auto x = normals(size_t(40) * K, rng);
       for (int M : {1, 3, 40}) {
         std::vector<float> y(size_t(M) * N);
-        (M == 3 ? k2 : k1)->matmul(x.data(), M, view_of(wb, wt, N, K), DType::F32, y.data());
+        (M == 3 ? k2 : k1)->matmul(x.data(), M, test::weight_view(wb, wt, N, K), DType::F32, y.data());
         keep(y);
       }
     }
@@ -132,7 +124,7 @@ std::vector<float> kernel_outputs(KernelPolicy pol) {
     std::vector<uint8_t> wb(size_t(N) * quant_row_bytes(qt, K));
     for (int n = 0; n < N; ++n)
       quantize_row(qt, wf.data() + size_t(n) * K, K, wb.data() + size_t(n) * quant_row_bytes(qt, K));
-    TensorView W = view_of(wb, DType::F32, N, K);
+    TensorView W = test::weight_view(wb, DType::F32, N, K);
     W.quant = qt;
     const auto x = normals(size_t(20) * K, rng);
     for (int M : {1, 20}) {
@@ -239,48 +231,12 @@ TEST(PortableKernels, EveryTargetGivesTheSameBits) {
 
 // ---------------------------------------------------------------------------------------------
 // End to end: the digest of a greedy run's logits and ids, per family and dtype, on every target,
-// both cache paths, 1 and 2 threads — and pinned.
+// both cache paths, 1 and 2 threads — and pinned (tests/portable_golden.h; the CUDA suite checks
+// the GPU against the same digests).
 
-std::string run_digest(const std::shared_ptr<const Model>& model, SimdTarget simd, CacheMode cache, int threads) {
-  EngineOptions eo;
-  eo.kernels = KernelPolicy::Portable;
-  eo.threads = threads;
-  eo.simd = simd;
-  eo.kv_dtype = model->dtype;
-  Engine e(model, eo);
-  GenerationConfig g;
-  g.max_new_tokens = 20;
-  g.cache = cache;
-  g.stop_at_eos = false;
-  std::vector<int> prompt;
-  const int bos = model->config.bos_id, vocab = model->config.vocab_size;
-  for (int i = 0; i < 9; ++i) prompt.push_back(i == 0 && bos >= 0 ? bos : (i * 37 + 11) % vocab);
-  Sha256 h;
-  const auto r =
-      e.generate(prompt, g, nullptr, [&](const StepInfo& s) { h.update(s.logits, size_t(s.vocab) * sizeof(float)); });
-  h.update(r.output_ids.data(), r.output_ids.size() * sizeof(int));
-  return h.hex();
-}
-
+using test::run_digest;
+using test::kPortableGolden;
 using test::simd_targets_here;
-
-// Digests of run_digest on the synthesised tiny model of each family. They are properties of the
-// model, the input and the policy's specification, not of this machine: a machine (or a change)
-// that computes one different bit fails here.
-const std::map<std::string, std::string> kGolden = {
-    {"llama fp16", "3787fb8451bd5836409767f445b77d6f6511ffa067f5fb4c65931eddd0e68179"},
-    {"llama bf16", "27d5ddea80d036fd45c6eae3adf43f05d686b72947387f7362e4646250cee0c9"},
-    {"llama fp32", "4ca4c66c326526a557c80563e60c062b03091524e35d808ed3b61b2de0f467fc"},
-    {"mistral fp16", "14bd3270f0dacfb8ebc8298cd2f2a190f85df7d1a7b1ce4981e2842fdad7f317"},
-    {"mistral bf16", "dddd102f659e7165451d2c08dd4498a6ad56312ea2deffe858151273bf00fd75"},
-    {"mistral fp32", "ca956bd9db0da3a37d1ccdd7f9a088d6cea551f627198886fa979b835c0bfdc0"},
-    {"gemma2 fp16", "c834519ad1ffbac7f251df896846a03d3932b2b55834158144f68db893a0ebf2"},
-    {"gemma2 bf16", "387e5d3aa465455d6deb9b515841b3bf187d39d52363ee9bdc8511b1891f9a15"},
-    {"gemma2 fp32", "798e5cbc6eb21afd8798abf414ae448b19d10f3ce59aa591cb2e109a234eb608"},
-    {"qwen2 fp16", "74f3023d2a81e5b8df8adf11d3555295b6c3626e2cb52b4802f62c06562e7058"},
-    {"qwen2 bf16", "c059303393ef93e3956ade8810f9214ea30d456244ee51db6488d206a0008bfd"},
-    {"qwen2 fp32", "8710c5923f80c83d5ec3bdd85795cbeb2020fa79128854e90743c7c0d6378dda"},
-};
 
 class PortableGolden : public ::testing::TestWithParam<std::string> {};
 
@@ -297,7 +253,7 @@ TEST_P(PortableGolden, LogitsDigestIsTheSameOnEveryTargetCachePathAndThreadCount
       EXPECT_EQ(run_digest(model, t, CacheMode::On, 2), want) << key << " simd " << simd_name(t) << " cache ON";
       EXPECT_EQ(run_digest(model, t, CacheMode::Off, 1), want) << key << " simd " << simd_name(t) << " cache OFF";
     }
-    EXPECT_EQ(want, kGolden.at(key)) << key << ": the golden digest";
+    EXPECT_EQ(want, kPortableGolden.at(key)) << key << ": the golden digest";
   }
 }
 

@@ -64,6 +64,16 @@ class TempDir {
   std::string path_;
 };
 
+// A host view named "w" of an [N, K] matrix stored in `t` at `bytes`.
+inline TensorView weight_view(const std::vector<uint8_t>& bytes, DType t, int64_t N, int64_t K) {
+  TensorView v;
+  v.name = "w";
+  v.dtype = t;
+  v.shape = {N, K};
+  v.data = bytes.data();
+  return v;
+}
+
 // n normal values (mean 0, standard deviation `scale`), each representable in `act`.
 inline std::vector<float> normals(size_t n, std::mt19937& rng, DType act = DType::F32, float scale = 1.0f) {
   std::normal_distribution<float> nd(0.0f, scale);

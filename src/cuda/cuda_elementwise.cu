@@ -5,20 +5,13 @@
 #include <cmath>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_nonfinite.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace kvp::cuda {
 namespace {
 
 constexpr unsigned kThreads = 256;
-
-// A fused rounding point's NaN/Inf report (as round_check_kernel's): the smallest flat index wins.
-__device__ __forceinline__ void note(const NonFiniteSlot& c, size_t i, float v) {
-  if (c.hits == nullptr || isfinite(v)) return;
-  const unsigned long long kind = isnan(v) ? 0ull : (v > 0.0f ? 1ull : 2ull);
-  atomicMin(c.hits + c.slot, (static_cast<unsigned long long>(i) << 2) | kind);
-  *c.any = 1;
-}
 
 #define KVP_GRID_STRIDE(i, n) \
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < (n); i += size_t(gridDim.x) * blockDim.x)
@@ -58,8 +51,8 @@ __global__ void rope_kernel(float* x, int n_heads, int hd, const int* pos, const
     v[i] = o0;
     v[i + half] = o1;
     const size_t base = (size_t(row) * n_heads + head) * hd;
-    note(chk, base + i, o0);
-    note(chk, base + i + half, o1);
+    note_nonfinite(chk, base + i, o0);
+    note_nonfinite(chk, base + i + half, o1);
   }
 }
 
@@ -78,7 +71,7 @@ __global__ void gated_kernel(float* gate, const float* up, size_t n, int act, in
     }
     const float r = round_act(round_act(a, act) * up[i], act);
     gate[i] = r;
-    note(chk, i, r);
+    note_nonfinite(chk, i, r);
   }
 }
 
@@ -94,7 +87,7 @@ __global__ void add_kernel(float* x, const float* y, size_t n, int act, NonFinit
   KVP_GRID_STRIDE(i, n) {
     const float r = round_act(x[i] + y[i], act);
     x[i] = r;
-    note(chk, i, r);
+    note_nonfinite(chk, i, r);
   }
 }
 
@@ -111,18 +104,19 @@ __global__ void round_check_kernel(float* x, size_t n, int act, NonFiniteSlot ch
       float4 v = x4[i];
       v.x = round_act(v.x, act), v.y = round_act(v.y, act), v.z = round_act(v.z, act), v.w = round_act(v.w, act);
       x4[i] = v;
-      note(chk, 4 * i, v.x), note(chk, 4 * i + 1, v.y), note(chk, 4 * i + 2, v.z), note(chk, 4 * i + 3, v.w);
+      note_nonfinite(chk, 4 * i, v.x), note_nonfinite(chk, 4 * i + 1, v.y);
+      note_nonfinite(chk, 4 * i + 2, v.z), note_nonfinite(chk, 4 * i + 3, v.w);
     }
     for (size_t i = n / 4 * 4 + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
       x[i] = round_act(x[i], act);
-      note(chk, i, x[i]);
+      note_nonfinite(chk, i, x[i]);
     }
     return;
   }
   KVP_GRID_STRIDE(i, n) {
     const float v = round_act(x[i], act);
     x[i] = v;
-    note(chk, i, v);
+    note_nonfinite(chk, i, v);
   }
 }
 
@@ -150,7 +144,7 @@ __global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float ep
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
     const float r = fp32_gain ? round_act((xr[i] * inv) * w[i], act) : round_act(w[i] * round_act(xr[i] * inv, act), act);
     yr[i] = r;
-    note(chk, size_t(blockIdx.x) * dim + i, r);
+    note_nonfinite(chk, size_t(blockIdx.x) * dim + i, r);
   }
 }
 

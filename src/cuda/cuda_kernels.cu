@@ -1,8 +1,13 @@
-// The Kernels interface on a CUDA GPU, `standard` policy (DESIGN.md §4a): what GPU stacks do.
+// The Kernels interface on a CUDA GPU (DESIGN.md §4a). The `standard` policy does what GPU stacks do:
 //  matmul     cuBLAS GemmEx, fp32 accumulation (CUBLAS_COMPUTE_32F; fp32 weights stay IEEE fp32,
 //             no TF32), cuBLAS's own shape-dependent choice of algorithm (split-K included).
 //  attention  FlashAttention-style prefill and length-dependent split-KV decode (cuda_attention.cu).
 //  the rest   element-wise kernels with the CPU's rounding points (cuda_elementwise.cu).
+// The `portable` policy swaps in the kernels that compute the CPU portable kernels' bits
+// (cuda_portable.cu, cuda_portable_attention.cu): matmul, attention, RMSNorm, the activations with
+// the policy's own exp/tanh, and RoPE from the table's libm-free twin. Everything else is shared:
+// the element-wise kernels are single correctly rounded operations (the backend builds with
+// --fmad=false), the same bits as the CPU's.
 // Weights are uploaded once, on first use, in the dtype the model holds them in (the compute
 // dtype; quantised matrices as their exact fp32 values, as the CPU computes with them; the fp16/
 // bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's GEMMs). Small
@@ -18,6 +23,7 @@
 #include <vector>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_device_weights.cuh"
 #include "cuda/cuda_op_timer.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_pass_graphs.cuh"
@@ -36,41 +42,16 @@ cudaDataType cuda_type(int store) {
   return store == kF32 ? CUDA_R_32F : store == kF16 ? CUDA_R_16F : CUDA_R_16BF;
 }
 
-// Device memory owned by the kernels; replacing it frees the old block, which waits for the work
-// queued on it (cudaFree synchronises).
-struct Block {
-  void* p = nullptr;
-  size_t bytes = 0;
-  Block() = default;
-  Block(const Block&) = delete;
-  Block& operator=(const Block&) = delete;
-  ~Block() { release(p); }
-  void* ensure(size_t n) {
-    if (n > bytes) {
-      release(p);
-      p = nullptr;
-      bytes = 0;
-      p = alloc(n);
-      bytes = n;
-    }
-    return p;
-  }
-};
-
 // Launch kinds, the first word of a launch's signature.
 enum Launch : uint64_t {
   kGemm = 1, kConvert, kMemset, kUpload, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
   kScale, kAdd, kKvWrite, kRound
 };
 
-struct Weight {
-  Block mem;
-  int store = kF32;
-};
 
 class CudaKernels final : public Kernels {
  public:
-  CudaKernels() : graphs_(stream()) {
+  explicit CudaKernels(KernelPolicy policy) : policy_(policy), graphs_(stream()) {
     cublas_check(cublasCreate(&blas_), "cublasCreate");
     cublas_check(cublasSetStream(blas_, stream()), "cublasSetStream");
     // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it never is).
@@ -87,7 +68,7 @@ class CudaKernels final : public Kernels {
     cublasDestroy(blas_);
   }
 
-  KernelPolicy policy() const override { return KernelPolicy::Standard; }
+  KernelPolicy policy() const override { return policy_; }
   Device device() const override { return Device::Cuda; }
 
   void matmul(const float* x, int M, const TensorView& W, DType act, float* y) override {
@@ -102,9 +83,19 @@ class CudaKernels final : public Kernels {
                      [=] { KVP_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, stream())); });
       return;
     }
+    if (portable()) {
+      // W widened in registers, exactly as on the CPU: the stored bytes serve every pass's dtype.
+      const Weight& w = weights_.get(W);
+      const void* wp = w.mem.p;
+      const int store = w.store;
+      wrote(y, size_t(M) * N);
+      graphs_.submit(signature(kGemm, wp, x, y, M, N, K, store),
+                     [=] { launch_portable_matmul(x, M, wp, store, K, N, y); });
+      return;
+    }
     // fp16/bf16 weights of an fp32 pass (kept narrow on the host, where the kernels widen them):
     // an fp32 copy, since x holds fp32 values that a narrow GEMM input would round.
-    const Weight& w = act == DType::F32 ? weight_f32(W) : weight(W);
+    const Weight& w = act == DType::F32 ? weights_.f32(W) : weights_.get(W);
     const void* xa = x;
     if (w.store != kF32) {
       // Activations hold values of the compute dtype in fp32 storage: the conversion is exact.
@@ -146,6 +137,22 @@ class CudaKernels final : public Kernels {
     AttnShape s{a.n_heads, a.n_kv_heads, a.head_dim, a.score_divisor, a.score_scale, a.softcap, a.sliding_window,
                 store_of(a.act), kv_store(a.kv)};
     for (int i = 0; i < n; ++i) wrote(p[i].out, size_t(p[i].n_rows) * p[i].n_heads * p[i].head_dim);
+    if (portable()) {  // one kernel for every row, decode steps included
+      std::vector<AttnDesc> rows;
+      int max_rows = 0;
+      for (int i = 0; i < n; ++i) {
+        if (p[i].n_rows <= 0) continue;
+        rows.push_back(AttnDesc{p[i].q, p[i].out, p[i].k_cache, p[i].v_cache, p[i].n_rows, p[i].start_pos, p[i].capacity,
+                                1, 0, 0});
+        max_rows = std::max(max_rows, p[i].n_rows);
+      }
+      if (rows.empty()) return;
+      const AttnDesc* descs = upload(kAttnPrefillDescs, rows.data(), rows.size());
+      const int nr = int(rows.size());
+      graphs_.submit(signature(kPrefill, descs, nr, max_rows, s),
+                     [=] { launch_portable_attention(descs, nr, max_rows, s); });
+      return;
+    }
     std::vector<AttnDesc> prefill, decode;
     int max_rows = 0;
     // Enough (head, split) warps to give every multiprocessor a few, however many sequences. The
@@ -198,7 +205,7 @@ class CudaKernels final : public Kernels {
   void embed(const TensorView& table, const int* tokens, int M, float* x) override {
     OpSpan span("embed");
     release_held();
-    const Weight& w = weight(table);
+    const Weight& w = weights_.get(table);
     const void* tp = w.mem.p;
     const int store = w.store, dim = int(table.cols());
     wrote(x, size_t(M) * dim);
@@ -209,7 +216,7 @@ class CudaKernels final : public Kernels {
   void add_bias(float* y, int M, const TensorView& b) override {
     OpSpan span("add_bias");
     release_held();
-    const Weight& w = weight(b);
+    const Weight& w = weights_.get(b);
     if (w.store != kF32) fail_input("bias '" + b.name + "' is not stored as fp32");
     const auto* bp = static_cast<const float*>(w.mem.p);
     const int N = int(b.numel());
@@ -226,11 +233,12 @@ class CudaKernels final : public Kernels {
     if (max_pos >= table.max_positions())
       fail_input("RoPE position " + std::to_string(max_pos) + " beyond the model's context " +
                  std::to_string(table.max_positions()));
-    ensure_rope(table);
-    const int half = table.head_dim() / 2, hd = table.head_dim(), a = store_of(act);
+    const RopeTable& t = portable() ? table.portable() : table;  // the libm-free twin: cos/sin bits
+    ensure_rope(t);
+    const int half = t.head_dim() / 2, hd = t.head_dim(), a = store_of(act);
     const bool adjacent = pairs == RopePairs::AdjacentPairs;
     const float* cs = static_cast<const float*>(rope_mem_.p);
-    const float* sn = cs + size_t(table.max_positions()) * half;
+    const float* sn = cs + size_t(t.max_positions()) * half;
     const int* pos = upload(kPositions, row_pos, size_t(M));
     const size_t n = size_t(M) * n_heads * hd;
     wrote(x, n);
@@ -245,7 +253,10 @@ class CudaKernels final : public Kernels {
     release_held();
     const int a = store_of(act);
     wrote(x, n);
-    if (n) graphs_.submit(signature(kSoftcap, x, n, cap, a), [=] { launch_softcap(x, n, cap, a); });
+    const bool pt = portable();
+    if (n)
+      graphs_.submit(signature(kSoftcap, x, n, cap, a),
+                     [=] { pt ? launch_portable_softcap(x, n, cap, a) : launch_softcap(x, n, cap, a); });
   }
   void scale(float* x, size_t n, float s, DType act) override {
     OpSpan span("scale");
@@ -378,11 +389,14 @@ class CudaKernels final : public Kernels {
     OpSpan span("rmsnorm");
     release_held();
     if (M <= 0) return;
-    const float* g = gains(w, dim);
+    const float* g = weights_.gains(w, dim);
     const int a = store_of(act);
     wrote(y, size_t(M) * dim);
-    hold(y, size_t(M) * dim, a, signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y),
-         [=](NonFiniteSlot c) { launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c); });
+    const bool pt = portable();
+    hold(y, size_t(M) * dim, a, signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y), [=](NonFiniteSlot c) {
+      pt ? launch_portable_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c)
+         : launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c);
+    });
   }
 
   void gated(float* gate, const float* up, size_t n, DType act, bool gelu) {
@@ -390,9 +404,11 @@ class CudaKernels final : public Kernels {
     release_held();
     const int a = store_of(act);
     wrote(gate, n);
+    const bool pt = portable();
     if (n)
-      hold(gate, n, a, signature(kGated, gate, up, n, a, gelu),
-           [=](NonFiniteSlot c) { launch_gated(gate, up, n, a, gelu, c); });
+      hold(gate, n, a, signature(kGated, gate, up, n, a, gelu), [=](NonFiniteSlot c) {
+        pt ? launch_portable_gated(gate, up, n, a, gelu, c) : launch_gated(gate, up, n, a, gelu, c);
+      });
   }
 
   // The last element-wise operation that rounds its own output, held back one call: when the
@@ -434,52 +450,6 @@ class CudaKernels final : public Kernels {
       fail_input("--kv-dtype " + kv.name() +
                  ": quantised KV caches are not available on CUDA yet (use fp32, fp16 or bf16, or --device cpu)");
     return store_of(kv.dtype());
-  }
-
-  // The device copy of a weight tensor, made on first use.
-  const Weight& weight(const TensorView& W) {
-    auto it = weights_.find(W.data);
-    if (it != weights_.end()) return it->second;
-    Weight& w = weights_[W.data];
-    if (W.quantized()) {
-      upload_f32(W, w);
-    } else {
-      w.mem.ensure(W.nbytes());
-      kvp::cuda::to_device(w.mem.p, W.data, W.nbytes());
-      w.store = store_of(W.dtype);
-    }
-    return w;
-  }
-
-  // The exact fp32 values of a weight tensor, for the fp32 passes: the same copy as weight() when
-  // the host holds fp32 (or quantised blocks) already, else a widened one.
-  const Weight& weight_f32(const TensorView& W) {
-    if (W.quantized() || W.dtype == DType::F32) return weight(W);
-    auto it = widened_.find(W.data);
-    if (it != widened_.end()) return it->second;
-    Weight& w = widened_[W.data];
-    upload_f32(W, w);
-    return w;
-  }
-
-  // W's exact fp32 values into w (dequantised or widened on the host).
-  static void upload_f32(const TensorView& W, Weight& w) {
-    std::vector<float> f(size_t(W.numel()));
-    view_to_f32(W, 0, f.size(), f.data());
-    w.mem.ensure(f.size() * sizeof(float));
-    kvp::cuda::to_device(w.mem.p, f.data(), f.size() * sizeof(float));
-    w.store = kF32;
-  }
-
-  const float* gains(const float* host, int n) {
-    auto it = weights_.find(host);
-    if (it == weights_.end()) {
-      Weight& w = weights_[host];
-      w.mem.ensure(size_t(n) * sizeof(float));
-      kvp::cuda::to_device(w.mem.p, host, size_t(n) * sizeof(float));
-      it = weights_.find(host);
-    }
-    return static_cast<const float*>(it->second.mem.p);
   }
 
   // What an upload holds: equal bytes are shared only between uploads of one kind, so that which
@@ -580,9 +550,11 @@ class CudaKernels final : public Kernels {
     max_slot_ = 0;
   }
 
+  bool portable() const { return policy_ == KernelPolicy::Portable; }
+
+  KernelPolicy policy_;
   cublasHandle_t blas_ = nullptr;
-  std::unordered_map<const void*, Weight> weights_;
-  std::unordered_map<const void*, Weight> widened_;  // fp32 copies of narrow weights (weight_f32)
+  DeviceWeights weights_;
   Block workspace_, xconv_, parts_, rope_mem_, hits_, ring_dev_;
   void* ring_host_ = nullptr;
   size_t ring_bytes_ = 0, ring_off_ = 0;
@@ -605,11 +577,11 @@ class CudaKernels final : public Kernels {
 
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy) {
   open();
-  if (policy != KernelPolicy::Standard)
+  if (policy != KernelPolicy::Standard && policy != KernelPolicy::Portable)
     fail_input("--kernels " + policy_name(policy) +
-               " --device cuda: the CUDA backend has the standard kernels only so far (use --kernels standard, or "
-               "--device cpu)");
-  return std::make_unique<CudaKernels>();
+               " --device cuda: the CUDA backend has the standard and portable kernels so far (use --kernels "
+               "standard or portable, or --device cpu)");
+  return std::make_unique<CudaKernels>(policy);
 }
 
 }  // namespace kvp::cuda

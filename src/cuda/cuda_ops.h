@@ -70,4 +70,15 @@ bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, co
 // Split-KV decode (one row per slice): partial states into `parts`, then merged in split order.
 void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts);
 
+// --- The `portable` policy (cuda_portable.cu, cuda_portable_attention.cu): the CPU portable
+// kernels' bits (portable_simd.h), whatever M, batch or launch shape. ---
+// y[M, N] = x[M, K] . W[N, K]^T, W in storage type `store`, every output in the 16-lane order.
+void launch_portable_matmul(const float* x, int M, const void* W, int store, int K, int N, float* y);
+// Every row of every slice, prefill and decode alike (attention row of portable_attention.cpp).
+void launch_portable_attention(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
+void launch_portable_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain,
+                             float* y, NonFiniteSlot chk = {});
+void launch_portable_gated(float* gate, const float* up, size_t n, int act, bool gelu, NonFiniteSlot chk = {});
+void launch_portable_softcap(float* x, size_t n, float cap, int act);
+
 }  // namespace kvp::cuda

@@ -21,19 +21,16 @@
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "runtime/generator.h"
+#include "cuda/cuda_test_util.h"
 #include "test_util.h"
 
 namespace kvp {
 namespace {
 
-#define KVP_REQUIRE_GPU()                                   \
-  do {                                                      \
-    try {                                                   \
-      require_device(Device::Cuda);                         \
-    } catch (const std::exception& e) {                     \
-      GTEST_SKIP() << "no usable CUDA device: " << e.what(); \
-    }                                                       \
-  } while (0)
+using test::same_bits;
+using test::Trace;
+using test::trace;
+
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
@@ -135,38 +132,11 @@ TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers)
 INSTANTIATE_TEST_SUITE_P(Families, CudaReference, ::testing::Values("llama", "mistral", "gemma2", "qwen2"),
                          [](const auto& i) { return i.param; });
 
-// Logits of every step of a greedy run, with the tokens.
-struct Trace {
-  std::vector<int> ids;
-  std::vector<std::vector<float>> logits;
-};
-
-Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, const std::vector<int>& prompt, CacheMode mode,
-        int n, bool poison = false) {
-  Engine e(std::move(model), eo);
-  if (poison) e.cache().poison();
-  GenerationConfig g;
-  g.max_new_tokens = n;
-  g.cache = mode;
-  g.stop_at_eos = false;
-  Trace r;
-  r.ids = e.generate(prompt, g, nullptr, [&](const StepInfo& s) { r.logits.emplace_back(s.logits, s.logits + s.vocab); })
-              .output_ids;
-  return r;
-}
-
 double worst(const Trace& a, const Trace& b) {
   double w = 0;
   for (size_t s = 0; s < std::min(a.logits.size(), b.logits.size()); ++s)
     w = std::max(w, max_abs_diff(a.logits[s].data(), b.logits[s].data(), a.logits[s].size()));
   return w;
-}
-
-bool same_bits(const Trace& a, const Trace& b) {
-  if (a.logits.size() != b.logits.size()) return false;
-  for (size_t s = 0; s < a.logits.size(); ++s)
-    if (std::memcmp(a.logits[s].data(), b.logits[s].data(), a.logits[s].size() * sizeof(float)) != 0) return false;
-  return true;
 }
 
 // Two fp32 CPU policies (reference and standard) already differ by this much on a model: sums in
@@ -252,18 +222,9 @@ TEST(CudaBackend, PoisonedStaticCacheChangesNothingAndEqualsAnExactSizeCache) {
 
 TEST(CudaBackend, HalfPrecisionStandardKernelsMakeCacheOnAndOffDiffer) {
   KVP_REQUIRE_GPU();
-  // A model wide enough that cuBLAS picks different kernels for one row and for the whole
-  // sequence, and long enough that the decode step splits its keys.
-  ModelConfig c = synthetic_config("llama", "tiny");
-  c.dim = 1024;
-  c.n_heads = 8;
-  c.n_kv_heads = 8;
-  c.head_dim = 128;
-  c.hidden_dim = 2816;
-  c.n_layers = 4;
-  auto ck = synthesize_checkpoint(c, DType::F32);
-  std::vector<int> prompt;
-  for (int i = 0; i < 200; ++i) prompt.push_back(1 + (i * 37) % (c.vocab_size - 1));
+  ModelConfig c;
+  const Checkpoint ck = test::wide_llama(&c);
+  const std::vector<int> prompt = test::wide_prompt(c);
   for (DType dt : {DType::F16, DType::BF16}) {
     auto model = Model::from_checkpoint(ck, dt);
     const Trace on = trace(model, on_gpu(KvType::of(dt)), prompt, CacheMode::On, 32);

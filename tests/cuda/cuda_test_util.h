@@ -1,0 +1,73 @@
+#pragma once
+// What the CUDA suite's files share: skipping without a GPU, and greedy runs' logits to compare.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "model/model.h"
+#include "model/synthetic.h"
+#include "runtime/generator.h"
+
+// Skips the test, naming why, where no CUDA device can be used.
+#define KVP_REQUIRE_GPU()                                   \
+  do {                                                      \
+    try {                                                   \
+      require_device(Device::Cuda);                         \
+    } catch (const std::exception& e) {                     \
+      GTEST_SKIP() << "no usable CUDA device: " << e.what(); \
+    }                                                       \
+  } while (0)
+
+namespace kvp::test {
+
+// Logits of every step of a greedy run, with the tokens.
+struct Trace {
+  std::vector<int> ids;
+  std::vector<std::vector<float>> logits;
+};
+
+inline Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, const std::vector<int>& prompt,
+                   CacheMode mode, int n, bool poison = false) {
+  Engine e(std::move(model), eo);
+  if (poison) e.cache().poison();
+  GenerationConfig g;
+  g.max_new_tokens = n;
+  g.cache = mode;
+  g.stop_at_eos = false;
+  Trace r;
+  r.ids = e.generate(prompt, g, nullptr, [&](const StepInfo& s) { r.logits.emplace_back(s.logits, s.logits + s.vocab); })
+              .output_ids;
+  return r;
+}
+
+inline bool same_bits(const Trace& a, const Trace& b) {
+  if (a.logits.size() != b.logits.size()) return false;
+  for (size_t s = 0; s < a.logits.size(); ++s)
+    if (std::memcmp(a.logits[s].data(), b.logits[s].data(), a.logits[s].size() * sizeof(float)) != 0) return false;
+  return true;
+}
+
+// A synthesised Llama wide enough that cuBLAS picks different kernels for one row and for a whole
+// sequence (dim 1024, head_dim 128, 4 layers), and a 200-token prompt long enough that the
+// standard decode step splits its keys: where the standard GPU path shows the phenomenon.
+inline Checkpoint wide_llama(ModelConfig* config = nullptr) {
+  ModelConfig c = synthetic_config("llama", "tiny");
+  c.dim = 1024;
+  c.n_heads = 8;
+  c.n_kv_heads = 8;
+  c.head_dim = 128;
+  c.hidden_dim = 2816;
+  c.n_layers = 4;
+  if (config != nullptr) *config = c;
+  return synthesize_checkpoint(c, DType::F32);
+}
+inline std::vector<int> wide_prompt(const ModelConfig& c) {
+  std::vector<int> prompt;
+  for (int i = 0; i < 200; ++i) prompt.push_back(1 + (i * 37) % (c.vocab_size - 1));
+  return prompt;
+}
+
+}  // namespace kvp::test

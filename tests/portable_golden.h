@@ -1,0 +1,61 @@
+#pragma once
+// The `portable` policy's pinned end-to-end digests, shared by the CPU suite (tests/test_portable.cpp:
+// every SIMD target, both cache paths, 1 and 2 threads) and the CUDA suite (the GPU must give the
+// same bits).
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/sha256.h"
+#include "kernels/simd_target.h"
+#include "model/model.h"
+#include "runtime/generator.h"
+
+namespace kvp::test {
+
+// The SHA-256 of a greedy run's logits (every step) and ids: 9 prompt tokens, 20 new ones, the KV
+// cache in the model's dtype.
+inline std::string run_digest(const std::shared_ptr<const Model>& model, SimdTarget simd, CacheMode cache, int threads,
+                              Device device = Device::Cpu) {
+  EngineOptions eo;
+  eo.device = device;
+  eo.kernels = KernelPolicy::Portable;
+  eo.threads = threads;
+  eo.simd = simd;
+  eo.kv_dtype = model->dtype;
+  Engine e(model, eo);
+  GenerationConfig g;
+  g.max_new_tokens = 20;
+  g.cache = cache;
+  g.stop_at_eos = false;
+  std::vector<int> prompt;
+  const int bos = model->config.bos_id, vocab = model->config.vocab_size;
+  for (int i = 0; i < 9; ++i) prompt.push_back(i == 0 && bos >= 0 ? bos : (i * 37 + 11) % vocab);
+  Sha256 h;
+  const auto r =
+      e.generate(prompt, g, nullptr, [&](const StepInfo& s) { h.update(s.logits, size_t(s.vocab) * sizeof(float)); });
+  h.update(r.output_ids.data(), r.output_ids.size() * sizeof(int));
+  return h.hex();
+}
+
+// Digests of run_digest on the synthesised tiny model of each family. They are properties of the
+// model, the input and the policy's specification, not of this machine: a machine (or a change)
+// that computes one different bit fails here.
+inline const std::map<std::string, std::string> kPortableGolden = {
+    {"llama fp16", "3787fb8451bd5836409767f445b77d6f6511ffa067f5fb4c65931eddd0e68179"},
+    {"llama bf16", "27d5ddea80d036fd45c6eae3adf43f05d686b72947387f7362e4646250cee0c9"},
+    {"llama fp32", "4ca4c66c326526a557c80563e60c062b03091524e35d808ed3b61b2de0f467fc"},
+    {"mistral fp16", "14bd3270f0dacfb8ebc8298cd2f2a190f85df7d1a7b1ce4981e2842fdad7f317"},
+    {"mistral bf16", "dddd102f659e7165451d2c08dd4498a6ad56312ea2deffe858151273bf00fd75"},
+    {"mistral fp32", "ca956bd9db0da3a37d1ccdd7f9a088d6cea551f627198886fa979b835c0bfdc0"},
+    {"gemma2 fp16", "c834519ad1ffbac7f251df896846a03d3932b2b55834158144f68db893a0ebf2"},
+    {"gemma2 bf16", "387e5d3aa465455d6deb9b515841b3bf187d39d52363ee9bdc8511b1891f9a15"},
+    {"gemma2 fp32", "798e5cbc6eb21afd8798abf414ae448b19d10f3ce59aa591cb2e109a234eb608"},
+    {"qwen2 fp16", "74f3023d2a81e5b8df8adf11d3555295b6c3626e2cb52b4802f62c06562e7058"},
+    {"qwen2 bf16", "c059303393ef93e3956ade8810f9214ea30d456244ee51db6488d206a0008bfd"},
+    {"qwen2 fp32", "8710c5923f80c83d5ec3bdd85795cbeb2020fa79128854e90743c7c0d6378dda"},
+};
+
+}  // namespace kvp::test
