@@ -5,7 +5,8 @@
 # nvcc; see `make_devbin` below). Stages are named on the command line; each writes $OUT/<stage>.log.
 #   scripts/gpu_session.sh tests bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], bench11b, bench7b, batch64, gsm8k, sanitize [gtest filter].
+#   tests [gtest filter], bench11b, bench7b, ops11b, ops7b, batch7b, policies11b, policies7b, gsm8k,
+#   sanitize [gtest filter].
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
@@ -64,6 +65,12 @@ while [ $# -gt 0 ]; do
       m=tinyllama-1.1b; [ $s = ops7b ] && m=llama2-7b
       timeout 400 "$K" bench --device cuda --synth $m --dtype fp16 --prompt-tokens 512 --decode-tokens 32 \
         --cache-off-tokens 512 --repeats 1 --op-times 2>&1 | tee "$OUT/$s.log" | tail -45 ;;
+    policies11b|policies7b)
+      # standard vs the fixed-order policies (invariant: tensor-core GEMM; portable: CUDA cores).
+      stage $s
+      m=tinyllama-1.1b; [ $s = policies7b ] && m=llama2-7b
+      timeout 500 "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant,portable \
+        --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 | tee "$OUT/$s.log" | tail -12 ;;
     batch7b)
       stage batch7b
       timeout 300 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \

@@ -8,6 +8,10 @@
 // the policy's own exp/tanh, and RoPE from the table's libm-free twin. Everything else is shared:
 // the element-wise kernels are single correctly rounded operations (the backend builds with
 // --fmad=false), the same bits as the CPU's.
+// The `invariant` policy runs the portable reductions too (attention, RMSNorm: invariant by
+// construction), except that the matmuls of fp16/bf16 passes run on tensor cores in one K-only
+// order (cuda_invariant_gemm.cu); its element-wise ops and RoPE table are the standard ones, as on
+// the CPU.
 // Weights are uploaded once, on first use, in the dtype the model holds them in (the compute
 // dtype; quantised matrices as their exact fp32 values, as the CPU computes with them; the fp16/
 // bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's GEMMs). Small
@@ -83,9 +87,18 @@ class CudaKernels final : public Kernels {
                      [=] { KVP_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, stream())); });
       return;
     }
-    if (portable()) {
-      // W widened in registers, exactly as on the CPU: the stored bytes serve every pass's dtype.
+    if (fixed_order()) {
       const Weight& w = weights_.get(W);
+      if (policy_ == KernelPolicy::Invariant && act != DType::F32 && w.store == store_of(act)) {
+        const void* xh = converted(x, size_t(M) * K, w.store);
+        const void* wp = w.mem.p;
+        const int store = w.store;
+        wrote(y, size_t(M) * N);
+        graphs_.submit(signature(kGemm, wp, xh, y, M, N, K, store),
+                       [=] { launch_invariant_gemm(xh, M, wp, store, K, N, y); });
+        return;
+      }
+      // W widened in registers, exactly as on the CPU: the stored bytes serve every pass's dtype.
       const void* wp = w.mem.p;
       const int store = w.store;
       wrote(y, size_t(M) * N);
@@ -96,19 +109,7 @@ class CudaKernels final : public Kernels {
     // fp16/bf16 weights of an fp32 pass (kept narrow on the host, where the kernels widen them):
     // an fp32 copy, since x holds fp32 values that a narrow GEMM input would round.
     const Weight& w = act == DType::F32 ? weights_.f32(W) : weights_.get(W);
-    const void* xa = x;
-    if (w.store != kF32) {
-      // Activations hold values of the compute dtype in fp32 storage: the conversion is exact.
-      // q/k/v (and gate/up) read one input: converted once while nothing writes it.
-      const size_t n = size_t(M) * K;
-      if (conv_.x != x || conv_.n != n || conv_.store != w.store) {
-        void* xs = grow(xconv_, n * 2);
-        const int store = w.store;
-        graphs_.submit(signature(kConvert, x, n, xs, store), [=] { launch_to_storage(x, n, xs, store); });
-        conv_ = Converted{x, n, store};
-      }
-      xa = xconv_.p;
-    }
+    const void* xa = w.store != kF32 ? converted(x, size_t(M) * K, w.store) : x;
     wrote(y, size_t(M) * N);
     const void* wp = w.mem.p;
     const cudaDataType t = cuda_type(w.store);
@@ -137,7 +138,7 @@ class CudaKernels final : public Kernels {
     AttnShape s{a.n_heads, a.n_kv_heads, a.head_dim, a.score_divisor, a.score_scale, a.softcap, a.sliding_window,
                 store_of(a.act), kv_store(a.kv)};
     for (int i = 0; i < n; ++i) wrote(p[i].out, size_t(p[i].n_rows) * p[i].n_heads * p[i].head_dim);
-    if (portable()) {  // one kernel for every row, decode steps included
+    if (fixed_order()) {  // one kernel for every row, decode steps included
       std::vector<AttnDesc> rows;
       int max_rows = 0;
       for (int i = 0; i < n; ++i) {
@@ -392,11 +393,22 @@ class CudaKernels final : public Kernels {
     const float* g = weights_.gains(w, dim);
     const int a = store_of(act);
     wrote(y, size_t(M) * dim);
-    const bool pt = portable();
+    const bool pt = fixed_order();
     hold(y, size_t(M) * dim, a, signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y), [=](NonFiniteSlot c) {
       pt ? launch_portable_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c)
          : launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c);
     });
+  }
+
+  // x (n values of the compute dtype in fp32 storage) in the 16-bit storage type `store`: an exact
+  // conversion. q/k/v (and gate/up) read one input: converted once while nothing writes it.
+  const void* converted(const float* x, size_t n, int store) {
+    if (conv_.x != x || conv_.n != n || conv_.store != store) {
+      void* xs = grow(xconv_, n * 2);
+      graphs_.submit(signature(kConvert, x, n, xs, store), [=] { launch_to_storage(x, n, xs, store); });
+      conv_ = Converted{x, n, store};
+    }
+    return xconv_.p;
   }
 
   void gated(float* gate, const float* up, size_t n, DType act, bool gelu) {
@@ -551,6 +563,7 @@ class CudaKernels final : public Kernels {
   }
 
   bool portable() const { return policy_ == KernelPolicy::Portable; }
+  bool fixed_order() const { return policy_ == KernelPolicy::Portable || policy_ == KernelPolicy::Invariant; }
 
   KernelPolicy policy_;
   cublasHandle_t blas_ = nullptr;
@@ -577,10 +590,9 @@ class CudaKernels final : public Kernels {
 
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy) {
   open();
-  if (policy != KernelPolicy::Standard && policy != KernelPolicy::Portable)
-    fail_input("--kernels " + policy_name(policy) +
-               " --device cuda: the CUDA backend has the standard and portable kernels so far (use --kernels "
-               "standard or portable, or --device cpu)");
+  if (policy == KernelPolicy::Reference)
+    fail_input("--kernels reference --device cuda: the reference kernels run on the CPU only (use --kernels "
+               "standard, invariant or portable on CUDA, or --device cpu)");
   return std::make_unique<CudaKernels>(policy);
 }
 

@@ -81,4 +81,9 @@ void launch_portable_rmsnorm(const float* x, int M, int dim, const float* w, flo
 void launch_portable_gated(float* gate, const float* up, size_t n, int act, bool gelu, NonFiniteSlot chk = {});
 void launch_portable_softcap(float* x, size_t n, float cap, int act);
 
+// --- The `invariant` policy (cuda_invariant_gemm.cu): the portable policy's reductions, but matmuls
+// of fp16/bf16 passes with weights of that dtype on tensor cores, in one order that depends on K
+// alone. xh: x converted to `store` (exact).
+void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y);
+
 }  // namespace kvp::cuda

@@ -9,6 +9,7 @@
 #include "core/device.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "invariance_battery.h"
 #include "runtime/generator.h"
 
 // Skips the test, naming why, where no CUDA device can be used.
@@ -22,12 +23,6 @@
   } while (0)
 
 namespace kvp::test {
-
-// Logits of every step of a greedy run, with the tokens.
-struct Trace {
-  std::vector<int> ids;
-  std::vector<std::vector<float>> logits;
-};
 
 inline Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, const std::vector<int>& prompt,
                    CacheMode mode, int n, bool poison = false) {

@@ -1,7 +1,7 @@
 // The CUDA suite (ctest label `cuda`): the same forward pass on the GPU. Without a usable GPU
 // every test skips, naming why.
 //  - fp32 logits, hidden states, the cached step and greedy generations on both paths against the
-//    transformers references of the four families (1e-4);
+//    transformers references of the four families (1e-4), under each GPU policy;
 //  - GPU fp32 against CPU fp32 (1e-4) on a real checkpoint and on synthesised models; an fp32 run
 //    of an fp16/bf16 file bitwise the run of its fp32 copy;
 //  - a NaN-poisoned static cache changes nothing, and a static cache equals an exact-size one;
@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/device.h"
 #include "cuda/cuda_runtime_api.h"
@@ -52,10 +53,10 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
   return d;
 }
 
-EngineOptions on_gpu(KvType kv = KvType::of(DType::F32)) {
+EngineOptions on_gpu(KvType kv = KvType::of(DType::F32), KernelPolicy policy = KernelPolicy::Standard) {
   EngineOptions eo;
   eo.device = Device::Cuda;
-  eo.kernels = KernelPolicy::Standard;
+  eo.kernels = policy;
   eo.kv_dtype = kv;
   return eo;
 }
@@ -79,11 +80,14 @@ class HiddenCapture final : public ForwardHooks {
   std::vector<float> data;
 };
 
-class CudaReference : public ::testing::TestWithParam<std::string> {};
+// Every GPU policy: fp32 passes of the fixed-order policies run the CUDA-core kernels.
+class CudaReference : public ::testing::TestWithParam<std::tuple<std::string, KernelPolicy>> {};
 
 TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers) {
   KVP_REQUIRE_GPU();
-  const std::string fam = GetParam();
+  const std::string fam = std::get<0>(GetParam());
+  const KernelPolicy pol = std::get<1>(GetParam());
+  const EngineOptions gpu = on_gpu(KvType::of(DType::F32), pol);
   KVP_REQUIRE_SHARED(dir, "reference/" + fam);
   auto model = Model::load(dir, DType::F32);
   const ModelConfig& c = model->config;
@@ -91,7 +95,7 @@ TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers)
   const auto ref_logits = read_f32(dir + "/logits.f32");
   const auto ref_hidden = read_f32(dir + "/hidden.f32");
   {
-    Engine engine(model, on_gpu());
+    Engine engine(model, gpu);
     HiddenCapture cap(c.n_layers, int(tokens.size()), c.dim);
     ForwardOptions fo;
     fo.hooks = &cap;
@@ -99,12 +103,13 @@ TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers)
     ASSERT_EQ(ref_logits.size(), tokens.size() * size_t(c.vocab_size));
     const double dl = max_abs_diff(logits, ref_logits.data(), ref_logits.size());
     const double dh = max_abs_diff(cap.data.data(), ref_hidden.data(), ref_hidden.size());
-    std::printf("[ measured ] cuda %s fp32: max|dlogits| %.3g, max|dhidden| %.3g\n", fam.c_str(), dl, dh);
+    std::printf("[ measured ] cuda %s %s fp32: max|dlogits| %.3g, max|dhidden| %.3g\n", policy_name(pol).c_str(),
+                fam.c_str(), dl, dh);
     EXPECT_LE(dl, 1e-4) << fam;
     EXPECT_LE(dh, 1e-4) << fam;
   }
   {
-    Engine engine(model, on_gpu());
+    Engine engine(model, gpu);
     const auto step_ref = read_f32(dir + "/step_logits.f32");
     engine.forward(tokens.data(), int(tokens.size()) - 1, 0, ForwardOptions{});
     const float* step = engine.forward(tokens.data() + tokens.size() - 1, 1, int(tokens.size()) - 1, ForwardOptions{});
@@ -114,7 +119,7 @@ TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers)
   const auto prompt = gen["prompt"].get<std::vector<int>>();
   const auto gen_logits = read_f32(dir + "/gen_logits.f32");
   for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
-    Engine e(model, on_gpu());
+    Engine e(model, gpu);
     GenerationConfig g;
     g.max_new_tokens = gen["max_new_tokens"].get<int>();
     g.cache = mode;
@@ -129,8 +134,11 @@ TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers)
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, CudaReference, ::testing::Values("llama", "mistral", "gemma2", "qwen2"),
-                         [](const auto& i) { return i.param; });
+INSTANTIATE_TEST_SUITE_P(Families, CudaReference,
+                         ::testing::Combine(::testing::Values("llama", "mistral", "gemma2", "qwen2"),
+                                            ::testing::Values(KernelPolicy::Standard, KernelPolicy::Invariant,
+                                                              KernelPolicy::Portable)),
+                         [](const auto& i) { return std::get<0>(i.param) + "_" + policy_name(std::get<1>(i.param)); });
 
 double worst(const Trace& a, const Trace& b) {
   double w = 0;
@@ -397,13 +405,11 @@ TEST(CudaBackend, NonFiniteValuesAreNamedAsTheCpuNamesThem) {
 TEST(CudaBackend, UnsupportedSettingsAreRefusedByName) {
   KVP_REQUIRE_GPU();
   auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("llama", "tiny"), DType::F32), DType::F16);
-  EngineOptions inv = on_gpu(KvType::of(DType::F16));
-  inv.kernels = KernelPolicy::Invariant;
   try {
-    Engine e(model, inv);
-    FAIL() << "invariant kernels on CUDA were accepted";
+    Engine e(model, on_gpu(KvType::of(DType::F16), KernelPolicy::Reference));
+    FAIL() << "reference kernels on CUDA were accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--kernels invariant"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--kernels reference"), std::string::npos) << e.what();
   }
   const std::vector<int> tokens{1, 2, 3};
   try {
