@@ -2,6 +2,8 @@
 // What the CUDA suite's files share: skipping without a GPU, and greedy runs' logits to compare.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -36,6 +38,17 @@ inline Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, 
   r.ids = e.generate(prompt, g, nullptr, [&](const StepInfo& s) { r.logits.emplace_back(s.logits, s.logits + s.vocab); })
               .output_ids;
   return r;
+}
+
+// ||a - b|| / ||b||, infinite where a holds a NaN/Inf.
+inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 inline bool same_bits(const Trace& a, const Trace& b) {

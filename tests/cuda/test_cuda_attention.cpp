@@ -12,6 +12,7 @@
 
 #include "core/device.h"
 #include "core/dtype.h"
+#include "cuda/cuda_test_util.h"
 #include "kernels/kernels.h"
 
 namespace kvp {
@@ -29,16 +30,6 @@ std::vector<uint16_t> encode(DType t, const std::vector<float>& v) {
   std::vector<uint16_t> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = t == DType::F16 ? f32_to_f16(v[i]) : f32_to_bf16(v[i]);
   return out;
-}
-
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 TEST(CudaAttention, PrefillAndDecodeKernelsAgreeWithTheCpuReference) {
@@ -123,7 +114,7 @@ TEST(CudaAttention, PrefillAndDecodeKernelsAgreeWithTheCpuReference) {
     gpu->attention(ag);
     std::vector<float> got(qn);
     gpu->to_host(got.data(), dout.data(), qn * 4);
-    const double err = rel_err(got, want);
+    const double err = test::rel_err(got, want);
     std::printf("[ measured ] %s: relative error vs CPU reference %.3g\n", c.name, err);
     const double bound = c.act == DType::F32 ? 1e-5 : (c.act == DType::F16 ? 4e-3 : 3e-2);
     EXPECT_LE(err, bound) << c.name;

@@ -27,16 +27,6 @@ namespace {
 
 using test::normals;
 
-double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
-
 TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
   KVP_REQUIRE_GPU();
   auto gpu = make_kernels(KernelPolicy::Invariant, nullptr, Device::Cuda);
@@ -59,7 +49,7 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
       std::vector<float> big(size_t(kBig) * N), want(big.size());
       gpu->to_host(big.data(), dy.data(), big.size() * 4);
       ref->matmul(x.data(), kBig, W, act, want.data());
-      const double err = rel_err(big, want);
+      const double err = test::rel_err(big, want);
       std::printf("[ measured ] invariant GEMM %s K %d: relative error vs fp32 reference %.3g\n",
                   std::string(dtype_name(act)).c_str(), K, err);
       EXPECT_LE(err, 1e-4) << dtype_name(act) << " K " << K;  // a wrong fragment layout is O(1) off
