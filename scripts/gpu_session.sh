@@ -5,8 +5,9 @@
 # nvcc; see `make_devbin` below). Stages are named on the command line; each writes $OUT/<stage>.log.
 #   scripts/gpu_session.sh tests bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], bench11b, bench7b, ops11b, ops7b, batch7b, policies11b, policies7b, gsm8k,
-#   sanitize [gtest filter].
+#   tests [gtest filter], bench11b, bench7b, ops11b, ops7b, batch7b, policies11b, policies7b,
+#   compare7b, gsm8k, sanitize [gtest filter]. Env: GSM8K_KERNELS (default standard; issue 14's pair
+#   is standard,invariant), GSM8K_LIMIT, GSM8K_TIMEOUT.
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
@@ -71,6 +72,14 @@ while [ $# -gt 0 ]; do
       m=tinyllama-1.1b; [ $s = policies7b ] && m=llama2-7b
       timeout 500 "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant,portable \
         --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 | tee "$OUT/$s.log" | tail -12 ;;
+    compare7b)
+      # Issue 14: standard fp16 diverges between cache ON and OFF at 7B shape, invariant never does.
+      stage compare7b
+      [ -d /tmp/l7 ] || "$K" synth --preset llama2-7b --dtype fp16 --out /tmp/l7 >/dev/null 2>"$OUT/synth.log"
+      timeout 500 "$K" compare --model /tmp/l7 --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" \
+        --prompts builtin:stories --device cuda --kernels standard,invariant --dtype fp16 --max-new-tokens 256 \
+        --out "$OUT/compare7b" >"$OUT/compare7b.log" 2>&1
+      echo "rc=$?"; tail -12 "$OUT/compare7b.log" ;;
     batch7b)
       stage batch7b
       timeout 300 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
@@ -80,11 +89,12 @@ while [ $# -gt 0 ]; do
       # greedy, cache OFF vs ON, batches of 64 (results appended per problem: a cut run still counts).
       stage gsm8k
       t0=$(date +%s)
-      "$K" synth --preset llama2-7b --dtype fp16 --out /tmp/l7 >/dev/null 2>"$OUT/synth.log" || { tail -3 "$OUT/synth.log"; continue; }
+      [ -d /tmp/l7 ] || "$K" synth --preset llama2-7b --dtype fp16 --out /tmp/l7 >/dev/null 2>"$OUT/synth.log" ||
+        { tail -3 "$OUT/synth.log"; continue; }
       t1=$(date +%s); echo "synth: $((t1 - t0)) s"
       timeout ${GSM8K_TIMEOUT:-400} "$K" eval gsm8k --data "$KVPARITY_SHARED/data/gsm8k/test.jsonl" --model /tmp/l7 \
         --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" --shots 0 --max-new-tokens 256 --limit ${GSM8K_LIMIT:-128} \
-        --batch-size 64 --device cuda --dtypes fp16 --out "$OUT/gsm" --no-report >"$OUT/gsm8k.log" 2>&1
+        --batch-size 64 --device cuda --dtypes fp16 --kernels "${GSM8K_KERNELS:-standard}" --out "$OUT/gsm" --no-report >"$OUT/gsm8k.log" 2>&1
       rc=$?; t2=$(date +%s)
       echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$OUT/gsm/gsm8k.jsonl" 2>/dev/null)"; tail -5 "$OUT/gsm8k.log" ;;
     *) echo "unknown stage $s"; exit 2 ;;
