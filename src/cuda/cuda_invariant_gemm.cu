@@ -58,9 +58,12 @@ __device__ __forceinline__ uint4 load8(const uint16_t* base, int row, int rows, 
   }
 }
 
-// A warp computes MT m16 tiles by NT n8 tiles; a block's four warps sit side by side along N.
+// A warp computes MT m16 tiles by NT n8 tiles; a block's four warps sit side by side along N. The
+// fragments of U chunks are loaded before their mma instructions run (a decode step is bound by
+// reading W: the loads of a whole stretch of K are in flight at once); chunks past K are loaded as
+// zeros and never multiplied, so U changes nothing but speed.
 // xh: x converted to the compute dtype (exact: x holds values of it).
-template <int S, int MT, int NT, bool Vec>
+template <int S, int MT, int NT, int U, bool Vec>
 __global__ void __launch_bounds__(kWarps * 32)
     gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -69,20 +72,29 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (n0 >= N) return;  // the whole warp (mma.sync needs all 32 lanes)
   float c[MT][NT][4] = {};
   const int chunks = (K + 31) / 32;
-  for (int ch = 0; ch < chunks; ++ch) {
-    const int k = 32 * ch + 8 * t;
-    uint4 b[NT];
+  for (int ch0 = 0; ch0 < chunks; ch0 += U) {
+    uint4 b[U][NT], xa[U][MT], xb[U][MT];
 #pragma unroll
-    for (int j = 0; j < NT; ++j) b[j] = load8<Vec>(W, n0 + 8 * j + g, N, k, K);
+    for (int u = 0; u < U; ++u) {
+      const int k = 32 * (ch0 + u) + 8 * t;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      const int ra = m0 + 16 * i + g;
-      const uint4 xa = load8<Vec>(xh, ra, M, k, K), xb = load8<Vec>(xh, ra + 8, M, k, K);
+      for (int j = 0; j < NT; ++j) b[u][j] = load8<Vec>(W, n0 + 8 * j + g, N, k, K);
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        mma16816<S>(c[i][j], xa.x, xb.x, xa.y, xb.y, b[j].x, b[j].y);  // k + 0..3
-        mma16816<S>(c[i][j], xa.z, xb.z, xa.w, xb.w, b[j].z, b[j].w);  // k + 4..7
+      for (int i = 0; i < MT; ++i) {
+        xa[u][i] = load8<Vec>(xh, m0 + 16 * i + g, M, k, K);
+        xb[u][i] = load8<Vec>(xh, m0 + 16 * i + g + 8, M, k, K);
       }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (ch0 + u >= chunks) break;
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          mma16816<S>(c[i][j], xa[u][i].x, xb[u][i].x, xa[u][i].y, xb[u][i].y, b[u][j].x, b[u][j].y);  // k + 0..3
+          mma16816<S>(c[i][j], xa[u][i].z, xb[u][i].z, xa[u][i].w, xb[u][i].w, b[u][j].z, b[u][j].w);  // k + 4..7
+        }
     }
   }
 #pragma unroll
@@ -100,23 +112,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-template <int S, int MT, int NT, bool Vec>
+template <int S, int MT, int NT, int U, bool Vec>
 void launch(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
   const int cols = kWarps * 8 * NT, rows = 16 * MT;
   const dim3 grid(unsigned((N + cols - 1) / cols), unsigned((M + rows - 1) / rows));
-  gemm_kernel<S, MT, NT, Vec><<<grid, kWarps * 32, 0, stream()>>>(xh, M, W, K, N, y);
+  gemm_kernel<S, MT, NT, U, Vec><<<grid, kWarps * 32, 0, stream()>>>(xh, M, W, K, N, y);
 }
 
-// Decode-sized M: one n8 tile per warp, so that a 4096-row W spreads over 128 blocks; larger M:
-// more tiles per warp, so that each loaded fragment feeds more mma instructions.
+// Decode-sized M: one n8 tile per warp, so that a 4096-row W spreads over 128 blocks, and 8 chunks
+// of W in flight per thread; larger M: more tiles per warp, so that each loaded fragment feeds more
+// mma instructions.
 template <int S, bool Vec>
 void gemm(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
   if (M <= 16)
-    launch<S, 1, 1, Vec>(xh, M, W, K, N, y);
+    launch<S, 1, 1, 8, Vec>(xh, M, W, K, N, y);
   else if (M <= 64)
-    launch<S, 2, 2, Vec>(xh, M, W, K, N, y);
+    launch<S, 2, 2, 4, Vec>(xh, M, W, K, N, y);
   else
-    launch<S, 4, 4, Vec>(xh, M, W, K, N, y);
+    launch<S, 4, 4, 2, Vec>(xh, M, W, K, N, y);
 }
 
 }  // namespace
