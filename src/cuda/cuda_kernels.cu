@@ -14,7 +14,8 @@
 // the CPU.
 // Weights are uploaded once, on first use, in the dtype the model holds them in (the compute
 // dtype; quantised matrices as their exact fp32 values, as the CPU computes with them; the fp16/
-// bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's GEMMs). Small
+// bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's cuBLAS GEMMs, and
+// kept narrow for the fixed-order kernels, which widen them in registers as the CPU does). Small
 // per-call data (token ids, positions, per-sequence descriptors) goes through a pinned staging
 // ring, so a pass never waits for the GPU until its logits are copied back. Every launch goes
 // through PassGraphs (cuda_pass_graphs.cuh) with the signature of its arguments, so that a pass
@@ -51,7 +52,6 @@ enum Launch : uint64_t {
   kGemm = 1, kConvert, kMemset, kUpload, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
   kScale, kAdd, kKvWrite, kRound
 };
-
 
 class CudaKernels final : public Kernels {
  public:
