@@ -135,11 +135,10 @@ __global__ void __launch_bounds__(256) matmul_tiled_kernel(const float* x, int M
       if (k0 / 16 + g >= groups) break;  // never past the specification's last (padded) group
       const float* xr = &xs[16 * g + lane][8 * sm];
       const float* wr = &ws[16 * g + lane][8 * sn];
-      float a[8], b[8];
-      *reinterpret_cast<float4*>(a) = *reinterpret_cast<const float4*>(xr);
-      *reinterpret_cast<float4*>(a + 4) = *reinterpret_cast<const float4*>(xr + 4);
-      *reinterpret_cast<float4*>(b) = *reinterpret_cast<const float4*>(wr);
-      *reinterpret_cast<float4*>(b + 4) = *reinterpret_cast<const float4*>(wr + 4);
+      const float4 a0 = *reinterpret_cast<const float4*>(xr), a1 = *reinterpret_cast<const float4*>(xr + 4);
+      const float4 b0 = *reinterpret_cast<const float4*>(wr), b1 = *reinterpret_cast<const float4*>(wr + 4);
+      const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
       for (int i = 0; i < 8; ++i)
 #pragma unroll

@@ -31,7 +31,7 @@ constexpr float kNegInf = -INFINITY;
 
 // The specification's chain of q . k over head_dim: lane l of the 16 holds k = l, l + 16, ...
 template <int KV>
-__device__ float score_dot(const float* q, const void* kb, size_t row, int hd) {
+__device__ __forceinline__ float score_dot(const float* q, const void* kb, size_t row, int hd) {
   float t[16] = {};
   const int groups = (hd + 15) / 16;
   for (int g = 0; g < groups; ++g) {
