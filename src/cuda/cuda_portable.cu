@@ -6,7 +6,7 @@
 //          beyond it: a padded fma turns a -0 chain into +0), then the 16-lane tree. Two
 //          decompositions, which differ only in which thread runs which chain:
 //           direct (M < kTiledMinRows: decode and small batches, bound by reading W): 4 threads
-//             per output with 4 lanes each, W read once for up to 4 rows of x, 8 groups of 16 k
+//             per output with 4 lanes each, W read once for up to 4 rows of x, 16 groups of 16 k
 //             loaded ahead of their fmas;
 //           tiled (prefill, cache-OFF steps, large batches; bound by fp32 fma throughput): a 32 x
 //             32 block of outputs, each thread one lane of an 8 x 8 register tile, so that lane
@@ -31,7 +31,7 @@ constexpr int kDirectLanes = 4;                         // lanes per thread
 constexpr int kDirectGroup = 16 / kDirectLanes;         // threads per output
 constexpr int kDirectThreads = 128;
 constexpr int kDirectOutputs = kDirectThreads / kDirectGroup;
-constexpr int kDirectAhead = 8;                         // groups of 16 k whose W is loaded ahead
+constexpr int kDirectAhead = 16;                       // groups of 16 k whose W is loaded ahead
 constexpr int kDirectRows = 4;                          // rows of x per pass over W
 constexpr int kTiledMinRows = 16;
 
