@@ -81,7 +81,8 @@ void on_every_target(F&& f) {
 TEST(PortableScalar, ExpAndTanhAreTheSimdKernelsBits) {
   on_every_target([&](SimdTarget t) {
     for (float x : probe_inputs(t != SimdTarget::Scalar)) {
-      ASSERT_TRUE(same(ps::exp(x), psimd::exp_f32(x))) << "exp(" << x << "): " << ps::exp(x) << " vs " << psimd::exp_f32(x);
+      ASSERT_TRUE(same(ps::exp(x), psimd::exp_f32(x)))
+          << "exp(" << x << "): " << ps::exp(x) << " vs " << psimd::exp_f32(x);
       ASSERT_TRUE(same(ps::tanh(x), psimd::tanh_f32(x))) << "tanh(" << x << "): " << ps::tanh(x) << " vs "
                                                         << psimd::tanh_f32(x);
     }

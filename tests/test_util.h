@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -14,6 +15,14 @@
 #include "core/tensor.h"
 #include "io/checkpoint.h"
 #include "kernels/simd_target.h"
+
+// Expects float vectors `got` and `want` bitwise equal, naming `what` and the first difference.
+#define EXPECT_SAME_BITS(got, want, what)                                                                   \
+  do {                                                                                                       \
+    const long at_ = ::kvp::test::first_difference(got, want);                                              \
+    EXPECT_EQ(at_, -1) << (what) << ": first difference at " << at_ << ": "                                  \
+                       << (at_ >= 0 ? (got)[size_t(at_)] : 0.0f) << " vs " << (at_ >= 0 ? (want)[size_t(at_)] : 0.0f); \
+  } while (0)
 
 namespace kvp::test {
 
@@ -63,6 +72,14 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The first index where a and b differ bitwise, or -1 (0 when their sizes differ).
+inline long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], 4) != 0) return long(i);
+  return -1;
+}
 
 // A host view named "w" of an [N, K] matrix stored in `t` at `bytes`.
 inline TensorView weight_view(const std::vector<uint8_t>& bytes, DType t, int64_t N, int64_t K) {

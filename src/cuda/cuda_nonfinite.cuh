@@ -1,7 +1,7 @@
 #pragma once
 // A fused rounding point's NaN/Inf report, shared by every kernel that rounds its own output
 // (cuda_ops.h's NonFiniteSlot): the smallest flat index wins, as round_check_kernel's.
-#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_device_api.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace kvp::cuda {

@@ -1,7 +1,7 @@
 #pragma once
 // Device pieces of the `portable` policy's kernels (cuda_portable*.cu): the rounding functor for
 // pscalar's templates and the specification's 16-lane tree spread over the threads of a warp.
-#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_device_api.cuh"
 #include "kernels/portable_scalar.h"
 
 namespace kvp::cuda {
@@ -31,8 +31,7 @@ __device__ __forceinline__ void tree_lanes(float (&v)[LPT]) {
       for (int i = 0; i < LPT; ++i) v[i] = pscalar::add(v[i], __shfl_down_sync(kFullWarp, v[i], off / LPT, kGroup));
     } else {
 #pragma unroll
-      for (int i = 0; i < LPT; ++i)
-        if (i < off) v[i] = pscalar::add(v[i], v[i + off]);
+      for (int i = 0; i < off && i + off < LPT; ++i) v[i] = pscalar::add(v[i], v[i + off]);  // off < LPT
     }
   }
 }

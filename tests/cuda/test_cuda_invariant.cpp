@@ -99,8 +99,8 @@ TEST(CudaInvariant, BatteryHoldsAtWidthAndStandardFailsIt) {
     EXPECT_EQ(inv.differing, 0);
     test::run_battery("cuda wide " + std::string(dtype_name(dt)) + " standard", model, KernelPolicy::Standard,
                       test::greedy(), 24, true, false, std_counts, Device::Cuda);
-    std::printf("[ measured ] cuda wide %s standard: %d of %d comparisons differ\n", std::string(dtype_name(dt)).c_str(),
-                std_counts.differing, std_counts.comparisons);
+    std::printf("[ measured ] cuda wide %s standard: %d of %d comparisons differ\n",
+                std::string(dtype_name(dt)).c_str(), std_counts.differing, std_counts.comparisons);
     EXPECT_GT(std_counts.differing, 0) << dtype_name(dt) << ": the standard GPU path agreed bitwise everywhere";
   }
 }

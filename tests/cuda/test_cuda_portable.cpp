@@ -21,6 +21,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/kernels.h"
 #include "model/synthetic.h"
+#include "attention_cases.h"
 #include "portable_golden.h"
 #include "test_util.h"
 
@@ -37,7 +38,9 @@ constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
 // A device copy of host floats (or bytes), read back after the kernels ran.
 struct Dev {
   DeviceBuffer buf;
-  Dev(const void* host, size_t bytes) : buf(Device::Cuda, bytes) { host_to_device(Device::Cuda, buf.data(), host, bytes); }
+  Dev(const void* host, size_t bytes) : buf(Device::Cuda, bytes) {
+    host_to_device(Device::Cuda, buf.data(), host, bytes);
+  }
   explicit Dev(const std::vector<float>& v) : Dev(v.data(), v.size() * sizeof(float)) {}
   float* f() { return buf.as<float>(); }
   std::vector<float> read(Kernels& k, size_t n) {
@@ -46,21 +49,6 @@ struct Dev {
     return out;
   }
 };
-
-// The first differing index, or -1: bitwise.
-long first_difference(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size()) return 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::memcmp(&a[i], &b[i], 4) != 0) return long(i);
-  return -1;
-}
-
-#define EXPECT_SAME_BITS(got, want, what)                                                                        \
-  do {                                                                                                            \
-    const long at_ = first_difference(got, want);                                                                 \
-    EXPECT_EQ(at_, -1) << what << ": first difference at " << at_ << ": " << (at_ >= 0 ? got[size_t(at_)] : 0.0f) \
-                       << " vs " << (at_ >= 0 ? want[size_t(at_)] : 0.0f);                                        \
-  } while (0)
 
 struct Pair {
   std::unique_ptr<Kernels> cpu = make_kernels(KernelPolicy::Portable, nullptr, Device::Cpu);
@@ -108,14 +96,16 @@ TEST(CudaPortable, MatmulIsTheCpuPortableKernelsBits) {
     const int N = 19, K = 512;
     const auto wf = normals(size_t(N) * K, rng);
     std::vector<uint8_t> wb(size_t(N) * quant_row_bytes(qt, K));
-    for (int n = 0; n < N; ++n) quantize_row(qt, wf.data() + size_t(n) * K, K, wb.data() + size_t(n) * quant_row_bytes(qt, K));
+    for (int n = 0; n < N; ++n)
+      quantize_row(qt, wf.data() + size_t(n) * K, K, wb.data() + size_t(n) * quant_row_bytes(qt, K));
     TensorView W = test::weight_view(wb, DType::F32, N, K);
     W.quant = qt;
     for (int M : {1, 20}) {
       const auto x = normals(size_t(M) * K, rng, DType::F16);
       std::vector<float> want(size_t(M) * N);
       k.cpu->matmul(x.data(), M, W, DType::F16, want.data());
-      EXPECT_SAME_BITS(gpu_matmul(*k.gpu, x, M, W, DType::F16), want, std::string(quant_name(qt)) + " M " + std::to_string(M));
+      EXPECT_SAME_BITS(gpu_matmul(*k.gpu, x, M, W, DType::F16), want,
+                       std::string(quant_name(qt)) + " M " + std::to_string(M));
     }
   }
   // Chains that round to -0 keep their sign only if no all-zero group is added past the padded one.
@@ -179,32 +169,9 @@ TEST(CudaPortable, NormsActivationsAndRopeAreTheCpuPortableKernelsBits) {
   }
 }
 
-struct AttnCase {
-  const char* name;
-  DType act, kv;
-  int hd, heads, kv_heads, start_pos, rows, window;
-  bool gemma;
-};
+using test::AttnCase;
 
-AttentionParams params(const AttnCase& c) {
-  AttentionParams p;
-  p.n_rows = c.rows;
-  p.start_pos = c.start_pos;
-  p.n_heads = c.heads;
-  p.n_kv_heads = c.kv_heads;
-  p.head_dim = c.hd;
-  p.capacity = c.start_pos + c.rows + 37;  // 37 slots never written: NaN
-  p.kv = KvType::of(c.kv);
-  p.act = c.act;
-  p.sliding_window = c.window;
-  if (c.gemma) {
-    p.score_scale = 1.0f / std::sqrt(float(c.hd));
-    p.softcap = 50.0f;
-  } else {
-    p.score_divisor = std::sqrt(float(c.hd));
-  }
-  return p;
-}
+AttentionParams params(const AttnCase& c) { return test::attn_params(c, 37); }  // 37 slots never written: NaN
 
 TEST(CudaPortable, AttentionIsTheCpuPortableKernelsBits) {
   KVP_REQUIRE_GPU();
@@ -291,7 +258,8 @@ TEST(CudaPortable, AttentionBatchSlicesAreEachTheCpuBits) {
     pg.push_back(p);
   }
   k.gpu->attention_batch(pg.data(), int(pg.size()));
-  for (size_t i = 0; i < pg.size(); ++i) EXPECT_SAME_BITS(keep[4 * i + 3]->read(*k.gpu, want[i].size()), want[i], slices[i].name);
+  for (size_t i = 0; i < pg.size(); ++i)
+    EXPECT_SAME_BITS(keep[4 * i + 3]->read(*k.gpu, want[i].size()), want[i], slices[i].name);
 }
 
 // The digests tests/test_portable.cpp pins for every CPU target: the GPU gives them too, on both
@@ -350,7 +318,8 @@ TEST(CudaPortable, CacheOnEqualsOffAndBatchEqualsSoloAtWidth) {
       gs.sequence_id = b;
       Engine e(model, solo);
       Trace want;
-      e.generate(prompts[b], gs, nullptr, [&](const StepInfo& s) { want.logits.emplace_back(s.logits, s.logits + s.vocab); });
+      e.generate(prompts[b], gs, nullptr,
+                 [&](const StepInfo& s) { want.logits.emplace_back(s.logits, s.logits + s.vocab); });
       EXPECT_TRUE(same_bits(got[b], want)) << d << ": sequence " << b << " in a batch of 4 differs from alone";
     }
   }

@@ -1,0 +1,45 @@
+#pragma once
+// What the kernels use of CUDA, and the device-side rounding and loads that mirror core/dtype.h
+// bit for bit (RNE to fp16/bf16, NaN kept). Under nvcc the CUDA headers; elsewhere the host
+// stand-ins of simt_host.h, with which the CPU suite runs the fixed-order kernels' source.
+#if defined(__CUDACC__)
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#else
+#include "cuda/simt_host.h"
+#endif
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace kvp::cuda {
+
+// Storage types as kernel template arguments.
+enum StoreT : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
+inline int store_of(DType t) { return t == DType::F32 ? kF32 : t == DType::F16 ? kF16 : kBF16; }
+
+__device__ __forceinline__ float round_act(float x, int act) {
+  if (act == kF16) return __half2float(__float2half_rn(x));
+  if (act == kBF16) return __bfloat162float(__float2bfloat16_rn(x));
+  return x;
+}
+
+template <int S>
+__device__ __forceinline__ float load_as_f32(const void* base, size_t i) {
+  if constexpr (S == kF32) return static_cast<const float*>(base)[i];
+  if constexpr (S == kF16) return __half2float(static_cast<const __half*>(base)[i]);
+  if constexpr (S == kBF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[i]);
+  return 0.0f;
+}
+
+template <int S>
+__device__ __forceinline__ void store_from_f32(void* base, size_t i, float v) {
+  if constexpr (S == kF32) static_cast<float*>(base)[i] = v;
+  if constexpr (S == kF16) static_cast<__half*>(base)[i] = __float2half_rn(v);
+  if constexpr (S == kBF16) static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v);
+}
+
+}  // namespace kvp::cuda

@@ -1,0 +1,158 @@
+#pragma once
+// The `invariant` policy's GEMM on tensor cores (fp16/bf16 compute with weights of that dtype):
+// y[M, N] = x[M, K] . W[N, K]^T, every output reduced in one order that depends on K alone.
+//
+// Why the bits cannot depend on M, the batch or the launch: an output (m, n) is the accumulator of
+// one mma.sync.m16n8k16 fragment element in one warp, and that element sees the same instruction
+// sequence whatever the shape: C = 0, then for each 32-k chunk c = 0, 1, ... in increasing order two
+// mma instructions (fp32 accumulation) whose 16 products are x[m, k] * W[n, k] for a fixed set of
+// k (below), each reading C from the previous one. No split-K, no other instruction, no other
+// grouping of k. A tensor-core mma computes each element of D from its own row of A, column of B
+// and element of C only, so the other rows of the tile (other sequences of the batch, padding
+// rows, the prompt's other positions) cannot change it, and neither can which warp or block runs
+// it. The launch shapes below (rows per warp, columns per warp) change only which warp computes
+// which outputs; the per-output sequence is the same.
+//
+// The k order inside a chunk: lane (g = lane / 4, t = lane % 4) loads 8 consecutive k of a row, k =
+// 32c + 8t .. 32c + 8t + 7 (one 16-byte load of W, two of the converted x), and feeds k + 0..3 to
+// the chunk's first mma (slots 2t, 2t+1, 2t+8, 2t+9 of its k16) and k + 4..7 to the second. A and B
+// use the same map, so each mma sums 16 true products. K past its end is zero-padded to the chunk:
+// zero products, the same for every M.
+// The kernel and its dispatch live in this header so that the CPU suite runs the same source on
+// the host (simt_host.h, where an mma is emulated from the PTX fragment layout); the GPU build
+// launches it from cuda_invariant_gemm.cu.
+#include "cuda/cuda_device_api.cuh"
+
+// Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
+namespace kvp::cuda::invariant {
+namespace {
+
+
+constexpr int kWarps = 4;
+
+template <int S>
+__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+#if defined(__CUDACC__)
+  if constexpr (S == kF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+  }
+#else
+  simt::mma16816(S == kBF16, c, a0, a1, a2, a3, b0, b1);
+#endif
+}
+
+// Eight 16-bit values of row `row` (of `rows`) from column k, zero past the row count or K. Vec:
+// K % 8 == 0 and the base 16-byte aligned, so one load serves.
+template <bool Vec>
+__device__ __forceinline__ uint4 load8(const uint16_t* base, int row, int rows, int k, int K) {
+  if (row >= rows || k >= K) return make_uint4(0, 0, 0, 0);
+  const uint16_t* p = base + size_t(row) * K + k;
+  if constexpr (Vec) {
+    return *reinterpret_cast<const uint4*>(p);
+  } else {
+    uint16_t h[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) h[i] = k + i < K ? p[i] : uint16_t(0);
+    return make_uint4(uint32_t(h[0]) | uint32_t(h[1]) << 16, uint32_t(h[2]) | uint32_t(h[3]) << 16,
+                      uint32_t(h[4]) | uint32_t(h[5]) << 16, uint32_t(h[6]) | uint32_t(h[7]) << 16);
+  }
+}
+
+// A warp computes MT m16 tiles by NT n8 tiles; a block's four warps sit side by side along N. The
+// fragments of U chunks are loaded before their mma instructions run (a decode step is bound by
+// reading W: the loads of a whole stretch of K are in flight at once); chunks past K are loaded as
+// zeros and never multiplied, so U changes nothing but speed.
+// xh: x converted to the compute dtype (exact: x holds values of it).
+template <int S, int MT, int NT, int U, bool Vec>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n0 = (blockIdx.x * kWarps + warp) * 8 * NT;
+  const int m0 = blockIdx.y * 16 * MT;
+  if (n0 >= N) return;  // the whole warp (mma.sync needs all 32 lanes)
+  float c[MT][NT][4] = {};
+  const int chunks = (K + 31) / 32;
+  for (int ch0 = 0; ch0 < chunks; ch0 += U) {
+    uint4 b[U][NT], xa[U][MT], xb[U][MT];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int k = 32 * (ch0 + u) + 8 * t;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) b[u][j] = load8<Vec>(W, n0 + 8 * j + g, N, k, K);
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        xa[u][i] = load8<Vec>(xh, m0 + 16 * i + g, M, k, K);
+        xb[u][i] = load8<Vec>(xh, m0 + 16 * i + g + 8, M, k, K);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (ch0 + u >= chunks) break;
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          mma16816<S>(c[i][j], xa[u][i].x, xb[u][i].x, xa[u][i].y, xb[u][i].y, b[u][j].x, b[u][j].y);  // k + 0..3
+          mma16816<S>(c[i][j], xa[u][i].z, xb[u][i].z, xa[u][i].w, xb[u][i].w, b[u][j].z, b[u][j].w);  // k + 4..7
+        }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = n0 + 8 * j + 2 * t;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + 16 * i + g + 8 * h;
+        if (m >= M) continue;
+        if (n < N) y[size_t(m) * N + n] = c[i][j][2 * h];
+        if (n + 1 < N) y[size_t(m) * N + n + 1] = c[i][j][2 * h + 1];
+      }
+    }
+}
+
+// launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
+template <int S, int MT, int NT, int U, bool Vec, class Launch>
+void launch_shape(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  const int cols = kWarps * 8 * NT, rows = 16 * MT;
+  const dim3 grid(unsigned((N + cols - 1) / cols), unsigned((M + rows - 1) / rows));
+  launch(gemm_kernel<S, MT, NT, U, Vec>, grid, dim3(kWarps * 32), xh, M, W, K, N, y);
+}
+
+// Decode-sized M: one n8 tile per warp, so that a 4096-row W spreads over 128 blocks, and 8 chunks
+// of W in flight per thread; larger M: more tiles per warp, so that each loaded fragment feeds more
+// mma instructions.
+template <int S, bool Vec, class Launch>
+void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  if (M <= 16)
+    launch_shape<S, 1, 1, 8, Vec>(launch, xh, M, W, K, N, y);
+  else if (M <= 64)
+    launch_shape<S, 2, 2, 4, Vec>(launch, xh, M, W, K, N, y);
+  else
+    launch_shape<S, 4, 4, 2, Vec>(launch, xh, M, W, K, N, y);
+}
+
+// xh: x in the 16-bit storage type `store` (kF16 or kBF16), as W.
+template <class Launch>
+void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, float* y) {
+  const auto* x16 = static_cast<const uint16_t*>(xh);
+  const auto* w16 = static_cast<const uint16_t*>(W);
+  const bool vec = K % 8 == 0 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
+  if (store == kF16)
+    vec ? gemm_as<kF16, true>(launch, x16, M, w16, K, N, y) : gemm_as<kF16, false>(launch, x16, M, w16, K, N, y);
+  if (store == kBF16)
+    vec ? gemm_as<kBF16, true>(launch, x16, M, w16, K, N, y) : gemm_as<kBF16, false>(launch, x16, M, w16, K, N, y);
+}
+
+}  // namespace
+}  // namespace kvp::cuda::invariant

@@ -1,0 +1,289 @@
+#pragma once
+// Host stand-ins for the CUDA built-ins the fixed-order kernels use, so that the CPU suite can run
+// those kernels' own source (tests/test_cuda_kernels_on_cpu.cpp) on machines without a GPU: every
+// CUDA thread of a block is a fiber, __syncthreads and __syncwarp are barriers, a warp shuffle is
+// an exchange through the warp's slots between two barriers, and blocks run one after the other
+// (so a kernel's __shared__ arrays can be function statics). The arithmetic is the
+// host's IEEE arithmetic; portable_scalar.h's functions pick their host branch. Only what the
+// kernels use is here, and only for convergent code: every lane of a warp reaches each shuffle,
+// every thread of a block each __syncthreads (a warp that returns early returns whole).
+// Never included by nvcc (cuda_device_api.cuh includes the real headers there).
+#include <algorithm>
+#include <ucontext.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "core/dtype.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) __attribute__((aligned(n)))
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3() = default;
+  dim3(unsigned a, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct uint2 {
+  unsigned x, y;
+};
+struct uint4 {
+  unsigned x, y, z, w;
+};
+struct float2 {
+  float x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return {x, y}; }
+
+struct __half {
+  uint16_t bits;
+};
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
+inline float __half2float(__half h) { return kvp::f16_to_f32(h.bits); }
+inline __half __float2half_rn(float f) { return {kvp::f32_to_f16(f)}; }
+inline __half __ushort_as_half(unsigned short u) { return {u}; }
+inline float __bfloat162float(__nv_bfloat16 h) { return kvp::bf16_to_f32(h.bits); }
+inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {kvp::f32_to_bf16(f)}; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return {u}; }
+
+namespace kvp::simt {
+
+// A block's threads are fibers (ucontext) run by one OS thread: each runs until it waits at a
+// barrier (a __syncthreads, a __syncwarp, either half of a shuffle or of an mma exchange) or ends;
+// a barrier opens when every thread of its warp (or block) that has not ended waits there. Blocks
+// run one after another. Deterministic, and cheap enough for the CPU suite.
+struct Warp {
+  uint64_t slot[32] = {};
+  uint32_t frag[32][6] = {};  // mma fragments
+};
+
+enum class Wait { None, Warp, Block, Done };
+
+struct Fiber {
+  ucontext_t ctx;
+  std::unique_ptr<char[]> stack;
+  Wait wait = Wait::None;
+};
+
+struct Block {
+  unsigned threads = 0;
+  std::vector<Fiber> fibers;
+  std::vector<Warp> warps;
+  ucontext_t scheduler;
+  unsigned current = 0;
+};
+
+struct ThreadState {
+  dim3 thread, block, block_dim, grid_dim;
+  Block* blk = nullptr;
+};
+inline ThreadState tls;  // the running fiber's (one OS thread runs them all)
+
+// Waits at the warp's (or the block's) barrier: back to the scheduler until it opens.
+inline void wait_at(Wait w) {
+  Block& b = *tls.blk;
+  b.fibers[b.current].wait = w;
+  swapcontext(&b.fibers[b.current].ctx, &b.scheduler);
+}
+
+// Lane `src`'s value of v, as every lane of the warp reads it at once.
+template <class T>
+T exchange(T v, int src) {
+  static_assert(sizeof(T) <= 8, "a register-sized value");
+  Warp& w = tls.blk->warps[tls.thread.x / 32];
+  const int lane = int(tls.thread.x % 32);
+  uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof(T));
+  w.slot[lane] = u;
+  wait_at(Wait::Warp);
+  const uint64_t r = w.slot[src];
+  wait_at(Wait::Warp);
+  T out;
+  std::memcpy(&out, &r, sizeof(T));
+  return out;
+}
+
+// Opens the barriers every live thread of a group waits at; false when nothing can run (a
+// barrier some live thread never reaches: divergent code, which the kernels must not have).
+inline bool release(Block& b) {
+  bool any = false;
+  for (unsigned w0 = 0; w0 < b.threads; w0 += 32) {
+    bool all = true, some = false;
+    for (unsigned t = w0; t < w0 + 32 && t < b.threads; ++t) {
+      if (b.fibers[t].wait == Wait::Done) continue;
+      some = true;
+      all = all && b.fibers[t].wait == Wait::Warp;
+    }
+    if (some && all) {
+      for (unsigned t = w0; t < w0 + 32 && t < b.threads; ++t)
+        if (b.fibers[t].wait == Wait::Warp) b.fibers[t].wait = Wait::None;
+      any = true;
+    }
+  }
+  bool all = true, some = false;
+  for (const Fiber& f : b.fibers) {
+    if (f.wait == Wait::Done) continue;
+    some = true;
+    all = all && f.wait == Wait::Block;
+  }
+  if (some && all) {
+    for (Fiber& f : b.fibers) f.wait = Wait::None;
+    any = true;
+  }
+  return any;
+}
+
+template <class Body>
+void fiber_entry(unsigned lo, unsigned hi) {
+  const auto* body = reinterpret_cast<const Body*>((uintptr_t(hi) << 32) | uintptr_t(lo));
+  (*body)();
+  Block& b = *tls.blk;
+  b.fibers[b.current].wait = Wait::Done;
+  swapcontext(&b.fibers[b.current].ctx, &b.scheduler);
+}
+
+// Runs one block's fibers (entry(lo, hi) each) until every one has ended.
+inline void run_block(Block& b, dim3 block, void (*entry)(), unsigned lo, unsigned hi) {
+  constexpr size_t kStack = size_t(64) << 10;  // the kernels' frames are a few KB
+  for (unsigned t = 0; t < b.threads; ++t) {
+    Fiber& f = b.fibers[t];
+    if (!f.stack) f.stack.reset(new char[kStack]);
+    f.wait = Wait::None;
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = f.stack.get();
+    f.ctx.uc_stack.ss_size = kStack;
+    f.ctx.uc_link = nullptr;
+    makecontext(&f.ctx, entry, 2, lo, hi);
+  }
+  for (;;) {
+    bool ran = false;
+    for (unsigned t = 0; t < b.threads; ++t) {
+      if (b.fibers[t].wait != Wait::None) continue;
+      b.current = t;
+      tls.thread = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+      swapcontext(&b.scheduler, &b.fibers[t].ctx);
+      ran = true;
+    }
+    if (!ran && !release(b)) break;
+  }
+  for (const Fiber& f : b.fibers)
+    if (f.wait != Wait::Done) throw std::logic_error("simt: a thread waits at a barrier the others never reach");
+}
+
+// Runs kernel(args...) over grid x block.
+template <class Kernel, class... Args>
+void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
+  Block b;
+  b.threads = block.x * block.y * block.z;
+  b.fibers.resize(b.threads);
+  b.warps.resize((b.threads + 31) / 32);
+  tls.block_dim = block;
+  tls.grid_dim = grid;
+  tls.blk = &b;
+  auto body = [&] { kernel(args...); };
+  const auto addr = uintptr_t(&body);
+  for (unsigned bz = 0; bz < grid.z; ++bz)
+    for (unsigned by = 0; by < grid.y; ++by)
+      for (unsigned bx = 0; bx < grid.x; ++bx) {
+        tls.block = dim3(bx, by, bz);
+        run_block(b, block, reinterpret_cast<void (*)()>(&fiber_entry<decltype(body)>), unsigned(addr & 0xffffffffu),
+                  unsigned(addr >> 32));
+      }
+}
+
+inline std::mutex atomic_mutex;
+
+// One mma.sync.aligned.m16n8k16.row.col with fp32 accumulation, from the PTX ISA's fragment
+// layout: lane (g = lane / 4, t = lane % 4) holds A rows g and g + 8 at columns 2t, 2t+1 (a0, a1)
+// and 2t+8, 2t+9 (a2, a3); B column g at rows 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1); C and D rows g,
+// g + 8 at columns 2t, 2t+1 (c0..c3); the low half of a register is the lower column (row of B).
+// Each element sums its 16 products in k order with fp32 fma: a stand-in for the tensor core's
+// own order, with which the CPU suite checks the kernels' fragment plumbing, not the GPU's bits.
+inline void mma16816(bool bf16, float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                     uint32_t b1) {
+  Warp& w = tls.blk->warps[tls.thread.x / 32];
+  const int lane = int(tls.thread.x % 32);
+  const uint32_t mine[6] = {a0, a1, a2, a3, b0, b1};
+  std::memcpy(w.frag[lane], mine, sizeof mine);
+  wait_at(Wait::Warp);
+  auto h = [&](uint32_t word, int hi) {
+    const auto v = uint16_t(hi ? word >> 16 : word & 0xffffu);
+    return bf16 ? bf16_to_f32(v) : f16_to_f32(v);
+  };
+  float A[16][16], B[16][8];
+  for (int L = 0; L < 32; ++L) {
+    const int g = L / 4, t = L % 4;
+    const uint32_t* f = w.frag[L];
+    for (int e = 0; e < 2; ++e) {
+      A[g][2 * t + e] = h(f[0], e);
+      A[g + 8][2 * t + e] = h(f[1], e);
+      A[g][2 * t + 8 + e] = h(f[2], e);
+      A[g + 8][2 * t + 8 + e] = h(f[3], e);
+      B[2 * t + e][g] = h(f[4], e);
+      B[2 * t + 8 + e][g] = h(f[5], e);
+    }
+  }
+  wait_at(Wait::Warp);
+  const int g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    const int r = g + 8 * (i / 2), n = 2 * t + i % 2;
+    float acc = c[i];
+    for (int k = 0; k < 16; ++k) acc = std::fma(A[r][k], B[k][n], acc);
+    c[i] = acc;
+  }
+}
+
+}  // namespace kvp::simt
+
+#define threadIdx (::kvp::simt::tls.thread)
+#define blockIdx (::kvp::simt::tls.block)
+#define blockDim (::kvp::simt::tls.block_dim)
+#define gridDim (::kvp::simt::tls.grid_dim)
+
+inline void __syncthreads() { kvp::simt::wait_at(kvp::simt::Wait::Block); }
+inline void __syncwarp(unsigned = 0xffffffffu) { kvp::simt::wait_at(kvp::simt::Wait::Warp); }
+template <class T>
+T __shfl_sync(unsigned, T v, int src, int width = 32) {
+  const int lane = int(kvp::simt::tls.thread.x % 32), seg = lane / width * width;
+  return kvp::simt::exchange(v, seg + src % width);
+}
+template <class T>
+T __shfl_down_sync(unsigned, T v, unsigned delta, int width = 32) {
+  const int lane = int(kvp::simt::tls.thread.x % 32), seg = lane / width * width;
+  const int src = lane + int(delta);
+  return kvp::simt::exchange(v, src < seg + width ? src : lane);
+}
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
+  const int lane = int(kvp::simt::tls.thread.x % 32), seg = lane / width * width;
+  const int src = lane ^ mask;
+  return kvp::simt::exchange(v, src < seg + width ? src : lane);
+}
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
+  std::lock_guard<std::mutex> lock(kvp::simt::atomic_mutex);
+  const unsigned long long old = *p;
+  *p = std::min(old, v);
+  return old;
+}
+using std::fmaxf;
+using std::isfinite;
+using std::isnan;
+using std::max;
+using std::min;

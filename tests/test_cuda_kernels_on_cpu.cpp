@@ -1,0 +1,223 @@
+// The fixed-order policies' CUDA kernels, their own source, run on the CPU (src/cuda/simt_host.h:
+// a thread per CUDA thread, barriers for __syncthreads/__syncwarp and shuffles), on every CI run,
+// GPU or not. What this checks is everything but the hardware: the kernels' indexing, shared-memory
+// layouts, bounds, warp trees and the dispatch between kernels.
+//  - the portable kernels (matmul direct and tiled, RMSNorm, activations, attention) give the CPU
+//    portable kernels' bits — on the host their arithmetic is portable_scalar.h's host branch, so
+//    a mismatch is a decomposition bug, not rounding;
+//  - the invariant tensor-core GEMM, with an mma emulated from the PTX fragment layout: a row is
+//    the same bits in a call of any M, and the product is right (a fragment mix-up would not be).
+// The CUDA suite (tests/cuda/) runs the same kernels on a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/kv_type.h"
+#include "kernels/kernels.h"
+#include "attention_cases.h"
+#include "test_util.h"
+// The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
+// keywords as macros).
+#include "cuda/cuda_invariant_gemm_kernel.cuh"
+#include "cuda/cuda_portable_attention_kernel.cuh"
+#include "cuda/cuda_portable_kernels.cuh"
+
+namespace kvp {
+namespace {
+
+using test::normals;
+
+constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+struct HostLaunch {
+  template <class Kernel, class... Args>
+  void operator()(Kernel kernel, dim3 grid, dim3 block, Args... args) const {
+    simt::launch(grid, block, kernel, args...);
+  }
+};
+
+std::vector<uint8_t> stored(DType t, const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * dtype_size(t));
+  from_f32(t, v.data(), b.data(), v.size());
+  return b;
+}
+
+TEST(CudaKernelsOnCpu, PortableMatmulIsTheCpuPortableKernelsBits) {
+  auto cpu = make_kernels(KernelPolicy::Portable, nullptr);
+  std::mt19937 rng(31);
+  struct Shape {
+    int M, N, K;
+  };
+  // Direct (M < 16; K a multiple of 16 or not) and tiled (tiles past M, N and K).
+  const Shape shapes[] = {{1, 45, 77}, {1, 40, 256}, {3, 37, 300}, {7, 64, 256}, {15, 33, 16}, {16, 50, 100},
+                          {40, 33, 200}, {33, 70, 96}};
+  for (DType wt : kAllTypes)
+    for (const Shape& s : shapes)
+      for (DType act : {DType::F32, wt}) {
+        const auto wf = normals(size_t(s.N) * s.K, rng, wt);
+        const auto wb = stored(wt, wf);
+        const TensorView W = test::weight_view(wb, wt, s.N, s.K);
+        const auto x = normals(size_t(s.M) * s.K, rng, act);
+        std::vector<float> want(size_t(s.M) * s.N), got(want.size(), NAN);
+        cpu->matmul(x.data(), s.M, W, act, want.data());
+        const std::string what = std::string(dtype_name(wt)) + " W, M " + std::to_string(s.M) + " N " +
+                                 std::to_string(s.N) + " K " + std::to_string(s.K);
+        cuda::portable::matmul(HostLaunch{}, x.data(), s.M, wb.data(), cuda::store_of(wt), s.K, s.N, got.data());
+        EXPECT_SAME_BITS(got, want, what);
+        if (s.M < 16) {  // x not 16-byte aligned: the element-wise loads
+          std::vector<float> xs(x.size() + 1);
+          std::copy(x.begin(), x.end(), xs.begin() + 1);
+          std::fill(got.begin(), got.end(), NAN);
+          cuda::portable::matmul(HostLaunch{}, xs.data() + 1, s.M, wb.data(), cuda::store_of(wt), s.K, s.N, got.data());
+          EXPECT_SAME_BITS(got, want, what + " (unaligned x)");
+        }
+      }
+  // -0 chains: no all-zero group past the specification's padded one, in either kernel.
+  for (int K : {16, 20})
+    for (int M : {1, 20}) {
+      const int N = 3;
+      const std::vector<float> x(size_t(M) * K, -1e-30f), wf(size_t(N) * K, 1e-30f);
+      const auto wb = stored(DType::F32, wf);
+      std::vector<float> want(size_t(M) * N), got(want.size(), NAN);
+      cpu->matmul(x.data(), M, test::weight_view(wb, DType::F32, N, K), DType::F32, want.data());
+      cuda::portable::matmul(HostLaunch{}, x.data(), M, wb.data(), cuda::kF32, K, N, got.data());
+      EXPECT_SAME_BITS(got, want, "-0 chains, K " + std::to_string(K) + " M " + std::to_string(M));
+      if (K == 16) {  // K = 20: the padded lanes' chains are +0, and so is the sum
+        EXPECT_TRUE(std::signbit(got[0])) << "M " << M;
+      }
+    }
+}
+
+TEST(CudaKernelsOnCpu, PortableNormsAndActivationsAreTheCpuPortableKernelsBits) {
+  auto cpu = make_kernels(KernelPolicy::Portable, nullptr);
+  std::mt19937 rng(32);
+  for (DType act : kAllTypes) {
+    const int a = cuda::store_of(act);
+    const std::string an(dtype_name(act));
+    for (int dim : {16, 50, 300}) {
+      const int M = 5;
+      const auto x = normals(size_t(M) * dim, rng, act, 3.0f);
+      const auto w = normals(size_t(dim), rng);
+      std::vector<float> want(x.size()), got(x.size(), NAN);
+      for (bool fp32_gain : {false, true}) {
+        if (fp32_gain)
+          cpu->rmsnorm_fp32_gain(x.data(), M, dim, w.data(), 1e-6f, act, want.data());
+        else
+          cpu->rmsnorm(x.data(), M, dim, w.data(), 1e-6f, act, want.data());
+        cuda::portable::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-6f, a, fp32_gain, got.data(), {});
+        EXPECT_SAME_BITS(got, want, an + " rmsnorm dim " + std::to_string(dim) + (fp32_gain ? " (fp32 gain)" : ""));
+      }
+    }
+    const size_t n = 1000;
+    const auto g = normals(n, rng, act, 6.0f), u = normals(n, rng, act, 2.0f);
+    for (int op = 0; op < 3; ++op) {
+      std::vector<float> want = g, got = g;
+      if (op == 0) cpu->silu_mul(want.data(), u.data(), n, act);
+      if (op == 1) cpu->gelu_tanh_mul(want.data(), u.data(), n, act);
+      if (op == 2) cpu->softcap(want.data(), n, 30.0f, act);
+      if (op < 2)
+        cuda::portable::gated(HostLaunch{}, 2, got.data(), u.data(), n, a, op == 1, {});
+      else
+        cuda::portable::softcap(HostLaunch{}, 2, got.data(), n, 30.0f, a);
+      EXPECT_SAME_BITS(got, want, an + (op == 0 ? " silu" : op == 1 ? " gelu-tanh" : " softcap"));
+    }
+  }
+}
+
+using test::AttnCase;
+
+// One slice's inputs, its CPU portable output, and its descriptor for the kernel.
+struct Slice {
+  std::vector<float> q, want, got;
+  std::vector<uint8_t> k, v;
+  AttentionParams p;
+  Slice(const AttnCase& c, std::mt19937& rng) : p(test::attn_params(c, 5)) {
+    const size_t cn = size_t(c.kv_heads) * p.capacity * c.hd;
+    std::vector<float> kf = normals(cn, rng, c.kv, 2.0f), vf = normals(cn, rng, c.kv);
+    for (int h = 0; h < c.kv_heads; ++h)  // slots past the written positions: NaN, never read
+      for (int j = c.start_pos + c.rows; j < p.capacity; ++j)
+        for (int e = 0; e < c.hd; ++e) {
+          const size_t i = (size_t(h) * p.capacity + j) * c.hd + e;
+          kf[i] = vf[i] = NAN;
+        }
+    k = stored(c.kv, kf);
+    v = stored(c.kv, vf);
+    q = normals(size_t(c.rows) * c.heads * c.hd, rng, c.act, 2.0f);
+    want.assign(q.size(), 0.0f);
+    got.assign(q.size(), NAN);
+    p.q = q.data();
+    p.k_cache = k.data();
+    p.v_cache = v.data();
+    p.out = want.data();
+  }
+  cuda::AttnDesc desc() {
+    return cuda::AttnDesc{q.data(), got.data(), k.data(), v.data(), p.n_rows, p.start_pos, p.capacity, 1, 0, 0};
+  }
+  cuda::AttnShape shape() const {
+    return cuda::AttnShape{p.n_heads, p.n_kv_heads, p.head_dim, p.score_divisor, p.score_scale, p.softcap,
+                           p.sliding_window, cuda::store_of(p.act), cuda::store_of(p.kv.dtype())};
+  }
+};
+
+TEST(CudaKernelsOnCpu, PortableAttentionIsTheCpuPortableKernelsBits) {
+  auto cpu = make_kernels(KernelPolicy::Portable, nullptr);
+  std::mt19937 rng(33);
+  const AttnCase cases[] = {
+      {"fp16 hd16 gqa prefill", DType::F16, DType::F16, 16, 4, 2, 0, 70, 0, false},
+      {"bf16 hd40 decode window", DType::BF16, DType::BF16, 40, 2, 1, 130, 1, 50, false},
+      {"fp16 hd64 gemma, cached prefix", DType::F16, DType::F16, 64, 2, 2, 60, 9, 0, true},
+      {"fp32 hd128 fp16 kv decode", DType::F32, DType::F16, 128, 2, 1, 150, 1, 0, false},
+  };
+  for (const AttnCase& c : cases) {
+    Slice s(c, rng);
+    cpu->attention(s.p);
+    const cuda::AttnDesc d = s.desc();
+    cuda::portable::attention(HostLaunch{}, &d, 1, c.rows, s.shape());
+    EXPECT_SAME_BITS(s.got, s.want, c.name);
+  }
+  // Slices of one batch in one launch (a decode row beside a prefill), each its own bits.
+  Slice a({"decode", DType::F16, DType::F16, 32, 2, 1, 100, 1, 0, false}, rng);
+  Slice b({"prefill", DType::F16, DType::F16, 32, 2, 1, 0, 40, 0, false}, rng);
+  cpu->attention(a.p);
+  cpu->attention(b.p);
+  const cuda::AttnDesc descs[] = {a.desc(), b.desc()};
+  cuda::portable::attention(HostLaunch{}, descs, 2, 40, a.shape());
+  EXPECT_SAME_BITS(a.got, a.want, "batch: decode slice");
+  EXPECT_SAME_BITS(b.got, b.want, "batch: prefill slice");
+}
+
+TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
+  auto ref = make_kernels(KernelPolicy::Reference, nullptr);
+  std::mt19937 rng(34);
+  const int kBig = 70, N = 40;
+  const std::pair<int, int> slices[] = {{0, 1}, {69, 1}, {5, 3}, {10, 16}, {20, 17}, {3, 64}, {0, 65}};
+  for (DType act : {DType::F16, DType::BF16})
+    for (int K : {96, 40, 77}) {  // whole 32-k chunks, a partial chunk, rows without 16-byte loads
+      const auto wf = normals(size_t(N) * K, rng, act);
+      const auto x = normals(size_t(kBig) * K, rng, act);
+      const auto wb = stored(act, wf), xb = stored(act, x);
+      const int store = cuda::store_of(act);
+      std::vector<float> big(size_t(kBig) * N, NAN), want(big.size());
+      cuda::invariant::gemm(HostLaunch{}, xb.data(), kBig, wb.data(), store, K, N, big.data());
+      ref->matmul(x.data(), kBig, test::weight_view(wb, act, N, K), act, want.data());
+      double worst = 0;
+      for (size_t i = 0; i < big.size(); ++i) worst = std::max(worst, std::fabs(double(big[i]) - want[i]));
+      EXPECT_LE(worst, 1e-4) << dtype_name(act) << " K " << K << ": the product is wrong";
+      for (auto [m0, rows] : slices) {
+        std::vector<float> alone(size_t(rows) * N, NAN);
+        cuda::invariant::gemm(HostLaunch{}, xb.data() + size_t(m0) * K * 2, rows, wb.data(), store, K, N, alone.data());
+        const std::vector<float> part(big.begin() + long(m0) * N, big.begin() + long(m0 + rows) * N);
+        EXPECT_SAME_BITS(alone, part,
+                         std::string(dtype_name(act)) + " K " + std::to_string(K) + " rows " + std::to_string(m0) +
+                             "+" + std::to_string(rows));
+      }
+    }
+}
+
+}  // namespace
+}  // namespace kvp
