@@ -12,6 +12,8 @@
 #include "core/aligned_allocator.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/quant.h"
+#include "core/quantize.h"
 #include "core/tensor.h"
 #include "io/checkpoint.h"
 #include "kernels/simd_target.h"
@@ -79,6 +81,14 @@ inline long first_difference(const std::vector<float>& a, const std::vector<floa
   for (size_t i = 0; i < a.size(); ++i)
     if (std::memcmp(&a[i], &b[i], 4) != 0) return long(i);
   return -1;
+}
+
+// The rows of w ([N, K] floats) quantised to q, row after row (ggml blocks).
+inline std::vector<uint8_t> quantized_rows(QuantType q, const std::vector<float>& w, int64_t N, int64_t K) {
+  std::vector<uint8_t> out(size_t(N) * quant_row_bytes(q, size_t(K)));
+  for (int64_t n = 0; n < N; ++n)
+    quantize_row(q, w.data() + size_t(n * K), size_t(K), out.data() + size_t(n) * quant_row_bytes(q, size_t(K)));
+  return out;
 }
 
 // A host view named "w" of an [N, K] matrix stored in `t` at `bytes`.

@@ -27,7 +27,6 @@
 namespace kvp::cuda::invariant {
 namespace {
 
-
 constexpr int kWarps = 4;
 
 template <int S>

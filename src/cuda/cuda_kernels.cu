@@ -89,21 +89,19 @@ class CudaKernels final : public Kernels {
     }
     if (fixed_order()) {
       const Weight& w = weights_.get(W);
-      if (policy_ == KernelPolicy::Invariant && act != DType::F32 && w.store == store_of(act)) {
-        const void* xh = converted(x, size_t(M) * K, w.store);
-        const void* wp = w.mem.p;
-        const int store = w.store;
-        wrote(y, size_t(M) * N);
-        graphs_.submit(signature(kGemm, wp, xh, y, M, N, K, store),
-                       [=] { launch_invariant_gemm(xh, M, wp, store, K, N, y); });
-        return;
-      }
-      // W widened in registers, exactly as on the CPU: the stored bytes serve every pass's dtype.
       const void* wp = w.mem.p;
       const int store = w.store;
+      // Tensor cores where x and W share a 16-bit compute dtype; otherwise W widened in registers,
+      // exactly as on the CPU (the stored bytes serve every pass's dtype).
+      const bool tensor_cores = policy_ == KernelPolicy::Invariant && act != DType::F32 && store == store_of(act);
+      const void* xh = tensor_cores ? converted(x, size_t(M) * K, store) : nullptr;
       wrote(y, size_t(M) * N);
-      graphs_.submit(signature(kGemm, wp, x, y, M, N, K, store),
-                     [=] { launch_portable_matmul(x, M, wp, store, K, N, y); });
+      if (tensor_cores)
+        graphs_.submit(signature(kGemm, wp, xh, y, M, N, K, store),
+                       [=] { launch_invariant_gemm(xh, M, wp, store, K, N, y); });
+      else
+        graphs_.submit(signature(kGemm, wp, x, y, M, N, K, store),
+                       [=] { launch_portable_matmul(x, M, wp, store, K, N, y); });
       return;
     }
     // fp16/bf16 weights of an fp32 pass (kept narrow on the host, where the kernels widen them):

@@ -14,9 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <vector>
 
@@ -208,8 +206,6 @@ void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
       }
 }
 
-inline std::mutex atomic_mutex;
-
 // One mma.sync.aligned.m16n8k16.row.col with fp32 accumulation, from the PTX ISA's fragment
 // layout: lane (g = lane / 4, t = lane % 4) holds A rows g and g + 8 at columns 2t, 2t+1 (a0, a1)
 // and 2t+8, 2t+9 (a2, a3); B column g at rows 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1); C and D rows g,
@@ -276,8 +272,8 @@ T __shfl_xor_sync(unsigned, T v, int mask, int width = 32) {
   const int src = lane ^ mask;
   return kvp::simt::exchange(v, src < seg + width ? src : lane);
 }
+// One OS thread runs every fiber, and a fiber runs until a barrier: no other thread can interleave.
 inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
-  std::lock_guard<std::mutex> lock(kvp::simt::atomic_mutex);
   const unsigned long long old = *p;
   *p = std::min(old, v);
   return old;

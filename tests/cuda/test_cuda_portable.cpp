@@ -95,9 +95,7 @@ TEST(CudaPortable, MatmulIsTheCpuPortableKernelsBits) {
   for (QuantType qt : {QuantType::Q8_0, QuantType::Q4_K}) {
     const int N = 19, K = 512;
     const auto wf = normals(size_t(N) * K, rng);
-    std::vector<uint8_t> wb(size_t(N) * quant_row_bytes(qt, K));
-    for (int n = 0; n < N; ++n)
-      quantize_row(qt, wf.data() + size_t(n) * K, K, wb.data() + size_t(n) * quant_row_bytes(qt, K));
+    const auto wb = test::quantized_rows(qt, wf, N, K);
     TensorView W = test::weight_view(wb, DType::F32, N, K);
     W.quant = qt;
     for (int M : {1, 20}) {
