@@ -9,9 +9,10 @@
 // the element-wise kernels are single correctly rounded operations (the backend builds with
 // --fmad=false), the same bits as the CPU's.
 // The `invariant` policy runs the portable reductions too (attention, RMSNorm: invariant by
-// construction), except that the matmuls of fp16/bf16 passes run on tensor cores in one K-only
-// order (cuda_invariant_gemm.cu); its element-wise ops and RoPE table are the standard ones, as on
-// the CPU.
+// construction), except that fp16/bf16 passes run their matmuls on tensor cores in one K-only
+// order (cuda_invariant_gemm.cu) and, with a KV cache of their dtype, every attention row, decode
+// steps included, through the tensor-core flash kernel (cuda_attention_mma_kernel.cuh); its
+// element-wise ops and RoPE table are the standard ones, as on the CPU.
 // Weights are uploaded once, on first use, in the dtype the model holds them in (the compute
 // dtype; quantised matrices as their exact fp32 values, as the CPU computes with them; the fp16/
 // bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's cuBLAS GEMMs, and
@@ -148,8 +149,12 @@ class CudaKernels final : public Kernels {
       if (rows.empty()) return;
       const AttnDesc* descs = upload(kAttnPrefillDescs, rows.data(), rows.size());
       const int nr = int(rows.size());
-      graphs_.submit(signature(kPrefill, descs, nr, max_rows, s),
-                     [=] { launch_portable_attention(descs, nr, max_rows, s); });
+      // invariant: the tensor-core flash kernel where it applies (its bits depend on a row's own
+      // keys alone: cuda_attention_mma_kernel.cuh), for decode steps too; else the portable kernel.
+      const bool tc = policy_ == KernelPolicy::Invariant;
+      graphs_.submit(signature(kPrefill, descs, nr, max_rows, s, tc), [=] {
+        if (!tc || !launch_attention_prefill_mma(descs, nr, max_rows, s)) launch_portable_attention(descs, nr, max_rows, s);
+      });
       return;
     }
     std::vector<AttnDesc> prefill, decode;
