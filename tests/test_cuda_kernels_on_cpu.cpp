@@ -6,7 +6,10 @@
 //    portable kernels' bits — on the host their arithmetic is portable_scalar.h's host branch, so
 //    a mismatch is a decomposition bug, not rounding;
 //  - the invariant tensor-core GEMM, with an mma emulated from the PTX fragment layout: a row is
-//    the same bits in a call of any M, and the product is right (a fragment mix-up would not be).
+//    the same bits in a call of any M, and the product is right (a fragment mix-up would not be);
+//  - the tensor-core flash attention the invariant policy runs every row through: a row is the
+//    same bits alone (a decode step), in a chunk, in the whole prefill or beside other slices,
+//    and close to the CPU's attention.
 // The CUDA suite (tests/cuda/) runs the same kernels on a GPU.
 #include <gtest/gtest.h>
 
@@ -23,6 +26,7 @@
 #include "test_util.h"
 // The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
 // keywords as macros).
+#include "cuda/cuda_attention_mma_kernel.cuh"
 #include "cuda/cuda_invariant_gemm_kernel.cuh"
 #include "cuda/cuda_portable_attention_kernel.cuh"
 #include "cuda/cuda_portable_kernels.cuh"
@@ -217,6 +221,69 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
                              "+" + std::to_string(rows));
       }
     }
+}
+
+// The invariant policy's attention of fp16/bf16 passes: a position's output row is the same bits
+// whether the row is a decode step, part of a prefill chunk, of the whole cache-OFF prefill, or a
+// slice of a batch; and it is attention (near the CPU's, which rounds at the same points).
+TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
+  auto cpu = make_kernels(KernelPolicy::Standard, nullptr);
+  std::mt19937 rng(35);
+  const AttnCase cases[] = {
+      {"fp16 hd64 gqa", DType::F16, DType::F16, 64, 4, 2, 0, 150, 0, false},
+      {"bf16 hd128", DType::BF16, DType::BF16, 128, 2, 2, 0, 130, 0, false},
+      {"fp16 hd32 window 40", DType::F16, DType::F16, 32, 2, 1, 0, 140, 40, false},
+      {"bf16 hd96 gemma window 70", DType::BF16, DType::BF16, 96, 2, 1, 0, 135, 70, true},
+  };
+  for (const AttnCase& c : cases) {
+    Slice whole(c, rng);  // every position 0..rows-1 in one prefill (cache OFF)
+    cpu->attention(whole.p);
+    const cuda::AttnShape sh = whole.shape();
+    const cuda::AttnDesc wd = whole.desc();
+    ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh)) << c.name;
+    const float tol = c.act == DType::F16 ? 2e-2f : 1e-1f;
+    double worst = 0;
+    for (size_t i = 0; i < whole.got.size(); ++i) worst = std::max(worst, std::fabs(double(whole.got[i]) - whole.want[i]));
+    EXPECT_LE(worst, tol) << c.name << ": not the attention the CPU computes";
+    const size_t row = size_t(c.heads) * c.hd;
+    auto part = [&](int pos, int n) {
+      return std::vector<float>(whole.got.begin() + long(pos * row), whole.got.begin() + long((pos + n) * row));
+    };
+    // The same cache, read by other calls: a decode step at pos, a 7-row chunk from pos.
+    auto call = [&](std::vector<std::pair<int, int>> slices) {  // (first position, rows) per slice
+      std::vector<std::vector<float>> outs;
+      std::vector<cuda::AttnDesc> descs;
+      int max_rows = 0;
+      for (auto [pos, n] : slices) outs.emplace_back(size_t(n) * row, NAN);
+      for (size_t i = 0; i < slices.size(); ++i) {
+        auto [pos, n] = slices[i];
+        descs.push_back(cuda::AttnDesc{whole.q.data() + pos * row, outs[i].data(), whole.k.data(), whole.v.data(), n,
+                                       pos, whole.p.capacity, 1, 0, 0});
+        max_rows = std::max(max_rows, n);
+      }
+      EXPECT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, descs.data(), int(descs.size()), max_rows, sh));
+      return outs;
+    };
+    for (int pos : {0, 1, 39, 63, 64, 65, 100, c.rows - 1}) {
+      const std::string at = std::string(c.name) + " position " + std::to_string(pos);
+      EXPECT_SAME_BITS(call({{pos, 1}})[0], part(pos, 1), at + " (decode step)");
+      const int n = std::min(7, c.rows - pos);
+      EXPECT_SAME_BITS(call({{pos, n}})[0], part(pos, n), at + " (chunk of " + std::to_string(n) + ")");
+    }
+    const auto batch = call({{70, 1}, {10, 60}, {c.rows - 1, 1}, {64, 3}});
+    EXPECT_SAME_BITS(batch[0], part(70, 1), std::string(c.name) + " batch: decode at 70");
+    EXPECT_SAME_BITS(batch[1], part(10, 60), std::string(c.name) + " batch: chunk 10..69");
+    EXPECT_SAME_BITS(batch[2], part(c.rows - 1, 1), std::string(c.name) + " batch: decode at the end");
+    EXPECT_SAME_BITS(batch[3], part(64, 3), std::string(c.name) + " batch: chunk 64..66");
+  }
+  // Where it does not apply, nothing is launched (the caller takes the portable kernel).
+  Slice f32({"fp32", DType::F32, DType::F32, 64, 2, 2, 0, 3, 0, false}, rng);
+  const cuda::AttnDesc fd = f32.desc();
+  EXPECT_FALSE(cuda::attn_mma::prefill(HostLaunch{}, &fd, 1, 3, f32.shape()));
+  Slice mixed({"fp16 with fp32 kv", DType::F16, DType::F32, 64, 2, 2, 0, 3, 0, false}, rng);
+  const cuda::AttnDesc md = mixed.desc();
+  EXPECT_FALSE(cuda::attn_mma::prefill(HostLaunch{}, &md, 1, 3, mixed.shape()));
+  EXPECT_TRUE(std::isnan(f32.got[0]) && std::isnan(mixed.got[0]));
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "cuda/cuda_attention_score.cuh"
+#include "cuda/cuda_common.cuh"
 
 namespace kvp::cuda {
 namespace {

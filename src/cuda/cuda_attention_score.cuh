@@ -2,7 +2,7 @@
 // The attention score of one query-key dot product, rounded where HF's eager code rounds it
 // (attention_score in kernels.h): the dot to P, the scale (or division) to P, then Gemma-2's
 // soft cap (/cap, tanh, *cap, each to P). Shared by the CUDA-core and tensor-core kernels.
-#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_device_api.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace kvp::cuda {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "core/dtype.h"
 
@@ -25,6 +26,41 @@ __device__ __forceinline__ float round_act(float x, int act) {
   if (act == kF16) return __half2float(__float2half_rn(x));
   if (act == kBF16) return __bfloat162float(__float2bfloat16_rn(x));
   return x;
+}
+
+// 16 (or 4) bytes at p as one vector access on the GPU; on the host (the CPU suite), through
+// memcpy, since the buffers hold uint16_t and C++ forbids reading them as another type.
+__device__ __forceinline__ uint4 load_u4(const void* p) {
+#ifdef __CUDA_ARCH__
+  return *static_cast<const uint4*>(p);
+#else
+  uint4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#endif
+}
+__device__ __forceinline__ void store_u4(void* p, uint4 v) {
+#ifdef __CUDA_ARCH__
+  *static_cast<uint4*>(p) = v;
+#else
+  std::memcpy(p, &v, sizeof v);
+#endif
+}
+__device__ __forceinline__ uint32_t load_u32(const void* p) {
+#ifdef __CUDA_ARCH__
+  return *static_cast<const uint32_t*>(p);
+#else
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+#endif
+}
+
+// The 16-bit pattern of x rounded to S (kF16 or kBF16), RNE.
+template <int S>
+__device__ __forceinline__ uint16_t bits_of(float x) {
+  if constexpr (S == kF16) return __half_as_ushort(__float2half_rn(x));
+  return __bfloat16_as_ushort(__float2bfloat16_rn(x));
 }
 
 template <int S>

@@ -56,7 +56,7 @@ __device__ __forceinline__ uint4 load8(const uint16_t* base, int row, int rows, 
   if (row >= rows || k >= K) return make_uint4(0, 0, 0, 0);
   const uint16_t* p = base + size_t(row) * K + k;
   if constexpr (Vec) {
-    return *reinterpret_cast<const uint4*>(p);
+    return load_u4(p);
   } else {
     uint16_t h[8];
 #pragma unroll

@@ -60,6 +60,8 @@ inline __half __ushort_as_half(unsigned short u) { return {u}; }
 inline float __bfloat162float(__nv_bfloat16 h) { return kvp::bf16_to_f32(h.bits); }
 inline __nv_bfloat16 __float2bfloat16_rn(float f) { return {kvp::f32_to_bf16(f)}; }
 inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short u) { return {u}; }
+inline unsigned short __half_as_ushort(__half h) { return h.bits; }
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
 
 namespace kvp::simt {
 

@@ -1,0 +1,271 @@
+#pragma once
+// Prefill attention on tensor cores (FlashAttention-2 style), for fp16/bf16 compute with a KV
+// cache of the same dtype and head_dim 32..128 (a multiple of 16); other cases take the CUDA-core
+// kernels (cuda_attention.cu under `standard`, the portable kernel under `invariant`).
+//
+// A block owns 64 query rows of one head of one slice, four warps of 16 rows. Per 64-key tile the
+// block stages K and V in shared memory; each warp computes S = Q.K^T with mma.sync m16n8k16
+// (fp16/bf16 operands, fp32 accumulation: Q and K hold values of the compute dtype, so the
+// operands are exact), rounds the scores where HF's eager code does (attn_score), folds them into
+// an online softmax (fp32 max, rescaled fp32 sum), and adds P.V with P rounded to the compute
+// dtype, the same roundings as the CUDA-core kernel; only the summation order inside the tensor
+// cores differs, as it does in every GPU stack. Keys past the block's last position are never
+// read: their shared-memory rows are zero, so a never-written (NaN-poisoned) slot cannot leak.
+//
+// Why the `invariant` policy runs every row through it, decode steps included: a row's bits depend
+// on its own query and keys only. Its keys are folded in 64-key tiles anchored at position 0, in
+// increasing order, whichever block holds the row; each score and each P.V element is one mma
+// element fed by that row's q (or p) alone; the max and the sums run over the row's own four
+// lanes in a fixed order. What the block adds for its other rows are tiles wholly outside this
+// row's window or past its position (before its window the state stays at its start: m = -inf,
+// l = 0, o = 0; past its position m and l stay exactly as they were, the tile adding e^-inf = 0 and
+// rescaling by e^0 = 1) and masked keys inside the row's last tile (p = 0). Zero products can only
+// turn a -0 of o into +0, and the output is o / l + 0: a zero leaves as +0 whatever came before.
+// The kernel and its dispatch live in this header so that the CPU suite runs the same source on
+// the host (simt_host.h); cuda_attention_mma.cu launches it.
+#include <cmath>
+
+#include "cuda/cuda_attention_score.cuh"
+
+// Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
+namespace kvp::cuda::attn_mma {
+namespace {
+
+constexpr int kRows = 64;  // query rows per block
+constexpr int kKeys = 64;  // keys per tile
+constexpr int kPad = 8;    // halves of padding per shared row (no bank conflicts)
+constexpr float kNegInf = -INFINITY;
+
+template <int S>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  return uint32_t(bits_of<S>(lo)) | uint32_t(bits_of<S>(hi)) << 16;
+}
+
+__device__ __forceinline__ uint32_t pack_raw(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
+
+template <int S>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDACC__)
+  if constexpr (S == kF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+#else
+  simt::mma16816(S == kBF16, c, a[0], a[1], a[2], a[3], b0, b1);
+#endif
+}
+
+// x + 0 as written (a -0 becomes +0), which no compiler may fold away.
+__device__ __forceinline__ float plus_zero(float x) {
+#ifdef __CUDA_ARCH__
+  return __fadd_rn(x, 0.0f);
+#else
+  return x + 0.0f;
+#endif
+}
+
+__device__ __forceinline__ int window_start(const AttnShape& s, int pos) {
+  return s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
+}
+
+// Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
+// column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
+template <int S, int HD>
+__global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s) {
+  constexpr int KT = HD / 16;  // k-steps over the head dimension
+  constexpr int NT = HD / 8;   // output n-tiles
+  constexpr int RS = HD + kPad;
+  __shared__ __align__(16) uint16_t k_s[kKeys][RS];
+  __shared__ __align__(16) uint16_t v_s[kKeys][RS];
+
+  const AttnDesc d = descs[blockIdx.z];
+  const int r0 = blockIdx.x * kRows;
+  if (r0 >= d.n_rows) return;
+  const int h = blockIdx.y, kvh = h / (s.n_heads / s.n_kv_heads);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int q_stride = s.n_heads * HD;
+
+  // This warp's rows: ra = r0 + 16*warp + g and rb = ra + 8 (positions start_pos + row).
+  const int ra = r0 + warp * 16 + g, rb = ra + 8;
+  const int pa = d.start_pos + ra, pb = d.start_pos + rb;
+  uint32_t qf[KT][4];
+#pragma unroll
+  for (int kk = 0; kk < KT; ++kk) {
+    const int c0 = kk * 16 + 2 * t;
+    float2 x0 = make_float2(0.f, 0.f), x1 = x0, x2 = x0, x3 = x0;
+    if (ra < d.n_rows) {
+      const float* q = d.q + size_t(ra) * q_stride + size_t(h) * HD;
+      x0 = *reinterpret_cast<const float2*>(q + c0);
+      x2 = *reinterpret_cast<const float2*>(q + c0 + 8);
+    }
+    if (rb < d.n_rows) {
+      const float* q = d.q + size_t(rb) * q_stride + size_t(h) * HD;
+      x1 = *reinterpret_cast<const float2*>(q + c0);
+      x3 = *reinterpret_cast<const float2*>(q + c0 + 8);
+    }
+    qf[kk][0] = pack2<S>(x0.x, x0.y);
+    qf[kk][1] = pack2<S>(x1.x, x1.y);
+    qf[kk][2] = pack2<S>(x2.x, x2.y);
+    qf[kk][3] = pack2<S>(x3.x, x3.y);
+  }
+
+  float o[NT][4];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float ma = kNegInf, mb = kNegInf, la = 0.0f, lb = 0.0f;
+
+  const int last_row = min(d.n_rows, r0 + kRows) - 1;
+  const int key_end = d.start_pos + last_row + 1;           // keys [.., key_end) hold this pass's data
+  const int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
+  const size_t head_off = size_t(kvh) * d.capacity * HD;
+  const uint16_t* kg = static_cast<const uint16_t*>(d.k) + head_off;
+  const uint16_t* vg = static_cast<const uint16_t*>(d.v) + head_off;
+
+  for (int k0 = key_begin / kKeys * kKeys; k0 < key_end; k0 += kKeys) {
+    __syncthreads();  // the previous tile's readers are done
+    constexpr int kVecPerRow = HD / 8;
+    for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += 128) {
+      const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
+      uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+      if (k0 + row < key_end) {
+        kv = load_u4(kg + size_t(k0 + row) * HD + col);
+        vv = load_u4(vg + size_t(k0 + row) * HD + col);
+      }
+      store_u4(&k_s[row][col], kv);
+      store_u4(&v_s[row][col], vv);
+    }
+    __syncthreads();
+
+    // S = Q K^T for this warp's 16 rows and the tile's 64 keys (8 n-tiles of 8 keys).
+    float sc[8][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < KT; ++kk) {
+        const uint16_t* kr = &k_s[j * 8 + g][kk * 16 + 2 * t];
+        mma<S>(sc[j], qf[kk], load_u32(kr), load_u32(kr + 8));
+      }
+    }
+    // Scores (rounded as HF rounds them), masked, and the tile's row maxima.
+    float ta = kNegInf, tb = kNegInf;
+    const int wa = window_start(s, pa), wb = window_start(s, pb);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = k0 + j * 8 + 2 * t + e;
+        const float xa = (key <= pa && key >= wa && key < key_end) ? attn_score(sc[j][e], s) : kNegInf;
+        const float xb = (key <= pb && key >= wb && key < key_end) ? attn_score(sc[j][2 + e], s) : kNegInf;
+        sc[j][e] = xa;
+        sc[j][2 + e] = xb;
+        ta = fmaxf(ta, xa);
+        tb = fmaxf(tb, xb);
+      }
+    }
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+      ta = fmaxf(ta, __shfl_xor_sync(0xffffffffu, ta, o2));
+      tb = fmaxf(tb, __shfl_xor_sync(0xffffffffu, tb, o2));
+    }
+    const float na = fmaxf(ma, ta), nb = fmaxf(mb, tb);
+    const float fa = ma == kNegInf ? 0.0f : expf(ma - na), fb = mb == kNegInf ? 0.0f : expf(mb - nb);
+    // p in fp32 for the sums; rounded to the compute dtype for P.V (the A operand, built from the
+    // score fragments: n-tiles 2kk and 2kk+1 are the two k halves of key step kk).
+    float sa = 0.0f, sb = 0.0f;
+    uint32_t pf[4][4];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float p[4];
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        p[e] = na == kNegInf ? 0.0f : expf(sc[j][e] - na);
+        p[2 + e] = nb == kNegInf ? 0.0f : expf(sc[j][2 + e] - nb);
+        sa += p[e];
+        sb += p[2 + e];
+      }
+      const int kk = j / 2, half = j % 2;
+      pf[kk][half * 2 + 0] = pack2<S>(p[0], p[1]);
+      pf[kk][half * 2 + 1] = pack2<S>(p[2], p[3]);
+    }
+#pragma unroll
+    for (int o2 = 1; o2 <= 2; o2 <<= 1) {
+      sa += __shfl_xor_sync(0xffffffffu, sa, o2);
+      sb += __shfl_xor_sync(0xffffffffu, sb, o2);
+    }
+    la = la * fa + sa;
+    lb = lb * fb + sb;
+    ma = na;
+    mb = nb;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      o[n][0] *= fa;
+      o[n][1] *= fa;
+      o[n][2] *= fb;
+      o[n][3] *= fb;
+    }
+    // O += P V: B operand (keys x dims) gathered from the row-major V tile.
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int key = kk * 16 + 2 * t;
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        const int col = n * 8 + g;
+        const uint32_t b0 = pack_raw(v_s[key][col], v_s[key + 1][col]);
+        const uint32_t b1 = pack_raw(v_s[key + 8][col], v_s[key + 9][col]);
+        mma<S>(o[n], pf[kk], b0, b1);
+      }
+    }
+  }
+
+  // C fragment: rows ra (o[n][0..1]) and rb (o[n][2..3]), columns n*8 + 2t, + 1. The + 0 makes a
+  // zero +0 (above).
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    const int col = n * 8 + 2 * t;
+    if (ra < d.n_rows) {
+      float* out = d.out + size_t(ra) * q_stride + size_t(h) * HD + col;
+      out[0] = plus_zero(o[n][0] / la);
+      out[1] = plus_zero(o[n][1] / la);
+    }
+    if (rb < d.n_rows) {
+      float* out = d.out + size_t(rb) * q_stride + size_t(h) * HD + col;
+      out[0] = plus_zero(o[n][2] / lb);
+      out[1] = plus_zero(o[n][3] / lb);
+    }
+  }
+}
+
+template <int S, int HD, class Launch>
+void launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
+  const dim3 grid(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
+  launch(prefill_mma_kernel<S, HD>, grid, dim3(128), descs, s);
+}
+
+template <int S, class Launch>
+bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
+  switch (s.head_dim) {
+    case 32: launch_hd<S, 32>(launch, descs, n, max_rows, s); return true;
+    case 64: launch_hd<S, 64>(launch, descs, n, max_rows, s); return true;
+    case 96: launch_hd<S, 96>(launch, descs, n, max_rows, s); return true;
+    case 128: launch_hd<S, 128>(launch, descs, n, max_rows, s); return true;
+    default: return false;
+  }
+}
+
+// Launches the kernel over every row of the n slices when it applies (false: nothing launched).
+template <class Launch>
+bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
+  if (s.kv_store != s.act || (s.act != kF16 && s.act != kBF16) || max_rows > 65535 * kRows) return false;
+  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s) : launch_s<kBF16>(launch, descs, n, max_rows, s);
+}
+
+}  // namespace
+}  // namespace kvp::cuda::attn_mma
