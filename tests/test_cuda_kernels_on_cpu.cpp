@@ -198,8 +198,12 @@ TEST(CudaKernelsOnCpu, PortableAttentionIsTheCpuPortableKernelsBits) {
 TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
   auto ref = make_kernels(KernelPolicy::Reference, nullptr);
   std::mt19937 rng(34);
-  const int kBig = 70, N = 40;
-  const std::pair<int, int> slices[] = {{0, 1}, {69, 1}, {5, 3}, {10, 16}, {20, 17}, {3, 64}, {0, 65}};
+  // Every kernel of the dispatch: direct (M <= 16, <= 64; any M when K % 8 != 0) and the shared-
+  // memory pipeline (64-row tiles to M = 256, 128-row beyond), over 2 x 128 columns (the second
+  // partial) and chunks past K.
+  const int kBig = 300, N = 136;
+  const std::pair<int, int> slices[] = {{0, 1},  {299, 1}, {5, 3},   {10, 16}, {20, 17}, {3, 64},
+                                        {0, 65}, {7, 130}, {40, 256}, {33, 257}};
   for (DType act : {DType::F16, DType::BF16})
     for (int K : {96, 40, 77}) {  // whole 32-k chunks, a partial chunk, rows without 16-byte loads
       const auto wf = normals(size_t(N) * K, rng, act);

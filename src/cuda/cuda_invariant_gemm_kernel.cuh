@@ -18,9 +18,15 @@
 // the chunk's first mma (slots 2t, 2t+1, 2t+8, 2t+9 of its k16) and k + 4..7 to the second. A and B
 // use the same map, so each mma sums 16 true products. K past its end is zero-padded to the chunk:
 // zero products, the same for every M.
-// The kernel and its dispatch live in this header so that the CPU suite runs the same source on
-// the host (simt_host.h, where an mma is emulated from the PTX fragment layout); the GPU build
-// launches it from cuda_invariant_gemm.cu.
+// Two kernels issue that sequence. Decode-sized M (a step is bound by reading W) loads each lane's
+// fragments straight from global memory, several chunks ahead (gemm_kernel). Larger M (prefill,
+// a cache-OFF step, big batches; bound by the tensor cores) stages 128- or 64-row tiles of x and
+// 128-row tiles of W in shared memory through a cp.async pipeline and reads the fragments from
+// there (tiled_kernel): the same 16 bytes per lane, the same two mma per chunk, so a row's bits
+// do not depend on which kernel M picked.
+// The kernels and their dispatch live in this header so that the CPU suite runs the same source on
+// the host (simt_host.h, where an mma is emulated from the PTX fragment layout and cp.async is a
+// plain copy); the GPU build launches them from cuda_invariant_gemm.cu.
 #include "cuda/cuda_device_api.cuh"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
@@ -128,17 +134,140 @@ void launch_shape(const Launch& launch, const uint16_t* xh, int M, const uint16_
   launch(gemm_kernel<S, MT, NT, U, Vec>, grid, dim3(kWarps * 32), xh, M, W, K, N, y);
 }
 
+// 16 bytes from global to shared memory without passing through registers (zeros when !valid:
+// rows past M or N, k past K); on the host, a plain copy. The copies a thread issued land by its
+// wait_copies<N>() (every group but the newest N), and are seen by the block after a barrier.
+__device__ __forceinline__ void copy16(void* smem, const void* gmem, bool valid) {
+#ifdef __CUDA_ARCH__
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+#else
+  if (valid)
+    std::memcpy(smem, gmem, 16);
+  else
+    std::memset(smem, 0, 16);
+#endif
+}
+__device__ __forceinline__ void commit_copies() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wait_copies() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+constexpr int kTiledWarps = 8;
+constexpr int kChunk = 32;  // k per pipeline stage: one chunk of the mma sequence
+
+// A block computes BM x 128 outputs: 8 warps, WM along M by 8 / WM along N, each warp MT m16 tiles
+// by NT n8 tiles. Stage s holds chunk c = s mod STAGES: x rows [m0, m0 + BM) and W rows [n0, n0 +
+// 128), k in [32c, 32c + 32), row-major, 64 bytes a row (a warp's 16-byte fragment reads then hit
+// 32 different banks per quarter-warp). Needs K % 8 == 0 and 16-byte aligned x and W.
+template <int S, int BM, int WM, int STAGES>
+__global__ void __launch_bounds__(kTiledWarps * 32)
+    tiled_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  constexpr int BN = 128, WN = kTiledWarps / WM;
+  constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
+  constexpr int kThreads = kTiledWarps * 32;
+  __shared__ __align__(16) uint16_t xs[STAGES][BM][kChunk];
+  __shared__ __align__(16) uint16_t ws[STAGES][BN][kChunk];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int wm = (warp % WM) * MT * 16, wn = (warp / WM) * NT * 8;  // the warp's corner in the tile
+  const int chunks = (K + kChunk - 1) / kChunk;
+
+  // Chunk c into its stage: (BM + BN) rows of four 16-byte pieces, spread over the threads.
+  auto load_chunk = [&](int c) {
+    const int st = c % STAGES, k = c * kChunk;
+    for (int i = threadIdx.x; i < (BM + BN) * 4; i += kThreads) {
+      const int row = i / 4, kk = k + (i % 4) * 8;
+      if (row < BM) {
+        const int m = m0 + row;
+        const bool ok = m < M && kk < K;
+        copy16(&xs[st][row][(i % 4) * 8], ok ? xh + size_t(m) * K + kk : xh, ok);
+      } else {
+        const int n = n0 + row - BM;
+        const bool ok = n < N && kk < K;
+        copy16(&ws[st][row - BM][(i % 4) * 8], ok ? W + size_t(n) * K + kk : W, ok);
+      }
+    }
+  };
+
+  float c[MT][NT][4] = {};
+  // A group is committed for every stage, empty or not, so that wait_copies<STAGES - 2> always
+  // means "chunk c has landed".
+#pragma unroll
+  for (int c0 = 0; c0 < STAGES - 1; ++c0) {
+    if (c0 < chunks) load_chunk(c0);
+    commit_copies();
+  }
+  for (int ch = 0; ch < chunks; ++ch) {
+    wait_copies<STAGES - 2>();
+    // Chunk ch is visible to every thread, and every warp is done with chunk ch - 1, whose stage
+    // the next load refills.
+    __syncthreads();
+    if (ch + STAGES - 1 < chunks) load_chunk(ch + STAGES - 1);
+    commit_copies();
+    const int st = ch % STAGES;
+    uint4 xa[MT], xb[MT], b[NT];
+#pragma unroll
+    for (int i = 0; i < MT; ++i) {
+      xa[i] = load_u4(&xs[st][wm + 16 * i + g][8 * t]);
+      xb[i] = load_u4(&xs[st][wm + 16 * i + g + 8][8 * t]);
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) b[j] = load_u4(&ws[st][wn + 8 * j + g][8 * t]);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        mma16816<S>(c[i][j], xa[i].x, xb[i].x, xa[i].y, xb[i].y, b[j].x, b[j].y);  // k + 0..3
+        mma16816<S>(c[i][j], xa[i].z, xb[i].z, xa[i].w, xb[i].w, b[j].z, b[j].w);  // k + 4..7
+      }
+  }
+  wait_copies<0>();  // no copy outlives the block (the last groups are empty)
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = n0 + wn + 8 * j + 2 * t;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + wm + 16 * i + g + 8 * h;
+        if (m >= M) continue;
+        if (n < N) y[size_t(m) * N + n] = c[i][j][2 * h];
+        if (n + 1 < N) y[size_t(m) * N + n + 1] = c[i][j][2 * h + 1];
+      }
+    }
+}
+
+template <int S, int BM, int WM, int STAGES, class Launch>
+void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  const dim3 grid(unsigned((N + 127) / 128), unsigned((M + BM - 1) / BM));
+  launch(tiled_kernel<S, BM, WM, STAGES>, grid, dim3(kTiledWarps * 32), xh, M, W, K, N, y);
+}
+
 // Decode-sized M: one n8 tile per warp, so that a 4096-row W spreads over 128 blocks, and 8 chunks
-// of W in flight per thread; larger M: more tiles per warp, so that each loaded fragment feeds more
-// mma instructions.
+// of W in flight per thread; up to 64 rows (batched decode): 2 x 2 tiles per warp, so that each
+// loaded fragment feeds more mma instructions. Larger M: the shared-memory pipeline, 64-row block
+// tiles (4 stages) up to 256 rows so that the GPU still gets a few blocks per multiprocessor,
+// 128-row tiles (3 stages, 48 KB) beyond; unaligned x or W, or K % 8 != 0, keep the direct kernel.
 template <int S, bool Vec, class Launch>
 void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
   if (M <= 16)
     launch_shape<S, 1, 1, 8, Vec>(launch, xh, M, W, K, N, y);
   else if (M <= 64)
     launch_shape<S, 2, 2, 4, Vec>(launch, xh, M, W, K, N, y);
-  else
+  else if constexpr (!Vec)
     launch_shape<S, 4, 4, 2, Vec>(launch, xh, M, W, K, N, y);
+  else if (M <= 256)
+    launch_tiled<S, 64, 2, 4>(launch, xh, M, W, K, N, y);
+  else
+    launch_tiled<S, 128, 2, 3>(launch, xh, M, W, K, N, y);
 }
 
 // xh: x in the 16-bit storage type `store` (kF16 or kBF16), as W.
