@@ -32,10 +32,11 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
   auto gpu = make_kernels(KernelPolicy::Invariant, nullptr, Device::Cuda);
   auto ref = make_kernels(KernelPolicy::Reference, nullptr, Device::Cpu);
   std::mt19937 rng(21);
-  const int kBig = 200, N = 300;
-  // Row slices of the big call, each computed alone: decode (1), small batches, both sides of the
-  // launch shapes' boundaries (16, 64).
-  const std::pair<int, int> slices[] = {{0, 1}, {57, 1}, {199, 1}, {10, 3}, {20, 16}, {40, 17}, {100, 64}, {120, 65}};
+  const int kBig = 300, N = 300;
+  // Row slices of the big call (the 128-row pipeline), each computed alone: decode (1), small
+  // batches, both sides of the dispatch's boundaries (16, 64 direct; 256: 64- vs 128-row tiles).
+  const std::pair<int, int> slices[] = {{0, 1},    {57, 1},    {299, 1},  {10, 3},  {20, 16},
+                                        {40, 17},  {100, 64},  {120, 65}, {7, 130}, {44, 256}, {41, 257}};
   for (DType act : {DType::F16, DType::BF16})
     for (int K : {4096, 1000, 77}) {  // whole 32-k chunks, a partial chunk, no 16-byte rows
       const auto wf = normals(size_t(N) * K, rng, act);
