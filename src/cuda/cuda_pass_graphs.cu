@@ -10,10 +10,28 @@ namespace {
 constexpr size_t kKeptGraphs = 8;  // e.g. one decode shape per batch size in use
 std::atomic<bool> g_graphs_on{true};
 std::atomic<size_t> g_replays{0};
+std::atomic<size_t> g_kernel_nodes{0}, g_nodes{0};
+
+// Counts what a replay of `graph` launches (before it is instantiated).
+void count_nodes(cudaGraph_t graph) {
+  size_t n = 0;
+  check(cudaGraphGetNodes(graph, nullptr, &n), "counting a CUDA graph's nodes");
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0) check(cudaGraphGetNodes(graph, nodes.data(), &n), "counting a CUDA graph's nodes");
+  size_t kernels = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType t;
+    check(cudaGraphNodeGetType(node, &t), "counting a CUDA graph's nodes");
+    kernels += t == cudaGraphNodeTypeKernel ? 1 : 0;
+  }
+  g_kernel_nodes = kernels;
+  g_nodes = n;
+}
 }  // namespace
 
 void set_pass_graphs(bool on) { g_graphs_on = on; }
 size_t pass_graph_replays() { return g_replays; }
+GraphNodes last_pass_graph_nodes() { return GraphNodes{g_kernel_nodes, g_nodes}; }
 bool pass_graphs_on() { return g_graphs_on; }
 
 PassGraphs::~PassGraphs() {
@@ -72,6 +90,12 @@ void PassGraphs::end_pass() {
     throw;
   }
   check(cudaStreamEndCapture(stream_, &graph), "ending a CUDA graph capture");
+  try {
+    count_nodes(graph);
+  } catch (...) {
+    cudaGraphDestroy(graph);
+    throw;
+  }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
