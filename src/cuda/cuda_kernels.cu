@@ -18,9 +18,11 @@
 // bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's cuBLAS GEMMs, and
 // kept narrow for the fixed-order kernels, which widen them in registers as the CPU does). Small
 // per-call data (token ids, positions, per-sequence descriptors) goes through a pinned staging
-// ring, so a pass never waits for the GPU until its logits are copied back. Every launch goes
-// through PassGraphs (cuda_pass_graphs.cuh) with the signature of its arguments, so that a pass
-// identical to an earlier one (a decode step) is replayed as a CUDA graph.
+// ring (cuda_upload_ring.cuh), so a pass never waits for the GPU until its logits are copied back.
+// Every launch goes through PassGraphs (cuda_pass_graphs.cuh) with the signature of its arguments,
+// so that a pass identical to an earlier one (a decode step) is replayed as a CUDA graph; rounding
+// points and cuBLAS input conversions fold into neighbouring kernels where the bits allow
+// (cuda_fusion.cuh), since a replayed decode step costs about its number of kernel nodes.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -31,9 +33,11 @@
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_device_weights.cuh"
 #include "cuda/cuda_fusion.cuh"
+#include "cuda/cuda_nonfinite_hits.cuh"
 #include "cuda/cuda_op_timer.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_pass_graphs.cuh"
+#include "cuda/cuda_upload_ring.cuh"
 #include "cuda/cuda_runtime_api.h"
 
 namespace kvp::cuda {
@@ -51,7 +55,7 @@ cudaDataType cuda_type(int store) {
 
 // Launch kinds, the first word of a launch's signature.
 enum Launch : uint64_t {
-  kGemm = 1, kConvert, kMemset, kUpload, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
+  kGemm = 1, kConvert, kMemset, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
   kScale, kAdd, kKvWrite, kRound
 };
 
@@ -68,14 +72,11 @@ class CudaKernels final : public Kernels {
     cublas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     // A workspace of our own: cuBLAS must not allocate while a graph is being captured.
     cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
-    KVP_CUDA_CHECK(cudaMallocHost(&flag_host_, sizeof(int)));
     graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
     fusion_.set_one_by_one(op_timing_on());  // timed operations launch one by one
   }
   ~CudaKernels() override {
     cudaStreamSynchronize(stream());
-    if (ring_host_ != nullptr) cudaFreeHost(ring_host_);
-    if (flag_host_ != nullptr) cudaFreeHost(flag_host_);
     cublasDestroy(blas_);
   }
 
@@ -361,13 +362,12 @@ class CudaKernels final : public Kernels {
   long round_check(DType t, float* x, size_t n, int slot) override {
     OpSpan span("round_check");
     if (n == 0) return -1;
-    if (size_t(slot) >= hit_slots_) {
+    if (!hits_.holds(slot)) {
       fusion_.flush();  // launches still to come name the hits buffer that grows
-      grow_hits(size_t(slot) + 1);
+      end_collecting(true);
+      hits_.grow(slot);
     }
-    max_slot_ = std::max(max_slot_, slot);
-    auto* hits = static_cast<unsigned long long*>(hits_.p);
-    const NonFiniteSlot chk{hits, slot, reinterpret_cast<int*>(hits + hit_slots_)};
+    const NonFiniteSlot chk = hits_.at(slot);
     const int a = store_of(t);
     wrote(x, n);
     // The held operation already rounds its output to `a`: it becomes this rounding point.
@@ -379,34 +379,14 @@ class CudaKernels final : public Kernels {
   }
 
   std::vector<NonFiniteHit> pending_nonfinite() override {
-    std::vector<NonFiniteHit> out;
     fusion_.flush();
     end_collecting(false);
-    if (hits_.p == nullptr) return out;
-    auto* hits = static_cast<unsigned long long*>(hits_.p);
-    KVP_CUDA_CHECK(cudaMemcpyAsync(flag_host_, hits + hit_slots_, sizeof(int), cudaMemcpyDeviceToHost, stream()));
-    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    if (*flag_host_ == 0) return out;
-    std::vector<unsigned long long> h(size_t(max_slot_) + 1);
-    KVP_CUDA_CHECK(cudaMemcpy(h.data(), hits, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < h.size(); ++i) {
-      if (h[i] == ~0ull) continue;
-      const unsigned kind = unsigned(h[i] & 3u);
-      const float v = kind == 0 ? NAN : (kind == 1 ? INFINITY : -INFINITY);
-      out.push_back(NonFiniteHit{int(i), long(h[i] >> 2), v});
-    }
-    reset_hits();
-    return out;
+    return hits_.read();
   }
 
   void begin_pass() override {
     fusion_.flush();
-    if (ring_off_ != 0) {  // uploads of a pass that never waited: let them land before reuse
-      KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-      ring_off_ = 0;
-    }
-    uploads_.clear();
-    staged_end_ = 0;
+    ring_.begin_pass();
     graphs_.begin_pass();
   }
 
@@ -415,8 +395,7 @@ class CudaKernels final : public Kernels {
     end_collecting(false);
     KVP_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    ring_off_ = 0;  // every upload queued so far has been consumed
-    uploads_.clear();
+    ring_.consumed();
   }
   void to_device(void* dst, const void* host_src, size_t bytes) override {
     fusion_.flush();
@@ -537,64 +516,14 @@ class CudaKernels final : public Kernels {
     return store_of(kv.dtype());
   }
 
-  // What an upload holds: equal bytes are shared only between uploads of one kind, so that which
-  // uploads are shared does not depend on the values (a token id equal to a position).
-  enum UploadKind { kTokenIds, kPositions, kKvDescs, kAttnPrefillDescs, kAttnDecodeDescs };
-
-  // Ends collection (flush: mid-pass, the rest runs eagerly). The uploads staged while collecting
-  // go to the GPU as one copy ahead of every collected launch.
-  void end_collecting(bool flush) {
-    if (graphs_.collecting() && staged_end_ > 0) {
-      void* d = ring_dev_.p;
-      const void* h = ring_host_;
-      const size_t nb = staged_end_;
-      graphs_.prepend(signature(kUpload, d, h, nb),
-                      [=] { KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, nb, cudaMemcpyHostToDevice, stream())); });
-    }
-    staged_end_ = 0;
-    if (flush)
-      graphs_.flush();
-    else
-      graphs_.end_pass();
-  }
-
-  // Small host data for the next kernels: copied into the pinned ring and queued for upload. A
-  // full ring waits for the GPU once, then starts over.
+  void end_collecting(bool flush) { ring_.end_collecting(flush); }
   template <typename T>
-  const T* upload(UploadKind kind, const T* host, size_t n) {
-    const size_t bytes = (n * sizeof(T) + 255) / 256 * 256;
-    if (ring_off_ + bytes > ring_bytes_) {
-      end_collecting(true);  // collected launches read the ring as it is now
-      KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-      ring_off_ = 0;
-      uploads_.clear();
-      if (bytes > ring_bytes_) {
-        const size_t cap = std::max(bytes, size_t(4) << 20);
-        if (ring_host_ != nullptr) cudaFreeHost(ring_host_);
-        ring_host_ = nullptr;
-        KVP_CUDA_CHECK(cudaMallocHost(&ring_host_, cap));
-        ring_dev_.ensure(cap);
-        ring_bytes_ = cap;
-      }
-    }
-    // The same bytes uploaded earlier in this pass (every layer's positions and descriptors).
-    for (const Staged& u : uploads_)
-      if (u.kind == kind && u.bytes == n * sizeof(T) && std::memcmp(static_cast<char*>(ring_host_) + u.off, host, u.bytes) == 0)
-        return reinterpret_cast<const T*>(static_cast<char*>(ring_dev_.p) + u.off);
-    char* h = static_cast<char*>(ring_host_) + ring_off_;
-    char* d = static_cast<char*>(ring_dev_.p) + ring_off_;
-    std::memcpy(h, host, n * sizeof(T));
-    uploads_.push_back(Staged{kind, ring_off_, n * sizeof(T)});
-    // Collecting: staged, copied with the rest of the pass's uploads (end_collecting); a replayed
-    // graph copies from the same pinned bytes, which then hold that pass's values.
-    const size_t nb = n * sizeof(T);
-    if (graphs_.collecting())
-      staged_end_ = ring_off_ + nb;
-    else
-      KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, nb, cudaMemcpyHostToDevice, stream()));
-    ring_off_ += bytes;
-    return reinterpret_cast<const T*>(d);
+  const T* upload(UploadRing::Kind kind, const T* host, size_t n) {
+    return ring_.upload(kind, host, n);
   }
+  static constexpr auto kTokenIds = UploadRing::kTokenIds, kPositions = UploadRing::kPositions,
+                        kKvDescs = UploadRing::kKvDescs, kAttnPrefillDescs = UploadRing::kAttnPrefillDescs,
+                        kAttnDecodeDescs = UploadRing::kAttnDecodeDescs;
 
   // The model's whole cos/sin table (computed on the host, where the CPU reads it), uploaded once:
   // no pass ever waits to extend it.
@@ -614,27 +543,6 @@ class CudaKernels final : public Kernels {
     rope_table_ = &table;
   }
 
-  // hits_: one 64-bit slot per rounding point, then the "any" flag.
-  void grow_hits(size_t slots) {
-    const size_t n = std::max(slots, size_t(4096));
-    end_collecting(true);
-    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    std::vector<unsigned long long> old(hit_slots_ + (hit_slots_ ? 1 : 0));
-    if (!old.empty()) KVP_CUDA_CHECK(cudaMemcpy(old.data(), hits_.p, old.size() * 8, cudaMemcpyDeviceToHost));
-    hits_.ensure((n + 1) * 8);
-    std::vector<unsigned long long> fresh(n + 1, ~0ull);
-    fresh[n] = 0;
-    for (size_t i = 0; i < hit_slots_; ++i) fresh[i] = old[i];
-    if (!old.empty()) fresh[n] = old[hit_slots_];
-    KVP_CUDA_CHECK(cudaMemcpy(hits_.p, fresh.data(), fresh.size() * 8, cudaMemcpyHostToDevice));
-    hit_slots_ = n;
-  }
-  void reset_hits() {
-    KVP_CUDA_CHECK(cudaMemsetAsync(hits_.p, 0xff, hit_slots_ * 8, stream()));
-    KVP_CUDA_CHECK(cudaMemsetAsync(static_cast<unsigned long long*>(hits_.p) + hit_slots_, 0, 8, stream()));
-    max_slot_ = 0;
-  }
-
   bool portable() const { return policy_ == KernelPolicy::Portable; }
   bool fixed_order() const { return policy_ == KernelPolicy::Portable || policy_ == KernelPolicy::Invariant; }
 
@@ -642,22 +550,13 @@ class CudaKernels final : public Kernels {
   Fusion fusion_;
   cublasHandle_t blas_ = nullptr;
   DeviceWeights weights_;
-  Block workspace_, xconv_, parts_, rope_mem_, hits_, ring_dev_;
-  void* ring_host_ = nullptr;
-  size_t ring_bytes_ = 0, ring_off_ = 0;
-  struct Staged {
-    UploadKind kind;
-    size_t off, bytes;  // in the ring
-  };
-  std::vector<Staged> uploads_;  // since the ring restarted
-  size_t staged_end_ = 0;        // ring bytes [0, staged_end_) not yet copied (collecting)
+  Block workspace_, xconv_, parts_, rope_mem_;
   KvHeld kv_held_;
   Converted conv_;
-  int* flag_host_ = nullptr;
   const RopeTable* rope_table_ = nullptr;
-  size_t hit_slots_ = 0;
-  int max_slot_ = 0;
-  PassGraphs graphs_;  // last: destroyed first, while the stream and buffers are still there
+  NonFiniteHits hits_;
+  UploadRing ring_{graphs_};  // (binds the reference only)
+  PassGraphs graphs_;         // last: destroyed first, while the stream and buffers are still there
 };
 
 }  // namespace
