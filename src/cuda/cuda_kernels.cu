@@ -96,9 +96,9 @@ class CudaKernels final : public Kernels {
       if (wc->store != kF32) xa = converted(x, size_t(M) * K, wc->store);
     }
     release_held();
-    fusion_.settle(x, size_t(M) * std::max(K, 0));
-    fusion_.settle(y, size_t(M) * std::max(N, 0));
     if (M <= 0 || N <= 0) return;
+    fusion_.settle(x, size_t(M) * std::max(K, 0));
+    fusion_.settle(y, size_t(M) * N);
     if (K == 0) {
       const size_t bytes = size_t(M) * N * sizeof(float);
       wrote(y, size_t(M) * N);
