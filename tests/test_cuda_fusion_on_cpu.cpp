@@ -78,9 +78,17 @@ void round_all(float* x, size_t n, int act, NonFiniteSlot chk) {
 
 std::string name(DType t, const char* what) { return std::string(dtype_name(t)) + " " + what; }
 
-TEST(CudaFusionOnCpu, RopeRoundsItsPendingInputAsTheRoundCheckWould) {
+void rope1(float* x, int M, int heads, int hd, const std::vector<int>& pos, const std::vector<float>& cs,
+           const std::vector<float>& sn, int a, bool adjacent, NonFiniteSlot chk, InRound in) {
+  const cuda::RopeJob j{x, heads, chk, in};
+  ew::rope(HostLaunch{}, &j, 1, M, hd, pos.data(), cs.data(), sn.data(), a, adjacent);
+}
+
+// q (4 heads) and k (2 heads) rotated in one launch, each rounding its pending projection as it
+// reads it, against: round q, rotate q, round k, rotate k.
+TEST(CudaFusionOnCpu, RopeOfQAndKInOneLaunchRoundsTheirPendingInputs) {
   std::mt19937 rng(5);
-  const int M = 2, heads = 3, hd = 64, positions = 9, half = hd / 2;
+  const int M = 2, hq = 4, hk = 2, hd = 64, positions = 9, half = hd / 2;
   std::vector<float> cs(size_t(positions) * half), sn(cs.size());
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (size_t i = 0; i < cs.size(); ++i) cs[i] = u(rng), sn[i] = u(rng);
@@ -88,18 +96,26 @@ TEST(CudaFusionOnCpu, RopeRoundsItsPendingInputAsTheRoundCheckWould) {
   for (DType t : kAllTypes)
     for (bool adjacent : {false, true}) {
       const int a = cuda::store_of(t);
-      const auto x0 = raw(size_t(M) * heads * hd, rng, true);
-      auto want = x0, got = x0;
-      Hits hw, hg;
-      round_all(want.data(), want.size(), a, hw.at(1));
-      ew::rope(HostLaunch{}, want.data(), M, heads, hd, pos.data(), cs.data(), sn.data(), a, adjacent, hw.at(2),
-               InRound{});
-      ew::rope(HostLaunch{}, got.data(), M, heads, hd, pos.data(), cs.data(), sn.data(), a, adjacent, hg.at(2),
-               InRound{a, hg.at(1)});
+      const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * hk * hd, rng, true);
+      auto qw = q0, kw = k0, qg = q0, kg = k0, q1 = q0;
+      Hits hw, hg, h1;
+      round_all(qw.data(), qw.size(), a, hw.at(1));
+      rope1(qw.data(), M, hq, hd, pos, cs, sn, a, adjacent, hw.at(2), InRound{});
+      round_all(kw.data(), kw.size(), a, hw.at(3));
+      rope1(kw.data(), M, hk, hd, pos, cs, sn, a, adjacent, hw.at(4), InRound{});
+      const cuda::RopeJob jobs[2] = {{qg.data(), hq, hg.at(2), InRound{a, hg.at(1)}},
+                                     {kg.data(), hk, hg.at(4), InRound{a, hg.at(3)}}};
+      ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, adjacent);
       const std::string what = name(t, adjacent ? "rope, adjacent pairs" : "rope, halves");
-      EXPECT_SAME_BITS(got, want, what);
+      EXPECT_SAME_BITS(qg, qw, what + ": q");
+      EXPECT_SAME_BITS(kg, kw, what + ": k");
       expect_same_hits(hg, hw, what);
       EXPECT_NE(hw.slot[1], ~0ull) << what << ": the inputs must hold a NaN/Inf";
+      // One buffer alone.
+      rope1(q1.data(), M, hq, hd, pos, cs, sn, a, adjacent, h1.at(2), InRound{a, h1.at(1)});
+      EXPECT_SAME_BITS(q1, qw, what + ": q alone");
+      EXPECT_EQ(h1.slot[1], hw.slot[1]);
+      EXPECT_EQ(h1.slot[2], hw.slot[2]);
     }
 }
 
@@ -328,6 +344,16 @@ TEST(CudaFusionOnCpu, FusionLaunchesEachRoundBeforeItsBufferIsTouched) {
   f.flush();
   EXPECT_EQ(launched, 3);
   EXPECT_EQ(g_log.back(), "round 7 8");
+  // A held launch taken over (the rotation of q, joined by k's): only with its check, never launched.
+  NonFiniteSlot taken{};
+  f.hold(o.data(), 64, a, 45, [&](NonFiniteSlot, OutCopy) { ++launched; }, false, cuda::kRopeHeld);
+  EXPECT_FALSE(f.take_checked(cuda::kRopeHeld, &taken)) << "no check attached yet";
+  EXPECT_TRUE(f.fuse_check(o.data(), 64, a, h.at(9)));
+  EXPECT_FALSE(f.take_checked(cuda::kKvHeld, &taken)) << "another tag";
+  EXPECT_TRUE(f.take_checked(cuda::kRopeHeld, &taken));
+  EXPECT_EQ(taken.slot, 9);
+  f.flush();
+  EXPECT_EQ(launched, 3) << "taken over: the caller launches it";
   // Signatures tell a checked or copying launch from a plain one (graphs must not mix them).
   const size_t n0 = sigs.size();
   f.hold(o.data(), 64, a, 44, [](NonFiniteSlot, OutCopy) {}, true);

@@ -64,9 +64,9 @@ void launch_scale(float* x, size_t n, float s, int act) {
   after_launch("scale");
 }
 
-void launch_rope(float* x, int M, int n_heads, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs, NonFiniteSlot chk, InRound in) {
-  elementwise::rope(StreamLaunch{}, x, M, n_heads, hd, pos, cos_t, sin_t, act, adjacent_pairs, chk, in);
+void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
+                 int act, bool adjacent_pairs) {
+  elementwise::rope(StreamLaunch{}, jobs, n, M, hd, pos, cos_t, sin_t, act, adjacent_pairs);
   after_launch("rope");
 }
 

@@ -21,9 +21,14 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kMaxRoundJobs = 4;  // buffers per launch_round_checks launch
+constexpr int kMaxRopeJobs = 2;   // q and k
 
 struct RoundJobs {
   RoundJob job[kMaxRoundJobs];
+  int n;
+};
+struct RopeJobs {
+  RopeJob job[kMaxRopeJobs];
   int n;
 };
 
@@ -52,12 +57,18 @@ __device__ __forceinline__ void copy_out(const OutCopy& c, size_t i, float v) {
     store_from_f32<kF32>(c.dst, i, v);
 }
 
-// One block per (row, head), one thread per rotated pair: every term is read before any is
-// written, so pairs read from adjacent slots can be written to the halves in place. hd even (the
-// pairs then cover the head, so a pending input round is fully overwritten by the output).
-__global__ void rope_kernel(float* x, int n_heads, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                            int act, int adjacent, NonFiniteSlot chk, InRound in) {
-  const int row = blockIdx.x / n_heads, head = blockIdx.x % n_heads;
+// One block per (job, row, head), one thread per rotated pair: every term is read before any is
+// written, so pairs read from adjacent slots can be written to the halves in place. hd even where
+// a job has an InRound (the pairs then cover the head, so the rounded input is all overwritten).
+__global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
+                            int act, int adjacent) {
+  int b = blockIdx.x, j = 0;
+  while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
+  const int n_heads = jobs.job[j].n_heads;
+  float* x = jobs.job[j].x;
+  const NonFiniteSlot chk = jobs.job[j].chk;
+  const InRound in = jobs.job[j].in;
+  const int row = b / n_heads, head = b % n_heads;
   const int half = hd / 2, i = threadIdx.x;
   const size_t base = (size_t(row) * n_heads + head) * hd;
   float* v = x + base;
@@ -200,12 +211,21 @@ __global__ void kv_write_kernel(const KvWriteDesc* descs, int n_kv_heads, int hd
 }
 
 // The dispatch: launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
+// Up to kMaxRopeJobs buffers of M rows each (the same positions and table) in one launch.
 template <class Launch>
-void rope(const Launch& launch, float* x, int M, int n_heads, int hd, const int* pos, const float* cos_t,
-          const float* sin_t, int act, bool adjacent_pairs, NonFiniteSlot chk, InRound in) {
+void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t,
+          const float* sin_t, int act, bool adjacent_pairs) {
   const unsigned threads = unsigned((hd / 2 + 31) / 32 * 32);
-  launch(rope_kernel, dim3(unsigned(M * n_heads)), dim3(threads), x, n_heads, hd, pos, cos_t, sin_t, act,
-         adjacent_pairs ? 1 : 0, chk, in);
+  for (int j0 = 0; j0 < n; j0 += kMaxRopeJobs) {
+    RopeJobs js{};
+    int heads = 0;
+    for (int j = j0; j < n && j < j0 + kMaxRopeJobs; ++j) {
+      js.job[js.n++] = jobs[j];
+      heads += jobs[j].n_heads;
+    }
+    launch(rope_kernel, dim3(unsigned(M * heads)), dim3(threads), js, M, hd, pos, cos_t, sin_t, act,
+           adjacent_pairs ? 1 : 0);
+  }
 }
 
 template <class Launch>

@@ -11,7 +11,8 @@
 //    (InRound: RoPE, the residual add, the gated activation, the cache write), a converted() of
 //    it makes the round write the 16-bit copy; anything else that touches the buffer first
 //    launches it (several buffers in one launch);
-//  - other held launches (the cache write of K, which the write of V can join: CudaKernels).
+//  - the held launch can also be joined by the next call's (CudaKernels: the rotation of q by k's,
+//    the cache write of K by V's), one launch for both.
 // Launch order between different rounding points does not matter (each reports into its own
 // slot, read at the end of the pass), only that each is launched before anything else reads or
 // writes its buffer, which the callers ensure: every operation settles the pending rounds of what
@@ -26,6 +27,30 @@
 
 namespace kvp::cuda {
 
+// What CudaKernels keeps of a held launch that the next call can join.
+// The rotation of q (Fusion::hold, tag kRopeHeld), which k's joins.
+constexpr int kRopeHeld = 2;
+struct RopeHeld {
+  RopeJob job{};
+  const int* pos = nullptr;
+  const float *cs = nullptr, *sn = nullptr;
+  int M = 0, hd = 0, act = 0;
+  bool adjacent = false;
+  bool joins(const RopeHeld& o, size_t n) const {  // o rotates n values of another buffer
+    const auto* a = reinterpret_cast<const char*>(job.x);
+    const auto* b = reinterpret_cast<const char*>(o.job.x);
+    const bool apart = a + size_t(M) * job.n_heads * hd * sizeof(float) <= b || b + n * sizeof(float) <= a;
+    return pos == o.pos && cs == o.cs && sn == o.sn && M == o.M && hd == o.hd && act == o.act &&
+           adjacent == o.adjacent && apart;
+  }
+};
+// The cache write of K (Fusion::hold_other, tag kKvHeld), which V's joins.
+constexpr int kKvHeld = 1;
+struct KvHeld {
+  std::vector<KvWriteDesc> d;
+  int max_rows = 0, heads = 0, hd = 0, store = 0;
+};
+
 class Fusion {
  public:
   // submit(signature, launch): PassGraphs::submit; rounds(jobs, n): launch_round_checks.
@@ -39,11 +64,19 @@ class Fusion {
   bool one_by_one() const { return one_by_one_; }
 
   // Holds an element-wise operation whose output [out, out + n) it rounds to act. copies: its
-  // launch can write an OutCopy.
-  void hold(const float* out, size_t n, int act, uint64_t sig, HeldLaunch f, bool copies) {
+  // launch can write an OutCopy; tag: the caller's, for take_checked.
+  void hold(const float* out, size_t n, int act, uint64_t sig, HeldLaunch f, bool copies, int tag = 0) {
     release();
-    held_ = Held{std::move(f), nullptr, out, n, act, sig, NonFiniteSlot{}, OutCopy{}, false, copies, 0};
+    held_ = Held{std::move(f), nullptr, out, n, act, sig, NonFiniteSlot{}, OutCopy{}, false, copies, tag};
     if (one_by_one_) release();
+  }
+  // The held operation of `tag`, its rounding point attached, taken over by the caller (who kept
+  // its arguments and launches it with its own): its check, or false (nothing taken).
+  bool take_checked(int tag, NonFiniteSlot* chk) {
+    if (!held_.launch || held_.tag != tag || !held_.checked || held_.copy.dst != nullptr) return false;
+    *chk = held_.chk;
+    held_ = Held{};
+    return true;
   }
   // Holds a launch of another kind (tag: its caller's, who keeps its arguments).
   void hold_other(int tag, std::function<void()> f) {
@@ -144,6 +177,8 @@ class Fusion {
     release();
     settle_all();
   }
+
+  static bool overlap(const float* a, size_t na, const float* b, size_t nb) { return a < b + nb && b < a + na; }
 
   static uint64_t mix(uint64_t h, uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);

@@ -247,13 +247,13 @@ class CudaKernels final : public Kernels {
   void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
             RopePairs pairs) override {
     OpSpan span("rope");
-    release_held();
-    if (M <= 0) return;
+    if (M <= 0) return release_held();
     const int max_pos = *std::max_element(row_pos, row_pos + M);
     if (max_pos >= table.max_positions())
       fail_input("RoPE position " + std::to_string(max_pos) + " beyond the model's context " +
                  std::to_string(table.max_positions()));
     const RopeTable& t = portable() ? table.portable() : table;  // the libm-free twin: cos/sin bits
+    if (&t != rope_table_) release_held();  // a held rotation reads the table that ensure_rope replaces
     ensure_rope(t);
     const int half = t.head_dim() / 2, hd = t.head_dim(), a = store_of(act);
     const bool adjacent = pairs == RopePairs::AdjacentPairs;
@@ -261,14 +261,34 @@ class CudaKernels final : public Kernels {
     const float* sn = cs + size_t(t.max_positions()) * half;
     const int* pos = upload(kPositions, row_pos, size_t(M));
     const size_t n = size_t(M) * n_heads * hd;
+    // The held rotation of q, its check attached, joins this one (k's: the same rows, positions
+    // and table; another buffer), one launch for both.
+    const RopeHeld mine{{x, n_heads, {}, {}}, pos, cs, sn, M, hd, a, adjacent};
+    RopeJob jobs[2] = {};
+    int nj = 0;
+    if (rope_held_.joins(mine, n) && fusion_.take_checked(kRopeHeld, &rope_held_.job.chk)) jobs[nj++] = rope_held_.job;
+    release_held();
     // x's pending rounding point (a q/k projection's): rounded as the kernel reads it. The pairs
     // must cover every element of a head for that (hd even).
     const InRound in = hd % 2 == 0 ? fusion_.take(x, n, a) : InRound{};
     fusion_.settle(x, n);
     wrote(x, n);
-    fusion_.hold(x, n, a, mix_in(signature(kRope, x, M, n_heads, hd, pos, cs, sn, a, adjacent), in),
-                 [=](NonFiniteSlot c, OutCopy) { launch_rope(x, M, n_heads, hd, pos, cs, sn, a, adjacent, c, in); },
-                 false);
+    rope_held_ = mine;
+    rope_held_.job.in = in;
+    jobs[nj++] = rope_held_.job;
+    uint64_t sig = signature(kRope, M, hd, pos, cs, sn, a, adjacent);
+    for (int j = 0; j < nj; ++j)
+      sig = mix_in(PassGraphs::mix(sig, signature(kRope, jobs[j].x, jobs[j].n_heads, jobs[j].chk.hits, jobs[j].chk.slot,
+                                                  jobs[j].chk.any)),
+                   jobs[j].in);
+    fusion_.hold(
+        x, n, a, sig,
+        [=](NonFiniteSlot c, OutCopy) {
+          RopeJob js[2] = {jobs[0], jobs[1]};
+          js[nj - 1].chk = c;
+          launch_rope(js, nj, M, hd, pos, cs, sn, a, adjacent);
+        },
+        false, nj == 1 ? kRopeHeld : 0);
   }
 
   void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, false); }
@@ -481,14 +501,8 @@ class CudaKernels final : public Kernels {
     if (in.act < 0) return sig;
     return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any));
   }
-  static bool overlap(const float* a, size_t na, const float* b, size_t nb) { return a < b + nb && b < a + na; }
+  static bool overlap(const float* a, size_t na, const float* b, size_t nb) { return Fusion::overlap(a, na, b, nb); }
 
-  // A cache write held back (Fusion::hold_other) for the next one to join: K's, then V's.
-  static constexpr int kKvHeld = 1;
-  struct KvHeld {
-    std::vector<KvWriteDesc> d;
-    int max_rows = 0, heads = 0, hd = 0, store = 0;
-  };
   // Slices [first, ...) read their rows through `in` (rows of the buffer at base).
   void launch_kv(const KvHeld& k, InRound in, const float* base, int first) {
     const KvWriteDesc* descs = upload(kKvDescs, k.d.data(), k.d.size());
@@ -552,6 +566,7 @@ class CudaKernels final : public Kernels {
   DeviceWeights weights_;
   Block workspace_, xconv_, parts_, rope_mem_;
   KvHeld kv_held_;
+  RopeHeld rope_held_;
   Converted conv_;
   const RopeTable* rope_table_ = nullptr;
   NonFiniteHits hits_;

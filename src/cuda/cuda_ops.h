@@ -44,9 +44,16 @@ void launch_embed(const void* table, int table_t, const int* tokens, int M, int 
 // y[m, n] += b[n].
 void launch_add_bias(float* y, int M, int N, const float* b);
 // The kernels below are cuda_elementwise_kernels.cuh's (their arguments are explained there).
-// apply_rope: rows x[M, n_heads*hd], row m at position pos[m]; cos/sin tables [positions][hd/2].
-void launch_rope(float* x, int M, int n_heads, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs, NonFiniteSlot chk, InRound in);
+// apply_rope to each job's rows x[M, n_heads*hd], row m at position pos[m]; cos/sin tables
+// [positions][hd/2].
+struct RopeJob {
+  float* x;
+  int n_heads;
+  NonFiniteSlot chk;
+  InRound in;
+};
+void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
+                 int act, bool adjacent_pairs);
 // gate = round(round(act(gate)) * up), act = SiLU or GELU-tanh.
 void launch_gated(float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk, InRound gate_in,
                   InRound up_in, OutCopy copy);
