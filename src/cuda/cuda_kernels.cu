@@ -349,9 +349,13 @@ class CudaKernels final : public Kernels {
     if (d.empty()) return release_held();
     const int heads = w[0].n_kv_heads, hd = w[0].head_dim, store = kv_store(w[0].kv);
     const size_t width = size_t(heads) * hd;
-    // The held write of K joins this one (V's: the same shape), one launch for both.
+    // The held write of K joins this one (V's: the same shape, rows apart), one launch for both.
     KvHeld k;
-    if (fusion_.holding_other(kKvHeld) && kv_held_.heads == heads && kv_held_.hd == hd && kv_held_.store == store) {
+    bool joins = fusion_.holding_other(kKvHeld) && kv_held_.heads == heads && kv_held_.hd == hd && kv_held_.store == store;
+    for (const KvWriteDesc& h : kv_held_.d)
+      for (const KvWriteDesc& x : d)
+        joins = joins && !overlap(h.rows, size_t(h.n_rows) * width, x.rows, size_t(x.n_rows) * width);
+    if (joins) {
       k = std::move(kv_held_);
       fusion_.drop_other();
     } else {
