@@ -190,12 +190,42 @@ TEST(CudaFusionOnCpu, RmsnormWritesTheCopyOfWhatItStores) {
         const auto w = test::normals(dim, rng, t, 4.0f);
         std::vector<float> yw(x.size()), yg(x.size()), copy_g(x.size(), 0.0f);
         Hits hw, hg;
-        ew::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, yw.data(), hw.at(0), OutCopy{});
+        ew::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, yw.data(), hw.at(0), OutCopy{}, cuda::AddIn{});
         const auto copy_w = stored_copy(yw, store);
         ew::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, yg.data(), hg.at(0),
-                    OutCopy{copy_g.data(), store});
+                    OutCopy{copy_g.data(), store}, cuda::AddIn{});
         const std::string what = name(t, "rmsnorm") + " copy " + std::to_string(store);
         EXPECT_SAME_BITS(yg, yw, what);
+        EXPECT_SAME_BITS(copy_g, copy_w, what + ": 16-bit copy");
+        expect_same_hits(hg, hw, what);
+      }
+}
+
+// The residual add before an RMSNorm of its output, in the norm's kernel: round the pending
+// projection, add it, then normalise (rows wider than a block: a thread's share is strided).
+TEST(CudaFusionOnCpu, RmsnormTakesOverTheResidualAddBeforeIt) {
+  std::mt19937 rng(11);
+  const int M = 3;
+  for (int dim : {96, 2500})
+    for (DType t : kAllTypes)
+      for (bool fp32_gain : {false, true}) {
+        const int a = cuda::store_of(t);
+        const auto x0 = test::normals(size_t(M) * dim, rng, t, 8.0f), y0 = raw(x0.size(), rng, true, 8.0f);
+        const auto w = test::normals(size_t(dim), rng, t);
+        auto xw = x0, yw = y0, xg = x0, yg = y0;
+        std::vector<float> ow(x0.size()), og(x0.size()), copy_g(x0.size(), 0.0f);
+        Hits hw, hg;
+        round_all(yw.data(), yw.size(), a, hw.at(1));
+        ew::add(HostLaunch{}, xw.data(), yw.data(), xw.size(), a, hw.at(2), InRound{});
+        ew::rmsnorm(HostLaunch{}, xw.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, ow.data(), hw.at(3), OutCopy{},
+                    cuda::AddIn{});
+        const auto copy_w = stored_copy(ow, cuda::kBF16);
+        ew::rmsnorm(HostLaunch{}, xg.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, og.data(), hg.at(3),
+                    OutCopy{copy_g.data(), cuda::kBF16}, cuda::AddIn{yg.data(), a, hg.at(2), InRound{a, hg.at(1)}});
+        const std::string what = name(t, "add + rmsnorm, dim ") + std::to_string(dim);
+        EXPECT_SAME_BITS(xg, xw, what + ": residual");
+        EXPECT_SAME_BITS(yg, yw, what + ": projection written back rounded");
+        EXPECT_SAME_BITS(og, ow, what + ": normalised");
         EXPECT_SAME_BITS(copy_g, copy_w, what + ": 16-bit copy");
         expect_same_hits(hg, hw, what);
       }

@@ -92,8 +92,8 @@ void launch_round_checks(const RoundJob* jobs, int n) {
 }
 
 void launch_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain, float* y,
-                    NonFiniteSlot chk, OutCopy copy) {
-  elementwise::rmsnorm(StreamLaunch{}, x, M, dim, w, eps, act, fp32_gain, y, chk, copy);
+                    NonFiniteSlot chk, OutCopy copy, AddIn add) {
+  elementwise::rmsnorm(StreamLaunch{}, x, M, dim, w, eps, act, fp32_gain, y, chk, copy, add);
   after_launch("rmsnorm");
 }
 

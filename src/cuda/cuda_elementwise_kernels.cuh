@@ -164,13 +164,23 @@ __global__ void round_check_kernel(RoundJobs jobs) {
 }
 
 // One block per row: each thread sums the squares of a strided share, then a fixed tree across
-// the block (warp shuffles, then the warps' sums in order).
+// the block (warp shuffles, then the warps' sums in order). With an AddIn, each thread first adds
+// its share of the row, as add_kernel would, and reads back only what it wrote itself.
 __global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y,
-                               NonFiniteSlot chk, OutCopy copy) {
+                               NonFiniteSlot chk, OutCopy copy, AddIn add) {
   const float* xr = x + size_t(blockIdx.x) * dim;
   float* yr = y + size_t(blockIdx.x) * dim;
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) ss += xr[i] * xr[i];
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = xr[i];
+    if (add.y != nullptr) {
+      const size_t at = size_t(blockIdx.x) * dim + i;
+      v = round_act(v + read_rounded(add.y_in, add.y, at, at), add.act);
+      const_cast<float*>(xr)[i] = v;  // x is the residual stream the add updates in place
+      note_nonfinite(add.chk, at, v);
+    }
+    ss += v * v;
+  }
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   __shared__ float warp_sums[32];
   __shared__ float inv_s;
@@ -264,9 +274,9 @@ void round_checks(const Launch& launch, const RoundJob* jobs, int n) {
 
 template <class Launch>
 void rmsnorm(const Launch& launch, const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain,
-             float* y, NonFiniteSlot chk, OutCopy copy) {
+             float* y, NonFiniteSlot chk, OutCopy copy, AddIn add) {
   const unsigned threads = dim >= 1024 ? 1024u : unsigned((dim + 31) / 32 * 32);
-  launch(rmsnorm_kernel, dim3(unsigned(M)), dim3(threads), x, dim, w, eps, act, fp32_gain ? 1 : 0, y, chk, copy);
+  launch(rmsnorm_kernel, dim3(unsigned(M)), dim3(threads), x, dim, w, eps, act, fp32_gain ? 1 : 0, y, chk, copy, add);
 }
 
 template <class Launch>

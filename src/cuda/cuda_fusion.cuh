@@ -12,7 +12,7 @@
 //    it makes the round write the 16-bit copy; anything else that touches the buffer first
 //    launches it (several buffers in one launch);
 //  - the held launch can also be joined by the next call's (CudaKernels: the rotation of q by k's,
-//    the cache write of K by V's), one launch for both.
+//    the cache write of K by V's, the residual add by the RMSNorm of its output), one launch.
 // Launch order between different rounding points does not matter (each reports into its own
 // slot, read at the end of the pass), only that each is launched before anything else reads or
 // writes its buffer, which the callers ensure: every operation settles the pending rounds of what
@@ -42,6 +42,19 @@ struct RopeHeld {
     const bool apart = a + size_t(M) * job.n_heads * hd * sizeof(float) <= b || b + n * sizeof(float) <= a;
     return pos == o.pos && cs == o.cs && sn == o.sn && M == o.M && hd == o.hd && act == o.act &&
            adjacent == o.adjacent && apart;
+  }
+};
+// The residual add x += y (Fusion::hold, tag kAddHeld), which the RMSNorm of x takes over.
+constexpr int kAddHeld = 3;
+struct AddHeld {
+  float* x = nullptr;
+  float* y = nullptr;
+  size_t n = 0;
+  int act = 0;
+  InRound in{};
+  bool joins(const float* nx, size_t nn, const float* out) const {  // RMSNorm of nx[nn] into out[nn]
+    auto apart = [](const float* a, const float* b, size_t k) { return a + k <= b || b + k <= a; };
+    return nx == x && nn == n && n > 0 && apart(out, x, n) && apart(out, y, n);
   }
 };
 // The cache write of K (Fusion::hold_other, tag kKvHeld), which V's joins.

@@ -323,9 +323,10 @@ class CudaKernels final : public Kernels {
     fusion_.settle(y, n);
     wrote(x, n);
     auto* yw = const_cast<float*>(y);  // written back only by its pending round: an activation buffer
+    add_held_ = AddHeld{x, yw, n, a, in};
     if (n)
       fusion_.hold(x, n, a, mix_in(signature(kAdd, x, y, n, a), in),
-                   [=](NonFiniteSlot c, OutCopy) { launch_add(x, yw, n, a, c, in); }, false);
+                   [=](NonFiniteSlot c, OutCopy) { launch_add(x, yw, n, a, c, in); }, false, kAddHeld);
   }
   void copy(float* dst, const float* src, size_t n) override {
     OpSpan span("copy");
@@ -444,17 +445,25 @@ class CudaKernels final : public Kernels {
 
   void norm(const float* x, int M, int dim, const float* w, float eps, DType act, bool fp32_gain, float* y) {
     OpSpan span("rmsnorm");
+    const bool pt = fixed_order();
+    const size_t n = size_t(std::max(M, 0)) * dim;
+    // The held residual add whose output this normalises, its check attached: one kernel.
+    AddIn add{};
+    if (!pt && add_held_.joins(x, n, y) && fusion_.take_checked(kAddHeld, &add.chk))
+      add = AddIn{add_held_.y, add_held_.act, add.chk, add_held_.in};
     fusion_.flush();
     if (M <= 0) return;
     const float* g = weights_.gains(w, dim);
     const int a = store_of(act);
-    wrote(y, size_t(M) * dim);
-    const bool pt = fixed_order();
+    wrote(y, n);
+    const uint64_t sig = PassGraphs::mix(signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y),
+                                         mix_in(signature(kAdd, add.y, add.act, add.chk.hits, add.chk.slot, add.chk.any),
+                                                add.y_in));
     fusion_.hold(
-        y, size_t(M) * dim, a, signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y),
+        y, n, a, sig,
         [=](NonFiniteSlot c, OutCopy cp) {
           pt ? launch_portable_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c)
-             : launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c, cp);
+             : launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c, cp, add);
         },
         !pt);
   }
@@ -571,6 +580,7 @@ class CudaKernels final : public Kernels {
   Block workspace_, xconv_, parts_, rope_mem_;
   KvHeld kv_held_;
   RopeHeld rope_held_;
+  AddHeld add_held_;
   Converted conv_;
   const RopeTable* rope_table_ = nullptr;
   NonFiniteHits hits_;

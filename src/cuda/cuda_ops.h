@@ -30,6 +30,14 @@ struct OutCopy {
   void* dst = nullptr;
   int store = 0;
 };
+// The residual add x = round(x + y) (y read through y_in), reported into chk, that the RMSNorm of
+// x takes over: each row added before it is normalised (y == nullptr: none).
+struct AddIn {
+  float* y = nullptr;
+  int act = 0;
+  NonFiniteSlot chk{};
+  InRound y_in{};
+};
 // One buffer of launch_round_checks.
 struct RoundJob {
   float* x;
@@ -68,7 +76,7 @@ void launch_to_storage(const float* x, size_t n, void* dst, int store);
 void launch_round_checks(const RoundJob* jobs, int n);
 // RMSNorm of M rows (kernels.h): fp32 gain with one rounding when fp32_gain, else HF Llama's two.
 void launch_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain, float* y,
-                    NonFiniteSlot chk, OutCopy copy);
+                    NonFiniteSlot chk, OutCopy copy, AddIn add);
 
 // One slice of a cache write, as uploaded for launch_kv_write.
 struct KvWriteDesc {
