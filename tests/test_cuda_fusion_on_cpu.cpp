@@ -228,6 +228,18 @@ TEST(CudaFusionOnCpu, RmsnormTakesOverTheResidualAddBeforeIt) {
         EXPECT_SAME_BITS(og, ow, what + ": normalised");
         EXPECT_SAME_BITS(copy_g, copy_w, what + ": 16-bit copy");
         expect_same_hits(hg, hw, what);
+        // In place (x + x), x pending.
+        auto zw = y0, zg = y0;
+        Hits iw, ig;
+        round_all(zw.data(), zw.size(), a, iw.at(1));
+        ew::add(HostLaunch{}, zw.data(), zw.data(), zw.size(), a, iw.at(2), InRound{});
+        ew::rmsnorm(HostLaunch{}, zw.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, ow.data(), iw.at(3), OutCopy{},
+                    cuda::AddIn{});
+        ew::rmsnorm(HostLaunch{}, zg.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, og.data(), ig.at(3), OutCopy{},
+                    cuda::AddIn{zg.data(), a, ig.at(2), InRound{a, ig.at(1)}});
+        EXPECT_SAME_BITS(zg, zw, what + " in place: residual");
+        EXPECT_SAME_BITS(og, ow, what + " in place: normalised");
+        expect_same_hits(ig, iw, what + " in place");
       }
 }
 

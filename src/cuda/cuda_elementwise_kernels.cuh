@@ -172,10 +172,13 @@ __global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float ep
   float* yr = y + size_t(blockIdx.x) * dim;
   float ss = 0.0f;
   for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    float v = xr[i];
-    if (add.y != nullptr) {
+    float v;
+    if (add.y == nullptr) {
+      v = xr[i];
+    } else {  // y first: it may be x itself, rounded in place
       const size_t at = size_t(blockIdx.x) * dim + i;
-      v = round_act(v + read_rounded(add.y_in, add.y, at, at), add.act);
+      const float yv = read_rounded(add.y_in, add.y, at, at);
+      v = round_act(xr[i] + yv, add.act);
       const_cast<float*>(xr)[i] = v;  // x is the residual stream the add updates in place
       note_nonfinite(add.chk, at, v);
     }
