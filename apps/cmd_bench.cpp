@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "core/error.h"
+#include "cuda/cuda_runtime_api.h"
 #include "lab/bench.h"
 #include "lab/load_bench.h"
 #include "model/synthetic.h"
@@ -134,6 +135,10 @@ void register_bench(CLI::App& app) {
                         : std::string())
                 << bench_table(rows);
     if (o->op_times) (o->json ? std::cerr : std::cout) << op_times_table();
+    // What a replayed pass costs the GPU's front end (a decode step's graph, in practice).
+    if (const cuda::GraphNodes g = cuda::busiest_pass_graph_nodes(); g.total > 0)
+      (o->json ? std::cerr : std::cout) << "cuda graph replayed most (a decode step): " << g.kernels
+                                        << " kernel nodes (" << g.total << " nodes in all)\n";
   });
 }
 

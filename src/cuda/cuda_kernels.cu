@@ -18,9 +18,11 @@
 // bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's cuBLAS GEMMs, and
 // kept narrow for the fixed-order kernels, which widen them in registers as the CPU does). Small
 // per-call data (token ids, positions, per-sequence descriptors) goes through a pinned staging
-// ring, so a pass never waits for the GPU until its logits are copied back. Every launch goes
-// through PassGraphs (cuda_pass_graphs.cuh) with the signature of its arguments, so that a pass
-// identical to an earlier one (a decode step) is replayed as a CUDA graph.
+// ring (cuda_upload_ring.cuh), so a pass never waits for the GPU until its logits are copied back.
+// Every launch goes through PassGraphs (cuda_pass_graphs.cuh) with the signature of its arguments,
+// so that a pass identical to an earlier one (a decode step) is replayed as a CUDA graph; rounding
+// points and cuBLAS input conversions fold into neighbouring kernels where the bits allow
+// (cuda_fusion.cuh), since a replayed decode step costs about its number of kernel nodes.
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -30,9 +32,12 @@
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_device_weights.cuh"
+#include "cuda/cuda_fusion.cuh"
+#include "cuda/cuda_nonfinite_hits.cuh"
 #include "cuda/cuda_op_timer.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_pass_graphs.cuh"
+#include "cuda/cuda_upload_ring.cuh"
 #include "cuda/cuda_runtime_api.h"
 
 namespace kvp::cuda {
@@ -50,26 +55,28 @@ cudaDataType cuda_type(int store) {
 
 // Launch kinds, the first word of a launch's signature.
 enum Launch : uint64_t {
-  kGemm = 1, kConvert, kMemset, kUpload, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
+  kGemm = 1, kConvert, kMemset, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
   kScale, kAdd, kKvWrite, kRound
 };
 
 class CudaKernels final : public Kernels {
  public:
-  explicit CudaKernels(KernelPolicy policy) : policy_(policy), graphs_(stream()) {
+  explicit CudaKernels(KernelPolicy policy)
+      : policy_(policy),
+        fusion_([this](uint64_t sig, std::function<void()> f) { graphs_.submit(sig, std::move(f)); },
+                &launch_round_checks),
+        graphs_(stream()) {
     cublas_check(cublasCreate(&blas_), "cublasCreate");
     cublas_check(cublasSetStream(blas_, stream()), "cublasSetStream");
     // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it never is).
     cublas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     // A workspace of our own: cuBLAS must not allocate while a graph is being captured.
     cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
-    KVP_CUDA_CHECK(cudaMallocHost(&flag_host_, sizeof(int)));
     graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
+    fusion_.set_one_by_one(op_timing_on());  // timed operations launch one by one
   }
   ~CudaKernels() override {
     cudaStreamSynchronize(stream());
-    if (ring_host_ != nullptr) cudaFreeHost(ring_host_);
-    if (flag_host_ != nullptr) cudaFreeHost(flag_host_);
     cublasDestroy(blas_);
   }
 
@@ -78,9 +85,20 @@ class CudaKernels final : public Kernels {
 
   void matmul(const float* x, int M, const TensorView& W, DType act, float* y) override {
     OpSpan span("matmul");
-    release_held();
     const int N = int(W.rows()), K = int(W.cols());
+    // cuBLAS's 16-bit input first: the launch still to come that rounds x may write it.
+    // fp16/bf16 weights of an fp32 pass (kept narrow on the host, where the kernels widen them):
+    // an fp32 copy, since x holds fp32 values that a narrow GEMM input would round.
+    const Weight* wc = nullptr;
+    const void* xa = x;
+    if (M > 0 && N > 0 && K > 0 && !fixed_order()) {
+      wc = &(act == DType::F32 ? weights_.f32(W) : weights_.get(W));
+      if (wc->store != kF32) xa = converted(x, size_t(M) * K, wc->store);
+    }
+    release_held();
     if (M <= 0 || N <= 0) return;
+    fusion_.settle(x, size_t(M) * std::max(K, 0));
+    fusion_.settle(y, size_t(M) * N);
     if (K == 0) {
       const size_t bytes = size_t(M) * N * sizeof(float);
       wrote(y, size_t(M) * N);
@@ -105,10 +123,7 @@ class CudaKernels final : public Kernels {
                        [=] { launch_portable_matmul(x, M, wp, store, K, N, y); });
       return;
     }
-    // fp16/bf16 weights of an fp32 pass (kept narrow on the host, where the kernels widen them):
-    // an fp32 copy, since x holds fp32 values that a narrow GEMM input would round.
-    const Weight& w = act == DType::F32 ? weights_.f32(W) : weights_.get(W);
-    const void* xa = w.store != kF32 ? converted(x, size_t(M) * K, w.store) : x;
+    const Weight& w = *wc;
     wrote(y, size_t(M) * N);
     const void* wp = w.mem.p;
     const cudaDataType t = cuda_type(w.store);
@@ -126,7 +141,7 @@ class CudaKernels final : public Kernels {
 
   void attention_batch(const AttentionParams* p, int n) override {
     OpSpan span("attention");
-    release_held();
+    fusion_.flush();
     if (n <= 0) return;
     const AttentionParams& a = p[0];
     if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 || a.head_dim <= 0)
@@ -208,7 +223,7 @@ class CudaKernels final : public Kernels {
 
   void embed(const TensorView& table, const int* tokens, int M, float* x) override {
     OpSpan span("embed");
-    release_held();
+    fusion_.flush();
     const Weight& w = weights_.get(table);
     const void* tp = w.mem.p;
     const int store = w.store, dim = int(table.cols());
@@ -224,6 +239,7 @@ class CudaKernels final : public Kernels {
     if (w.store != kF32) fail_input("bias '" + b.name + "' is not stored as fp32");
     const auto* bp = static_cast<const float*>(w.mem.p);
     const int N = int(b.numel());
+    fusion_.settle(y, size_t(M) * N);
     wrote(y, size_t(M) * N);
     graphs_.submit(signature(kBias, y, M, N, bp), [=] { launch_add_bias(y, M, N, bp); });
   }
@@ -231,13 +247,13 @@ class CudaKernels final : public Kernels {
   void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
             RopePairs pairs) override {
     OpSpan span("rope");
-    release_held();
-    if (M <= 0) return;
+    if (M <= 0) return release_held();
     const int max_pos = *std::max_element(row_pos, row_pos + M);
     if (max_pos >= table.max_positions())
       fail_input("RoPE position " + std::to_string(max_pos) + " beyond the model's context " +
                  std::to_string(table.max_positions()));
     const RopeTable& t = portable() ? table.portable() : table;  // the libm-free twin: cos/sin bits
+    if (&t != rope_table_) release_held();  // a held rotation reads the table that ensure_rope replaces
     ensure_rope(t);
     const int half = t.head_dim() / 2, hd = t.head_dim(), a = store_of(act);
     const bool adjacent = pairs == RopePairs::AdjacentPairs;
@@ -245,16 +261,41 @@ class CudaKernels final : public Kernels {
     const float* sn = cs + size_t(t.max_positions()) * half;
     const int* pos = upload(kPositions, row_pos, size_t(M));
     const size_t n = size_t(M) * n_heads * hd;
+    // The held rotation of q, its check attached, joins this one (k's: the same rows, positions
+    // and table; another buffer), one launch for both.
+    const RopeHeld mine{{x, n_heads, {}, {}}, pos, cs, sn, M, hd, a, adjacent};
+    RopeJob jobs[2] = {};
+    int nj = 0;
+    if (rope_held_.joins(mine, n) && fusion_.take_checked(kRopeHeld, &rope_held_.job.chk)) jobs[nj++] = rope_held_.job;
+    release_held();
+    // x's pending rounding point (a q/k projection's): rounded as the kernel reads it. The pairs
+    // must cover every element of a head for that (hd even).
+    const InRound in = hd % 2 == 0 ? fusion_.take(x, n, a) : InRound{};
+    fusion_.settle(x, n);
     wrote(x, n);
-    hold(x, n, a, signature(kRope, x, M, n_heads, hd, pos, cs, sn, a, adjacent),
-         [=](NonFiniteSlot c) { launch_rope(x, M, n_heads, hd, pos, cs, sn, a, adjacent, c); });
+    rope_held_ = mine;
+    rope_held_.job.in = in;
+    jobs[nj++] = rope_held_.job;
+    uint64_t sig = signature(kRope, M, hd, pos, cs, sn, a, adjacent);
+    for (int j = 0; j < nj; ++j)
+      sig = mix_in(PassGraphs::mix(sig, signature(kRope, jobs[j].x, jobs[j].n_heads, jobs[j].chk.hits, jobs[j].chk.slot,
+                                                  jobs[j].chk.any)),
+                   jobs[j].in);
+    fusion_.hold(
+        x, n, a, sig,
+        [=](NonFiniteSlot c, OutCopy) {
+          RopeJob js[2] = {jobs[0], jobs[1]};
+          js[nj - 1].chk = c;
+          launch_rope(js, nj, M, hd, pos, cs, sn, a, adjacent);
+        },
+        false, nj == 1 ? kRopeHeld : 0);
   }
 
   void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, false); }
   void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, true); }
   void softcap(float* x, size_t n, float cap, DType act) override {
     OpSpan span("softcap");
-    release_held();
+    fusion_.flush();
     const int a = store_of(act);
     wrote(x, n);
     const bool pt = portable();
@@ -264,7 +305,7 @@ class CudaKernels final : public Kernels {
   }
   void scale(float* x, size_t n, float s, DType act) override {
     OpSpan span("scale");
-    release_held();
+    fusion_.flush();
     const int a = store_of(act);
     const float sr = round_to(act, s);
     wrote(x, n);
@@ -272,13 +313,24 @@ class CudaKernels final : public Kernels {
   }
   void add(float* x, const float* y, size_t n, DType act) override {
     OpSpan span("add");
+    release_held();
     const int a = store_of(act);
+    // y's pending rounding point (the projection's): rounded as the kernel reads it, unless y
+    // overlaps x otherwise than exactly.
+    const bool apart = !overlap(x, n, y, n) || x == y;
+    const InRound in = apart ? fusion_.take(y, n, a) : InRound{};
+    fusion_.settle(x, n);
+    fusion_.settle(y, n);
     wrote(x, n);
-    if (n) hold(x, n, a, signature(kAdd, x, y, n, a), [=](NonFiniteSlot c) { launch_add(x, y, n, a, c); });
+    auto* yw = const_cast<float*>(y);  // written back only by its pending round: an activation buffer
+    add_held_ = AddHeld{x, yw, n, a, in};
+    if (n)
+      fusion_.hold(x, n, a, mix_in(signature(kAdd, x, y, n, a), in),
+                   [=](NonFiniteSlot c, OutCopy) { launch_add(x, yw, n, a, c, in); }, false, kAddHeld);
   }
   void copy(float* dst, const float* src, size_t n) override {
     OpSpan span("copy");
-    release_held();
+    fusion_.flush();
     wrote(dst, n);
     if (n)
       graphs_.submit(signature(kCopy, dst, src, n), [=] {
@@ -288,8 +340,6 @@ class CudaKernels final : public Kernels {
 
   void kv_write(const KvWrite* w, int n) override {
     OpSpan span("kv_write");
-    release_held();
-    if (n <= 0) return;
     std::vector<KvWriteDesc> d;
     int max_rows = 0;
     for (int i = 0; i < n; ++i) {
@@ -297,79 +347,83 @@ class CudaKernels final : public Kernels {
       d.push_back(KvWriteDesc{w[i].cache, w[i].rows, w[i].n_rows, w[i].start_pos, w[i].capacity});
       max_rows = std::max(max_rows, w[i].n_rows);
     }
-    if (d.empty()) return;
-    const KvWriteDesc* descs = upload(kKvDescs, d.data(), d.size());
-    const int nd = int(d.size()), heads = w[0].n_kv_heads, hd = w[0].head_dim, store = kv_store(w[0].kv);
-    graphs_.submit(signature(kKvWrite, descs, nd, max_rows, heads, hd, store),
-                   [=] { launch_kv_write(descs, nd, max_rows, heads, hd, store); });
+    if (d.empty()) return release_held();
+    const int heads = w[0].n_kv_heads, hd = w[0].head_dim, store = kv_store(w[0].kv);
+    const size_t width = size_t(heads) * hd;
+    // The held write of K joins this one (V's: the same shape, rows apart), one launch for both.
+    KvHeld k;
+    bool joins = fusion_.holding_other(kKvHeld) && kv_held_.heads == heads && kv_held_.hd == hd && kv_held_.store == store;
+    for (const KvWriteDesc& h : kv_held_.d)
+      for (const KvWriteDesc& x : d)
+        joins = joins && !overlap(h.rows, size_t(h.n_rows) * width, x.rows, size_t(x.n_rows) * width);
+    if (joins) {
+      k = std::move(kv_held_);
+      fusion_.drop_other();
+    } else {
+      release_held();
+    }
+    // The rows' pending rounding point (V's projection) rounds them as the kernel reads them, when
+    // the slices' rows are exactly its buffer.
+    std::vector<const KvWriteDesc*> by_row;
+    for (const KvWriteDesc& x : d) by_row.push_back(&x);
+    std::sort(by_row.begin(), by_row.end(), [](auto* a, auto* b) { return a->rows < b->rows; });
+    const float* base = by_row[0]->rows;
+    size_t total = 0;
+    bool contiguous = true;
+    for (const KvWriteDesc* x : by_row) {
+      contiguous = contiguous && x->rows == base + total;
+      total += size_t(x->n_rows) * width;
+    }
+    const InRound in = contiguous ? fusion_.take(base, total, -1) : InRound{};
+    for (const KvWriteDesc& x : d) fusion_.settle(x.rows, size_t(x.n_rows) * width);
+    const int first = int(k.d.size());
+    k.d.insert(k.d.end(), d.begin(), d.end());
+    kv_held_ = KvHeld{std::move(k.d), std::max(k.max_rows, max_rows), heads, hd, store};
+    if (first == 0 && in.act < 0)
+      return fusion_.hold_other(kKvHeld, [this] { launch_kv(kv_held_, InRound{}, nullptr, 0); });
+    launch_kv(kv_held_, in, in.act < 0 ? nullptr : base, first);
   }
 
   long round_check(DType t, float* x, size_t n, int slot) override {
     OpSpan span("round_check");
     if (n == 0) return -1;
-    if (size_t(slot) >= hit_slots_) {
-      release_held();
-      grow_hits(size_t(slot) + 1);
+    if (!hits_.holds(slot)) {
+      fusion_.flush();  // launches still to come name the hits buffer that grows
+      end_collecting(true);
+      hits_.grow(slot);
     }
-    max_slot_ = std::max(max_slot_, slot);
-    auto* hits = static_cast<unsigned long long*>(hits_.p);
-    const NonFiniteSlot chk{hits, slot, reinterpret_cast<int*>(hits + hit_slots_)};
+    const NonFiniteSlot chk = hits_.at(slot);
     const int a = store_of(t);
     wrote(x, n);
-    if (held_.launch && held_.out == x && held_.n == n && held_.act == a) {
-      // The held operation already rounded its output to `a`: it becomes this rounding point.
-      auto f = std::move(held_.launch);
-      held_.launch = nullptr;
-      graphs_.submit(PassGraphs::mix(held_.sig, signature(kRound, chk)), [f = std::move(f), chk] { f(chk); });
-      return -1;
-    }
+    // The held operation already rounds its output to `a`: it becomes this rounding point.
+    if (fusion_.fuse_check(x, n, a, chk)) return -1;
     release_held();
-    graphs_.submit(signature(kRound, x, n, a, chk), [=] { launch_round_check(x, n, a, chk); });
+    fusion_.settle(x, n);
+    fusion_.defer_round(x, n, a, chk);
     return -1;
   }
 
   std::vector<NonFiniteHit> pending_nonfinite() override {
-    std::vector<NonFiniteHit> out;
-    release_held();
+    fusion_.flush();
     end_collecting(false);
-    if (hits_.p == nullptr) return out;
-    auto* hits = static_cast<unsigned long long*>(hits_.p);
-    KVP_CUDA_CHECK(cudaMemcpyAsync(flag_host_, hits + hit_slots_, sizeof(int), cudaMemcpyDeviceToHost, stream()));
-    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    if (*flag_host_ == 0) return out;
-    std::vector<unsigned long long> h(size_t(max_slot_) + 1);
-    KVP_CUDA_CHECK(cudaMemcpy(h.data(), hits, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
-    for (size_t i = 0; i < h.size(); ++i) {
-      if (h[i] == ~0ull) continue;
-      const unsigned kind = unsigned(h[i] & 3u);
-      const float v = kind == 0 ? NAN : (kind == 1 ? INFINITY : -INFINITY);
-      out.push_back(NonFiniteHit{int(i), long(h[i] >> 2), v});
-    }
-    reset_hits();
-    return out;
+    return hits_.read();
   }
 
   void begin_pass() override {
-    release_held();
-    if (ring_off_ != 0) {  // uploads of a pass that never waited: let them land before reuse
-      KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-      ring_off_ = 0;
-    }
-    uploads_.clear();
-    staged_end_ = 0;
+    fusion_.flush();
+    ring_.begin_pass();
     graphs_.begin_pass();
   }
 
   void to_host(void* host_dst, const void* src, size_t bytes) override {
-    release_held();
+    fusion_.flush();
     end_collecting(false);
     KVP_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    ring_off_ = 0;  // every upload queued so far has been consumed
-    uploads_.clear();
+    ring_.consumed();
   }
   void to_device(void* dst, const void* host_src, size_t bytes) override {
-    release_held();
+    fusion_.flush();
     wrote(dst, bytes / sizeof(float));
     end_collecting(false);
     KVP_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()));
@@ -391,24 +445,40 @@ class CudaKernels final : public Kernels {
 
   void norm(const float* x, int M, int dim, const float* w, float eps, DType act, bool fp32_gain, float* y) {
     OpSpan span("rmsnorm");
-    release_held();
+    const bool pt = fixed_order();
+    const size_t n = size_t(std::max(M, 0)) * dim;
+    // The held residual add whose output this normalises, its check attached: one kernel.
+    AddIn add{};
+    if (!pt && add_held_.joins(x, n, y) && fusion_.take_checked(kAddHeld, &add.chk))
+      add = AddIn{add_held_.y, add_held_.act, add.chk, add_held_.in};
+    fusion_.flush();
     if (M <= 0) return;
     const float* g = weights_.gains(w, dim);
     const int a = store_of(act);
-    wrote(y, size_t(M) * dim);
-    const bool pt = fixed_order();
-    hold(y, size_t(M) * dim, a, signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y), [=](NonFiniteSlot c) {
-      pt ? launch_portable_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c)
-         : launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c);
-    });
+    wrote(y, n);
+    const uint64_t sig = PassGraphs::mix(signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y),
+                                         mix_in(signature(kAdd, add.y, add.act, add.chk.hits, add.chk.slot, add.chk.any),
+                                                add.y_in));
+    fusion_.hold(
+        y, n, a, sig,
+        [=](NonFiniteSlot c, OutCopy cp) {
+          pt ? launch_portable_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c)
+             : launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c, cp, add);
+        },
+        !pt);
   }
 
   // x (n values of the compute dtype in fp32 storage) in the 16-bit storage type `store`: an exact
-  // conversion. q/k/v (and gate/up) read one input: converted once while nothing writes it.
+  // conversion. q/k/v (and gate/up) read one input: converted once while nothing writes it. Written
+  // by the launch still to come that rounds x, if there is one.
   const void* converted(const float* x, size_t n, int store) {
     if (conv_.x != x || conv_.n != n || conv_.store != store) {
       void* xs = grow(xconv_, n * 2);
-      graphs_.submit(signature(kConvert, x, n, xs, store), [=] { launch_to_storage(x, n, xs, store); });
+      if (!fusion_.fuse_copy(x, n, store, xs)) {
+        release_held();
+        fusion_.settle(x, n);
+        graphs_.submit(signature(kConvert, x, n, xs, store), [=] { launch_to_storage(x, n, xs, store); });
+      }
       conv_ = Converted{x, n, store};
     }
     return xconv_.p;
@@ -418,34 +488,40 @@ class CudaKernels final : public Kernels {
     OpSpan span("gated_act");
     release_held();
     const int a = store_of(act);
-    wrote(gate, n);
     const bool pt = portable();
+    // gate's and up's pending rounding points (the projections'): rounded as the kernel reads them.
+    InRound gin, uin;
+    if (!pt && !overlap(gate, n, up, n)) {
+      gin = fusion_.take(gate, n, a);
+      uin = fusion_.take(up, n, a);
+    }
+    fusion_.settle(gate, n);
+    fusion_.settle(up, n);
+    wrote(gate, n);
+    auto* uw = const_cast<float*>(up);  // written back only by its pending round: an activation buffer
     if (n)
-      hold(gate, n, a, signature(kGated, gate, up, n, a, gelu), [=](NonFiniteSlot c) {
-        pt ? launch_portable_gated(gate, up, n, a, gelu, c) : launch_gated(gate, up, n, a, gelu, c);
-      });
+      fusion_.hold(
+          gate, n, a, mix_in(mix_in(signature(kGated, gate, up, n, a, gelu), gin), uin),
+          [=](NonFiniteSlot c, OutCopy cp) {
+            pt ? launch_portable_gated(gate, up, n, a, gelu, c) : launch_gated(gate, uw, n, a, gelu, c, gin, uin, cp);
+          },
+          !pt);
   }
 
-  // The last element-wise operation that rounds its own output, held back one call: when the
-  // next call is the rounding point of that output, one kernel does both (launches halve on a
-  // decode step). Any other call launches it first, as it was. Not while timing operations.
-  struct Held {
-    std::function<void(NonFiniteSlot)> launch;
-    const float* out = nullptr;
-    size_t n = 0;
-    int act = 0;
-    uint64_t sig = 0;
-  };
-  void hold(const float* out, size_t n, int act, uint64_t sig, std::function<void(NonFiniteSlot)> f) {
-    release_held();
-    held_ = Held{std::move(f), out, n, act, sig};
-    if (op_timing_on()) release_held();  // timed operations launch one by one
+  void release_held() { fusion_.release(); }
+
+  static uint64_t mix_in(uint64_t sig, const InRound& in) {
+    if (in.act < 0) return sig;
+    return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any));
   }
-  void release_held() {
-    if (!held_.launch) return;
-    auto f = std::move(held_.launch);
-    held_.launch = nullptr;
-    graphs_.submit(held_.sig, [f = std::move(f)] { f(NonFiniteSlot{}); });
+  static bool overlap(const float* a, size_t na, const float* b, size_t nb) { return Fusion::overlap(a, na, b, nb); }
+
+  // Slices [first, ...) read their rows through `in` (rows of the buffer at base).
+  void launch_kv(const KvHeld& k, InRound in, const float* base, int first) {
+    const KvWriteDesc* descs = upload(kKvDescs, k.d.data(), k.d.size());
+    const int nd = int(k.d.size()), max_rows = k.max_rows, heads = k.heads, hd = k.hd, store = k.store;
+    graphs_.submit(mix_in(signature(kKvWrite, descs, nd, max_rows, heads, hd, store, base, first), in),
+                   [=] { launch_kv_write(descs, nd, max_rows, heads, hd, store, in, base, first); });
   }
 
   // The fp16/bf16 copy of a matmul input in xconv_, valid until something writes the input.
@@ -467,64 +543,14 @@ class CudaKernels final : public Kernels {
     return store_of(kv.dtype());
   }
 
-  // What an upload holds: equal bytes are shared only between uploads of one kind, so that which
-  // uploads are shared does not depend on the values (a token id equal to a position).
-  enum UploadKind { kTokenIds, kPositions, kKvDescs, kAttnPrefillDescs, kAttnDecodeDescs };
-
-  // Ends collection (flush: mid-pass, the rest runs eagerly). The uploads staged while collecting
-  // go to the GPU as one copy ahead of every collected launch.
-  void end_collecting(bool flush) {
-    if (graphs_.collecting() && staged_end_ > 0) {
-      void* d = ring_dev_.p;
-      const void* h = ring_host_;
-      const size_t nb = staged_end_;
-      graphs_.prepend(signature(kUpload, d, h, nb),
-                      [=] { KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, nb, cudaMemcpyHostToDevice, stream())); });
-    }
-    staged_end_ = 0;
-    if (flush)
-      graphs_.flush();
-    else
-      graphs_.end_pass();
-  }
-
-  // Small host data for the next kernels: copied into the pinned ring and queued for upload. A
-  // full ring waits for the GPU once, then starts over.
+  void end_collecting(bool flush) { ring_.end_collecting(flush); }
   template <typename T>
-  const T* upload(UploadKind kind, const T* host, size_t n) {
-    const size_t bytes = (n * sizeof(T) + 255) / 256 * 256;
-    if (ring_off_ + bytes > ring_bytes_) {
-      end_collecting(true);  // collected launches read the ring as it is now
-      KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-      ring_off_ = 0;
-      uploads_.clear();
-      if (bytes > ring_bytes_) {
-        const size_t cap = std::max(bytes, size_t(4) << 20);
-        if (ring_host_ != nullptr) cudaFreeHost(ring_host_);
-        ring_host_ = nullptr;
-        KVP_CUDA_CHECK(cudaMallocHost(&ring_host_, cap));
-        ring_dev_.ensure(cap);
-        ring_bytes_ = cap;
-      }
-    }
-    // The same bytes uploaded earlier in this pass (every layer's positions and descriptors).
-    for (const Staged& u : uploads_)
-      if (u.kind == kind && u.bytes == n * sizeof(T) && std::memcmp(static_cast<char*>(ring_host_) + u.off, host, u.bytes) == 0)
-        return reinterpret_cast<const T*>(static_cast<char*>(ring_dev_.p) + u.off);
-    char* h = static_cast<char*>(ring_host_) + ring_off_;
-    char* d = static_cast<char*>(ring_dev_.p) + ring_off_;
-    std::memcpy(h, host, n * sizeof(T));
-    uploads_.push_back(Staged{kind, ring_off_, n * sizeof(T)});
-    // Collecting: staged, copied with the rest of the pass's uploads (end_collecting); a replayed
-    // graph copies from the same pinned bytes, which then hold that pass's values.
-    const size_t nb = n * sizeof(T);
-    if (graphs_.collecting())
-      staged_end_ = ring_off_ + nb;
-    else
-      KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, nb, cudaMemcpyHostToDevice, stream()));
-    ring_off_ += bytes;
-    return reinterpret_cast<const T*>(d);
+  const T* upload(UploadRing::Kind kind, const T* host, size_t n) {
+    return ring_.upload(kind, host, n);
   }
+  static constexpr auto kTokenIds = UploadRing::kTokenIds, kPositions = UploadRing::kPositions,
+                        kKvDescs = UploadRing::kKvDescs, kAttnPrefillDescs = UploadRing::kAttnPrefillDescs,
+                        kAttnDecodeDescs = UploadRing::kAttnDecodeDescs;
 
   // The model's whole cos/sin table (computed on the host, where the CPU reads it), uploaded once:
   // no pass ever waits to extend it.
@@ -544,49 +570,22 @@ class CudaKernels final : public Kernels {
     rope_table_ = &table;
   }
 
-  // hits_: one 64-bit slot per rounding point, then the "any" flag.
-  void grow_hits(size_t slots) {
-    const size_t n = std::max(slots, size_t(4096));
-    end_collecting(true);
-    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    std::vector<unsigned long long> old(hit_slots_ + (hit_slots_ ? 1 : 0));
-    if (!old.empty()) KVP_CUDA_CHECK(cudaMemcpy(old.data(), hits_.p, old.size() * 8, cudaMemcpyDeviceToHost));
-    hits_.ensure((n + 1) * 8);
-    std::vector<unsigned long long> fresh(n + 1, ~0ull);
-    fresh[n] = 0;
-    for (size_t i = 0; i < hit_slots_; ++i) fresh[i] = old[i];
-    if (!old.empty()) fresh[n] = old[hit_slots_];
-    KVP_CUDA_CHECK(cudaMemcpy(hits_.p, fresh.data(), fresh.size() * 8, cudaMemcpyHostToDevice));
-    hit_slots_ = n;
-  }
-  void reset_hits() {
-    KVP_CUDA_CHECK(cudaMemsetAsync(hits_.p, 0xff, hit_slots_ * 8, stream()));
-    KVP_CUDA_CHECK(cudaMemsetAsync(static_cast<unsigned long long*>(hits_.p) + hit_slots_, 0, 8, stream()));
-    max_slot_ = 0;
-  }
-
   bool portable() const { return policy_ == KernelPolicy::Portable; }
   bool fixed_order() const { return policy_ == KernelPolicy::Portable || policy_ == KernelPolicy::Invariant; }
 
   KernelPolicy policy_;
+  Fusion fusion_;
   cublasHandle_t blas_ = nullptr;
   DeviceWeights weights_;
-  Block workspace_, xconv_, parts_, rope_mem_, hits_, ring_dev_;
-  void* ring_host_ = nullptr;
-  size_t ring_bytes_ = 0, ring_off_ = 0;
-  struct Staged {
-    UploadKind kind;
-    size_t off, bytes;  // in the ring
-  };
-  std::vector<Staged> uploads_;  // since the ring restarted
-  size_t staged_end_ = 0;        // ring bytes [0, staged_end_) not yet copied (collecting)
-  Held held_;
+  Block workspace_, xconv_, parts_, rope_mem_;
+  KvHeld kv_held_;
+  RopeHeld rope_held_;
+  AddHeld add_held_;
   Converted conv_;
-  int* flag_host_ = nullptr;
   const RopeTable* rope_table_ = nullptr;
-  size_t hit_slots_ = 0;
-  int max_slot_ = 0;
-  PassGraphs graphs_;  // last: destroyed first, while the stream and buffers are still there
+  NonFiniteHits hits_;
+  UploadRing ring_{graphs_};  // (binds the reference only)
+  PassGraphs graphs_;         // last: destroyed first, while the stream and buffers are still there
 };
 
 }  // namespace

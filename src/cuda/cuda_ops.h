@@ -17,27 +17,66 @@ struct NonFiniteSlot {
   int* any = nullptr;
 };
 
+// A rounding point not yet launched (cuda_fusion.cuh), folded into the kernel that reads its
+// buffer next: that kernel rounds each value of the buffer as it reads it, writes it back and
+// reports it into chk, exactly as launch_round_checks would have (act < 0: the input is read as is).
+struct InRound {
+  int act = -1;
+  NonFiniteSlot chk{};
+};
+// The 16-bit copy of a kernel's rounded output (a cuBLAS input), written by that kernel from the
+// value it stores (dst == nullptr: none). The same conversion as launch_to_storage's.
+struct OutCopy {
+  void* dst = nullptr;
+  int store = 0;
+};
+// The residual add x = round(x + y) (y read through y_in), reported into chk, that the RMSNorm of
+// x takes over: each row added before it is normalised (y == nullptr: none).
+struct AddIn {
+  float* y = nullptr;
+  int act = 0;
+  NonFiniteSlot chk{};
+  InRound y_in{};
+};
+// One buffer of launch_round_checks.
+struct RoundJob {
+  float* x;
+  size_t n;
+  int act;
+  NonFiniteSlot chk;
+  OutCopy copy;
+};
+
 // x[m] = table row tokens[m] as fp32 (CpuKernels::embed).
 void launch_embed(const void* table, int table_t, const int* tokens, int M, int dim, float* x);
 // y[m, n] += b[n].
 void launch_add_bias(float* y, int M, int N, const float* b);
-// apply_rope: rows x[M, n_heads*hd], row m at position pos[m]; cos/sin tables [positions][hd/2].
-void launch_rope(float* x, int M, int n_heads, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs, NonFiniteSlot chk = {});
+// The kernels below are cuda_elementwise_kernels.cuh's (their arguments are explained there).
+// apply_rope to each job's rows x[M, n_heads*hd], row m at position pos[m]; cos/sin tables
+// [positions][hd/2].
+struct RopeJob {
+  float* x;
+  int n_heads;
+  NonFiniteSlot chk;
+  InRound in;
+};
+void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
+                 int act, bool adjacent_pairs);
 // gate = round(round(act(gate)) * up), act = SiLU or GELU-tanh.
-void launch_gated(float* gate, const float* up, size_t n, int act, bool gelu, NonFiniteSlot chk = {});
+void launch_gated(float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk, InRound gate_in,
+                  InRound up_in, OutCopy copy);
 void launch_softcap(float* x, size_t n, float cap, int act);
 // x = round(x * s), s already rounded to act.
 void launch_scale(float* x, size_t n, float s, int act);
-void launch_add(float* x, const float* y, size_t n, int act, NonFiniteSlot chk = {});
+void launch_add(float* x, float* y, size_t n, int act, NonFiniteSlot chk, InRound y_in);
 // dst = x in storage type `store` (values already representable there: an exact conversion).
 void launch_to_storage(const float* x, size_t n, void* dst, int store);
-// Rounds x to act; the first NaN/Inf (smallest index) is recorded in hits[slot] as
+// Rounds each job's x to its act; the first NaN/Inf (smallest index) is recorded in hits[slot] as
 // (index << 2 | kind), kind 0 NaN, 1 +Inf, 2 -Inf, and *any set to 1.
-void launch_round_check(float* x, size_t n, int act, NonFiniteSlot chk);
+void launch_round_checks(const RoundJob* jobs, int n);
 // RMSNorm of M rows (kernels.h): fp32 gain with one rounding when fp32_gain, else HF Llama's two.
 void launch_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain, float* y,
-                    NonFiniteSlot chk = {});
+                    NonFiniteSlot chk, OutCopy copy, AddIn add);
 
 // One slice of a cache write, as uploaded for launch_kv_write.
 struct KvWriteDesc {
@@ -45,7 +84,9 @@ struct KvWriteDesc {
   const float* rows;
   int n_rows, start_pos, capacity;
 };
-void launch_kv_write(const KvWriteDesc* descs, int n, int max_rows, int n_kv_heads, int head_dim, int store);
+// Slices [in_first, n) read their rows through `in` (rows of the buffer that starts at in_base).
+void launch_kv_write(const KvWriteDesc* descs, int n, int max_rows, int n_kv_heads, int head_dim, int store,
+                     InRound in, const float* in_base, int in_first);
 
 // One slice of an attention call, as uploaded for the attention launchers.
 struct AttnDesc {

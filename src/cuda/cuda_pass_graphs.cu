@@ -1,6 +1,8 @@
 #include "cuda/cuda_pass_graphs.cuh"
 
 #include <atomic>
+#include <mutex>
+#include <utility>
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_runtime_api.h"
@@ -10,10 +12,39 @@ namespace {
 constexpr size_t kKeptGraphs = 8;  // e.g. one decode shape per batch size in use
 std::atomic<bool> g_graphs_on{true};
 std::atomic<size_t> g_replays{0};
+std::mutex g_busiest_mutex;
+GraphNodes g_busiest;  // of the graph replayed most so far
+size_t g_busiest_replays = 0;
+
+// Counts what a replay of `graph` launches (before it is instantiated): {kernel nodes, all}.
+std::pair<size_t, size_t> count_nodes(cudaGraph_t graph) {
+  size_t n = 0;
+  check(cudaGraphGetNodes(graph, nullptr, &n), "counting a CUDA graph's nodes");
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n > 0) check(cudaGraphGetNodes(graph, nodes.data(), &n), "counting a CUDA graph's nodes");
+  size_t kernels = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType t;
+    check(cudaGraphNodeGetType(node, &t), "counting a CUDA graph's nodes");
+    kernels += t == cudaGraphNodeTypeKernel ? 1 : 0;
+  }
+  return {kernels, n};
+}
+
+void note_replay(size_t replays, size_t kernel_nodes, size_t nodes) {
+  std::lock_guard<std::mutex> lock(g_busiest_mutex);
+  if (replays <= g_busiest_replays) return;
+  g_busiest_replays = replays;
+  g_busiest = GraphNodes{kernel_nodes, nodes};
+}
 }  // namespace
 
 void set_pass_graphs(bool on) { g_graphs_on = on; }
 size_t pass_graph_replays() { return g_replays; }
+GraphNodes busiest_pass_graph_nodes() {
+  std::lock_guard<std::mutex> lock(g_busiest_mutex);
+  return g_busiest;
+}
 bool pass_graphs_on() { return g_graphs_on; }
 
 PassGraphs::~PassGraphs() {
@@ -51,6 +82,7 @@ void PassGraphs::end_pass() {
   if (e.exec != nullptr) {
     pending_.clear();
     check(cudaGraphLaunch(e.exec, stream_), "replaying the pass's CUDA graph");
+    note_replay(++e.replays, e.kernel_nodes, e.nodes);
     ++replays_;
     ++g_replays;
     order_.remove(hash_);
@@ -72,11 +104,20 @@ void PassGraphs::end_pass() {
     throw;
   }
   check(cudaStreamEndCapture(stream_, &graph), "ending a CUDA graph capture");
+  std::pair<size_t, size_t> counted;
+  try {
+    counted = count_nodes(graph);
+  } catch (...) {
+    cudaGraphDestroy(graph);
+    throw;
+  }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   check(err, "instantiating a CUDA graph");
   e.exec = exec;
+  e.kernel_nodes = counted.first;
+  e.nodes = counted.second;
   ++captures_;
   order_.push_back(hash_);
   while (order_.size() > kKeptGraphs) {

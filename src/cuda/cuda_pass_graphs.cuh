@@ -75,6 +75,7 @@ class PassGraphs {
   struct Entry {
     cudaGraphExec_t exec = nullptr;
     int seen = 0;
+    size_t replays = 0, kernel_nodes = 0, nodes = 0;
   };
   cudaStream_t stream_;
   bool enabled_ = true, collecting_ = false;

@@ -46,6 +46,12 @@ void reset_op_times();
 // kernels are made. pass_graph_replays(): passes replayed so far in this process.
 void set_pass_graphs(bool on);
 size_t pass_graph_replays();
+// The nodes of the pass graph replayed most so far in this process (a decode step's, in a
+// benchmark): what a replay costs is mostly its kernel nodes. Zero before any replay.
+struct GraphNodes {
+  size_t kernels = 0, total = 0;
+};
+GraphNodes busiest_pass_graph_nodes();
 
 // The kernels of `policy` on the GPU (kernels.h). Throws for a policy not available on CUDA.
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy);

@@ -27,6 +27,7 @@ std::vector<OpTime> op_times() { return {}; }
 void reset_op_times() {}
 void set_pass_graphs(bool) {}
 size_t pass_graph_replays() { return 0; }
+GraphNodes busiest_pass_graph_nodes() { return {}; }
 std::unique_ptr<Kernels> make_kernels(KernelPolicy) { refuse(); }
 
 }  // namespace kvp::cuda

@@ -1,0 +1,295 @@
+#pragma once
+// The element-wise kernels that a decode step's rounding points fold into (cuda_fusion.cuh has
+// why and when), with their dispatch: RoPE, the gated activations, the residual add, RMSNorm, the
+// cache write, the rounding check and the 16-bit copy of a cuBLAS input. Each computes, per
+// element, exactly what its CPU counterpart computes (elementwise.cpp, CpuKernels) with the same
+// roundings; only RMSNorm's sum of squares (a reduction) is summed in another order, as the
+// standard policy allows.
+// A fused kernel does the float operations of the launches it replaces, in their order, on the
+// same values: an InRound input is round_act(v) -> written back -> reported, as the rounding
+// check would have done before the kernel read it, and an OutCopy is the stored output converted,
+// as the separate conversion would have read it. No bit and no NaN/Inf report changes.
+// In a header so that the CPU suite runs the same source on the host (simt_host.h,
+// tests/test_cuda_fusion_on_cpu.cpp); cuda_elementwise.cu launches them through StreamLaunch.
+#include "cuda/cuda_nonfinite.cuh"
+#include "cuda/cuda_ops.h"
+
+// An unnamed namespace: the CPU suite compiles this source for the host in a program that also
+// links the GPU build of it, and the two must not meet at link time.
+namespace kvp::cuda::elementwise {
+namespace {
+
+constexpr unsigned kThreads = 256;
+constexpr int kMaxRoundJobs = 4;  // buffers per launch_round_checks launch
+constexpr int kMaxRopeJobs = 2;   // q and k
+
+struct RoundJobs {
+  RoundJob job[kMaxRoundJobs];
+  int n;
+};
+struct RopeJobs {
+  RopeJob job[kMaxRopeJobs];
+  int n;
+};
+
+inline unsigned blocks(size_t n, unsigned threads, unsigned cap = 65535u * 8u) {
+  const size_t b = (n + threads - 1) / threads;
+  return unsigned(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
+// p[i] as the pending rounding point `in` leaves it (flat index `at` in that point's buffer).
+__device__ __forceinline__ float read_rounded(const InRound& in, float* p, size_t i, size_t at) {
+  float v = p[i];
+  if (in.act < 0) return v;
+  v = round_act(v, in.act);
+  p[i] = v;
+  note_nonfinite(in.chk, at, v);
+  return v;
+}
+
+__device__ __forceinline__ void copy_out(const OutCopy& c, size_t i, float v) {
+  if (c.dst == nullptr) return;
+  if (c.store == kF16)
+    store_from_f32<kF16>(c.dst, i, v);
+  else if (c.store == kBF16)
+    store_from_f32<kBF16>(c.dst, i, v);
+  else
+    store_from_f32<kF32>(c.dst, i, v);
+}
+
+// One block per (job, row, head), one thread per rotated pair: every term is read before any is
+// written, so pairs read from adjacent slots can be written to the halves in place. hd even where
+// a job has an InRound (the pairs then cover the head, so the rounded input is all overwritten).
+__global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
+                            int act, int adjacent) {
+  int b = blockIdx.x, j = 0;
+  while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
+  const int n_heads = jobs.job[j].n_heads;
+  float* x = jobs.job[j].x;
+  const NonFiniteSlot chk = jobs.job[j].chk;
+  const InRound in = jobs.job[j].in;
+  const int row = b / n_heads, head = b % n_heads;
+  const int half = hd / 2, i = threadIdx.x;
+  const size_t base = (size_t(row) * n_heads + head) * hd;
+  float* v = x + base;
+  float o0 = 0.0f, o1 = 0.0f;
+  if (i < half) {
+    const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
+    const int ia = i * a_step, ib = i * a_step + b_off;
+    const float a = read_rounded(in, v, ia, base + ia), b = read_rounded(in, v, ib, base + ib);
+    const size_t at = size_t(pos[row]) * half + i;
+    const float c = round_act(cos_t[at], act), s = round_act(sin_t[at], act);
+    const float t0 = round_act(a * c, act), t1 = round_act(-b * s, act);
+    const float t2 = round_act(b * c, act), t3 = round_act(a * s, act);
+    o0 = round_act(t0 + t1, act);
+    o1 = round_act(t2 + t3, act);
+  }
+  __syncthreads();
+  if (i < half) {
+    v[i] = o0;
+    v[i + half] = o1;
+    note_nonfinite(chk, base + i, o0);
+    note_nonfinite(chk, base + i + half, o1);
+  }
+}
+
+__global__ void gated_kernel(float* gate, float* up, size_t n, int act, int gelu, NonFiniteSlot chk, InRound gate_in,
+                             InRound up_in, OutCopy copy) {
+  // PyTorch's GeluKernel (approximate="tanh"): kBeta = sqrt(2) * (2/sqrt(pi)) * 0.5.
+  const float kBeta = float(1.4142135623730950488 * 1.1283791670955125739 * 0.5);
+  const float kKappa = 0.044715f;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float g = read_rounded(gate_in, gate, i, i), u = read_rounded(up_in, up, i, i);
+    float a;
+    if (gelu) {
+      const float inner = kBeta * (g + kKappa * (g * g * g));
+      a = 0.5f * g * (1.0f + tanhf(inner));
+    } else {
+      a = g / (1.0f + expf(-g));
+    }
+    const float r = round_act(round_act(a, act) * u, act);
+    gate[i] = r;
+    note_nonfinite(chk, i, r);
+    copy_out(copy, i, r);
+  }
+}
+
+// y == x (in place) is allowed; the host fuses a pending y only when the two do not overlap otherwise.
+__global__ void add_kernel(float* x, float* y, size_t n, int act, NonFiniteSlot chk, InRound y_in) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float yv = read_rounded(y_in, y, i, i);
+    const float r = round_act(x[i] + yv, act);
+    x[i] = r;
+    note_nonfinite(chk, i, r);
+  }
+}
+
+template <int S>
+__global__ void to_storage_kernel(const float* x, size_t n, void* dst) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    store_from_f32<S>(dst, i, x[i]);
+}
+
+// Job blockIdx.y; four values per thread where x is 16-byte aligned (activation rows are), one at
+// a time else.
+__global__ void round_check_kernel(RoundJobs jobs) {
+  if (int(blockIdx.y) >= jobs.n) return;
+  const RoundJob& j = jobs.job[blockIdx.y];
+  float* x = j.x;
+  const size_t n = j.n;
+  const int act = j.act;
+  auto one = [&](size_t i, float v) {
+    note_nonfinite(j.chk, i, v);
+    copy_out(j.copy, i, v);
+  };
+  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    float4* x4 = reinterpret_cast<float4*>(x);
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n / 4; i += size_t(gridDim.x) * blockDim.x) {
+      float4 v = x4[i];
+      v.x = round_act(v.x, act), v.y = round_act(v.y, act), v.z = round_act(v.z, act), v.w = round_act(v.w, act);
+      x4[i] = v;
+      one(4 * i, v.x), one(4 * i + 1, v.y), one(4 * i + 2, v.z), one(4 * i + 3, v.w);
+    }
+    for (size_t i = n / 4 * 4 + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+      x[i] = round_act(x[i], act);
+      one(i, x[i]);
+    }
+    return;
+  }
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float v = round_act(x[i], act);
+    x[i] = v;
+    one(i, v);
+  }
+}
+
+// One block per row: each thread sums the squares of a strided share, then a fixed tree across
+// the block (warp shuffles, then the warps' sums in order). With an AddIn, each thread first adds
+// its share of the row, as add_kernel would, and reads back only what it wrote itself.
+__global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y,
+                               NonFiniteSlot chk, OutCopy copy, AddIn add) {
+  const float* xr = x + size_t(blockIdx.x) * dim;
+  float* yr = y + size_t(blockIdx.x) * dim;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v;
+    if (add.y == nullptr) {
+      v = xr[i];
+    } else {  // y first: it may be x itself, rounded in place
+      const size_t at = size_t(blockIdx.x) * dim + i;
+      const float yv = read_rounded(add.y_in, add.y, at, at);
+      v = round_act(xr[i] + yv, add.act);
+      const_cast<float*>(xr)[i] = v;  // x is the residual stream the add updates in place
+      note_nonfinite(add.chk, at, v);
+    }
+    ss += v * v;
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  __shared__ float warp_sums[32];
+  __shared__ float inv_s;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_sums[warp] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float t = 0.0f;
+    for (int k = 0; k < int(blockDim.x / 32); ++k) t += warp_sums[k];
+    inv_s = 1.0f / sqrtf(t / float(dim) + eps);
+  }
+  __syncthreads();
+  const float inv = inv_s;
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    const float r = fp32_gain ? round_act((xr[i] * inv) * w[i], act) : round_act(w[i] * round_act(xr[i] * inv, act), act);
+    yr[i] = r;
+    note_nonfinite(chk, size_t(blockIdx.x) * dim + i, r);
+    copy_out(copy, size_t(blockIdx.x) * dim + i, r);
+  }
+}
+
+// Slice blockIdx.y; slices from in_first on read their rows through `in` (a pending rounding point
+// of the buffer at in_base, which holds those rows).
+template <int S>
+__global__ void kv_write_kernel(const KvWriteDesc* descs, int n_kv_heads, int hd, InRound in, const float* in_base,
+                                int in_first) {
+  const KvWriteDesc d = descs[blockIdx.y];
+  const InRound r = int(blockIdx.y) >= in_first ? in : InRound{};
+  float* rows = const_cast<float*>(d.rows);  // written only through a pending round: the model's activations
+  const size_t first = r.act < 0 ? 0 : size_t(d.rows - in_base);
+  const size_t width = size_t(n_kv_heads) * hd;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < size_t(d.n_rows) * width;
+       i += size_t(gridDim.x) * blockDim.x) {
+    const size_t m = i / width, h = (i % width) / hd, e = i % hd;
+    const size_t at = (h * size_t(d.capacity) + size_t(d.start_pos) + m) * hd + e;
+    store_from_f32<S>(d.cache, at, read_rounded(r, rows, i, first + i));
+  }
+}
+
+// The dispatch: launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
+// Up to kMaxRopeJobs buffers of M rows each (the same positions and table) in one launch.
+template <class Launch>
+void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t,
+          const float* sin_t, int act, bool adjacent_pairs) {
+  const unsigned threads = unsigned((hd / 2 + 31) / 32 * 32);
+  for (int j0 = 0; j0 < n; j0 += kMaxRopeJobs) {
+    RopeJobs js{};
+    int heads = 0;
+    for (int j = j0; j < n && j < j0 + kMaxRopeJobs; ++j) {
+      js.job[js.n++] = jobs[j];
+      heads += jobs[j].n_heads;
+    }
+    launch(rope_kernel, dim3(unsigned(M * heads)), dim3(threads), js, M, hd, pos, cos_t, sin_t, act,
+           adjacent_pairs ? 1 : 0);
+  }
+}
+
+template <class Launch>
+void gated(const Launch& launch, float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk,
+           InRound gate_in, InRound up_in, OutCopy copy) {
+  launch(gated_kernel, dim3(blocks(n, kThreads)), dim3(kThreads), gate, up, n, act, gelu ? 1 : 0, chk, gate_in, up_in,
+         copy);
+}
+
+template <class Launch>
+void add(const Launch& launch, float* x, float* y, size_t n, int act, NonFiniteSlot chk, InRound y_in) {
+  launch(add_kernel, dim3(blocks(n, kThreads)), dim3(kThreads), x, y, n, act, chk, y_in);
+}
+
+template <class Launch>
+void to_storage(const Launch& launch, const float* x, size_t n, void* dst, int store) {
+  const dim3 g(blocks(n, kThreads)), b(kThreads);
+  if (store == kF32) launch(to_storage_kernel<kF32>, g, b, x, n, dst);
+  if (store == kF16) launch(to_storage_kernel<kF16>, g, b, x, n, dst);
+  if (store == kBF16) launch(to_storage_kernel<kBF16>, g, b, x, n, dst);
+}
+
+// Up to kMaxRoundJobs buffers a launch (grid y), shaped for the longest.
+template <class Launch>
+void round_checks(const Launch& launch, const RoundJob* jobs, int n) {
+  for (int j0 = 0; j0 < n; j0 += kMaxRoundJobs) {
+    RoundJobs js{};
+    size_t longest = 0;
+    for (int j = j0; j < n && j < j0 + kMaxRoundJobs; ++j) {
+      js.job[js.n++] = jobs[j];
+      longest = longest > jobs[j].n ? longest : jobs[j].n;
+    }
+    launch(round_check_kernel, dim3(blocks((longest + 3) / 4, kThreads), unsigned(js.n)), dim3(kThreads), js);
+  }
+}
+
+template <class Launch>
+void rmsnorm(const Launch& launch, const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain,
+             float* y, NonFiniteSlot chk, OutCopy copy, AddIn add) {
+  const unsigned threads = dim >= 1024 ? 1024u : unsigned((dim + 31) / 32 * 32);
+  launch(rmsnorm_kernel, dim3(unsigned(M)), dim3(threads), x, dim, w, eps, act, fp32_gain ? 1 : 0, y, chk, copy, add);
+}
+
+template <class Launch>
+void kv_write(const Launch& launch, const KvWriteDesc* descs, int n, int max_rows, int n_kv_heads, int head_dim,
+              int store, InRound in, const float* in_base, int in_first) {
+  const dim3 g(blocks(size_t(max_rows) * n_kv_heads * head_dim, kThreads, 65535u), unsigned(n)), b(kThreads);
+  if (store == kF32) launch(kv_write_kernel<kF32>, g, b, descs, n_kv_heads, head_dim, in, in_base, in_first);
+  if (store == kF16) launch(kv_write_kernel<kF16>, g, b, descs, n_kv_heads, head_dim, in, in_base, in_first);
+  if (store == kBF16) launch(kv_write_kernel<kBF16>, g, b, descs, n_kv_heads, head_dim, in, in_base, in_first);
+}
+
+}  // namespace
+}  // namespace kvp::cuda::elementwise

@@ -1,0 +1,110 @@
+#pragma once
+// Small per-pass host data for the kernels (token ids, positions, per-sequence descriptors),
+// through a pinned staging ring, so that a pass never waits for the GPU until its logits are
+// copied back. While PassGraphs collects a pass, the pass's uploads are staged and go to the GPU
+// as one copy ahead of every collected launch (a replayed graph copies from the same pinned
+// bytes, which then hold that pass's values); otherwise each is copied at once. Ending a pass's
+// collection (end_collecting) goes through here for that reason.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_device_weights.cuh"
+#include "cuda/cuda_pass_graphs.cuh"
+
+namespace kvp::cuda {
+
+class UploadRing {
+ public:
+  // What an upload holds: equal bytes are shared only between uploads of one kind, so that which
+  // uploads are shared does not depend on the values (a token id equal to a position).
+  enum Kind { kTokenIds, kPositions, kKvDescs, kAttnPrefillDescs, kAttnDecodeDescs };
+
+  explicit UploadRing(PassGraphs& graphs) : graphs_(graphs) {}
+  ~UploadRing() {
+    if (host_ != nullptr) cudaFreeHost(host_);
+  }
+  UploadRing(const UploadRing&) = delete;
+  UploadRing& operator=(const UploadRing&) = delete;
+
+  // A new pass: the ring restarts (after the uploads of a pass that never waited have landed).
+  void begin_pass() {
+    if (off_ != 0) {
+      KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+      off_ = 0;
+    }
+    uploads_.clear();
+    staged_end_ = 0;
+  }
+  // The GPU has caught up with everything queued: every upload so far has been consumed.
+  void consumed() {
+    off_ = 0;
+    uploads_.clear();
+  }
+
+  // Ends collection (flush: mid-pass, the rest runs eagerly), the staged uploads first.
+  void end_collecting(bool flush) {
+    if (graphs_.collecting() && staged_end_ > 0) {
+      void* d = dev_.p;
+      const void* h = host_;
+      const size_t nb = staged_end_;
+      graphs_.prepend(signature(0x75706c6f6164ull, d, h, nb),
+                      [=] { KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, nb, cudaMemcpyHostToDevice, stream())); });
+    }
+    staged_end_ = 0;
+    if (flush)
+      graphs_.flush();
+    else
+      graphs_.end_pass();
+  }
+
+  // n values for the next kernels: their device address. A full ring waits for the GPU once, then
+  // starts over.
+  template <typename T>
+  const T* upload(Kind kind, const T* host, size_t n) {
+    const size_t bytes = (n * sizeof(T) + 255) / 256 * 256;
+    if (off_ + bytes > bytes_) {
+      end_collecting(true);  // collected launches read the ring as it is now
+      KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+      consumed();
+      if (bytes > bytes_) {
+        const size_t cap = std::max(bytes, size_t(4) << 20);
+        if (host_ != nullptr) cudaFreeHost(host_);
+        host_ = nullptr;
+        KVP_CUDA_CHECK(cudaMallocHost(&host_, cap));
+        dev_.ensure(cap);
+        bytes_ = cap;
+      }
+    }
+    // The same bytes uploaded earlier in this pass (every layer's positions and descriptors).
+    for (const Staged& u : uploads_)
+      if (u.kind == kind && u.bytes == n * sizeof(T) && std::memcmp(static_cast<char*>(host_) + u.off, host, u.bytes) == 0)
+        return reinterpret_cast<const T*>(static_cast<char*>(dev_.p) + u.off);
+    char* h = static_cast<char*>(host_) + off_;
+    char* d = static_cast<char*>(dev_.p) + off_;
+    std::memcpy(h, host, n * sizeof(T));
+    uploads_.push_back(Staged{kind, off_, n * sizeof(T)});
+    const size_t nb = n * sizeof(T);
+    if (graphs_.collecting())
+      staged_end_ = off_ + nb;
+    else
+      KVP_CUDA_CHECK(cudaMemcpyAsync(d, h, nb, cudaMemcpyHostToDevice, stream()));
+    off_ += bytes;
+    return reinterpret_cast<const T*>(d);
+  }
+
+ private:
+  struct Staged {
+    Kind kind;
+    size_t off, bytes;  // in the ring
+  };
+  PassGraphs& graphs_;
+  Block dev_;
+  void* host_ = nullptr;
+  size_t bytes_ = 0, off_ = 0;
+  std::vector<Staged> uploads_;  // since the ring restarted
+  size_t staged_end_ = 0;        // ring bytes [0, staged_end_) not yet copied (collecting)
+};
+
+}  // namespace kvp::cuda

@@ -1,0 +1,192 @@
+// The fused launches of a pass (src/cuda/cuda_fusion.cuh: rounding points folded into the kernels
+// that read their buffers, cuBLAS input copies written by the kernels that round them, the K and V
+// cache writes in one launch) change no bit and no NaN/Inf report. The reference is the same pass
+// launched one by one, as op timing launches it (every rounding point and conversion a kernel of
+// its own, as before fusion); hooks that read or write rows mid-pass launch what is pending early,
+// which must not change a bit either. tests/test_cuda_fusion_on_cpu.cpp checks each fused kernel
+// on the CPU; this checks the bookkeeping that decides what fuses, on a GPU.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "cuda/cuda_runtime_api.h"
+#include "model/model.h"
+#include "model/synthetic.h"
+#include "runtime/generator.h"
+#include "cuda/cuda_test_util.h"
+#include "test_util.h"
+
+namespace kvp {
+namespace {
+
+using test::same_bits;
+using test::Trace;
+using test::trace;
+
+EngineOptions gpu_standard(DType kv) {
+  EngineOptions eo;
+  eo.device = Device::Cuda;
+  eo.kernels = KernelPolicy::Standard;
+  eo.kv_dtype = KvType::of(kv);
+  return eo;
+}
+
+// Kernels made in its scope launch every operation on its own (read when kernels are made).
+struct OneByOne {
+  OneByOne() {
+    cuda::reset_op_times();
+    cuda::set_op_timing(true);
+  }
+  ~OneByOne() {
+    cuda::set_op_timing(false);
+    cuda::reset_op_times();
+  }
+};
+
+std::shared_ptr<Model> tiny(const char* family, DType dt) {
+  return Model::from_checkpoint(synthesize_checkpoint(synthetic_config(family, "tiny"), DType::F32), dt);
+}
+
+TEST(CudaFusion, FusedPassesAreBitwiseTheOneByOneOnes) {
+  KVP_REQUIRE_GPU();
+  const std::vector<int> prompt{1, 17, 23, 99, 5};
+  for (const char* fam : {"llama", "gemma2", "qwen2"})
+    for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+      auto model = tiny(fam, dt);
+      const Trace fused = trace(model, gpu_standard(dt), prompt, CacheMode::On, 40);
+      Trace apart;
+      {
+        OneByOne o;
+        apart = trace(model, gpu_standard(dt), prompt, CacheMode::On, 40);
+      }
+      EXPECT_EQ(fused.ids, apart.ids) << fam << " " << dtype_name(dt);
+      EXPECT_TRUE(same_bits(fused, apart)) << fam << " " << dtype_name(dt) << ": fusion changed a logit";
+    }
+  // A batch: V's rows are several slices of one buffer, written with K's in one launch.
+  auto model = tiny("llama", DType::F16);
+  const std::vector<std::vector<int>> prompts{{1, 5, 9}, {1, 7, 8, 9, 10, 11, 12}, {1}, {1, 40, 41, 42, 43}};
+  std::vector<std::vector<std::vector<float>>> logits[2];
+  for (int one_by_one = 0; one_by_one < 2; ++one_by_one) {
+    std::unique_ptr<OneByOne> o;
+    if (one_by_one) o = std::make_unique<OneByOne>();
+    Engine e(model, gpu_standard(DType::F16));
+    GenerationConfig gc;
+    gc.max_new_tokens = 30;
+    gc.stop_at_eos = false;
+    logits[one_by_one].resize(prompts.size());
+    e.generate_batch(prompts, gc, nullptr, [&](int b, const StepInfo& s) {
+      logits[one_by_one][size_t(b)].emplace_back(s.logits, s.logits + s.vocab);
+    });
+  }
+  EXPECT_EQ(logits[0], logits[1]) << "batch of 4: fusion changed a logit";
+}
+
+// Reads (and, where asked, writes back unchanged) the rows at every point right after a matmul,
+// where a rounding point is pending.
+class Reader final : public ForwardHooks {
+ public:
+  explicit Reader(bool write) : write_(write) {}
+  void on(const HookSite&, float* d) override { seen += d[0] == d[0] ? 1 : 0; }
+  bool wants(HookPoint p, int) const override {
+    return p == HookPoint::QPre || p == HookPoint::KPre || p == HookPoint::V || p == HookPoint::AttnOut ||
+           p == HookPoint::MlpOut;
+  }
+  bool writes(HookPoint, int) const override { return write_; }
+  bool write_;
+  long seen = 0;
+};
+
+TEST(CudaFusion, HooksReadingPendingRowsChangeNoBit) {
+  KVP_REQUIRE_GPU();
+  const std::vector<int> prompt{1, 17, 23, 99, 5, 6, 7};
+  for (DType dt : {DType::F16, DType::BF16})
+    for (int mode = 1; mode < 3; ++mode) {  // reading hooks, writing hooks
+      auto model = tiny("qwen2", dt);  // q/k/v biases: add_bias between a matmul and its rounding
+      const int V = model->config.vocab_size;
+      std::vector<float> got, want;
+      for (int with = 0; with < 2; ++with) {
+        Engine e(model, gpu_standard(dt));
+        Reader r(mode == 2);
+        ForwardOptions fo;
+        if (with == 1) fo.hooks = &r;
+        std::vector<float>& out = with == 1 ? got : want;
+        const float* l = e.forward(prompt.data(), int(prompt.size()), 0, fo);
+        out.assign(l, l + V);
+        for (int step = 0; step < 8; ++step) {
+          const int tok = 3 + step * 11;
+          l = e.forward(&tok, 1, int(prompt.size()) + step, fo);
+          out.insert(out.end(), l, l + V);
+        }
+        if (with == 1) {
+          EXPECT_GT(r.seen, 0);
+        }
+      }
+      EXPECT_SAME_BITS(got, want, std::string(dtype_name(dt)) + (mode == 2 ? " writing hooks" : " reading hooks"));
+    }
+}
+
+// Overflow at each rounding point that now folds into a later kernel: k_proj (RoPE), v_proj (the
+// cache write), attn_out and mlp_out (the residual add), q_proj (RoPE), up_proj (the gated
+// activation). Every report (tensor, layer, position, element, value) is the one-by-one pass's,
+// and the first is the CPU's.
+TEST(CudaFusion, NonFiniteReportsAtFusedRoundingPointsAreTheOneByOneOnes) {
+  KVP_REQUIRE_GPU();
+  struct Case {
+    const char* tensor;
+    float f16, bf16;  // weight scale that overflows the rounding point (measured on the CPU)
+  };
+  const Case cases[] = {{"model.layers.1.self_attn.k_proj.weight", 2e4f, 2e38f},
+                        {"model.layers.1.self_attn.v_proj.weight", 6e4f, 2e38f},
+                        {"model.layers.1.self_attn.o_proj.weight", 3e4f, 3e38f},
+                        {"model.layers.1.mlp.down_proj.weight", 3e4f, 3e38f},
+                        {"model.layers.1.self_attn.q_proj.weight", 2e4f, 2e38f},
+                        {"model.layers.1.mlp.up_proj.weight", 2e4f, 2e38f}};
+  const std::vector<int> tokens{1, 40, 41, 42, 43, 44};
+  for (const Case& c : cases)
+    for (DType dt : {DType::F16, DType::BF16}) {
+      Checkpoint ck = synthesize_checkpoint(synthetic_config("llama", "tiny"), DType::F32);
+      TensorView& t = ck.tensors.at(c.tensor);
+      float* w = static_cast<float*>(const_cast<void*>(t.data));
+      const float f = dt == DType::F16 ? c.f16 : c.bf16;
+      for (int64_t i = 0; i < t.numel(); ++i) w[i] *= f;
+      auto model = Model::from_checkpoint(ck, dt);
+      ForwardOptions fo;
+      fo.on_nonfinite = NonFinitePolicy::Warn;
+      EngineOptions cpu_eo;
+      cpu_eo.kernels = KernelPolicy::Standard;
+      cpu_eo.kv_dtype = KvType::of(dt);
+      Engine cpu(model, cpu_eo), fused(model, gpu_standard(dt));
+      cpu.forward(tokens.data(), 6, 0, fo);
+      fused.forward(tokens.data(), 6, 0, fo);
+      std::vector<NonFiniteEvent> apart;
+      {
+        OneByOne o;
+        Engine e(model, gpu_standard(dt));
+        e.forward(tokens.data(), 6, 0, fo);
+        apart = e.activations().nonfinite;
+      }
+      const std::string what = std::string(c.tensor) + " " + std::string(dtype_name(dt));
+      const auto& want = cpu.activations().nonfinite;
+      const auto& got = fused.activations().nonfinite;
+      ASSERT_FALSE(want.empty()) << what << ": the scaling overflowed nothing on the CPU";
+      ASSERT_FALSE(got.empty()) << what;
+      std::printf("[ measured ] %s: first non-finite: cpu %s | gpu %s\n", what.c_str(), want[0].describe().c_str(),
+                  got[0].describe().c_str());
+      EXPECT_EQ(got[0].tensor, want[0].tensor) << what;
+      EXPECT_EQ(got[0].layer, want[0].layer) << what;
+      EXPECT_EQ(got[0].position, want[0].position) << what;
+      EXPECT_EQ(got[0].index, want[0].index) << what;
+      ASSERT_EQ(got.size(), apart.size()) << what;
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].describe(), apart[i].describe()) << what << ": report " << i;
+        EXPECT_EQ(std::memcmp(&got[i].value, &apart[i].value, sizeof(float)), 0) << what << ": report " << i;
+      }
+    }
+}
+
+}  // namespace
+}  // namespace kvp

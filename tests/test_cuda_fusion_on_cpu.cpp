@@ -1,0 +1,411 @@
+// The CUDA backend's fused decode kernels (src/cuda/cuda_elementwise_kernels.cuh), their own
+// source run on the CPU (src/cuda/simt_host.h), against the unfused launches they replace: a
+// pending rounding point folded into the kernel that reads the buffer (RoPE, the residual add, the
+// gated activation, the cache write), the 16-bit copy of a cuBLAS input written by the kernel that
+// rounds it (RMSNorm, the gated activation, the rounding check), several rounding checks in one
+// launch, and cuda_fusion.cuh's bookkeeping. Each must leave the same bits in every buffer it
+// touches and the same NaN/Inf report in every slot: inputs hold values that overflow fp16 and
+// bf16, NaN, -0 and fp16 subnormals, in fp32, fp16 and bf16 passes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "test_util.h"
+// The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
+// keywords as macros).
+#include "cuda/cuda_elementwise_kernels.cuh"
+#include "cuda/cuda_fusion.cuh"
+
+namespace kvp {
+namespace {
+
+namespace ew = cuda::elementwise;
+using cuda::InRound;
+using cuda::KvWriteDesc;
+using cuda::NonFiniteSlot;
+using cuda::OutCopy;
+using cuda::RoundJob;
+
+constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
+
+struct HostLaunch {
+  template <class Kernel, class... Args>
+  void operator()(Kernel kernel, dim3 grid, dim3 block, Args... args) const {
+    simt::launch(grid, block, kernel, args...);
+  }
+};
+
+// The NaN/Inf report slots of a pass, as the backend's hits buffer holds them.
+struct Hits {
+  std::vector<unsigned long long> slot = std::vector<unsigned long long>(16, ~0ull);
+  int any = 0;
+  NonFiniteSlot at(int s) { return NonFiniteSlot{slot.data(), s, &any}; }
+};
+
+void expect_same_hits(const Hits& got, const Hits& want, const std::string& what) {
+  EXPECT_EQ(got.slot, want.slot) << what << ": NaN/Inf reports";
+  EXPECT_EQ(got.any, want.any) << what << ": the any flag";
+}
+
+// fp32 values as a GEMM leaves them (not representable in fp16/bf16), with, where `specials`,
+// values that overflow fp16 (and bf16), NaN, -0 and an fp16 subnormal at fixed places.
+std::vector<float> raw(size_t n, std::mt19937& rng, bool specials, float scale = 1.0f) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng);
+  if (specials && n > 40) {
+    x[n / 3] = 70000.0f;  // +Inf in fp16
+    x[n / 3 + 1] = -3.4e38f;  // -Inf in bf16 and fp16
+    x[n / 2] = std::numeric_limits<float>::quiet_NaN();
+    x[n / 2 + 2] = -0.0f;
+    x[n / 4] = 3e-7f;  // an fp16 subnormal
+    x[7] = 65519.0f;   // rounds down to 65504 in fp16; +Inf past 65520
+    x[8] = 65520.0f;
+  }
+  return x;
+}
+
+void round_all(float* x, size_t n, int act, NonFiniteSlot chk) {
+  const RoundJob j{x, n, act, chk, OutCopy{}};
+  ew::round_checks(HostLaunch{}, &j, 1);
+}
+
+std::string name(DType t, const char* what) { return std::string(dtype_name(t)) + " " + what; }
+
+void rope1(float* x, int M, int heads, int hd, const std::vector<int>& pos, const std::vector<float>& cs,
+           const std::vector<float>& sn, int a, bool adjacent, NonFiniteSlot chk, InRound in) {
+  const cuda::RopeJob j{x, heads, chk, in};
+  ew::rope(HostLaunch{}, &j, 1, M, hd, pos.data(), cs.data(), sn.data(), a, adjacent);
+}
+
+// q (4 heads) and k (2 heads) rotated in one launch, each rounding its pending projection as it
+// reads it, against: round q, rotate q, round k, rotate k.
+TEST(CudaFusionOnCpu, RopeOfQAndKInOneLaunchRoundsTheirPendingInputs) {
+  std::mt19937 rng(5);
+  const int M = 2, hq = 4, hk = 2, hd = 64, positions = 9, half = hd / 2;
+  std::vector<float> cs(size_t(positions) * half), sn(cs.size());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < cs.size(); ++i) cs[i] = u(rng), sn[i] = u(rng);
+  const std::vector<int> pos = {3, 8};
+  for (DType t : kAllTypes)
+    for (bool adjacent : {false, true}) {
+      const int a = cuda::store_of(t);
+      const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * hk * hd, rng, true);
+      auto qw = q0, kw = k0, qg = q0, kg = k0, q1 = q0;
+      Hits hw, hg, h1;
+      round_all(qw.data(), qw.size(), a, hw.at(1));
+      rope1(qw.data(), M, hq, hd, pos, cs, sn, a, adjacent, hw.at(2), InRound{});
+      round_all(kw.data(), kw.size(), a, hw.at(3));
+      rope1(kw.data(), M, hk, hd, pos, cs, sn, a, adjacent, hw.at(4), InRound{});
+      const cuda::RopeJob jobs[2] = {{qg.data(), hq, hg.at(2), InRound{a, hg.at(1)}},
+                                     {kg.data(), hk, hg.at(4), InRound{a, hg.at(3)}}};
+      ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, adjacent);
+      const std::string what = name(t, adjacent ? "rope, adjacent pairs" : "rope, halves");
+      EXPECT_SAME_BITS(qg, qw, what + ": q");
+      EXPECT_SAME_BITS(kg, kw, what + ": k");
+      expect_same_hits(hg, hw, what);
+      EXPECT_NE(hw.slot[1], ~0ull) << what << ": the inputs must hold a NaN/Inf";
+      // One buffer alone.
+      rope1(q1.data(), M, hq, hd, pos, cs, sn, a, adjacent, h1.at(2), InRound{a, h1.at(1)});
+      EXPECT_SAME_BITS(q1, qw, what + ": q alone");
+      EXPECT_EQ(h1.slot[1], hw.slot[1]);
+      EXPECT_EQ(h1.slot[2], hw.slot[2]);
+    }
+}
+
+TEST(CudaFusionOnCpu, AddRoundsItsPendingOperandAndWritesItBack) {
+  std::mt19937 rng(6);
+  for (DType t : kAllTypes) {
+    const int a = cuda::store_of(t);
+    const size_t n = 1000;
+    auto xw = test::normals(n, rng, t), yw = raw(n, rng, true);
+    auto xg = xw, yg = yw;
+    Hits hw, hg;
+    round_all(yw.data(), n, a, hw.at(3));
+    ew::add(HostLaunch{}, xw.data(), yw.data(), n, a, hw.at(4), InRound{});
+    ew::add(HostLaunch{}, xg.data(), yg.data(), n, a, hg.at(4), InRound{a, hg.at(3)});
+    EXPECT_SAME_BITS(xg, xw, name(t, "add: x"));
+    EXPECT_SAME_BITS(yg, yw, name(t, "add: y written back rounded"));
+    expect_same_hits(hg, hw, name(t, "add"));
+    // In place (y == x).
+    auto zw = raw(n, rng, true), zg = zw;
+    Hits iw, ig;
+    round_all(zw.data(), n, a, iw.at(0));
+    ew::add(HostLaunch{}, zw.data(), zw.data(), n, a, iw.at(1), InRound{});
+    ew::add(HostLaunch{}, zg.data(), zg.data(), n, a, ig.at(1), InRound{a, ig.at(0)});
+    EXPECT_SAME_BITS(zg, zw, name(t, "add in place"));
+    expect_same_hits(ig, iw, name(t, "add in place"));
+  }
+}
+
+// The 16-bit copy as launch_to_storage writes it, into words (fp32: the floats' bits).
+std::vector<float> stored_copy(const std::vector<float>& x, int store) {
+  std::vector<float> buf(x.size(), 0.0f);  // 4 bytes a value: room for every storage type
+  ew::to_storage(HostLaunch{}, x.data(), x.size(), buf.data(), store);
+  return buf;
+}
+
+TEST(CudaFusionOnCpu, GatedRoundsGateAndUpAndWritesTheCopy) {
+  std::mt19937 rng(7);
+  for (DType t : kAllTypes)
+    for (bool gelu : {false, true})
+      for (int store : {cuda::kF16, cuda::kBF16}) {
+        const int a = cuda::store_of(t);
+        const size_t n = 777;
+        auto gw = raw(n, rng, true, 3.0f), uw = raw(n, rng, false, 3.0f);
+        uw[n - 5] = std::numeric_limits<float>::infinity();
+        uw[n - 9] = std::numeric_limits<float>::quiet_NaN();
+        auto gg = gw, ug = uw;
+        Hits hw, hg;
+        round_all(gw.data(), n, a, hw.at(1));
+        round_all(uw.data(), n, a, hw.at(2));
+        ew::gated(HostLaunch{}, gw.data(), uw.data(), n, a, gelu, hw.at(3), InRound{}, InRound{}, OutCopy{});
+        const auto copy_w = stored_copy(gw, store);
+        std::vector<float> copy_g(n, 0.0f);
+        ew::gated(HostLaunch{}, gg.data(), ug.data(), n, a, gelu, hg.at(3), InRound{a, hg.at(1)}, InRound{a, hg.at(2)},
+                  OutCopy{copy_g.data(), store});
+        const std::string what = name(t, gelu ? "gelu_tanh_mul" : "silu_mul") + " copy " + std::to_string(store);
+        EXPECT_SAME_BITS(gg, gw, what + ": gate");
+        EXPECT_SAME_BITS(ug, uw, what + ": up written back rounded");
+        EXPECT_SAME_BITS(copy_g, copy_w, what + ": 16-bit copy");
+        expect_same_hits(hg, hw, what);
+      }
+}
+
+TEST(CudaFusionOnCpu, RmsnormWritesTheCopyOfWhatItStores) {
+  std::mt19937 rng(8);
+  const int M = 3, dim = 96;
+  for (DType t : kAllTypes)
+    for (bool fp32_gain : {false, true})
+      for (int store : {cuda::kF32, cuda::kF16, cuda::kBF16}) {
+        const int a = cuda::store_of(t);
+        auto x = test::normals(size_t(M) * dim, rng, t);
+        x[5] = 60000.0f;  // the row's norm keeps it large: the gain takes it past fp16
+        const auto w = test::normals(dim, rng, t, 4.0f);
+        std::vector<float> yw(x.size()), yg(x.size()), copy_g(x.size(), 0.0f);
+        Hits hw, hg;
+        ew::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, yw.data(), hw.at(0), OutCopy{}, cuda::AddIn{});
+        const auto copy_w = stored_copy(yw, store);
+        ew::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, yg.data(), hg.at(0),
+                    OutCopy{copy_g.data(), store}, cuda::AddIn{});
+        const std::string what = name(t, "rmsnorm") + " copy " + std::to_string(store);
+        EXPECT_SAME_BITS(yg, yw, what);
+        EXPECT_SAME_BITS(copy_g, copy_w, what + ": 16-bit copy");
+        expect_same_hits(hg, hw, what);
+      }
+}
+
+// The residual add before an RMSNorm of its output, in the norm's kernel: round the pending
+// projection, add it, then normalise (rows wider than a block: a thread's share is strided).
+TEST(CudaFusionOnCpu, RmsnormTakesOverTheResidualAddBeforeIt) {
+  std::mt19937 rng(11);
+  const int M = 3;
+  for (int dim : {96, 2500})
+    for (DType t : kAllTypes)
+      for (bool fp32_gain : {false, true}) {
+        const int a = cuda::store_of(t);
+        const auto x0 = test::normals(size_t(M) * dim, rng, t, 8.0f), y0 = raw(x0.size(), rng, true, 8.0f);
+        const auto w = test::normals(size_t(dim), rng, t);
+        auto xw = x0, yw = y0, xg = x0, yg = y0;
+        std::vector<float> ow(x0.size()), og(x0.size()), copy_g(x0.size(), 0.0f);
+        Hits hw, hg;
+        round_all(yw.data(), yw.size(), a, hw.at(1));
+        ew::add(HostLaunch{}, xw.data(), yw.data(), xw.size(), a, hw.at(2), InRound{});
+        ew::rmsnorm(HostLaunch{}, xw.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, ow.data(), hw.at(3), OutCopy{},
+                    cuda::AddIn{});
+        const auto copy_w = stored_copy(ow, cuda::kBF16);
+        ew::rmsnorm(HostLaunch{}, xg.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, og.data(), hg.at(3),
+                    OutCopy{copy_g.data(), cuda::kBF16}, cuda::AddIn{yg.data(), a, hg.at(2), InRound{a, hg.at(1)}});
+        const std::string what = name(t, "add + rmsnorm, dim ") + std::to_string(dim);
+        EXPECT_SAME_BITS(xg, xw, what + ": residual");
+        EXPECT_SAME_BITS(yg, yw, what + ": projection written back rounded");
+        EXPECT_SAME_BITS(og, ow, what + ": normalised");
+        EXPECT_SAME_BITS(copy_g, copy_w, what + ": 16-bit copy");
+        expect_same_hits(hg, hw, what);
+        // In place (x + x), x pending.
+        auto zw = y0, zg = y0;
+        Hits iw, ig;
+        round_all(zw.data(), zw.size(), a, iw.at(1));
+        ew::add(HostLaunch{}, zw.data(), zw.data(), zw.size(), a, iw.at(2), InRound{});
+        ew::rmsnorm(HostLaunch{}, zw.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, ow.data(), iw.at(3), OutCopy{},
+                    cuda::AddIn{});
+        ew::rmsnorm(HostLaunch{}, zg.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, og.data(), ig.at(3), OutCopy{},
+                    cuda::AddIn{zg.data(), a, ig.at(2), InRound{a, ig.at(1)}});
+        EXPECT_SAME_BITS(zg, zw, what + " in place: residual");
+        EXPECT_SAME_BITS(og, ow, what + " in place: normalised");
+        expect_same_hits(ig, iw, what + " in place");
+      }
+}
+
+TEST(CudaFusionOnCpu, RoundChecksOfSeveralBuffersInOneLaunchWithCopies) {
+  std::mt19937 rng(9);
+  for (DType t : kAllTypes) {
+    const int a = cuda::store_of(t);
+    // Six buffers (two launches of up to four), of other lengths, aligned or not (the float4
+    // path and the one-at-a-time path).
+    const size_t lens[] = {1003, 64, 4096, 5, 777, 130};
+    std::vector<std::vector<float>> w, g, copies_w, copies_g;
+    for (size_t i = 0; i < std::size(lens); ++i) {
+      w.push_back(raw(lens[i] + 1, rng, true));
+      g.push_back(w.back());
+    }
+    Hits hw, hg;
+    std::vector<RoundJob> jobs;
+    for (size_t i = 0; i < w.size(); ++i) {
+      const size_t off = i % 2;  // odd buffers start one float in: not 16-byte aligned
+      round_all(w[i].data() + off, lens[i], a, hw.at(int(i)));
+      copies_w.push_back(i == 2 ? std::vector<float>(lens[i], 0.0f) : stored_copy(std::vector<float>(w[i].begin() + off, w[i].begin() + off + lens[i]), cuda::kF16));
+      copies_g.push_back(std::vector<float>(lens[i], 0.0f));
+      jobs.push_back(RoundJob{g[i].data() + off, lens[i], a, hg.at(int(i)),
+                              i == 2 ? OutCopy{} : OutCopy{copies_g.back().data(), cuda::kF16}});
+    }
+    ew::round_checks(HostLaunch{}, jobs.data(), int(jobs.size()));
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_SAME_BITS(g[i], w[i], name(t, "round checks: buffer ") + std::to_string(i));
+      EXPECT_SAME_BITS(copies_g[i], copies_w[i], name(t, "round checks: copy ") + std::to_string(i));
+    }
+    expect_same_hits(hg, hw, name(t, "round checks"));
+  }
+}
+
+TEST(CudaFusionOnCpu, KvWriteOfKAndPendingVInOneLaunch) {
+  std::mt19937 rng(10);
+  const int heads = 2, hd = 16, capacity = 12, width = heads * hd;
+  const int rows[] = {3, 1, 2}, starts[] = {0, 7, 4};  // three sequences, rows concatenated
+  const int M = 6;
+  for (DType t : kAllTypes)
+    for (int store : {cuda::kF32, cuda::kF16, cuda::kBF16}) {
+      const int a = cuda::store_of(t);
+      const auto k = test::normals(size_t(M) * width, rng, t);
+      const auto v0 = raw(size_t(M) * width, rng, true);
+      const size_t cache_n = size_t(heads) * capacity * hd;
+      std::vector<std::vector<float>> kc_w(3, std::vector<float>(cache_n, 0.0f)), vc_w = kc_w, kc_g = kc_w,
+                                      vc_g = kc_w;
+      auto vw = v0, vg = v0;
+      auto descs = [&](std::vector<std::vector<float>>& cache, const std::vector<float>& x) {
+        std::vector<KvWriteDesc> d;
+        int row0 = 0;
+        for (int s = 0; s < 3; ++s) {
+          d.push_back(KvWriteDesc{cache[size_t(s)].data(), x.data() + size_t(row0) * width, rows[s], starts[s], capacity});
+          row0 += rows[s];
+        }
+        return d;
+      };
+      Hits hw, hg;
+      round_all(vw.data(), vw.size(), a, hw.at(5));
+      const auto dk = descs(kc_w, k), dv = descs(vc_w, vw);
+      ew::kv_write(HostLaunch{}, dk.data(), 3, 3, heads, hd, store, InRound{}, nullptr, 0);
+      ew::kv_write(HostLaunch{}, dv.data(), 3, 3, heads, hd, store, InRound{}, nullptr, 0);
+      auto both = descs(kc_g, k);
+      const auto dvg = descs(vc_g, vg);
+      both.insert(both.end(), dvg.begin(), dvg.end());
+      ew::kv_write(HostLaunch{}, both.data(), 6, 3, heads, hd, store, InRound{a, hg.at(5)}, vg.data(), 3);
+      const std::string what = name(t, "kv_write, cache ") + std::to_string(store);
+      for (int s = 0; s < 3; ++s) {
+        EXPECT_SAME_BITS(kc_g[size_t(s)], kc_w[size_t(s)], what + ": K cache " + std::to_string(s));
+        EXPECT_SAME_BITS(vc_g[size_t(s)], vc_w[size_t(s)], what + ": V cache " + std::to_string(s));
+      }
+      EXPECT_SAME_BITS(vg, vw, what + ": v written back rounded");
+      expect_same_hits(hg, hw, what);
+    }
+}
+
+// cuda_fusion.cuh's bookkeeping, with launches that run at once on the host.
+std::vector<std::string> g_log;
+void host_rounds(const RoundJob* jobs, int n) {
+  std::string s = "round";
+  for (int i = 0; i < n; ++i) {
+    s.append(" ").append(std::to_string(jobs[i].chk.slot));
+    if (jobs[i].copy.dst != nullptr) s.append("+copy");
+  }
+  g_log.push_back(s);
+  ew::round_checks(HostLaunch{}, jobs, n);
+}
+
+TEST(CudaFusionOnCpu, FusionLaunchesEachRoundBeforeItsBufferIsTouched) {
+  g_log.clear();
+  std::vector<uint64_t> sigs;
+  cuda::Fusion f([&](uint64_t sig, std::function<void()> launch) { sigs.push_back(sig), launch(); }, &host_rounds);
+  Hits h;
+  std::vector<float> q(64, 1.0f / 3.0f), k(64, 1.0f / 3.0f), v(64, 1.0f / 3.0f), o(64, 0.0f);
+  const int a = cuda::kF16;
+  f.defer_round(q.data(), 64, a, h.at(1));
+  f.defer_round(k.data(), 64, a, h.at(2));
+  f.defer_round(v.data(), 64, a, h.at(3));
+  EXPECT_TRUE(g_log.empty()) << "pending rounds launch late";
+  // Taken: only an exact buffer at its act.
+  EXPECT_LT(f.take(q.data(), 32, a).act, 0);
+  EXPECT_LT(f.take(q.data(), 64, cuda::kBF16).act, 0);
+  const InRound tq = f.take(q.data(), 64, a);
+  EXPECT_EQ(tq.act, a);
+  EXPECT_EQ(tq.chk.slot, 1);
+  EXPECT_LT(f.take(q.data(), 64, a).act, 0) << "taken once";
+  // Touching part of k launches k's round alone.
+  f.settle(k.data() + 10, 1);
+  ASSERT_EQ(g_log.size(), 1u);
+  EXPECT_EQ(g_log[0], "round 2");
+  EXPECT_EQ(k[0], round_to(DType::F16, 1.0f / 3.0f));
+  EXPECT_EQ(v[0], 1.0f / 3.0f) << "v still pending";
+  // A converted() of v: the round writes the copy.
+  std::vector<float> copy(64, 0.0f);
+  EXPECT_TRUE(f.fuse_copy(v.data(), 64, cuda::kF16, copy.data()));
+  EXPECT_EQ(g_log.back(), "round 3+copy");
+  EXPECT_FALSE(f.fuse_copy(v.data(), 64, cuda::kF16, copy.data())) << "nothing left to write it";
+  // A held operation: its rounding point and its copy join it; a mismatch does not.
+  int launched = 0;
+  NonFiniteSlot got_chk{};
+  OutCopy got_copy{};
+  f.hold(o.data(), 64, a, 42, [&](NonFiniteSlot c, OutCopy cp) { ++launched, got_chk = c, got_copy = cp; }, true);
+  EXPECT_FALSE(f.fuse_check(o.data(), 64, cuda::kBF16, h.at(4)));
+  EXPECT_FALSE(f.fuse_check(o.data(), 32, a, h.at(4)));
+  EXPECT_TRUE(f.fuse_check(o.data(), 64, a, h.at(4)));
+  EXPECT_FALSE(f.fuse_check(o.data(), 64, a, h.at(5))) << "one rounding point";
+  EXPECT_EQ(launched, 0);
+  EXPECT_TRUE(f.fuse_copy(o.data(), 64, cuda::kBF16, copy.data()));
+  EXPECT_EQ(launched, 1);
+  EXPECT_EQ(got_chk.slot, 4);
+  EXPECT_EQ(got_copy.dst, copy.data());
+  // One by one (op timing): everything at once.
+  f.set_one_by_one(true);
+  f.defer_round(o.data(), 64, a, h.at(6));
+  EXPECT_EQ(g_log.back(), "round 6");
+  f.hold(o.data(), 64, a, 43, [&](NonFiniteSlot, OutCopy) { ++launched; }, true);
+  EXPECT_EQ(launched, 2);
+  // flush: what is held and pending, all of it.
+  f.set_one_by_one(false);
+  f.defer_round(q.data(), 64, a, h.at(7));
+  f.defer_round(k.data(), 64, a, h.at(8));
+  f.hold_other(1, [&] { ++launched; });
+  EXPECT_TRUE(f.holding_other(1));
+  f.flush();
+  EXPECT_EQ(launched, 3);
+  EXPECT_EQ(g_log.back(), "round 7 8");
+  // A held launch taken over (the rotation of q, joined by k's): only with its check, never launched.
+  NonFiniteSlot taken{};
+  f.hold(o.data(), 64, a, 45, [&](NonFiniteSlot, OutCopy) { ++launched; }, false, cuda::kRopeHeld);
+  EXPECT_FALSE(f.take_checked(cuda::kRopeHeld, &taken)) << "no check attached yet";
+  EXPECT_TRUE(f.fuse_check(o.data(), 64, a, h.at(9)));
+  EXPECT_FALSE(f.take_checked(cuda::kKvHeld, &taken)) << "another tag";
+  EXPECT_TRUE(f.take_checked(cuda::kRopeHeld, &taken));
+  EXPECT_EQ(taken.slot, 9);
+  f.flush();
+  EXPECT_EQ(launched, 3) << "taken over: the caller launches it";
+  // Signatures tell a checked or copying launch from a plain one (graphs must not mix them).
+  const size_t n0 = sigs.size();
+  f.hold(o.data(), 64, a, 44, [](NonFiniteSlot, OutCopy) {}, true);
+  f.release();
+  f.hold(o.data(), 64, a, 44, [](NonFiniteSlot, OutCopy) {}, true);
+  f.fuse_check(o.data(), 64, a, h.at(4));
+  f.release();
+  ASSERT_EQ(sigs.size(), n0 + 2);
+  EXPECT_NE(sigs[n0], sigs[n0 + 1]);
+}
+
+}  // namespace
+}  // namespace kvp
