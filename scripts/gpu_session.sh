@@ -5,7 +5,7 @@
 # nvcc; see `make_devbin` below). Stages are named on the command line; each writes $OUT/<stage>.log.
 #   scripts/gpu_session.sh tests bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], bench11b, bench7b, ops11b, ops7b, batch7b, policies11b, policies7b,
+#   tests [gtest filter], bench11b, bench7b, fusion7b, ops11b, ops7b, batch7b, policies11b, policies7b,
 #   compare7b, gsm8k, sanitize [gtest filter]. Env: GSM8K_KERNELS (default standard; issue 14's pair
 #   is standard,invariant), GSM8K_LIMIT, GSM8K_TIMEOUT.
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
@@ -80,6 +80,15 @@ while [ $# -gt 0 ]; do
         --prompts builtin:stories --device cuda --kernels standard,invariant --dtype fp16 --max-new-tokens 256 \
         --out "$OUT/compare7b" >"$OUT/compare7b.log" 2>&1
       echo "rc=$?"; tail -12 "$OUT/compare7b.log" ;;
+    fusion7b)
+      # The decode step with the rounding points folded (default) and launched one by one
+      # (KVPARITY_CUDA_FUSION=0): same bits, fewer graph nodes; the last line names the nodes.
+      stage fusion7b
+      for f in 0 1; do
+        echo "-- KVPARITY_CUDA_FUSION=$f"
+        KVPARITY_CUDA_FUSION=$f timeout 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 64 \
+          --decode-tokens 128 --cache-off-tokens 64 --repeats 3 2>&1 | tee "$OUT/fusion7b_$f.log" | grep -E "decode|graph"
+      done ;;
     batch7b)
       stage batch7b
       timeout 300 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \

@@ -73,7 +73,7 @@ class CudaKernels final : public Kernels {
     // A workspace of our own: cuBLAS must not allocate while a graph is being captured.
     cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
     graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
-    fusion_.set_one_by_one(op_timing_on());  // timed operations launch one by one
+    fusion_.set_one_by_one(op_timing_on() || !launch_fusion_on());  // timed operations launch one by one
   }
   ~CudaKernels() override {
     cudaStreamSynchronize(stream());

@@ -1,6 +1,8 @@
 #include "cuda/cuda_pass_graphs.cuh"
 
 #include <atomic>
+#include <cstdlib>
+#include <string>
 #include <mutex>
 #include <utility>
 
@@ -46,6 +48,15 @@ GraphNodes busiest_pass_graph_nodes() {
   return g_busiest;
 }
 bool pass_graphs_on() { return g_graphs_on; }
+
+namespace {
+std::atomic<bool> g_fusion_on{[] {
+  const char* e = std::getenv("KVPARITY_CUDA_FUSION");
+  return e == nullptr || std::string(e) != "0";
+}()};
+}  // namespace
+void set_launch_fusion(bool on) { g_fusion_on = on; }
+bool launch_fusion_on() { return g_fusion_on; }
 
 PassGraphs::~PassGraphs() {
   for (auto& [h, e] : graphs_)

@@ -52,6 +52,11 @@ struct GraphNodes {
   size_t kernels = 0, total = 0;
 };
 GraphNodes busiest_pass_graph_nodes();
+// Rounding points and cuBLAS input conversions folded into neighbouring kernels (cuda_fusion.cuh),
+// on by default; $KVPARITY_CUDA_FUSION=0 starts with it off (the same bits, one launch per
+// operation: for measuring what the folding saves). Read when kernels are made.
+void set_launch_fusion(bool on);
+bool launch_fusion_on();
 
 // The kernels of `policy` on the GPU (kernels.h). Throws for a policy not available on CUDA.
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy);

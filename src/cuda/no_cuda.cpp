@@ -26,6 +26,8 @@ void op_timing_phase(const std::string&) {}
 std::vector<OpTime> op_times() { return {}; }
 void reset_op_times() {}
 void set_pass_graphs(bool) {}
+void set_launch_fusion(bool) {}
+bool launch_fusion_on() { return false; }
 size_t pass_graph_replays() { return 0; }
 GraphNodes busiest_pass_graph_nodes() { return {}; }
 std::unique_ptr<Kernels> make_kernels(KernelPolicy) { refuse(); }
