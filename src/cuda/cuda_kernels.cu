@@ -8,11 +8,11 @@
 // the policy's own exp/tanh, and RoPE from the table's libm-free twin. Everything else is shared:
 // the element-wise kernels are single correctly rounded operations (the backend builds with
 // --fmad=false), the same bits as the CPU's.
-// The `invariant` policy runs the portable reductions too (attention, RMSNorm: invariant by
-// construction), except that fp16/bf16 passes run their matmuls on tensor cores in one K-only
-// order (cuda_invariant_gemm.cu) and, with a KV cache of their dtype, every attention row, decode
-// steps included, through the tensor-core flash kernel (cuda_attention_mma_kernel.cuh); its
-// element-wise ops and RoPE table are the standard ones, as on the CPU.
+// The `invariant` policy runs the portable matmuls and attention too (invariant by construction),
+// except that fp16/bf16 passes run their matmuls on tensor cores in one K-only order
+// (cuda_invariant_gemm.cu) and, with a KV cache of their dtype, every attention row, decode steps
+// included, through the tensor-core flash kernel (cuda_attention_mma_kernel.cuh); its RMSNorm
+// (one block a row, an order fixed by the width), element-wise ops and RoPE table are standard's.
 // Weights are uploaded once, on first use, in the dtype the model holds them in (the compute
 // dtype; quantised matrices as their exact fp32 values, as the CPU computes with them; the fp16/
 // bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's cuBLAS GEMMs, and
@@ -86,14 +86,17 @@ class CudaKernels final : public Kernels {
   void matmul(const float* x, int M, const TensorView& W, DType act, float* y) override {
     OpSpan span("matmul");
     const int N = int(W.rows()), K = int(W.cols());
-    // cuBLAS's 16-bit input first: the launch still to come that rounds x may write it.
-    // fp16/bf16 weights of an fp32 pass (kept narrow on the host, where the kernels widen them):
-    // an fp32 copy, since x holds fp32 values that a narrow GEMM input would round.
+    // The 16-bit input first: the launch still to come that rounds x may write it. fp16/bf16
+    // weights of an fp32 pass (kept narrow on the host, where the fixed-order kernels widen them in
+    // registers, as the CPU does): an fp32 copy for cuBLAS, since x holds fp32 values that a narrow
+    // GEMM input would round. Tensor cores (invariant) where x and W share a 16-bit dtype.
     const Weight* wc = nullptr;
     const void* xa = x;
-    if (M > 0 && N > 0 && K > 0 && !fixed_order()) {
-      wc = &(act == DType::F32 ? weights_.f32(W) : weights_.get(W));
-      if (wc->store != kF32) xa = converted(x, size_t(M) * K, wc->store);
+    bool tensor_cores = false;
+    if (M > 0 && N > 0 && K > 0) {
+      wc = &(act == DType::F32 && !fixed_order() ? weights_.f32(W) : weights_.get(W));
+      tensor_cores = policy_ == KernelPolicy::Invariant && act != DType::F32 && wc->store == store_of(act);
+      if (fixed_order() ? tensor_cores : wc->store != kF32) xa = converted(x, size_t(M) * K, wc->store);
     }
     release_held();
     if (M <= 0 || N <= 0) return;
@@ -107,17 +110,12 @@ class CudaKernels final : public Kernels {
       return;
     }
     if (fixed_order()) {
-      const Weight& w = weights_.get(W);
-      const void* wp = w.mem.p;
-      const int store = w.store;
-      // Tensor cores where x and W share a 16-bit compute dtype; otherwise W widened in registers,
-      // exactly as on the CPU (the stored bytes serve every pass's dtype).
-      const bool tensor_cores = policy_ == KernelPolicy::Invariant && act != DType::F32 && store == store_of(act);
-      const void* xh = tensor_cores ? converted(x, size_t(M) * K, store) : nullptr;
+      const void* wp = wc->mem.p;
+      const int store = wc->store;
       wrote(y, size_t(M) * N);
       if (tensor_cores)
-        graphs_.submit(signature(kGemm, wp, xh, y, M, N, K, store),
-                       [=] { launch_invariant_gemm(xh, M, wp, store, K, N, y); });
+        graphs_.submit(signature(kGemm, wp, xa, y, M, N, K, store),
+                       [=] { launch_invariant_gemm(xa, M, wp, store, K, N, y); });
       else
         graphs_.submit(signature(kGemm, wp, x, y, M, N, K, store),
                        [=] { launch_portable_matmul(x, M, wp, store, K, N, y); });
@@ -445,7 +443,8 @@ class CudaKernels final : public Kernels {
 
   void norm(const float* x, int M, int dim, const float* w, float eps, DType act, bool fp32_gain, float* y) {
     OpSpan span("rmsnorm");
-    const bool pt = fixed_order();
+    // invariant: the standard kernel (one block a row, its order fixed by dim) and its fusions.
+    const bool pt = portable();
     const size_t n = size_t(std::max(M, 0)) * dim;
     // The held residual add whose output this normalises, its check attached: one kernel.
     AddIn add{};
