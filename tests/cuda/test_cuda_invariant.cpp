@@ -3,8 +3,8 @@
 // in a call of any M is the same bits, and close to the fp32 reference: a wrong fragment layout
 // would be far off), then end to end with the CPU's invariance battery (tests/invariance_battery.h:
 // cache ON vs OFF, prefill chunks 1 and 7, exact-size vs static cache, a batch of 4 mixed-length
-// sequences vs each alone) for every family, fp32/fp16/bf16, greedy and seeded top-p, under
-// `invariant` and `portable` — and, so that the harness can fail, the same battery under
+// sequences vs each alone; and a batch of 64) for every family, fp32/fp16/bf16, greedy and seeded
+// top-p, under `invariant` and `portable` — and, so that the harness can fail, the same battery under
 // `standard` at a width where cuBLAS changes kernels finds differences.
 #include <gtest/gtest.h>
 
@@ -103,6 +103,51 @@ TEST(CudaInvariant, BatteryHoldsAtWidthAndStandardFailsIt) {
     std::printf("[ measured ] cuda wide %s standard: %d of %d comparisons differ\n",
                 std::string(dtype_name(dt)).c_str(), std_counts.differing, std_counts.comparisons);
     EXPECT_GT(std_counts.differing, 0) << dtype_name(dt) << ": the standard GPU path agreed bitwise everywhere";
+  }
+}
+
+// A batch of 64 mixed-length sequences (the study's batch size): every slot is the same bits as
+// the sequence alone, under invariant (fp16, bf16) and portable (fp16), greedy and seeded top-p;
+// under standard the count of slots that differ is printed (GPU stacks' batch variance).
+TEST(CudaInvariant, BatchOf64MixedLengthsIsEachSequenceAlone) {
+  KVP_REQUIRE_GPU();
+  ModelConfig c;
+  const Checkpoint ck = test::wide_llama(&c);
+  std::vector<std::vector<int>> prompts;
+  for (int b = 0; b < 64; ++b) {
+    std::vector<int> q;
+    for (int i = 0; i < 1 + (b * 37) % 70; ++i) q.push_back((i * 131 + b * 17 + 3) % c.vocab_size);
+    prompts.push_back(q);
+  }
+  struct Run {
+    KernelPolicy pol;
+    DType dt;
+    bool top_p;
+  };
+  for (const Run& r : {Run{KernelPolicy::Invariant, DType::F16, false}, Run{KernelPolicy::Invariant, DType::BF16, true},
+                       Run{KernelPolicy::Portable, DType::F16, false}, Run{KernelPolicy::Standard, DType::F16, false}}) {
+    test::Setup s;
+    s.model = Model::from_checkpoint(ck, r.dt);
+    s.eo.device = Device::Cuda;
+    s.eo.kernels = r.pol;
+    s.eo.kv_dtype = r.dt;
+    s.gen.max_new_tokens = 12;
+    s.gen.stop_at_eos = false;
+    s.gen.sampler = r.top_p ? test::top_p() : test::greedy();
+    s.gen.seed = 20240607;
+    const auto tb = test::batch(s, prompts);
+    ASSERT_EQ(tb.size(), prompts.size());
+    int differing = 0;
+    for (size_t b = 0; b < prompts.size(); ++b) {
+      const auto same = test::same_trace(test::solo(s, prompts[b], b), tb[b]);
+      differing += same ? 0 : 1;
+      if (r.pol != KernelPolicy::Standard) {
+        EXPECT_TRUE(same) << policy_name(r.pol) << " " << dtype_name(r.dt) << ": batch slot " << b << " vs alone";
+      }
+    }
+    std::printf("[ measured ] batch of 64 vs alone, %s %s%s: %d of 64 slots differ\n",
+                policy_name(r.pol).c_str(), std::string(dtype_name(r.dt)).c_str(),
+                r.top_p ? " top-p" : "", differing);
   }
 }
 
