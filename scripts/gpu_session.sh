@@ -7,7 +7,7 @@
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
 #   tests [gtest filter], bench11b, bench7b, fusion7b, ops11b, ops7b, batch7b, policies11b, policies7b,
 #   compare7b, gsm8k, sanitize [gtest filter]. Env: GSM8K_KERNELS (default standard; issue 14's pair
-#   is standard,invariant), GSM8K_LIMIT, GSM8K_TIMEOUT.
+#   is standard,invariant), GSM8K_LIMIT, GSM8K_TIMEOUT, OPS_KERNELS (ops stages; e.g. standard,invariant).
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
@@ -64,8 +64,9 @@ while [ $# -gt 0 ]; do
     ops11b|ops7b)
       stage $s
       m=tinyllama-1.1b; [ $s = ops7b ] && m=llama2-7b
-      timeout 400 "$K" bench --device cuda --synth $m --dtype fp16 --prompt-tokens 512 --decode-tokens 32 \
-        --cache-off-tokens 512 --repeats 1 --op-times 2>&1 | tee "$OUT/$s.log" | tail -45 ;;
+      timeout 400 "$K" bench --device cuda --synth $m --dtype fp16 --kernels "${OPS_KERNELS:-standard}" \
+        --prompt-tokens 512 --decode-tokens 32 --cache-off-tokens 512 --repeats 1 --op-times 2>&1 |
+        tee "$OUT/$s.log" | tail -90 ;;
     policies11b|policies7b)
       # standard vs the fixed-order policies (invariant: tensor-core GEMM; portable: CUDA cores).
       stage $s

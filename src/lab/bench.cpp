@@ -141,8 +141,11 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     ForwardOptions fo;
     ForwardOptions whole_seq = fo;  // the prefill and the cache-OFF step
     whole_seq.all_logits = cfg.all_logits;
+    // With several policies the table keeps each one's operations apart.
+    const bool by_policy = cfg.policies.size() > 1;
+    std::string kernels;
     const auto phase = [&](const char* name) {
-      if (cfg.op_times) cuda::op_timing_phase(name);
+      if (cfg.op_times) cuda::op_timing_phase(by_policy && name != std::string("-") ? kernels + " " + name : name);
     };
     for (int rep = 0; rep < std::max(1, cfg.repeats); ++rep) {
       probe_bandwidth();
@@ -154,6 +157,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         Run& run = runs[(k + size_t(rep)) % runs.size()];
         Engine& engine = *run.engine;
         engine.cache().clear();
+        kernels = run.r.kernels;
         phase("prefill");
         double t0 = now_s();
         engine.forward(tokens.data(), cfg.prompt_tokens, 0, whole_seq);
@@ -293,16 +297,16 @@ std::string op_times_table() {
     phase_ms[t.phase] += t.ms;
   }
   std::string s = fmt::format("GPU time per pass, by operation (events around each; no graph replay while timing)\n"
-                              "{:<10} {:<12} {:>10} {:>8} {:>12}\n",
+                              "{:<20} {:<12} {:>10} {:>8} {:>12}\n",
                               "phase", "operation", "ms/pass", "share", "calls/pass");
   for (const auto& t : times) {
     if (t.phase == "-") continue;
     const double n = double(std::max(1L, passes[t.phase]));
-    s += fmt::format("{:<10} {:<12} {:>10.3f} {:>7.1f}% {:>12.1f}\n", t.phase, t.op, t.ms / n,
+    s += fmt::format("{:<20} {:<12} {:>10.3f} {:>7.1f}% {:>12.1f}\n", t.phase, t.op, t.ms / n,
                      100.0 * t.ms / std::max(1e-9, phase_ms[t.phase]), double(t.count) / n);
   }
   for (const auto& [ph, ms] : phase_ms)
-    if (ph != "-") s += fmt::format("{:<10} {:<12} {:>10.3f}\n", ph, "total", ms / double(std::max(1L, passes[ph])));
+    if (ph != "-") s += fmt::format("{:<20} {:<12} {:>10.3f}\n", ph, "total", ms / double(std::max(1L, passes[ph])));
   return s;
 }
 
