@@ -27,10 +27,10 @@ using test::same_bits;
 using test::Trace;
 using test::trace;
 
-EngineOptions gpu_standard(DType kv) {
+EngineOptions gpu_standard(DType kv, KernelPolicy pol = KernelPolicy::Standard) {
   EngineOptions eo;
   eo.device = Device::Cuda;
-  eo.kernels = KernelPolicy::Standard;
+  eo.kernels = pol;
   eo.kv_dtype = KvType::of(kv);
   return eo;
 }
@@ -65,6 +65,20 @@ TEST(CudaFusion, FusedPassesAreBitwiseTheOneByOneOnes) {
       }
       EXPECT_EQ(fused.ids, apart.ids) << fam << " " << dtype_name(dt);
       EXPECT_TRUE(same_bits(fused, apart)) << fam << " " << dtype_name(dt) << ": fusion changed a logit";
+    }
+  // The invariant policy shares the folded launches (RMSNorm, RoPE, the cache writes, the 16-bit
+  // input of its tensor-core GEMM).
+  for (const char* fam : {"llama", "gemma2"})
+    for (DType dt : {DType::F16, DType::BF16}) {
+      auto model = tiny(fam, dt);
+      const Trace fused = trace(model, gpu_standard(dt, KernelPolicy::Invariant), prompt, CacheMode::On, 40);
+      Trace apart;
+      {
+        OneByOne o;
+        apart = trace(model, gpu_standard(dt, KernelPolicy::Invariant), prompt, CacheMode::On, 40);
+      }
+      EXPECT_EQ(fused.ids, apart.ids) << "invariant " << fam << " " << dtype_name(dt);
+      EXPECT_TRUE(same_bits(fused, apart)) << "invariant " << fam << " " << dtype_name(dt) << ": fusion changed a logit";
     }
   // A batch: V's rows are several slices of one buffer, written with K's in one launch.
   auto model = tiny("llama", DType::F16);
