@@ -213,9 +213,7 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
       std::vector<float> big(size_t(kBig) * N, NAN), want(big.size());
       cuda::invariant::gemm(HostLaunch{}, xb.data(), kBig, wb.data(), store, K, N, big.data());
       ref->matmul(x.data(), kBig, test::weight_view(wb, act, N, K), act, want.data());
-      double worst = 0;
-      for (size_t i = 0; i < big.size(); ++i) worst = std::max(worst, std::fabs(double(big[i]) - want[i]));
-      EXPECT_LE(worst, 1e-4) << dtype_name(act) << " K " << K << ": the product is wrong";
+      EXPECT_LE(test::max_abs_diff(big, want), 1e-4) << dtype_name(act) << " K " << K << ": the product is wrong";
       for (auto [m0, rows] : slices) {
         std::vector<float> alone(size_t(rows) * N, NAN);
         cuda::invariant::gemm(HostLaunch{}, xb.data() + size_t(m0) * K * 2, rows, wb.data(), store, K, N, alone.data());
@@ -246,9 +244,7 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
     const cuda::AttnDesc wd = whole.desc();
     ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh)) << c.name;
     const float tol = c.act == DType::F16 ? 2e-2f : 1e-1f;
-    double worst = 0;
-    for (size_t i = 0; i < whole.got.size(); ++i) worst = std::max(worst, std::fabs(double(whole.got[i]) - whole.want[i]));
-    EXPECT_LE(worst, tol) << c.name << ": not the attention the CPU computes";
+    EXPECT_LE(test::max_abs_diff(whole.got, whole.want), tol) << c.name << ": not the attention the CPU computes";
     const size_t row = size_t(c.heads) * c.hd;
     auto part = [&](int pos, int n) {
       return std::vector<float>(whole.got.begin() + long(pos * row), whole.got.begin() + long((pos + n) * row));

@@ -2,6 +2,8 @@
 // Shared helpers for tests: where ../shared lives, temp dirs, random inputs, SIMD targets.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -84,6 +86,13 @@ inline long first_difference(const std::vector<float>& a, const std::vector<floa
 }
 
 // The rows of w ([N, K] floats) quantised to q, row after row (ggml blocks).
+// The largest |a[i] - b[i]| (same sizes).
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
+  return worst;
+}
+
 inline std::vector<uint8_t> quantized_rows(QuantType q, const std::vector<float>& w, int64_t N, int64_t K) {
   std::vector<uint8_t> out(size_t(N) * quant_row_bytes(q, size_t(K)));
   for (int64_t n = 0; n < N; ++n)

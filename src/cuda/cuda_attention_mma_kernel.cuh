@@ -26,6 +26,7 @@
 #include <cmath>
 
 #include "cuda/cuda_attention_score.cuh"
+#include "kernels/portable_scalar.h"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
 namespace kvp::cuda::attn_mma {
@@ -59,15 +60,6 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
   }
 #else
   simt::mma16816(S == kBF16, c, a[0], a[1], a[2], a[3], b0, b1);
-#endif
-}
-
-// x + 0 as written (a -0 becomes +0), which no compiler may fold away.
-__device__ __forceinline__ float plus_zero(float x) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(x, 0.0f);
-#else
-  return x + 0.0f;
 #endif
 }
 
@@ -135,8 +127,8 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
       const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
       uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
       if (k0 + row < key_end) {
-        kv = load_u4(kg + size_t(k0 + row) * HD + col);
-        vv = load_u4(vg + size_t(k0 + row) * HD + col);
+        kv = load_raw<uint4>(kg + size_t(k0 + row) * HD + col);
+        vv = load_raw<uint4>(vg + size_t(k0 + row) * HD + col);
       }
       store_u4(&k_s[row][col], kv);
       store_u4(&v_s[row][col], vv);
@@ -151,7 +143,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
 #pragma unroll
       for (int kk = 0; kk < KT; ++kk) {
         const uint16_t* kr = &k_s[j * 8 + g][kk * 16 + 2 * t];
-        mma<S>(sc[j], qf[kk], load_u32(kr), load_u32(kr + 8));
+        mma<S>(sc[j], qf[kk], load_raw<uint32_t>(kr), load_raw<uint32_t>(kr + 8));
       }
     }
     // Scores (rounded as HF rounds them), masked, and the tile's row maxima.
@@ -225,20 +217,20 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
     }
   }
 
-  // C fragment: rows ra (o[n][0..1]) and rb (o[n][2..3]), columns n*8 + 2t, + 1. The + 0 makes a
-  // zero +0 (above).
+  // C fragment: rows ra (o[n][0..1]) and rb (o[n][2..3]), columns n*8 + 2t, + 1. The + 0 (a
+  // correctly rounded add, which no compiler folds away) makes a zero +0 (above).
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
     const int col = n * 8 + 2 * t;
     if (ra < d.n_rows) {
       float* out = d.out + size_t(ra) * q_stride + size_t(h) * HD + col;
-      out[0] = plus_zero(o[n][0] / la);
-      out[1] = plus_zero(o[n][1] / la);
+      out[0] = pscalar::add(o[n][0] / la, 0.0f);
+      out[1] = pscalar::add(o[n][1] / la, 0.0f);
     }
     if (rb < d.n_rows) {
       float* out = d.out + size_t(rb) * q_stride + size_t(h) * HD + col;
-      out[0] = plus_zero(o[n][2] / lb);
-      out[1] = plus_zero(o[n][3] / lb);
+      out[0] = pscalar::add(o[n][2] / lb, 0.0f);
+      out[1] = pscalar::add(o[n][3] / lb, 0.0f);
     }
   }
 }

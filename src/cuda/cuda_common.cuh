@@ -17,11 +17,6 @@ cudaStream_t stream();
 // Multiprocessors of the open GPU (launch shapes of the split-KV decode).
 int sm_count();
 
-inline unsigned blocks_for(size_t n, unsigned threads, unsigned cap = 65535u * 8u) {
-  const size_t b = (n + threads - 1) / threads;
-  return unsigned(b < 1 ? 1 : (b > cap ? cap : b));
-}
-
 // Launches kernel<<<grid, block>>> on the backend's stream: the launcher the kernel headers'
 // dispatch functions take (tests/test_cuda_kernels_on_cpu.cpp passes one that runs them on the CPU).
 struct StreamLaunch {

@@ -22,19 +22,26 @@ namespace kvp::cuda {
 enum StoreT : int { kF32 = 0, kF16 = 1, kBF16 = 2 };
 inline int store_of(DType t) { return t == DType::F32 ? kF32 : t == DType::F16 ? kF16 : kBF16; }
 
+// Blocks of `threads` that cover n (at least 1, at most cap; grid-stride loops do the rest).
+inline unsigned blocks_for(size_t n, unsigned threads, unsigned cap = 65535u * 8u) {
+  const size_t b = (n + threads - 1) / threads;
+  return unsigned(b < 1 ? 1 : (b > cap ? cap : b));
+}
+
 __device__ __forceinline__ float round_act(float x, int act) {
   if (act == kF16) return __half2float(__float2half_rn(x));
   if (act == kBF16) return __bfloat162float(__float2bfloat16_rn(x));
   return x;
 }
 
-// 16 (or 4) bytes at p as one vector access on the GPU; on the host (the CPU suite), through
-// memcpy, since the buffers hold uint16_t and C++ forbids reading them as another type.
-__device__ __forceinline__ uint4 load_u4(const void* p) {
+// A T (uint4, uint32_t) at p as one vector access on the GPU; on the host (the CPU suite),
+// through memcpy, since the buffers hold uint16_t and C++ forbids reading them as another type.
+template <class T>
+__device__ __forceinline__ T load_raw(const void* p) {
 #ifdef __CUDA_ARCH__
-  return *static_cast<const uint4*>(p);
+  return *static_cast<const T*>(p);
 #else
-  uint4 v;
+  T v;
   std::memcpy(&v, p, sizeof v);
   return v;
 #endif
@@ -44,15 +51,6 @@ __device__ __forceinline__ void store_u4(void* p, uint4 v) {
   *static_cast<uint4*>(p) = v;
 #else
   std::memcpy(p, &v, sizeof v);
-#endif
-}
-__device__ __forceinline__ uint32_t load_u32(const void* p) {
-#ifdef __CUDA_ARCH__
-  return *static_cast<const uint32_t*>(p);
-#else
-  uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
 #endif
 }
 

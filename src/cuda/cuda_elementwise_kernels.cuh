@@ -32,11 +32,6 @@ struct RopeJobs {
   int n;
 };
 
-inline unsigned blocks(size_t n, unsigned threads, unsigned cap = 65535u * 8u) {
-  const size_t b = (n + threads - 1) / threads;
-  return unsigned(b < 1 ? 1 : (b > cap ? cap : b));
-}
-
 // p[i] as the pending rounding point `in` leaves it (flat index `at` in that point's buffer).
 __device__ __forceinline__ float read_rounded(const InRound& in, float* p, size_t i, size_t at) {
   float v = p[i];
@@ -244,18 +239,18 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
 template <class Launch>
 void gated(const Launch& launch, float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk,
            InRound gate_in, InRound up_in, OutCopy copy) {
-  launch(gated_kernel, dim3(blocks(n, kThreads)), dim3(kThreads), gate, up, n, act, gelu ? 1 : 0, chk, gate_in, up_in,
-         copy);
+  launch(gated_kernel, dim3(blocks_for(n, kThreads)), dim3(kThreads), gate, up, n, act, gelu ? 1 : 0, chk, gate_in,
+         up_in, copy);
 }
 
 template <class Launch>
 void add(const Launch& launch, float* x, float* y, size_t n, int act, NonFiniteSlot chk, InRound y_in) {
-  launch(add_kernel, dim3(blocks(n, kThreads)), dim3(kThreads), x, y, n, act, chk, y_in);
+  launch(add_kernel, dim3(blocks_for(n, kThreads)), dim3(kThreads), x, y, n, act, chk, y_in);
 }
 
 template <class Launch>
 void to_storage(const Launch& launch, const float* x, size_t n, void* dst, int store) {
-  const dim3 g(blocks(n, kThreads)), b(kThreads);
+  const dim3 g(blocks_for(n, kThreads)), b(kThreads);
   if (store == kF32) launch(to_storage_kernel<kF32>, g, b, x, n, dst);
   if (store == kF16) launch(to_storage_kernel<kF16>, g, b, x, n, dst);
   if (store == kBF16) launch(to_storage_kernel<kBF16>, g, b, x, n, dst);
@@ -271,7 +266,7 @@ void round_checks(const Launch& launch, const RoundJob* jobs, int n) {
       js.job[js.n++] = jobs[j];
       longest = longest > jobs[j].n ? longest : jobs[j].n;
     }
-    launch(round_check_kernel, dim3(blocks((longest + 3) / 4, kThreads), unsigned(js.n)), dim3(kThreads), js);
+    launch(round_check_kernel, dim3(blocks_for((longest + 3) / 4, kThreads), unsigned(js.n)), dim3(kThreads), js);
   }
 }
 
@@ -285,7 +280,7 @@ void rmsnorm(const Launch& launch, const float* x, int M, int dim, const float* 
 template <class Launch>
 void kv_write(const Launch& launch, const KvWriteDesc* descs, int n, int max_rows, int n_kv_heads, int head_dim,
               int store, InRound in, const float* in_base, int in_first) {
-  const dim3 g(blocks(size_t(max_rows) * n_kv_heads * head_dim, kThreads, 65535u), unsigned(n)), b(kThreads);
+  const dim3 g(blocks_for(size_t(max_rows) * n_kv_heads * head_dim, kThreads, 65535u), unsigned(n)), b(kThreads);
   if (store == kF32) launch(kv_write_kernel<kF32>, g, b, descs, n_kv_heads, head_dim, in, in_base, in_first);
   if (store == kF16) launch(kv_write_kernel<kF16>, g, b, descs, n_kv_heads, head_dim, in, in_base, in_first);
   if (store == kBF16) launch(kv_write_kernel<kBF16>, g, b, descs, n_kv_heads, head_dim, in, in_base, in_first);

@@ -24,8 +24,15 @@
 #include <vector>
 
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_signature_mix.h"
 
 namespace kvp::cuda {
+
+// Whether [a, a + na) and [b, b + nb) (counted in floats) share a byte.
+inline bool overlap(const void* a, size_t na, const void* b, size_t nb) {
+  const auto *x = static_cast<const char*>(a), *y = static_cast<const char*>(b);
+  return x < y + nb * sizeof(float) && y < x + na * sizeof(float);
+}
 
 // What CudaKernels keeps of a held launch that the next call can join.
 // The rotation of q (Fusion::hold, tag kRopeHeld), which k's joins.
@@ -37,11 +44,8 @@ struct RopeHeld {
   int M = 0, hd = 0, act = 0;
   bool adjacent = false;
   bool joins(const RopeHeld& o, size_t n) const {  // o rotates n values of another buffer
-    const auto* a = reinterpret_cast<const char*>(job.x);
-    const auto* b = reinterpret_cast<const char*>(o.job.x);
-    const bool apart = a + size_t(M) * job.n_heads * hd * sizeof(float) <= b || b + n * sizeof(float) <= a;
     return pos == o.pos && cs == o.cs && sn == o.sn && M == o.M && hd == o.hd && act == o.act &&
-           adjacent == o.adjacent && apart;
+           adjacent == o.adjacent && !overlap(job.x, size_t(M) * job.n_heads * hd, o.job.x, n);
   }
 };
 // The residual add x += y (Fusion::hold, tag kAddHeld), which the RMSNorm of x takes over.
@@ -53,8 +57,7 @@ struct AddHeld {
   int act = 0;
   InRound in{};
   bool joins(const float* nx, size_t nn, const float* out) const {  // RMSNorm of nx[nn] into out[nn]
-    auto apart = [](const float* a, const float* b, size_t k) { return a + k <= b || b + k <= a; };
-    return nx == x && nn == n && n > 0 && apart(out, x, n) && apart(out, y, n);
+    return nx == x && nn == n && n > 0 && !overlap(out, n, x, n) && !overlap(out, n, y, n);
   }
 };
 // The cache write of K (Fusion::hold_other, tag kKvHeld), which V's joins.
@@ -123,8 +126,11 @@ class Fusion {
     Held h = std::move(held_);
     held_ = Held{};
     uint64_t sig = h.sig;
-    if (h.checked) sig = mix(mix(mix(mix(sig, 0x5e7c), uint64_t(h.chk.hits)), uint64_t(h.chk.slot)), uint64_t(h.chk.any));
-    if (h.copy.dst != nullptr) sig = mix(mix(mix(sig, 0xc0b7), uint64_t(h.copy.dst)), uint64_t(h.copy.store));
+    if (h.checked)
+      for (uint64_t v : {uint64_t(0x5e7c), uint64_t(h.chk.hits), uint64_t(h.chk.slot), uint64_t(h.chk.any)})
+        sig = signature_mix(sig, v);
+    if (h.copy.dst != nullptr)
+      for (uint64_t v : {uint64_t(0xc0b7), uint64_t(h.copy.dst), uint64_t(h.copy.store)}) sig = signature_mix(sig, v);
     submit_(sig, [f = std::move(h.launch), chk = h.chk, copy = h.copy] { f(chk, copy); });
   }
 
@@ -170,7 +176,7 @@ class Fusion {
   void settle(const void* p, size_t n_floats) {
     std::vector<RoundJob> now;
     for (size_t i = 0; i < pending_.size();) {
-      if (overlaps(pending_[i], p, n_floats)) {
+      if (overlap(pending_[i].x, pending_[i].n, p, n_floats)) {
         now.push_back(pending_[i]);
         pending_.erase(pending_.begin() + long(i));
       } else {
@@ -191,13 +197,6 @@ class Fusion {
     settle_all();
   }
 
-  static bool overlap(const float* a, size_t na, const float* b, size_t nb) { return a < b + nb && b < a + na; }
-
-  static uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdull;
-  }
-
  private:
   struct Held {
     HeldLaunch launch;
@@ -212,18 +211,12 @@ class Fusion {
     int tag = 0;
   };
 
-  static bool overlaps(const RoundJob& j, const void* p, size_t n_floats) {
-    const auto* a = reinterpret_cast<const char*>(j.x);
-    const auto* b = static_cast<const char*>(p);
-    return a < b + n_floats * sizeof(float) && b < a + j.n * sizeof(float);
-  }
-
   void launch(std::vector<RoundJob> jobs) {
     uint64_t sig = 0x70d5;
     for (const RoundJob& j : jobs)
       for (uint64_t v : {uint64_t(j.x), uint64_t(j.n), uint64_t(j.act), uint64_t(j.chk.hits), uint64_t(j.chk.slot),
                          uint64_t(j.chk.any), uint64_t(j.copy.dst), uint64_t(j.copy.store)})
-        sig = mix(sig, v);
+        sig = signature_mix(sig, v);
     Rounds r = rounds_;
     submit_(sig, [r, jobs = std::move(jobs)] { r(jobs.data(), int(jobs.size())); });
   }

@@ -62,7 +62,7 @@ __device__ __forceinline__ uint4 load8(const uint16_t* base, int row, int rows, 
   if (row >= rows || k >= K) return make_uint4(0, 0, 0, 0);
   const uint16_t* p = base + size_t(row) * K + k;
   if constexpr (Vec) {
-    return load_u4(p);
+    return load_raw<uint4>(p);
   } else {
     uint16_t h[8];
 #pragma unroll
@@ -216,11 +216,11 @@ __global__ void __launch_bounds__(kTiledWarps * 32)
     uint4 xa[MT], xb[MT], b[NT];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      xa[i] = load_u4(&xs[st][wm + 16 * i + g][8 * t]);
-      xb[i] = load_u4(&xs[st][wm + 16 * i + g + 8][8 * t]);
+      xa[i] = load_raw<uint4>(&xs[st][wm + 16 * i + g][8 * t]);
+      xb[i] = load_raw<uint4>(&xs[st][wm + 16 * i + g + 8][8 * t]);
     }
 #pragma unroll
-    for (int j = 0; j < NT; ++j) b[j] = load_u4(&ws[st][wn + 8 * j + g][8 * t]);
+    for (int j = 0; j < NT; ++j) b[j] = load_raw<uint4>(&ws[st][wn + 8 * j + g][8 * t]);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll

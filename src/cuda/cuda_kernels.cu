@@ -513,7 +513,6 @@ class CudaKernels final : public Kernels {
     if (in.act < 0) return sig;
     return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any));
   }
-  static bool overlap(const float* a, size_t na, const float* b, size_t nb) { return Fusion::overlap(a, na, b, nb); }
 
   // Slices [first, ...) read their rows through `in` (rows of the buffer at base).
   void launch_kv(const KvHeld& k, InRound in, const float* base, int first) {

@@ -23,6 +23,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/cuda_signature_mix.h"
+
 namespace kvp::cuda {
 
 bool pass_graphs_on();  // set_pass_graphs (cuda_runtime_api.h)
@@ -64,10 +66,7 @@ class PassGraphs {
   size_t replays() const { return replays_; }
   size_t captures() const { return captures_; }
 
-  static uint64_t mix(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h * 0xff51afd7ed558ccdull;
-  }
+  static uint64_t mix(uint64_t h, uint64_t v) { return signature_mix(h, v); }
 
  private:
   void run_pending();
