@@ -25,8 +25,8 @@
 // there (tiled_kernel): the same 16 bytes per lane, the same two mma per chunk, so a row's bits
 // do not depend on which kernel M picked.
 // The kernels and their dispatch live in this header so that the CPU suite runs the same source on
-// the host (simt_host.h, where an mma is emulated from the PTX fragment layout and cp.async is a
-// plain copy); the GPU build launches them from cuda_invariant_gemm.cu.
+// the host (simt_host.h, where an mma is emulated from the PTX fragment layout and a cp.async copy
+// lands at its issue or only at its wait, by block); cuda_invariant_gemm.cu launches them.
 #include "cuda/cuda_device_api.cuh"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
@@ -135,28 +135,30 @@ void launch_shape(const Launch& launch, const uint16_t* xh, int M, const uint16_
 }
 
 // 16 bytes from global to shared memory without passing through registers (zeros when !valid:
-// rows past M or N, k past K); on the host, a plain copy. The copies a thread issued land by its
-// wait_copies<N>() (every group but the newest N), and are seen by the block after a barrier.
+// rows past M or N, k past K); on the host, simt_host.h's stand-in. The copies a thread issued
+// land by its wait_copies<N>() (every group but the newest N), and are seen by the block after a
+// barrier.
 __device__ __forceinline__ void copy16(void* smem, const void* gmem, bool valid) {
 #ifdef __CUDA_ARCH__
   const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-#else
-  if (valid)
-    std::memcpy(smem, gmem, 16);
-  else
-    std::memset(smem, 0, 16);
+#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
+  simt::async_copy16(smem, gmem, valid);
 #endif
 }
 __device__ __forceinline__ void commit_copies() {
 #ifdef __CUDA_ARCH__
   asm volatile("cp.async.commit_group;\n" ::);
+#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
+  simt::async_commit();
 #endif
 }
 template <int N>
 __device__ __forceinline__ void wait_copies() {
 #ifdef __CUDA_ARCH__
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
+  simt::async_wait(N);
 #endif
 }
 

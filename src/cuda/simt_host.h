@@ -2,8 +2,9 @@
 // Host stand-ins for the CUDA built-ins the fixed-order kernels use, so that the CPU suite can run
 // those kernels' own source (tests/test_cuda_kernels_on_cpu.cpp) on machines without a GPU: every
 // CUDA thread of a block is a fiber, __syncthreads and __syncwarp are barriers, a warp shuffle is
-// an exchange through the warp's slots between two barriers, and blocks run one after the other
-// (so a kernel's __shared__ arrays can be function statics). The arithmetic is the
+// an exchange through the warp's slots between two barriers, a cp.async copy lands at its issue
+// or only at its wait (two schedules, below, that expose missing barriers and waits), and blocks
+// run one after the other (so a kernel's __shared__ arrays can be function statics). The arithmetic is the
 // host's IEEE arithmetic; portable_scalar.h's functions pick their host branch. Only what the
 // kernels use is here, and only for convergent code: every lane of a warp reaches each shuffle,
 // every thread of a block each __syncthreads (a warp that returns early returns whole).
@@ -76,18 +77,37 @@ struct Warp {
 
 enum class Wait { None, Warp, Block, Done };
 
+// A cp.async copy issued and not yet landed: the 16 bytes as read at issue (a kernel's global
+// inputs do not change while it runs), and the commit group it belongs to.
+struct PendingCopy {
+  void* dst;
+  unsigned char bytes[16];
+  unsigned group;
+};
+
 struct Fiber {
   ucontext_t ctx;
   std::unique_ptr<char[]> stack;
   Wait wait = Wait::None;
+  std::vector<PendingCopy> copies;
+  unsigned committed = 0;  // commit groups closed so far
 };
 
+// Two schedules, alternating from block to block and launch to launch, so that a missing barrier
+// or wait shows as wrong bits in the CPU suite instead of passing by luck of the order. Even
+// blocks run in lockstep (every thread in increasing order up to its next barrier, then the
+// barriers open) and land a cp.async copy at its issue. Odd blocks let warps drift as far apart
+// as a block barrier allows (the last warp runs up to its next __syncthreads, then the one before
+// it, ..., threads in decreasing order) and land a copy only at the cp.async.wait_group that must
+// cover it: a warp that refills shared memory others still read, or reads before the barrier or
+// the wait that should order it, reads or leaves the wrong data.
 struct Block {
   unsigned threads = 0;
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   ucontext_t scheduler;
   unsigned current = 0;
+  bool odd = false;
 };
 
 struct ThreadState {
@@ -95,6 +115,7 @@ struct ThreadState {
   Block* blk = nullptr;
 };
 inline ThreadState tls;  // the running fiber's (one OS thread runs them all)
+inline unsigned launches = 0;  // kernels launched so far (picks the first block's schedule)
 
 // Waits at the warp's (or the block's) barrier: back to the scheduler until it opens.
 inline void wait_at(Wait w) {
@@ -120,23 +141,26 @@ T exchange(T v, int src) {
   return out;
 }
 
+// Opens the barrier every live thread of the warp starting at thread w0 waits at (false: none).
+inline bool open_warp(Block& b, unsigned w0) {
+  const unsigned end = std::min(w0 + 32, b.threads);
+  bool all = true, some = false;
+  for (unsigned t = w0; t < end; ++t) {
+    if (b.fibers[t].wait == Wait::Done) continue;
+    some = true;
+    all = all && b.fibers[t].wait == Wait::Warp;
+  }
+  if (!some || !all) return false;
+  for (unsigned t = w0; t < end; ++t)
+    if (b.fibers[t].wait == Wait::Warp) b.fibers[t].wait = Wait::None;
+  return true;
+}
+
 // Opens the barriers every live thread of a group waits at; false when nothing can run (a
 // barrier some live thread never reaches: divergent code, which the kernels must not have).
 inline bool release(Block& b) {
   bool any = false;
-  for (unsigned w0 = 0; w0 < b.threads; w0 += 32) {
-    bool all = true, some = false;
-    for (unsigned t = w0; t < w0 + 32 && t < b.threads; ++t) {
-      if (b.fibers[t].wait == Wait::Done) continue;
-      some = true;
-      all = all && b.fibers[t].wait == Wait::Warp;
-    }
-    if (some && all) {
-      for (unsigned t = w0; t < w0 + 32 && t < b.threads; ++t)
-        if (b.fibers[t].wait == Wait::Warp) b.fibers[t].wait = Wait::None;
-      any = true;
-    }
-  }
+  for (unsigned w0 = 0; w0 < b.threads; w0 += 32) any = open_warp(b, w0) || any;
   bool all = true, some = false;
   for (const Fiber& f : b.fibers) {
     if (f.wait == Wait::Done) continue;
@@ -166,20 +190,35 @@ inline void run_block(Block& b, dim3 block, void (*entry)(), unsigned lo, unsign
     Fiber& f = b.fibers[t];
     if (!f.stack) f.stack.reset(new char[kStack]);
     f.wait = Wait::None;
+    f.copies.clear();
+    f.committed = 0;
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack.get();
     f.ctx.uc_stack.ss_size = kStack;
     f.ctx.uc_link = nullptr;
     makecontext(&f.ctx, entry, 2, lo, hi);
   }
+  auto run = [&](unsigned t) {
+    if (b.fibers[t].wait != Wait::None) return false;
+    b.current = t;
+    tls.thread = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
+    swapcontext(&b.scheduler, &b.fibers[t].ctx);
+    return true;
+  };
   for (;;) {
     bool ran = false;
-    for (unsigned t = 0; t < b.threads; ++t) {
-      if (b.fibers[t].wait != Wait::None) continue;
-      b.current = t;
-      tls.thread = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
-      swapcontext(&b.scheduler, &b.fibers[t].ctx);
-      ran = true;
+    if (!b.odd) {
+      for (unsigned t = 0; t < b.threads; ++t) ran = run(t) || ran;
+    } else {
+      for (unsigned w0 = (b.threads - 1) / 32 * 32 + 32; w0 > 0;) {
+        w0 -= 32;
+        for (;;) {  // this warp, as far as it goes before a block barrier
+          bool any = false;
+          for (unsigned t = std::min(w0 + 32, b.threads); t > w0;) any = run(--t) || any;
+          ran = ran || any;
+          if (!any && !open_warp(b, w0)) break;
+        }
+      }
     }
     if (!ran && !release(b)) break;
   }
@@ -198,14 +237,39 @@ void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
   tls.grid_dim = grid;
   tls.blk = &b;
   auto body = [&] { kernel(args...); };
+  ++launches;
   const auto addr = uintptr_t(&body);
   for (unsigned bz = 0; bz < grid.z; ++bz)
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         tls.block = dim3(bx, by, bz);
+        b.odd = (launches + bx + by + bz) % 2 == 1;
         run_block(b, block, reinterpret_cast<void (*)()>(&fiber_entry<decltype(body)>), unsigned(addr & 0xffffffffu),
                   unsigned(addr >> 32));
       }
+}
+
+// cp.async.cg.shared.global of 16 bytes (zeros when !valid), cp.async.commit_group and
+// cp.async.wait_group n (every group of the thread but its newest n has landed), per the schedule
+// of the block (above).
+inline void async_copy16(void* dst, const void* src, bool valid) {
+  Block& b = *tls.blk;
+  Fiber& f = b.fibers[b.current];
+  PendingCopy c{dst, {}, f.committed};
+  if (valid) std::memcpy(c.bytes, src, 16);
+  if (!b.odd)
+    std::memcpy(dst, c.bytes, 16);
+  else
+    f.copies.push_back(c);
+}
+inline void async_commit() { ++tls.blk->fibers[tls.blk->current].committed; }
+inline void async_wait(unsigned newest_left) {
+  Fiber& f = tls.blk->fibers[tls.blk->current];
+  std::erase_if(f.copies, [&](const PendingCopy& c) {
+    const bool lands = c.group + newest_left < f.committed;
+    if (lands) std::memcpy(c.dst, c.bytes, 16);
+    return lands;
+  });
 }
 
 // One mma.sync.aligned.m16n8k16.row.col with fp32 accumulation, from the PTX ISA's fragment
