@@ -5,7 +5,7 @@
 # nvcc; see `make_devbin` below). Stages are named on the command line; each writes $OUT/<stage>.log.
 #   scripts/gpu_session.sh tests bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], bench11b, bench7b, fusion7b, ops11b, ops7b, batch7b, policies11b, policies7b,
+#   tests [gtest filter], bench11b, bench7b, fusion7b, ring7b, ops11b, ops7b, batch7b, policies11b, policies7b,
 #   compare7b, gsm8k, sanitize [gtest filter]. Env: GSM8K_KERNELS (default standard; issue 14's pair
 #   is standard,invariant), GSM8K_LIMIT, GSM8K_TIMEOUT, OPS_KERNELS (ops stages; e.g. standard,invariant).
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
@@ -89,6 +89,16 @@ while [ $# -gt 0 ]; do
         echo "-- KVPARITY_CUDA_FUSION=$f"
         KVPARITY_CUDA_FUSION=$f timeout 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 64 \
           --decode-tokens 128 --cache-off-tokens 64 --repeats 3 2>&1 | tee "$OUT/fusion7b_$f.log" | grep -E "decode|graph"
+      done ;;
+    ring7b)
+      # The invariant decode GEMM: shared-memory ring (default) vs register prefetch
+      # (KVPARITY_CUDA_GEMM_RING=0), batch 1 and 64, beside standard: the same bits either way.
+      stage ring7b
+      for r in 0 1; do
+        echo "-- KVPARITY_CUDA_GEMM_RING=$r"
+        KVPARITY_CUDA_GEMM_RING=$r timeout 280 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
+          --kernels standard,invariant --prompt-tokens 64 --decode-tokens 64 --cache-off-tokens 64 --repeats 2 \
+          --batch-size 64 2>&1 | tee "$OUT/ring7b_$r.log" | tail -4
       done ;;
     batch7b)
       stage batch7b

@@ -18,12 +18,13 @@
 // the chunk's first mma (slots 2t, 2t+1, 2t+8, 2t+9 of its k16) and k + 4..7 to the second. A and B
 // use the same map, so each mma sums 16 true products. K past its end is zero-padded to the chunk:
 // zero products, the same for every M.
-// Two kernels issue that sequence. Decode-sized M (a step is bound by reading W) loads each lane's
-// fragments straight from global memory, several chunks ahead (gemm_kernel). Larger M (prefill,
-// a cache-OFF step, big batches; bound by the tensor cores) stages 128- or 64-row tiles of x and
-// 128-row tiles of W in shared memory through a cp.async pipeline and reads the fragments from
-// there (tiled_kernel): the same 16 bytes per lane, the same two mma per chunk, so a row's bits
-// do not depend on which kernel M picked.
+// Three kernels issue that sequence. Decode-sized M (a step is bound by reading W) streams each
+// lane's fragments of W through a ring of chunks in shared memory (gemm_ring_kernel), or loads
+// them straight into registers, several chunks ahead (gemm_kernel: rows without 16-byte loads).
+// Larger M (prefill, a cache-OFF step, big batches; bound by the tensor cores) stages 128- or
+// 64-row tiles of x and 128-row tiles of W in shared memory through a cp.async pipeline and reads
+// the fragments from there (tiled_kernel). Each reads the same 16 bytes per lane and issues the
+// same two mma per chunk, so a row's bits do not depend on which kernel M picked.
 // The kernels and their dispatch live in this header so that the CPU suite runs the same source on
 // the host (simt_host.h, where an mma is emulated from the PTX fragment layout and a cp.async copy
 // lands at its issue or only at its wait, by block); cuda_invariant_gemm.cu launches them.
@@ -162,6 +163,98 @@ __device__ __forceinline__ void wait_copies() {
 #endif
 }
 
+// Decode-sized M with 16-byte loads (gemm_ring_kernel): the direct kernel's warp shapes, but each
+// lane streams its own fragments of W through a ring of D chunks in shared memory by cp.async, so
+// that D chunks of W per lane stay in flight without holding registers, and the stream never
+// drains between batches of loads. A lane copies exactly the 16 bytes per n8 tile it later feeds
+// to the mma (row n0 + 8j + g, k = 32c + 8t ..), so it reads only its own copies: no barrier,
+// only its wait. Chunks are consumed G at a time (their fragments read together, then their mma
+// in chunk order), and refilled G at a time into the slots the previous step emptied. x (a few
+// rows, read by every block) comes from global memory through the caches.
+constexpr int kRingLanes = kWarps * 32;
+
+template <int S, int MT, int NT, int D, int G>
+__global__ void __launch_bounds__(kRingLanes)
+    gemm_ring_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  static_assert(D % G == 0 && D / G >= 2, "whole steps, one in use while the next arrive");
+  constexpr int kSteps = D / G;  // ring slots, in steps of G chunks
+  __shared__ __align__(16) uint4 ring[D][NT][kRingLanes];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  // m-blocks along x: the blocks that share a stretch of W run side by side and share its reads.
+  const int m0 = blockIdx.x * 16 * MT;
+  const int n0 = (blockIdx.y * kWarps + warp) * 8 * NT;
+  if (n0 >= N) return;  // the whole warp; no barrier below
+  const int chunks = (K + 31) / 32;
+  // Step q's copies: chunks qG .. qG + G - 1 into slots (q mod kSteps) G + ..; one commit group a
+  // step, empty past K, so that "step q has landed" is always wait_copies<kSteps - 2>.
+  auto issue = [&](int q) {
+#pragma unroll
+    for (int u = 0; u < G; ++u) {
+      const int c = q * G + u, slot = (q % kSteps) * G + u, k = 32 * c + 8 * t;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int n = n0 + 8 * j + g;
+        const bool ok = n < N && k < K;  // else zeros: rows past N, k past K (the last chunk's tail)
+        if (c < chunks) copy16(&ring[slot][j][threadIdx.x], ok ? W + size_t(n) * K + k : W, ok);
+      }
+    }
+    commit_copies();
+  };
+  const int steps = (chunks + G - 1) / G;
+#pragma unroll
+  for (int q = 0; q < kSteps - 1; ++q) issue(q);
+  float c[MT][NT][4] = {};
+  for (int q = 0; q < steps; ++q) {
+    wait_copies<kSteps - 2>();
+    uint4 b[G][NT], xa[G][MT], xb[G][MT];
+#pragma unroll
+    for (int u = 0; u < G; ++u) {
+      const int slot = (q % kSteps) * G + u, k = 32 * (q * G + u) + 8 * t;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) b[u][j] = load_raw<uint4>(&ring[slot][j][threadIdx.x]);
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        xa[u][i] = load8<true>(xh, m0 + 16 * i + g, M, k, K);
+        xb[u][i] = load8<true>(xh, m0 + 16 * i + g + 8, M, k, K);
+      }
+    }
+    // The slots of step q - 1, read in the previous step, take step q + kSteps - 1.
+    issue(q + kSteps - 1);
+#pragma unroll
+    for (int u = 0; u < G; ++u) {
+      if (q * G + u >= chunks) break;
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          mma16816<S>(c[i][j], xa[u][i].x, xb[u][i].x, xa[u][i].y, xb[u][i].y, b[u][j].x, b[u][j].y);  // k + 0..3
+          mma16816<S>(c[i][j], xa[u][i].z, xb[u][i].z, xa[u][i].w, xb[u][i].w, b[u][j].z, b[u][j].w);  // k + 4..7
+        }
+    }
+  }
+  wait_copies<0>();  // no copy outlives the block
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = n0 + 8 * j + 2 * t;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + 16 * i + g + 8 * h;
+        if (m >= M) continue;
+        if (n < N) y[size_t(m) * N + n] = c[i][j][2 * h];
+        if (n + 1 < N) y[size_t(m) * N + n + 1] = c[i][j][2 * h + 1];
+      }
+    }
+}
+
+template <int S, int MT, int NT, int D, int G, class Launch>
+void launch_ring(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  const int cols = kWarps * 8 * NT, rows = 16 * MT;
+  const dim3 grid(unsigned((M + rows - 1) / rows), unsigned((N + cols - 1) / cols));
+  launch(gemm_ring_kernel<S, MT, NT, D, G>, grid, dim3(kRingLanes), xh, M, W, K, N, y);
+}
+
 constexpr int kTiledWarps = 8;
 constexpr int kChunk = 32;  // k per pipeline stage: one chunk of the mma sequence
 
@@ -253,13 +346,19 @@ void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_
   launch(tiled_kernel<S, BM, WM, STAGES>, grid, dim3(kTiledWarps * 32), xh, M, W, K, N, y);
 }
 
-// Decode-sized M: one n8 tile per warp, so that a 4096-row W spreads over 128 blocks, and 8 chunks
-// of W in flight per thread; up to 64 rows (batched decode): 2 x 2 tiles per warp, so that each
-// loaded fragment feeds more mma instructions. Larger M: the shared-memory pipeline, 64-row block
-// tiles (4 stages) up to 256 rows so that the GPU still gets a few blocks per multiprocessor,
-// 128-row tiles (3 stages, 48 KB) beyond; unaligned x or W, or K % 8 != 0, keep the direct kernel.
+// Decode-sized M: one n8 tile per warp, so that a 4096-row W spreads over 128 blocks, and 16
+// chunks of W in flight per lane (a 32 KB ring a block); up to 64 rows (batched decode): 2 x 2
+// tiles per warp, so that each fragment feeds more mma instructions, 8 chunks in flight. `ring`
+// false takes the register-prefetch kernel instead (the same bits; for measuring one against the
+// other). Larger M: the shared-memory pipeline, 64-row block tiles (4 stages) up to 256 rows so
+// that the GPU still gets a few blocks per multiprocessor, 128-row tiles (3 stages, 48 KB)
+// beyond; unaligned x or W, or K % 8 != 0, keep the register-prefetch kernel.
 template <int S, bool Vec, class Launch>
-void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y, bool ring) {
+  if constexpr (Vec) {
+    if (ring && M <= 16) return launch_ring<S, 1, 1, 16, 4>(launch, xh, M, W, K, N, y);
+    if (ring && M <= 64) return launch_ring<S, 2, 2, 8, 2>(launch, xh, M, W, K, N, y);
+  }
   if (M <= 16)
     launch_shape<S, 1, 1, 8, Vec>(launch, xh, M, W, K, N, y);
   else if (M <= 64)
@@ -274,14 +373,17 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
 
 // xh: x in the 16-bit storage type `store` (kF16 or kBF16), as W.
 template <class Launch>
-void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, float* y) {
+void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, float* y,
+          bool ring = true) {
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);
   const bool vec = K % 8 == 0 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
   if (store == kF16)
-    vec ? gemm_as<kF16, true>(launch, x16, M, w16, K, N, y) : gemm_as<kF16, false>(launch, x16, M, w16, K, N, y);
+    vec ? gemm_as<kF16, true>(launch, x16, M, w16, K, N, y, ring)
+        : gemm_as<kF16, false>(launch, x16, M, w16, K, N, y, ring);
   if (store == kBF16)
-    vec ? gemm_as<kBF16, true>(launch, x16, M, w16, K, N, y) : gemm_as<kBF16, false>(launch, x16, M, w16, K, N, y);
+    vec ? gemm_as<kBF16, true>(launch, x16, M, w16, K, N, y, ring)
+        : gemm_as<kBF16, false>(launch, x16, M, w16, K, N, y, ring);
 }
 
 }  // namespace
