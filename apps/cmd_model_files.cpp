@@ -91,6 +91,14 @@ void register_model_files(CLI::App& app) {
     const Checkpoint ckpt = open_checkpoint(c->model);
     if (c->to == "gguf" && ckpt.vocab && given(conv, "--tokenizer"))
       fail_usage("--tokenizer needs a model without a vocabulary ({} carries its own, which the GGUF keeps)", c->model);
+    if (given(conv, "--tokenizer")) {
+      // Written beside the weights, a tokenizer with ids past the embedding makes a file that fails
+      // at its first such token (and that llama.cpp refuses): refuse it here, by name.
+      const int n = load_tokenizer(c->tokenizer)->vocab_size();
+      if (n > ckpt.config.vocab_size)
+        fail("{}: {} tokens, more than the {} embedding rows of {} (not this model's tokenizer?)", c->tokenizer, n,
+             ckpt.config.vocab_size, c->model);
+    }
     ExportOptions eo;
     if (!c->dtype.empty()) eo.dtype = parse_dtype(c->dtype);
     if (given(conv, "--quant") && c->to != "gguf") fail_usage("--quant {} needs --to gguf", c->quant);

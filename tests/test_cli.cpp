@@ -124,6 +124,19 @@ TEST(Cli, ConvertLlama2cToGgufEmbedsTheTokenizer) {
   EXPECT_EQ(r.out.rfind(", there was a little girl", 0), 0u) << r.out;
 }
 
+TEST(Cli, ConvertRefusesATokenizerLongerThanTheEmbedding) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  KVP_REQUIRE_SHARED(tok, "models/llama2-tokenizer/tokenizer.bin");  // 32000 tokens for 512 rows
+  test::TempDir tmp;
+  for (const char* to : {"gguf", "hf"}) {
+    const std::string out = tmp.file(std::string("s.") + to);
+    const CliRun r = kvparity("convert --model " + q(model) + " --tokenizer " + q(tok) + " --to " + to + " --out " + q(out));
+    EXPECT_EQ(r.status, 1) << to;
+    EXPECT_NE(r.err.find("error: " + tok + ": 32000 tokens, more than the 512 embedding rows"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << to;
+  }
+}
+
 // A real model quantised by convert: the file is a conformant GGUF about half the size, reloads
 // with its matrices quantised, and greedy text stays the float model's on this short run.
 TEST(Cli, ConvertQuantisesAndTheQuantisedFileGenerates) {

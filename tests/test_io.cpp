@@ -11,6 +11,7 @@
 #include "io/hf_config.h"
 #include "io/model_writer.h"
 #include "io/safetensors.h"
+#include "tokenizer/tokenizer.h"
 #include "test_io_util.h"
 #include "test_util.h"
 
@@ -292,6 +293,47 @@ void expect_same_vocab(const VocabSpec& a, const VocabSpec& b) {
   EXPECT_EQ(a.pad_id, b.pad_id);
   EXPECT_EQ(a.add_bos, b.add_bos);
   EXPECT_EQ(a.add_space_prefix, b.add_space_prefix);
+}
+
+// A GGUF carries one token per embedding row (llama.cpp takes the token count for the vocabulary
+// size): a shorter tokenizer is padded with unused "[PAD<id>]" tokens, as llama.cpp's converter
+// pads Qwen2.5's; a longer one is not this model's, and nothing is written.
+TEST(IoWriter, GgufVocabularyHasOneTokenPerEmbeddingRow) {
+  KVP_REQUIRE_SHARED(p, "reference/qwen2");
+  Checkpoint src = open_checkpoint(p);
+  const int rows = src.config.vocab_size;
+  test::TempDir tmp;
+  VocabSpec short_v = small_vocab(rows - 5);
+  write_gguf(tmp.file("short.gguf"), src.config, as_list(src), &short_v);
+  Checkpoint back = open_checkpoint(tmp.file("short.gguf"));
+  ASSERT_TRUE(back.vocab.has_value());
+  ASSERT_EQ(back.vocab->tokens.size(), size_t(rows));
+  for (int id = 0; id < rows; ++id) {
+    const bool pad = id >= rows - 5;
+    SCOPED_TRACE(id);
+    EXPECT_EQ(back.vocab->tokens[size_t(id)], pad ? "[PAD" + std::to_string(id) + "]" : short_v.tokens[size_t(id)]);
+    EXPECT_EQ(back.vocab->scores[size_t(id)], pad ? -1000.0f : short_v.scores[size_t(id)]);
+    EXPECT_EQ(back.vocab->token_types[size_t(id)], pad ? int32_t(TokenType::Unused) : short_v.token_types[size_t(id)]);
+  }
+  expect_same_tensors(src, back);
+  // The padding tokens are never produced from text, and decode to their own spelling.
+  const auto tok = tokenizer_from_vocab(*back.vocab);
+  for (int id : tok->encode("tok7 tok9", false)) EXPECT_LT(id, rows - 5);
+  EXPECT_EQ(tok->vocab_size(), rows);
+
+  VocabSpec long_v = small_vocab(rows + 1);
+  const std::string out = tmp.file("long.gguf");
+  try {
+    write_gguf(out, src.config, as_list(src), &long_v);
+    ADD_FAILURE() << "a tokenizer longer than the embedding was written";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(rows + 1) + " tokens, more than the model's " +
+                                         std::to_string(rows) + " embedding rows"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
 }
 
 TEST(IoWriter, GgufRoundTripAllFamilies) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
@@ -9,6 +10,7 @@
 #include "core/atomic_file.h"
 #include "io/gguf.h"
 #include "io/io_util.h"
+#include "tokenizer/vocab_spec.h"
 #include "kernels/elementwise.h"
 
 namespace kvp {
@@ -133,6 +135,30 @@ class KvList {
   std::vector<std::pair<std::string, GgufValue>> items_;
 };
 
+// The vocabulary a GGUF of this model carries: one token per embedding row, as llama.cpp reads
+// the token count as the vocabulary size and checks the embedding's shape against it. Models whose
+// embedding has rows past the tokenizer (Qwen2.5: 151936 rows, 151665 tokens) get llama.cpp's own
+// padding, unused "[PAD<id>]" tokens; a tokenizer with more tokens than rows is not this model's.
+VocabSpec vocab_for_file(const std::string& path, const VocabSpec& v, const ModelConfig& cfg) {
+  const size_t n = v.tokens.size(), rows = size_t(cfg.vocab_size);
+  if (!v.scores.empty() && v.scores.size() != n)
+    fail("{}: vocabulary has {} scores for {} tokens", path, v.scores.size(), n);
+  if (!v.token_types.empty() && v.token_types.size() != n)
+    fail("{}: vocabulary has {} token types for {} tokens", path, v.token_types.size(), n);
+  if (n > rows)
+    fail("{}: the tokenizer has {} tokens, more than the model's {} embedding rows (not this model's tokenizer?)",
+         path, n, rows);
+  VocabSpec p = v;
+  if (n == rows) return p;
+  if (p.token_types.empty()) p.token_types.assign(n, int32_t(TokenType::Normal));
+  for (size_t id = n; id < rows; ++id) {
+    p.tokens.push_back(fmt::format("[PAD{}]", id));
+    if (!p.scores.empty()) p.scores.push_back(-1000.0f);
+    p.token_types.push_back(int32_t(TokenType::Unused));
+  }
+  return p;
+}
+
 }  // namespace
 
 void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vector<TensorView>& tensors,
@@ -227,12 +253,8 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
         kv.set(A + key, GgufValue::of_f32(float(it->second)));
   }
   if (vocab != nullptr) {
-    const VocabSpec& v = *vocab;
+    const VocabSpec v = vocab_for_file(path, *vocab, cfg);
     const size_t n = v.tokens.size();
-    if (!v.scores.empty() && v.scores.size() != n)
-      fail("{}: vocabulary has {} scores for {} tokens", path, v.scores.size(), n);
-    if (!v.token_types.empty() && v.token_types.size() != n)
-      fail("{}: vocabulary has {} token types for {} tokens", path, v.token_types.size(), n);
     kv.set("tokenizer.ggml.model", GgufValue::of_str(v.model));
     if (!v.pre.empty()) kv.set("tokenizer.ggml.pre", GgufValue::of_str(v.pre));
     kv.set("tokenizer.ggml.tokens", GgufValue::of_strings(v.tokens));
