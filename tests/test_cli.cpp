@@ -249,8 +249,12 @@ TEST(Cli, BenchPrintsJsonWithTheDocumentedFields) {
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.size(), 2u);
   for (const char* k : {"kernels", "dtype", "threads", "prefill_tok_s", "decode_tok_s", "cache_off_step_s",
-                        "model_bytes", "bandwidth_bound_tok_s"})
+                        "model_bytes", "kv_bytes", "bandwidth_bound_tok_s"})
     EXPECT_TRUE(j[0].contains(k)) << k;
+  // The bound counts weights and the KV cache the timed steps read: --bandwidth-gbs 10 over both.
+  EXPECT_GT(j[0]["kv_bytes"].get<double>(), 0.0);
+  EXPECT_NEAR(j[0]["bandwidth_bound_tok_s"].get<double>(),
+              10e9 / (j[0]["model_bytes"].get<double>() + j[0]["kv_bytes"].get<double>()), 1e-6);
   EXPECT_GT(j[0]["decode_tok_s"].get<double>(), 0.0);
   EXPECT_EQ(j[0]["logits"], "last");
   const CliRun all = kvparity("bench --model " + q(model) +

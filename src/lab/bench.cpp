@@ -99,6 +99,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       std::unique_ptr<Engine> engine;
       BenchResult r;
       SimdTarget simd = SimdTarget::Auto;
+      KvType kv;
       double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30, best_batch = 1e30;
     };
     std::vector<Run> runs;
@@ -124,6 +125,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
           run.r.dtype = std::string(dtype_name(dt));
           run.r.kv_dtype = kv.name();
           run.simd = simd;
+          run.kv = kv;
           if (dev == Device::Cpu) {
             use_simd(simd);
             run.r.simd = simd_in_use();
@@ -202,8 +204,9 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       r.batch = cfg.batch;
       if (cfg.batch > 1) r.batch_decode_tok_s = double(cfg.batch) * cfg.decode_tokens / run.best_batch;
       r.model_bytes = double(model->weights.matrix_bytes());
+      r.kv_bytes = kv_bytes_per_decode_step(model->config, run.kv, cfg.prompt_tokens, cfg.decode_tokens);
       r.bandwidth_gbs = bandwidth[r.device == "cpu" ? r.threads : -1];
-      r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / r.model_bytes;
+      r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / (r.model_bytes + r.kv_bytes);
       r.decode_fraction_of_bound = r.decode_tok_s / r.bandwidth_bound_tok_s;
       r.all_logits = cfg.all_logits;
       r.prefill_gflops = prefill_flops(model->config, cfg.prompt_tokens, cfg.all_logits) / run.best_prefill / 1e9;
@@ -220,21 +223,32 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
   return rows;
 }
 
+double kv_bytes_per_decode_step(const ModelConfig& cfg, const KvType& kv, int first, int steps) {
+  if (steps <= 0) return 0;
+  const double row = 2.0 * cfg.n_kv_heads * double(kv.bytes(size_t(cfg.head_dim)));  // K and V of one position
+  double positions = 0;
+  for (int l = 0; l < cfg.n_layers; ++l) {
+    const int w = cfg.window_for_layer(l);
+    for (int p = first; p < first + steps; ++p) positions += w > 0 ? std::min(p + 1, w) : p + 1;
+  }
+  return row * positions / steps;
+}
+
 std::string bench_table(const std::vector<BenchResult>& rows) {
   const bool any_gpu = std::any_of(rows.begin(), rows.end(), [](const BenchResult& r) { return r.device != "cpu"; });
   const int batch = rows.empty() ? 1 : rows.front().batch;
-  std::string s = fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>9} {:>7} {:>11} {:>13} {:>10} {:>9} {:>9} {:>9}{}{}\n",
+  std::string s = fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>9} {:>7} {:>11} {:>13} {:>10} {:>8} {:>9} {:>9} {:>9}{}{}\n",
                               "device", "simd", "kernels", "dtype", "kv", "threads", "prefill t/s", "GFLOP/s", "% peak",
-                              "decode t/s", "cache-off s", "model MB", "BW GB/s", "bound t/s", "% bound",
+                              "decode t/s", "cache-off s", "model MB", "KV MB", "BW GB/s", "bound t/s", "% bound",
                               any_gpu ? "  peak device MB" : "",
                               batch > 1 ? fmt::format(" {:>16}", fmt::format("B={} decode t/s", batch)) : "");
   for (const auto& r : rows)
-    s += fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>9.1f} {:>7} {:>11.2f} {:>13.4f} {:>10.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}{}\n",
+    s += fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>9.1f} {:>7} {:>11.2f} {:>13.4f} {:>10.1f} {:>8.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}{}\n",
                      r.device, r.simd.empty() ? "-" : r.simd, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s,
                      r.prefill_gflops,
                      r.peak_gflops > 0 ? fmt::format("{:.0f}%", 100.0 * r.prefill_fraction_of_peak) : std::string("-"),
                      r.decode_tok_s,
-                     r.cache_off_step_s, r.model_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s,
+                     r.cache_off_step_s, r.model_bytes / 1e6, r.kv_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s,
                      100.0 * r.decode_fraction_of_bound,
                      r.device == "cpu" ? (any_gpu ? fmt::format(" {:>15}", "-") : std::string())
                                        : fmt::format(" {:>15.0f}", r.peak_device_mb),
@@ -275,6 +289,7 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
                    {"decode_tok_s", r.decode_tok_s},
                    {"cache_off_step_s", r.cache_off_step_s},
                    {"model_bytes", r.model_bytes},
+                   {"kv_bytes", r.kv_bytes},
                    {"bandwidth_gbs", r.bandwidth_gbs},
                    {"bandwidth_bound_tok_s", r.bandwidth_bound_tok_s},
                    {"decode_fraction_of_bound", r.decode_fraction_of_bound},

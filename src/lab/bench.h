@@ -49,8 +49,9 @@ struct BenchResult {
   double peak_gflops = 0;               // cpu: measured fp32 FMA peak on this SIMD target and thread count
   double prefill_fraction_of_peak = 0;
   double model_bytes = 0;             // bytes of weight matrices read per decoded token
+  double kv_bytes = 0;                // bytes of KV cache read per decoded token, over the timed steps
   double bandwidth_gbs = 0;           // measured read bandwidth with this many threads
-  double bandwidth_bound_tok_s = 0;   // bandwidth / model_bytes
+  double bandwidth_bound_tok_s = 0;   // bandwidth / (model_bytes + kv_bytes)
   double decode_fraction_of_bound = 0;
   double peak_rss_mb = 0;
   double peak_device_mb = 0;          // cuda: peak device memory allocated by kvparity so far
@@ -59,6 +60,10 @@ struct BenchResult {
   // Share of the resident weight matrices mapped with 2 MiB pages after the runs (-1: unknown).
   double weights_huge_page_share = -1;
 };
+
+// Bytes of K and V that decode steps at positions first .. first + steps - 1 read, per step: every
+// layer reads each cached position (its window's, in a windowed layer) up to and including its own.
+double kv_bytes_per_decode_step(const ModelConfig& cfg, const KvType& kv, int first, int steps);
 
 // Refuses (usage error) a configuration run_bench cannot run, before anything is loaded.
 void check_bench_config(const BenchConfig& cfg);
