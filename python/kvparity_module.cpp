@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <string>
 #include <mutex>
 #include <thread>
 
@@ -167,6 +168,10 @@ class PyModel {
     engine_ = std::make_unique<Engine>(model_, opts_);
   }
 
+  // An fp32 field as the shortest decimal that reads back to it (1e-05, not 9.999999747e-06): what
+  // config.json said, and float(x) in numpy gives the engine's value back.
+  static double shortest(float f) { return std::stod(fmt::format("{}", f)); }
+
   py::dict config() const {
     const ModelConfig& c = model_->config;
     py::dict d;
@@ -179,8 +184,8 @@ class PyModel {
     d["head_dim"] = c.head_dim;
     d["vocab_size"] = c.vocab_size;
     d["context_length"] = c.max_seq_len;
-    d["rope_theta"] = c.rope_theta;
-    d["norm_eps"] = c.norm_eps;
+    d["rope_theta"] = shortest(c.rope_theta);
+    d["norm_eps"] = shortest(c.norm_eps);
     d["sliding_window"] = c.sliding_window;
     d["tied_embeddings"] = c.tied_embeddings;
     d["bos_id"] = c.bos_id;

@@ -42,6 +42,10 @@ def test_forward_matches_transformers(family):
     d = shared(f"reference/{family}")
     m = kvparity.load(d)
     assert m.config["arch"] == family
+    hf = json.load(open(os.path.join(d, "config.json")))
+    # fp32 fields read back as config.json wrote them (the shortest decimal, not the float widened)
+    assert m.config["norm_eps"] == hf["rms_norm_eps"]
+    assert m.config["rope_theta"] == hf.get("rope_theta", 10000.0)
     ids = json.load(open(os.path.join(d, "tokens.json")))["input_ids"]
     logits = m.forward(ids)
     ref = np.fromfile(os.path.join(d, "logits.f32"), dtype=np.float32).reshape(len(ids), -1)
