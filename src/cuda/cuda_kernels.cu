@@ -404,11 +404,17 @@ class CudaKernels final : public Kernels {
   std::vector<NonFiniteHit> pending_nonfinite() override {
     fusion_.flush();
     end_collecting(false);
+    pass_open_ = false;
     return hits_.read();
   }
 
   void begin_pass() override {
     fusion_.flush();
+    // A pass that ended early (an error thrown mid-pass) leaves its kernels' reports behind; they
+    // must not be read as this pass's, under its slot names.
+    // (Its launches still collected are dropped with the collection, below.)
+    if (pass_open_) hits_.read();
+    pass_open_ = true;
     ring_.begin_pass();
     graphs_.begin_pass();
   }
@@ -544,6 +550,9 @@ class CudaKernels final : public Kernels {
   void end_collecting(bool flush) { ring_.end_collecting(flush); }
   template <typename T>
   const T* upload(UploadRing::Kind kind, const T* host, size_t n) {
+    // A held launch (q's rotation, K's cache write) reads an earlier upload that a restarted ring
+    // would overwrite before the launch is queued.
+    if (ring_.restarts(kind, host, n)) release_held();
     return ring_.upload(kind, host, n);
   }
   static constexpr auto kTokenIds = UploadRing::kTokenIds, kPositions = UploadRing::kPositions,
@@ -582,6 +591,7 @@ class CudaKernels final : public Kernels {
   Converted conv_;
   const RopeTable* rope_table_ = nullptr;
   NonFiniteHits hits_;
+  bool pass_open_ = false;  // begin_pass seen, pending_nonfinite not yet
   UploadRing ring_{graphs_};  // (binds the reference only)
   PassGraphs graphs_;         // last: destroyed first, while the stream and buffers are still there
 };

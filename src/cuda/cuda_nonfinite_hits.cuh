@@ -28,13 +28,19 @@ class NonFiniteHits {
     const size_t n = std::max(size_t(slot) + 1, size_t(4096));
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     std::vector<unsigned long long> old(slots_ + (slots_ ? 1 : 0));
-    if (!old.empty()) KVP_CUDA_CHECK(cudaMemcpy(old.data(), mem_.p, old.size() * 8, cudaMemcpyDeviceToHost));
+    if (!old.empty())
+      KVP_CUDA_CHECK(cudaMemcpyAsync(old.data(), mem_.p, old.size() * 8, cudaMemcpyDeviceToHost, stream()));
+    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     mem_.ensure((n + 1) * 8);
     std::vector<unsigned long long> fresh(n + 1, ~0ull);
     fresh[n] = 0;
     for (size_t i = 0; i < slots_; ++i) fresh[i] = old[i];
     if (!old.empty()) fresh[n] = old[slots_];
-    KVP_CUDA_CHECK(cudaMemcpy(mem_.p, fresh.data(), fresh.size() * 8, cudaMemcpyHostToDevice));
+    // On the pass's stream, and waited for: a plain cudaMemcpy from pageable memory goes on the
+    // legacy stream, which the non-blocking stream() does not wait for, and may return before its
+    // DMA has landed, so the first reports of the next kernels could be overwritten by the fill.
+    KVP_CUDA_CHECK(cudaMemcpyAsync(mem_.p, fresh.data(), fresh.size() * 8, cudaMemcpyHostToDevice, stream()));
+    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     slots_ = n;
   }
   NonFiniteSlot at(int slot) {
@@ -52,7 +58,9 @@ class NonFiniteHits {
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     if (*flag_host_ == 0) return out;
     std::vector<unsigned long long> h(size_t(max_slot_) + 1);
-    KVP_CUDA_CHECK(cudaMemcpy(h.data(), hits, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));
+    KVP_CUDA_CHECK(
+        cudaMemcpyAsync(h.data(), hits, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost, stream()));
+    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     for (size_t i = 0; i < h.size(); ++i) {
       if (h[i] == ~0ull) continue;
       const unsigned kind = unsigned(h[i] & 3u);

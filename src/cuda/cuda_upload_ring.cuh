@@ -59,11 +59,21 @@ class UploadRing {
       graphs_.end_pass();
   }
 
+  // Whether upload(kind, host, n) would start the ring over (wait for the GPU, then reuse it from
+  // its start): launches held back that read earlier uploads must be queued before it.
+  template <typename T>
+  bool restarts(Kind kind, const T* host, size_t n) const {
+    return earlier(kind, host, n * sizeof(T)) == nullptr && off_ + padded(n * sizeof(T)) > bytes_;
+  }
+
   // n values for the next kernels: their device address. A full ring waits for the GPU once, then
   // starts over.
   template <typename T>
   const T* upload(Kind kind, const T* host, size_t n) {
-    const size_t bytes = (n * sizeof(T) + 255) / 256 * 256;
+    // The same bytes uploaded earlier in this pass (every layer's positions and descriptors), first:
+    // a copy that needs no room must not restart the ring.
+    if (const char* d = earlier(kind, host, n * sizeof(T))) return reinterpret_cast<const T*>(d);
+    const size_t bytes = padded(n * sizeof(T));
     if (off_ + bytes > bytes_) {
       end_collecting(true);  // collected launches read the ring as it is now
       KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
@@ -77,10 +87,6 @@ class UploadRing {
         bytes_ = cap;
       }
     }
-    // The same bytes uploaded earlier in this pass (every layer's positions and descriptors).
-    for (const Staged& u : uploads_)
-      if (u.kind == kind && u.bytes == n * sizeof(T) && std::memcmp(static_cast<char*>(host_) + u.off, host, u.bytes) == 0)
-        return reinterpret_cast<const T*>(static_cast<char*>(dev_.p) + u.off);
     char* h = static_cast<char*>(host_) + off_;
     char* d = static_cast<char*>(dev_.p) + off_;
     std::memcpy(h, host, n * sizeof(T));
@@ -99,6 +105,14 @@ class UploadRing {
     Kind kind;
     size_t off, bytes;  // in the ring
   };
+  static size_t padded(size_t bytes) { return (bytes + 255) / 256 * 256; }
+  // The device copy of these bytes of this kind uploaded since the ring started over, if any.
+  const char* earlier(Kind kind, const void* host, size_t bytes) const {
+    for (const Staged& u : uploads_)
+      if (u.kind == kind && u.bytes == bytes && std::memcmp(static_cast<const char*>(host_) + u.off, host, bytes) == 0)
+        return static_cast<const char*>(dev_.p) + u.off;
+    return nullptr;
+  }
   PassGraphs& graphs_;
   Block dev_;
   void* host_ = nullptr;
