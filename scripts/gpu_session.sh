@@ -5,7 +5,7 @@
 # nvcc; see `make_devbin` below). Stages are named on the command line; each writes $OUT/<stage>.log.
 #   scripts/gpu_session.sh tests bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], bench11b, bench7b, fusion7b, ring7b, ops11b, ops7b, batch7b, policies11b, policies7b,
+#   tests [gtest filter], bench11b, bench7b, fusion7b, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b,
 #   compare7b, gsm8k, sanitize [gtest filter]. Env: GSM8K_KERNELS (default standard; issue 14's pair
 #   is standard,invariant), GSM8K_LIMIT, GSM8K_TIMEOUT, OPS_KERNELS (ops stages; e.g. standard,invariant).
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
@@ -99,6 +99,16 @@ while [ $# -gt 0 ]; do
         KVPARITY_CUDA_GEMM_RING=$r timeout 280 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
           --kernels standard,invariant --prompt-tokens 64 --decode-tokens 64 --cache-off-tokens 64 --repeats 2 \
           --batch-size 64 2>&1 | tee "$OUT/ring7b_$r.log" | tail -4
+      done ;;
+    attn7b)
+      # The flash attention with the next K/V tile's copies overlapping this one (default) vs one
+      # stage (KVPARITY_CUDA_ATTN_STAGES=1): prefill and cache-OFF over 512, standard and invariant.
+      stage attn7b
+      for a in 1 2; do
+        echo "-- KVPARITY_CUDA_ATTN_STAGES=$a"
+        KVPARITY_CUDA_ATTN_STAGES=$a timeout 250 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
+          --kernels standard,invariant --prompt-tokens 512 --decode-tokens 32 --cache-off-tokens 512 --repeats 2 \
+          2>&1 | tee "$OUT/attn7b_$a.log" | tail -4
       done ;;
     batch7b)
       stage batch7b

@@ -43,6 +43,11 @@ struct HostLaunch {
   void operator()(Kernel kernel, dim3 grid, dim3 block, Args... args) const {
     simt::launch(grid, block, kernel, args...);
   }
+  template <class Kernel, class... Args>
+  void with_smem(size_t bytes, Kernel kernel, dim3 grid, dim3 block, Args... args) const {
+    ASSERT_LE(bytes, simt::kDynamicSharedBytes);
+    simt::launch(grid, block, kernel, args...);
+  }
 };
 
 std::vector<uint8_t> stored(DType t, const std::vector<float>& v) {
@@ -253,6 +258,10 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
     const cuda::AttnShape sh = whole.shape();
     const cuda::AttnDesc wd = whole.desc();
     ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh)) << c.name;
+    // Copying each tile before computing it (one stage) gives what overlapping them (two) gives.
+    const std::vector<float> two_stages = whole.got;
+    ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh, 1)) << c.name;
+    EXPECT_SAME_BITS(whole.got, two_stages, std::string(c.name) + ": one stage against two");
     const float tol = c.act == DType::F16 ? 2e-2f : 1e-1f;
     EXPECT_LE(test::max_abs_diff(whole.got, whole.want), tol) << c.name << ": not the attention the CPU computes";
     const size_t row = size_t(c.heads) * c.hd;

@@ -4,7 +4,8 @@
 // kernels (cuda_attention.cu under `standard`, the portable kernel under `invariant`).
 //
 // A block owns 64 query rows of one head of one slice, four warps of 16 rows. Per 64-key tile the
-// block stages K and V in shared memory; each warp computes S = Q.K^T with mma.sync m16n8k16
+// block stages K and V in shared memory (cp.async, the next tile's copies in flight while this
+// one is computed: two stages, 70 KB of dynamic shared memory at head_dim 128); each warp computes S = Q.K^T with mma.sync m16n8k16
 // (fp16/bf16 operands, fp32 accumulation: Q and K hold values of the compute dtype, so the
 // operands are exact), rounds the scores where HF's eager code does (attn_score), folds them into
 // an online softmax (fp32 max, rescaled fp32 sum), and adds P.V with P rounded to the compute
@@ -69,13 +70,21 @@ __device__ __forceinline__ int window_start(const AttnShape& s, int pos) {
 
 // Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
 // column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
-template <int S, int HD>
+template <int HD, int STAGES>
+constexpr size_t smem_bytes() {
+  return size_t(STAGES) * 2 * kKeys * (HD + kPad) * sizeof(uint16_t);
+}
+
+// STAGES = 2: the next tile's K and V are copied (cp.async) while this one is computed; 1: each
+// tile is copied, then computed. The same arithmetic either way.
+template <int S, int HD, int STAGES>
 __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s) {
   constexpr int KT = HD / 16;  // k-steps over the head dimension
   constexpr int NT = HD / 8;   // output n-tiles
   constexpr int RS = HD + kPad;
-  __shared__ __align__(16) uint16_t k_s[kKeys][RS];
-  __shared__ __align__(16) uint16_t v_s[kKeys][RS];
+  // Stage st: K rows at [st][0], V rows at [st][1], each kKeys x RS.
+  KVP_DYNAMIC_SHARED(uint16_t, smem);
+  auto kv_s = reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem);
 
   const AttnDesc d = descs[blockIdx.z];
   const int r0 = blockIdx.x * kRows;
@@ -120,20 +129,37 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   const uint16_t* kg = static_cast<const uint16_t*>(d.k) + head_off;
   const uint16_t* vg = static_cast<const uint16_t*>(d.v) + head_off;
 
-  for (int k0 = key_begin / kKeys * kKeys; k0 < key_end; k0 += kKeys) {
-    __syncthreads();  // the previous tile's readers are done
+  // The tile at k0 into stage st, zeros past key_end (so a never-written slot is never read).
+  auto copy_tile = [&](int k0, int st) {
     constexpr int kVecPerRow = HD / 8;
     for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += 128) {
       const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
-      if (k0 + row < key_end) {
-        kv = load_raw<uint4>(kg + size_t(k0 + row) * HD + col);
-        vv = load_raw<uint4>(vg + size_t(k0 + row) * HD + col);
-      }
-      store_u4(&k_s[row][col], kv);
-      store_u4(&v_s[row][col], vv);
+      const bool ok = k0 + row < key_end;
+      const size_t at = ok ? size_t(k0 + row) * HD + col : 0;
+      copy16(&kv_s[st][0][row][col], kg + at, ok);
+      copy16(&kv_s[st][1][row][col], vg + at, ok);
     }
-    __syncthreads();
+    commit_copies();
+  };
+  const int first = key_begin / kKeys * kKeys;
+  if (STAGES == 2 && first < key_end) copy_tile(first, 0);
+  for (int k0 = first, tile = 0; k0 < key_end; k0 += kKeys, ++tile) {
+    const int st = STAGES == 2 ? tile % 2 : 0;
+    if constexpr (STAGES == 2) {
+      // The other stage was last read in the previous tile, which every thread has finished (the
+      // barrier at its end). An empty group past the last tile keeps the wait's count.
+      if (k0 + kKeys < key_end)
+        copy_tile(k0 + kKeys, 1 - st);
+      else
+        commit_copies();
+      wait_copies<1>();  // this tile's copies have landed
+    } else {
+      copy_tile(k0, 0);
+      wait_copies<0>();
+    }
+    __syncthreads();  // and are seen by the whole block
+    const auto& k_s = kv_s[st][0];
+    const auto& v_s = kv_s[st][1];
 
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys (8 n-tiles of 8 keys).
     float sc[8][4];
@@ -215,6 +241,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
         mma<S>(o[n], pf[kk], b0, b1);
       }
     }
+    __syncthreads();  // every thread is done with this stage before it is refilled
   }
 
   // C fragment: rows ra (o[n][0..1]) and rb (o[n][2..3]), columns n*8 + 2t, + 1. The + 0 (a
@@ -235,28 +262,34 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   }
 }
 
+// launch.with_smem(bytes, kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 template <int S, int HD, class Launch>
-void launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
+void launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages) {
   const dim3 grid(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
-  launch(prefill_mma_kernel<S, HD>, grid, dim3(128), descs, s);
+  if (stages == 2)
+    launch.with_smem(smem_bytes<HD, 2>(), prefill_mma_kernel<S, HD, 2>, grid, dim3(128), descs, s);
+  else
+    launch.with_smem(smem_bytes<HD, 1>(), prefill_mma_kernel<S, HD, 1>, grid, dim3(128), descs, s);
 }
 
 template <int S, class Launch>
-bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
+bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages) {
   switch (s.head_dim) {
-    case 32: launch_hd<S, 32>(launch, descs, n, max_rows, s); return true;
-    case 64: launch_hd<S, 64>(launch, descs, n, max_rows, s); return true;
-    case 96: launch_hd<S, 96>(launch, descs, n, max_rows, s); return true;
-    case 128: launch_hd<S, 128>(launch, descs, n, max_rows, s); return true;
+    case 32: launch_hd<S, 32>(launch, descs, n, max_rows, s, stages); return true;
+    case 64: launch_hd<S, 64>(launch, descs, n, max_rows, s, stages); return true;
+    case 96: launch_hd<S, 96>(launch, descs, n, max_rows, s, stages); return true;
+    case 128: launch_hd<S, 128>(launch, descs, n, max_rows, s, stages); return true;
     default: return false;
   }
 }
 
 // Launches the kernel over every row of the n slices when it applies (false: nothing launched).
+// stages: 2 (copies of the next tile overlap this one's arithmetic) or 1; the same bits.
 template <class Launch>
-bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
+bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages = 2) {
   if (s.kv_store != s.act || (s.act != kF16 && s.act != kBF16) || max_rows > 65535 * kRows) return false;
-  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s) : launch_s<kBF16>(launch, descs, n, max_rows, s);
+  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages)
+                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages);
 }
 
 }  // namespace

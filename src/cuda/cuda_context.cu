@@ -52,6 +52,17 @@ void check(cudaError_t e, const char* what) {
   fail_input(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
+void allow_smem(const void* kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::unordered_map<const void*, size_t> allowed;
+  const std::lock_guard<std::mutex> lock(mu);
+  size_t& have = allowed[kernel];
+  if (have >= bytes) return;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)),
+        "allowing a kernel its shared memory");
+  have = bytes;
+}
+
 bool built() { return true; }
 
 void open() {

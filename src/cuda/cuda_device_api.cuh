@@ -76,4 +76,39 @@ __device__ __forceinline__ void store_from_f32(void* base, size_t i, float v) {
   if constexpr (S == kBF16) static_cast<__nv_bfloat16*>(base)[i] = __float2bfloat16_rn(v);
 }
 
+// 16 bytes from global to shared memory without passing through registers (zeros when !valid);
+// on the host, simt_host.h's stand-in. The copies a thread issued land by its wait_copies<N>()
+// (every group but the newest N), and are seen by the block after a barrier.
+__device__ __forceinline__ void copy16(void* smem, const void* gmem, bool valid) {
+#ifdef __CUDA_ARCH__
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
+  simt::async_copy16(smem, gmem, valid);
+#endif
+}
+__device__ __forceinline__ void commit_copies() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.commit_group;\n" ::);
+#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
+  simt::async_commit();
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wait_copies() {
+#ifdef __CUDA_ARCH__
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
+  simt::async_wait(N);
+#endif
+}
+
+// A kernel's dynamic shared memory (the size given at launch; above 48 KB the kernel must have
+// been allowed it, which StreamLaunch::with_smem does); on the host, simt_host.h's buffer.
+#if defined(__CUDACC__)
+#define KVP_DYNAMIC_SHARED(T, name) extern __shared__ __align__(16) T name[]
+#else
+#define KVP_DYNAMIC_SHARED(T, name) T* name = ::kvp::simt::dynamic_shared<T>()
+#endif
+
 }  // namespace kvp::cuda

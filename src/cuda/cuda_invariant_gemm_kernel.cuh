@@ -135,34 +135,6 @@ void launch_shape(const Launch& launch, const uint16_t* xh, int M, const uint16_
   launch(gemm_kernel<S, MT, NT, U, Vec>, grid, dim3(kWarps * 32), xh, M, W, K, N, y);
 }
 
-// 16 bytes from global to shared memory without passing through registers (zeros when !valid:
-// rows past M or N, k past K); on the host, simt_host.h's stand-in. The copies a thread issued
-// land by its wait_copies<N>() (every group but the newest N), and are seen by the block after a
-// barrier.
-__device__ __forceinline__ void copy16(void* smem, const void* gmem, bool valid) {
-#ifdef __CUDA_ARCH__
-  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
-  simt::async_copy16(smem, gmem, valid);
-#endif
-}
-__device__ __forceinline__ void commit_copies() {
-#ifdef __CUDA_ARCH__
-  asm volatile("cp.async.commit_group;\n" ::);
-#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
-  simt::async_commit();
-#endif
-}
-template <int N>
-__device__ __forceinline__ void wait_copies() {
-#ifdef __CUDA_ARCH__
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#elif !defined(__CUDACC__)  // nvcc's host pass never runs it
-  simt::async_wait(N);
-#endif
-}
-
 // Decode-sized M with 16-byte loads (gemm_ring_kernel): the direct kernel's warp shapes, but each
 // lane streams its own fragments of W through a ring of D chunks in shared memory by cp.async, so
 // that D chunks of W per lane stay in flight without holding registers, and the stream never

@@ -272,6 +272,15 @@ inline void async_wait(unsigned newest_left) {
   });
 }
 
+// A kernel's dynamic shared memory: one buffer, as blocks run one after another (the kernels ask
+// for at most the 227 KB a block of an sm_90 GPU may have).
+constexpr size_t kDynamicSharedBytes = size_t(227) << 10;
+template <class T>
+T* dynamic_shared() {
+  alignas(16) static unsigned char buf[kDynamicSharedBytes];
+  return reinterpret_cast<T*>(buf);
+}
+
 // One mma.sync.aligned.m16n8k16.row.col with fp32 accumulation, from the PTX ISA's fragment
 // layout: lane (g = lane / 4, t = lane % 4) holds A rows g and g + 8 at columns 2t, 2t+1 (a0, a1)
 // and 2t+8, 2t+9 (a2, a3); B column g at rows 2t, 2t+1 (b0) and 2t+8, 2t+9 (b1); C and D rows g,
