@@ -34,6 +34,17 @@ if ! usable; then
 fi
 K="$BIN/kvparity"
 stage() { echo "== $1 ($(date +%T))"; }
+# ab VAR "VALUES" NAME TIMEOUT GREP BENCH-ARGS...: the 7B fp16 bench once per value of an environment
+# switch that changes speed, not bits; each log in $OUT/NAME_VALUE.log, its last lines (or GREP's).
+ab() {
+  local var=$1 values=$2 name=$3 limit=$4 pat=$5 v
+  shift 5
+  for v in $values; do
+    echo "-- $var=$v"
+    env "$var=$v" timeout "$limit" "$K" bench --device cuda --synth llama2-7b --dtype fp16 "$@" 2>&1 |
+      tee "$OUT/${name}_$v.log" | if [ -n "$pat" ]; then grep -E "$pat"; else tail -4; fi
+  done
+}
 while [ $# -gt 0 ]; do
   s=$1; shift
   case $s in
@@ -85,31 +96,20 @@ while [ $# -gt 0 ]; do
       # The decode step with the rounding points folded (default) and launched one by one
       # (KVPARITY_CUDA_FUSION=0): same bits, fewer graph nodes; the last line names the nodes.
       stage fusion7b
-      for f in 0 1; do
-        echo "-- KVPARITY_CUDA_FUSION=$f"
-        KVPARITY_CUDA_FUSION=$f timeout 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 64 \
-          --decode-tokens 128 --cache-off-tokens 64 --repeats 3 2>&1 | tee "$OUT/fusion7b_$f.log" | grep -E "decode|graph"
-      done ;;
+      ab KVPARITY_CUDA_FUSION "0 1" fusion7b 200 "decode|graph" --prompt-tokens 64 --decode-tokens 128 \
+        --cache-off-tokens 64 --repeats 3 ;;
     ring7b)
       # The invariant decode GEMM: shared-memory ring (default) vs register prefetch
       # (KVPARITY_CUDA_GEMM_RING=0), batch 1 and 64, beside standard: the same bits either way.
       stage ring7b
-      for r in 0 1; do
-        echo "-- KVPARITY_CUDA_GEMM_RING=$r"
-        KVPARITY_CUDA_GEMM_RING=$r timeout 280 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
-          --kernels standard,invariant --prompt-tokens 64 --decode-tokens 64 --cache-off-tokens 64 --repeats 2 \
-          --batch-size 64 2>&1 | tee "$OUT/ring7b_$r.log" | tail -4
-      done ;;
+      ab KVPARITY_CUDA_GEMM_RING "0 1" ring7b 280 "" --kernels standard,invariant --prompt-tokens 64 \
+        --decode-tokens 64 --cache-off-tokens 64 --repeats 2 --batch-size 64 ;;
     attn7b)
       # The flash attention with the next K/V tile's copies overlapping this one (default) vs one
       # stage (KVPARITY_CUDA_ATTN_STAGES=1): prefill and cache-OFF over 512, standard and invariant.
       stage attn7b
-      for a in 1 2; do
-        echo "-- KVPARITY_CUDA_ATTN_STAGES=$a"
-        KVPARITY_CUDA_ATTN_STAGES=$a timeout 250 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
-          --kernels standard,invariant --prompt-tokens 512 --decode-tokens 32 --cache-off-tokens 512 --repeats 2 \
-          2>&1 | tee "$OUT/attn7b_$a.log" | tail -4
-      done ;;
+      ab KVPARITY_CUDA_ATTN_STAGES "1 2" attn7b 250 "" --kernels standard,invariant --prompt-tokens 512 \
+        --decode-tokens 32 --cache-off-tokens 512 --repeats 2 ;;
     batch7b)
       stage batch7b
       timeout 300 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \

@@ -73,6 +73,41 @@ __device__ __forceinline__ uint4 load8(const uint16_t* base, int row, int rows, 
   }
 }
 
+// The one place the mma sequence is issued (so every kernel below issues the same one): the two
+// mma of a 32-k chunk for each of the warp's MT x NT tiles, k + 0..3 then k + 4..7.
+template <int S, int MT, int NT>
+__device__ __forceinline__ void mma_chunk(float (&c)[MT][NT][4], const uint4 (&xa)[MT], const uint4 (&xb)[MT],
+                                          const uint4 (&b)[NT]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      mma16816<S>(c[i][j], xa[i].x, xb[i].x, xa[i].y, xb[i].y, b[j].x, b[j].y);  // k + 0..3
+      mma16816<S>(c[i][j], xa[i].z, xb[i].z, xa[i].w, xb[i].w, b[j].z, b[j].w);  // k + 4..7
+    }
+}
+
+// The warp's accumulators, tiles at rows m0 + 16i and columns n0 + 8j, into y (rows < M, columns
+// < N).
+template <int MT, int NT>
+__device__ __forceinline__ void store_tiles(const float (&c)[MT][NT][4], float* y, int M, int N, int m0, int n0,
+                                            int lane) {
+  const int g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      const int n = n0 + 8 * j + 2 * t;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = m0 + 16 * i + g + 8 * h;
+        if (m >= M) continue;
+        if (n < N) y[size_t(m) * N + n] = c[i][j][2 * h];
+        if (n + 1 < N) y[size_t(m) * N + n + 1] = c[i][j][2 * h + 1];
+      }
+    }
+}
+
 // A warp computes MT m16 tiles by NT n8 tiles; a block's four warps sit side by side along N. The
 // fragments of U chunks are loaded before their mma instructions run (a decode step is bound by
 // reading W: the loads of a whole stretch of K are in flight at once); chunks past K are loaded as
@@ -103,28 +138,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (ch0 + u >= chunks) break;
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          mma16816<S>(c[i][j], xa[u][i].x, xb[u][i].x, xa[u][i].y, xb[u][i].y, b[u][j].x, b[u][j].y);  // k + 0..3
-          mma16816<S>(c[i][j], xa[u][i].z, xb[u][i].z, xa[u][i].w, xb[u][i].w, b[u][j].z, b[u][j].w);  // k + 4..7
-        }
+      mma_chunk<S>(c, xa[u], xb[u], b[u]);
     }
   }
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int n = n0 + 8 * j + 2 * t;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + 16 * i + g + 8 * h;
-        if (m >= M) continue;
-        if (n < N) y[size_t(m) * N + n] = c[i][j][2 * h];
-        if (n + 1 < N) y[size_t(m) * N + n + 1] = c[i][j][2 * h + 1];
-      }
-    }
+  store_tiles(c, y, M, N, m0, n0, lane);
 }
 
 // launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
@@ -195,29 +212,11 @@ __global__ void __launch_bounds__(kRingLanes)
 #pragma unroll
     for (int u = 0; u < G; ++u) {
       if (q * G + u >= chunks) break;
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          mma16816<S>(c[i][j], xa[u][i].x, xb[u][i].x, xa[u][i].y, xb[u][i].y, b[u][j].x, b[u][j].y);  // k + 0..3
-          mma16816<S>(c[i][j], xa[u][i].z, xb[u][i].z, xa[u][i].w, xb[u][i].w, b[u][j].z, b[u][j].w);  // k + 4..7
-        }
+      mma_chunk<S>(c, xa[u], xb[u], b[u]);
     }
   }
   wait_copies<0>();  // no copy outlives the block
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int n = n0 + 8 * j + 2 * t;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + 16 * i + g + 8 * h;
-        if (m >= M) continue;
-        if (n < N) y[size_t(m) * N + n] = c[i][j][2 * h];
-        if (n + 1 < N) y[size_t(m) * N + n + 1] = c[i][j][2 * h + 1];
-      }
-    }
+  store_tiles(c, y, M, N, m0, n0, lane);
 }
 
 template <int S, int MT, int NT, int D, int G, class Launch>
@@ -288,28 +287,10 @@ __global__ void __launch_bounds__(kTiledWarps * 32)
     }
 #pragma unroll
     for (int j = 0; j < NT; ++j) b[j] = load_raw<uint4>(&ws[st][wn + 8 * j + g][8 * t]);
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        mma16816<S>(c[i][j], xa[i].x, xb[i].x, xa[i].y, xb[i].y, b[j].x, b[j].y);  // k + 0..3
-        mma16816<S>(c[i][j], xa[i].z, xb[i].z, xa[i].w, xb[i].w, b[j].z, b[j].w);  // k + 4..7
-      }
+    mma_chunk<S>(c, xa, xb, b);
   }
   wait_copies<0>();  // no copy outlives the block (the last groups are empty)
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int n = n0 + wn + 8 * j + 2 * t;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + wm + 16 * i + g + 8 * h;
-        if (m >= M) continue;
-        if (n < N) y[size_t(m) * N + n] = c[i][j][2 * h];
-        if (n + 1 < N) y[size_t(m) * N + n + 1] = c[i][j][2 * h + 1];
-      }
-    }
+  store_tiles(c, y, M, N, m0 + wm, n0 + wn, lane);
 }
 
 template <int S, int BM, int WM, int STAGES, class Launch>
