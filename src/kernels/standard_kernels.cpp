@@ -3,8 +3,9 @@
 // cache-free recomputation (M = t+1) sum the same dot products in different orders:
 //  matmul    M == 1         GEMV: threads split W rows; when there are too few rows per thread
 //                           they split K instead and the partial sums are added afterwards.
-//            2 <= M < 16    the GEMV dot kernel on groups of up to four x rows (same order as
-//                           GEMV, so these shapes agree with decode bitwise).
+//            2 <= M < 16    small GEMM: tiles of W rows meet every x row while in L1, so W is
+//                           read from memory once; each output in the GEMV's dot order (so these
+//                           shapes agree with a decode step that does not split K).
 //            M >= 16        packed GEMM: x^T panels x fp32 W blocks, one FMA chain per output.
 //  attention n_rows == 1    split-KV "flash decoding": fixed key chunks over (KV head, chunk)
 //                           work items, merged with max-rescaling.
