@@ -34,7 +34,8 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
   std::mt19937 rng(21);
   const int kBig = 300, N = 300;
   // Row slices of the big call (the 128-row pipeline), each computed alone: decode (1), small
-  // batches, both sides of the dispatch's boundaries (16, 64 direct; 256: 64- vs 128-row tiles).
+  // batches, both sides of the dispatch's boundaries (16, 64: the shared-memory ring, or the
+  // register prefetch when K % 8 != 0; 256: 64- vs 128-row tiles).
   const std::pair<int, int> slices[] = {{0, 1},    {57, 1},    {299, 1},  {10, 3},  {20, 16},
                                         {40, 17},  {100, 64},  {120, 65}, {7, 130}, {44, 256}, {41, 257}};
   for (DType act : {DType::F16, DType::BF16})
