@@ -13,8 +13,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
-#include <string>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "core/error.h"

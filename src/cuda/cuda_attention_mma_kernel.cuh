@@ -5,12 +5,12 @@
 //
 // A block owns 64 query rows of one head of one slice, four warps of 16 rows. Per 64-key tile the
 // block stages K and V in shared memory (cp.async, the next tile's copies in flight while this
-// one is computed: two stages, 70 KB of dynamic shared memory at head_dim 128); each warp computes S = Q.K^T with mma.sync m16n8k16
-// (fp16/bf16 operands, fp32 accumulation: Q and K hold values of the compute dtype, so the
-// operands are exact), rounds the scores where HF's eager code does (attn_score), folds them into
-// an online softmax (fp32 max, rescaled fp32 sum), and adds P.V with P rounded to the compute
-// dtype, the same roundings as the CUDA-core kernel; only the summation order inside the tensor
-// cores differs, as it does in every GPU stack. Keys past the block's last position are never
+// one is computed: two stages, 70 KB of dynamic shared memory at head_dim 128); each warp
+// computes S = Q.K^T with mma.sync m16n8k16 (fp16/bf16 operands, fp32 accumulation: Q and K hold
+// values of the compute dtype, so the operands are exact), rounds the scores where HF's eager code
+// does (attn_score), folds them into an online softmax (fp32 max, rescaled fp32 sum), and adds P.V
+// with P rounded to the compute dtype, the same roundings as the CUDA-core kernel; only the
+// summation order inside the tensor cores differs, as it does in every GPU stack. Keys past the block's last position are never
 // read: their shared-memory rows are zero, so a never-written (NaN-poisoned) slot cannot leak.
 //
 // Why the `invariant` policy runs every row through it, decode steps included: a row's bits depend
@@ -68,8 +68,7 @@ __device__ __forceinline__ int window_start(const AttnShape& s, int pos) {
   return s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
 }
 
-// Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
-// column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
+// Shared memory of a block: STAGES x (K, V) tiles of kKeys padded rows.
 template <int HD, int STAGES>
 constexpr size_t smem_bytes() {
   return size_t(STAGES) * 2 * kKeys * (HD + kPad) * sizeof(uint16_t);
@@ -77,6 +76,8 @@ constexpr size_t smem_bytes() {
 
 // STAGES = 2: the next tile's K and V are copied (cp.async) while this one is computed; 1: each
 // tile is copied, then computed. The same arithmetic either way.
+// Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
+// column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
 template <int S, int HD, int STAGES>
 __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s) {
   constexpr int KT = HD / 16;  // k-steps over the head dimension

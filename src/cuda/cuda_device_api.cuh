@@ -46,13 +46,6 @@ __device__ __forceinline__ T load_raw(const void* p) {
   return v;
 #endif
 }
-__device__ __forceinline__ void store_u4(void* p, uint4 v) {
-#ifdef __CUDA_ARCH__
-  *static_cast<uint4*>(p) = v;
-#else
-  std::memcpy(p, &v, sizeof v);
-#endif
-}
 
 // The 16-bit pattern of x rounded to S (kF16 or kBF16), RNE.
 template <int S>

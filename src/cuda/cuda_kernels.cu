@@ -550,9 +550,6 @@ class CudaKernels final : public Kernels {
   void end_collecting(bool flush) { ring_.end_collecting(flush); }
   template <typename T>
   const T* upload(UploadRing::Kind kind, const T* host, size_t n) {
-    // A held launch (q's rotation, K's cache write) reads an earlier upload that a restarted ring
-    // would overwrite before the launch is queued.
-    if (ring_.restarts(kind, host, n)) release_held();
     return ring_.upload(kind, host, n);
   }
   static constexpr auto kTokenIds = UploadRing::kTokenIds, kPositions = UploadRing::kPositions,
@@ -592,7 +589,9 @@ class CudaKernels final : public Kernels {
   const RopeTable* rope_table_ = nullptr;
   NonFiniteHits hits_;
   bool pass_open_ = false;  // begin_pass seen, pending_nonfinite not yet
-  UploadRing ring_{graphs_};  // (binds the reference only)
+  // (Binds the reference only.) A held launch (q's rotation, K's cache write) reads an earlier
+  // upload, which a restart rewrites: it is queued first.
+  UploadRing ring_{graphs_, [this] { release_held(); }};
   PassGraphs graphs_;         // last: destroyed first, while the stream and buffers are still there
 };
 

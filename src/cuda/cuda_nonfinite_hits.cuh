@@ -28,9 +28,10 @@ class NonFiniteHits {
     const size_t n = std::max(size_t(slot) + 1, size_t(4096));
     KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     std::vector<unsigned long long> old(slots_ + (slots_ ? 1 : 0));
-    if (!old.empty())
+    if (!old.empty()) {
       KVP_CUDA_CHECK(cudaMemcpyAsync(old.data(), mem_.p, old.size() * 8, cudaMemcpyDeviceToHost, stream()));
-    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+      KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    }
     mem_.ensure((n + 1) * 8);
     std::vector<unsigned long long> fresh(n + 1, ~0ull);
     fresh[n] = 0;

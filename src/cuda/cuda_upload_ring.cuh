@@ -7,6 +7,8 @@
 // collection (end_collecting) goes through here for that reason.
 #include <algorithm>
 #include <cstring>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "cuda/cuda_common.cuh"
@@ -21,7 +23,10 @@ class UploadRing {
   // uploads are shared does not depend on the values (a token id equal to a position).
   enum Kind { kTokenIds, kPositions, kKvDescs, kAttnPrefillDescs, kAttnDecodeDescs };
 
-  explicit UploadRing(PassGraphs& graphs) : graphs_(graphs) {}
+  // before_restart runs before the ring starts over: launches held back that read earlier
+  // uploads must be queued first, since the restart rewrites those bytes.
+  UploadRing(PassGraphs& graphs, std::function<void()> before_restart)
+      : graphs_(graphs), before_restart_(std::move(before_restart)) {}
   ~UploadRing() {
     if (host_ != nullptr) cudaFreeHost(host_);
   }
@@ -59,13 +64,6 @@ class UploadRing {
       graphs_.end_pass();
   }
 
-  // Whether upload(kind, host, n) would start the ring over (wait for the GPU, then reuse it from
-  // its start): launches held back that read earlier uploads must be queued before it.
-  template <typename T>
-  bool restarts(Kind kind, const T* host, size_t n) const {
-    return earlier(kind, host, n * sizeof(T)) == nullptr && off_ + padded(n * sizeof(T)) > bytes_;
-  }
-
   // n values for the next kernels: their device address. A full ring waits for the GPU once, then
   // starts over.
   template <typename T>
@@ -75,6 +73,7 @@ class UploadRing {
     if (const char* d = earlier(kind, host, n * sizeof(T))) return reinterpret_cast<const T*>(d);
     const size_t bytes = padded(n * sizeof(T));
     if (off_ + bytes > bytes_) {
+      before_restart_();
       end_collecting(true);  // collected launches read the ring as it is now
       KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
       consumed();
@@ -114,6 +113,7 @@ class UploadRing {
     return nullptr;
   }
   PassGraphs& graphs_;
+  std::function<void()> before_restart_;
   Block dev_;
   void* host_ = nullptr;
   size_t bytes_ = 0, off_ = 0;

@@ -10,8 +10,8 @@
 #include "core/atomic_file.h"
 #include "io/gguf.h"
 #include "io/io_util.h"
-#include "tokenizer/vocab_spec.h"
 #include "kernels/elementwise.h"
+#include "tokenizer/vocab_spec.h"
 
 namespace kvp {
 

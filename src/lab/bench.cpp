@@ -99,7 +99,6 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       std::unique_ptr<Engine> engine;
       BenchResult r;
       SimdTarget simd = SimdTarget::Auto;
-      KvType kv;
       double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30, best_batch = 1e30;
     };
     std::vector<Run> runs;
@@ -125,7 +124,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
           run.r.dtype = std::string(dtype_name(dt));
           run.r.kv_dtype = kv.name();
           run.simd = simd;
-          run.kv = kv;
+          run.r.kv_bytes = kv_bytes_per_decode_step(model->config, kv, cfg.prompt_tokens, cfg.decode_tokens);
           if (dev == Device::Cpu) {
             use_simd(simd);
             run.r.simd = simd_in_use();
@@ -204,7 +203,6 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       r.batch = cfg.batch;
       if (cfg.batch > 1) r.batch_decode_tok_s = double(cfg.batch) * cfg.decode_tokens / run.best_batch;
       r.model_bytes = double(model->weights.matrix_bytes());
-      r.kv_bytes = kv_bytes_per_decode_step(model->config, run.kv, cfg.prompt_tokens, cfg.decode_tokens);
       r.bandwidth_gbs = bandwidth[r.device == "cpu" ? r.threads : -1];
       r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / (r.model_bytes + r.kv_bytes);
       r.decode_fraction_of_bound = r.decode_tok_s / r.bandwidth_bound_tok_s;
