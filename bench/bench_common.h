@@ -14,6 +14,12 @@
 
 namespace kvp::bench {
 
+// A weight matrix's shape: W[N, K] (y = x . W^T), named for benchmark rows.
+struct Shape {
+  const char* name;
+  int64_t N, K;
+};
+
 inline ThreadPool* pool_for(int threads) {
   static std::map<int, std::unique_ptr<ThreadPool>> pools;
   auto& p = pools[threads];

@@ -17,10 +17,6 @@
 namespace kvp::bench {
 namespace {
 
-struct Shape {
-  const char* name;
-  int64_t N, K;
-};
 constexpr Shape kShapes[] = {
     {"q_o_2048x2048", 2048, 2048},
     {"kv_256x2048", 256, 2048},

@@ -2,17 +2,36 @@
 # One call on a lent GPU machine (README, "GPU (CUDA)"): run from the repository root
 # after ../shared/tools/device-pack libssl-dev libssl3 filled .devkit/, carrying .devkit and, to
 # skip the build there, .devbin/ (kvparity, kvparity_cuda_tests, kvparity_bench built here with
-# nvcc; see `make_devbin` below). Stages are named on the command line; each writes $OUT/<stage>.log.
+# nvcc; see `make_devbin` below). Stages are named on the command line:
 #   scripts/gpu_session.sh tests bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], bench11b, bench7b, fusion7b, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b,
-#   compare7b, gsm8k, sanitize [gtest filter]. Env: GSM8K_KERNELS (default standard; issue 14's pair
-#   is standard,invariant), GSM8K_LIMIT, GSM8K_TIMEOUT, OPS_KERNELS (ops stages; e.g. standard,invariant).
+#   tests [gtest filter], gemm [benchmark filter], bench11b, bench7b, fusion7b, ring7b, attn7b, ops11b,
+#   ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k, sanitize [gtest filter].
+# Env: BUDGET_S (seconds the whole call may take, default 560: every stage's timeout is cut to
+#   what is left, and a stage with under 20 s left is skipped), GSM8K_KERNELS (default standard;
+#   issue 14's pair is standard,invariant), GSM8K_LIMIT, OPS_KERNELS (ops stages; e.g.
+#   standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS / COMPARE_KERNELS (compare7b: 64, 256,
+#   standard,invariant).
+# The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
+#   each stage, so a call cut short still returns what finished) and the console to
+#   $L/session.txt.
+# A session has 15 minutes of device time, the machine's start included, and a machine left idle
+#   for 30 s goes back. A plan that fits: first call (timeout_s 580)
+#     BUDGET_S=550 scripts/gpu_session.sh info tests gemm bench7b policies7b compare7b
+#   then, at once, the study (timeout_s what is left):
+#     BUDGET_S=... GSM8K_KERNELS=standard,invariant scripts/gpu_session.sh gsm8k
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
 OUT=${OUT:-/tmp/gpu_out}
+T_END=$(($(date +%s) + ${BUDGET_S:-560}))
+L=$(mktemp -d /tmp/kvp_logs.XXXX)  # every log; packed into $OUT/logs.tgz after each stage
 mkdir -p "$OUT"
+exec > >(tee -a "$OUT/session.txt") 2>&1
+tee_pid=$!
+pack() { tar czf "$OUT/logs.tgz.part" -C "$L" . 2>/dev/null && mv "$OUT/logs.tgz.part" "$OUT/logs.tgz"; }
+# lim N: N seconds, or what is left of the budget (less a margin for packing), if that is less.
+lim() { local left=$((T_END - $(date +%s) - 15)); echo $((left < $1 ? left : $1)); }
 source .devkit/setup.sh >/dev/null
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d:$LD_LIBRARY_PATH
@@ -21,10 +40,10 @@ BIN=.devbin
 usable() { "$BIN/kvparity" --version >/dev/null 2>&1 && "$BIN/kvparity_cuda_tests" --gtest_list_tests >/dev/null 2>&1; }
 native_build() {
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVPARITY_SHARED="$KVPARITY_SHARED" \
-    -DKVPARITY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DKVPARITY_PYTHON=OFF >"$OUT/build.log" 2>&1 &&
-    cmake --build build-cuda -j16 --target kvparity kvparity_cuda_tests kvparity_bench >>"$OUT/build.log" 2>&1
+    -DKVPARITY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DKVPARITY_PYTHON=OFF >"$L/build.log" 2>&1 &&
+    cmake --build build-cuda -j16 --target kvparity kvparity_cuda_tests kvparity_bench >>"$L/build.log" 2>&1
   local rc=$?
-  tail -5 "$OUT/build.log"
+  tail -5 "$L/build.log"
   BIN=build-cuda
   return $rc
 }
@@ -33,65 +52,95 @@ if ! usable; then
   native_build || { echo "native build failed"; exit 1; }
 fi
 K="$BIN/kvparity"
-stage() { echo "== $1 ($(date +%T))"; }
+stage() { echo "== $1 ($(date +%T), $((T_END - $(date +%s))) s left)"; }
 # ab VAR "VALUES" NAME TIMEOUT GREP BENCH-ARGS...: the 7B fp16 bench once per value of an environment
-# switch that changes speed, not bits; each log in $OUT/NAME_VALUE.log, its last lines (or GREP's).
+# switch that changes speed, not bits; each log in NAME_VALUE.log, its last lines (or GREP's).
 ab() {
   local var=$1 values=$2 name=$3 limit=$4 pat=$5 v
   shift 5
   for v in $values; do
     echo "-- $var=$v"
-    env "$var=$v" timeout "$limit" "$K" bench --device cuda --synth llama2-7b --dtype fp16 "$@" 2>&1 |
-      tee "$OUT/${name}_$v.log" | if [ -n "$pat" ]; then grep -E "$pat"; else tail -4; fi
+    env "$var=$v" timeout "$(lim "$limit")" "$K" bench --device cuda --synth llama2-7b --dtype fp16 "$@" 2>&1 |
+      tee "$L/${name}_$v.log" | if [ -n "$pat" ]; then grep -E "$pat"; else tail -4; fi
   done
+}
+# The 7B-shape checkpoint on disk (compare7b, gsm8k), written once per machine.
+synth7b() {
+  [ -d /tmp/l7 ] && return 0
+  local t0=$(date +%s)
+  timeout "$(lim 120)" "$K" synth --preset llama2-7b --dtype fp16 --out /tmp/l7 >/dev/null 2>"$L/synth.log" ||
+    { echo "synth failed:"; tail -3 "$L/synth.log"; rm -rf /tmp/l7; return 1; }
+  echo "synth: $(($(date +%s) - t0)) s"
 }
 while [ $# -gt 0 ]; do
   s=$1; shift
+  arg=''; if [ $# -gt 0 ] && [[ $1 != -* ]] && [[ $1 == *[./*]* ]]; then arg=$1; shift; fi
+  if [ "$(lim 20)" -lt 20 ]; then echo "== $s skipped: the budget is spent"; continue; fi
   case $s in
     info)
       stage info
-      nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/info.log"
-      "$K" --version | tee -a "$OUT/info.log" ;;
+      nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv | tee "$L/info.log"
+      "$K" --version | tee -a "$L/info.log" ;;
     build) stage build; native_build; K="$BIN/kvparity" ;;
     tests)
-      f='*'; if [ $# -gt 0 ] && [[ $1 != -* ]] && [[ $1 == *[.*]* ]]; then f=$1; shift; fi
+      f=${arg:-'*'}
       stage "tests $f"
-      timeout 400 "$BIN/kvparity_cuda_tests" --gtest_filter="$f" >"$OUT/tests.log" 2>&1
-      echo "rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error|Expected|Which is|actual" "$OUT/tests.log" | head -60 ;;
+      timeout "$(lim 400)" "$BIN/kvparity_cuda_tests" --gtest_filter="$f" >"$L/tests.log" 2>&1
+      echo "rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error|Expected|Which is|actual" "$L/tests.log" | head -60 ;;
     sanitize)
-      f=${1:-'CudaBackend.Batch*'}; shift || true
+      f=${arg:-'CudaBackend.Batch*'}
       stage "sanitize $f"
-      timeout 300 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/kvparity_cuda_tests" --gtest_filter="$f" \
-        >"$OUT/sanitize.log" 2>&1
-      echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid|PASSED|FAILED" "$OUT/sanitize.log" | head -20 ;;
+      timeout "$(lim 300)" compute-sanitizer --tool memcheck --print-limit 20 "$BIN/kvparity_cuda_tests" --gtest_filter="$f" \
+        >"$L/sanitize.log" 2>&1
+      echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid|PASSED|FAILED" "$L/sanitize.log" | head -20 ;;
+    gemm)
+      # Every GEMM the GPU runs at 7B shapes (bench/bench_cuda_matmul.cpp): cuBLAS, each invariant
+      # kernel forced, portable; M = 1 .. 16384. One line a row: time per call, TFLOPS, GBps.
+      f=${arg:-'cuda_matmul/'}
+      stage "gemm $f"
+      timeout "$(lim 240)" "$BIN/kvparity_bench" --benchmark_filter="$f" --benchmark_out="$L/gemm.json" \
+        --benchmark_out_format=json >"$L/gemm.log" 2>&1
+      echo "rc=$?"
+      grep -E "^cuda_matmul" "$L/gemm.log" | sed -E 's|/min_time:[0-9.]+||; s|/manual_time||; s/ +[0-9.]+ us +[0-9]+ +/ /' |
+        awk '{printf "%-58s %10s %-3s %s %s\n", $1, $2, $3, $(NF-1), $NF}' ;;
     bench11b)
       stage bench11b
-      timeout 300 "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
-        --cache-off-tokens 512 --repeats 3 2>&1 | tee "$OUT/bench11b.log" | tail -8 ;;
+      timeout "$(lim 300)" "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
+        --cache-off-tokens 512 --repeats 3 2>&1 | tee "$L/bench11b.log" | tail -8 ;;
     bench7b)
       stage bench7b
-      timeout 400 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
-        --cache-off-tokens 512 --repeats 3 2>&1 | tee "$OUT/bench7b.log" | tail -8 ;;
+      timeout "$(lim 400)" "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
+        --cache-off-tokens 512 --repeats 3 2>&1 | tee "$L/bench7b.log" | tail -8 ;;
     ops11b|ops7b)
       stage $s
       m=tinyllama-1.1b; [ $s = ops7b ] && m=llama2-7b
-      timeout 400 "$K" bench --device cuda --synth $m --dtype fp16 --kernels "${OPS_KERNELS:-standard}" \
+      timeout "$(lim 400)" "$K" bench --device cuda --synth $m --dtype fp16 --kernels "${OPS_KERNELS:-standard}" \
         --prompt-tokens 512 --decode-tokens 32 --cache-off-tokens 512 --repeats 1 --op-times 2>&1 |
-        tee "$OUT/$s.log" | tail -90 ;;
+        tee "$L/$s.log" | tail -90 ;;
     policies11b|policies7b)
-      # standard vs the fixed-order policies (invariant: tensor-core GEMM; portable: CUDA cores).
+      # standard vs the fixed-order policies (invariant: tensor-core GEMM; portable: CUDA cores),
+      # batch 1, then standard vs invariant at batch 64.
       stage $s
       m=tinyllama-1.1b; [ $s = policies7b ] && m=llama2-7b
-      timeout 500 "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant,portable \
-        --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 | tee "$OUT/$s.log" | tail -12 ;;
+      timeout "$(lim 300)" "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant,portable \
+        --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 | tee "$L/$s.log" | tail -12
+      timeout "$(lim 200)" "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant \
+        --prompt-tokens 128 --decode-tokens 64 --cache-off-tokens 1 --repeats 2 --batch-size 64 2>&1 |
+        tee "$L/${s}_batch64.log" | tail -8 ;;
     compare7b)
-      # Issue 14: standard fp16 diverges between cache ON and OFF at 7B shape, invariant never does.
+      # Issue 14: standard fp16 diverges between cache ON and OFF at 7B shape, invariant never does:
+      # the first COMPARE_PROMPTS GSM8K questions, both sides in batches of 64.
       stage compare7b
-      [ -d /tmp/l7 ] || "$K" synth --preset llama2-7b --dtype fp16 --out /tmp/l7 >/dev/null 2>"$OUT/synth.log"
-      timeout 500 "$K" compare --model /tmp/l7 --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" \
-        --prompts builtin:stories --device cuda --kernels standard,invariant --dtype fp16 --max-new-tokens 256 \
-        --out "$OUT/compare7b" >"$OUT/compare7b.log" 2>&1
-      echo "rc=$?"; tail -12 "$OUT/compare7b.log" ;;
+      synth7b || continue
+      n=${COMPARE_PROMPTS:-64}
+      head -n "$n" "$KVPARITY_SHARED/data/gsm8k/test.jsonl" |
+        python3 -c 'import json,sys
+for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json.loads(l)["question"]}))' >"$L/prompts.jsonl"
+      timeout "$(lim 500)" "$K" compare --model /tmp/l7 --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" \
+        --prompts "$L/prompts.jsonl" --device cuda --kernels "${COMPARE_KERNELS:-standard,invariant}" --dtype fp16 \
+        --max-new-tokens "${COMPARE_TOKENS:-256}" --baseline cache=off,batch-size=64 --candidate cache=on,batch-size=64 \
+        --out "$L/compare7b" >"$L/compare7b.log" 2>&1
+      echo "rc=$?"; tail -3 "$L/compare7b.log"; grep -E "^\| (condition|fp|bf)" "$L/compare7b/summary.md" 2>/dev/null ;;
     fusion7b)
       # The decode step with the rounding points folded (default) and launched one by one
       # (KVPARITY_CUDA_FUSION=0): same bits, fewer graph nodes; the last line names the nodes.
@@ -99,10 +148,10 @@ while [ $# -gt 0 ]; do
       ab KVPARITY_CUDA_FUSION "0 1" fusion7b 200 "decode|graph" --prompt-tokens 64 --decode-tokens 128 \
         --cache-off-tokens 64 --repeats 3 ;;
     ring7b)
-      # The invariant decode GEMM: shared-memory ring (default) vs register prefetch
-      # (KVPARITY_CUDA_GEMM_RING=0), batch 1 and 64, beside standard: the same bits either way.
+      # The invariant decode GEMM: shared-memory ring (auto) vs register prefetch, batch 1 and 64,
+      # beside standard: the same bits either way (gemm measures each kernel alone).
       stage ring7b
-      ab KVPARITY_CUDA_GEMM_RING "0 1" ring7b 280 "" --kernels standard,invariant --prompt-tokens 64 \
+      ab KVPARITY_CUDA_GEMM "registers auto" ring7b 280 "" --kernels standard,invariant --prompt-tokens 64 \
         --decode-tokens 64 --cache-off-tokens 64 --repeats 2 --batch-size 64 ;;
     attn7b)
       # The flash attention with the next K/V tile's copies overlapping this one (default) vs one
@@ -112,21 +161,23 @@ while [ $# -gt 0 ]; do
         --decode-tokens 32 --cache-off-tokens 512 --repeats 2 ;;
     batch7b)
       stage batch7b
-      timeout 300 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
-        --cache-off-tokens 512 --repeats 2 --batch-size 64 2>&1 | tee "$OUT/batch7b.log" | tail -4 ;;
+      timeout "$(lim 300)" "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
+        --cache-off-tokens 512 --repeats 2 --batch-size 64 2>&1 | tee "$L/batch7b.log" | tail -4 ;;
     gsm8k)
       # The study at 7B shape: synthetic weights, the Llama-2 tokenizer, 0-shot, 256 new tokens,
       # greedy, cache OFF vs ON, batches of 64 (results appended per problem: a cut run still counts).
       stage gsm8k
-      t0=$(date +%s)
-      [ -d /tmp/l7 ] || "$K" synth --preset llama2-7b --dtype fp16 --out /tmp/l7 >/dev/null 2>"$OUT/synth.log" ||
-        { tail -3 "$OUT/synth.log"; continue; }
-      t1=$(date +%s); echo "synth: $((t1 - t0)) s"
-      timeout ${GSM8K_TIMEOUT:-400} "$K" eval gsm8k --data "$KVPARITY_SHARED/data/gsm8k/test.jsonl" --model /tmp/l7 \
+      synth7b || continue
+      t1=$(date +%s)
+      timeout "$(lim 600)" "$K" eval gsm8k --data "$KVPARITY_SHARED/data/gsm8k/test.jsonl" --model /tmp/l7 \
         --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" --shots 0 --max-new-tokens 256 --limit ${GSM8K_LIMIT:-128} \
-        --batch-size 64 --device cuda --dtypes fp16 --kernels "${GSM8K_KERNELS:-standard}" --out "$OUT/gsm" --no-report >"$OUT/gsm8k.log" 2>&1
+        --batch-size 64 --device cuda --dtypes fp16 --kernels "${GSM8K_KERNELS:-standard}" --out "$L/gsm" --no-report >"$L/gsm8k.log" 2>&1
       rc=$?; t2=$(date +%s)
-      echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$OUT/gsm/gsm8k.jsonl" 2>/dev/null)"; tail -5 "$OUT/gsm8k.log" ;;
+      echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$L/gsm/gsm8k.jsonl" 2>/dev/null)"; tail -5 "$L/gsm8k.log" ;;
     *) echo "unknown stage $s"; exit 2 ;;
   esac
+  pack
 done
+pack
+exec >&- 2>&-
+wait "$tee_pid"

@@ -203,15 +203,25 @@ TEST(CudaKernelsOnCpu, PortableAttentionIsTheCpuPortableKernelsBits) {
 TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
   auto ref = make_kernels(KernelPolicy::Reference, nullptr);
   std::mt19937 rng(34);
-  // Every kernel of the dispatch: for M <= 16 and <= 64 the shared-memory ring and the register
-  // prefetch (the only one when K % 8 != 0), the shared-memory pipeline (64-row tiles to M = 256,
-  // 128-row beyond), over 2 x 128 columns (the second partial) and chunks past K.
+  // Every kernel of the dispatch, each forced on every slice (Auto: the ring to M = 64, the
+  // shared-memory pipeline beyond, 64 x 128 tiles to M = 256, 128 x 128 then 128 x 256), over 2 x
+  // 128 columns (the second partial; a 128 x 256 tile covers N with one partial block) and chunks
+  // past K; rows without 16-byte loads (K % 8 != 0) always take the register prefetch.
+  using cuda::invariant::GemmKernel;
+  constexpr std::pair<GemmKernel, const char*> kernels[] = {
+      {GemmKernel::Auto, "auto"},
+      {GemmKernel::Ring, "ring"},
+      {GemmKernel::Registers, "registers"},
+      {GemmKernel::Tiles64x128, "tiles64x128"},
+      {GemmKernel::Tiles128x128, "tiles128x128"},
+      {GemmKernel::Tiles128x256, "tiles128x256"},
+  };
   const std::pair<int, int> slices[] = {{0, 1},  {299, 1}, {5, 3},   {10, 16}, {20, 17}, {3, 64},
                                         {0, 65}, {7, 130}, {40, 256}, {33, 257}};
   for (DType act : {DType::F16, DType::BF16})
     // Whole 32-k chunks, a partial chunk, rows without 16-byte loads, and 41 chunks, where the rings
-    // (16 and 8 chunks) wrap and end on a partial step: that one on 70 rows and 40 columns (the
-    // emulated mma is slow), which the slices up to 65 rows fit.
+    // (16 and 8 chunks) and the pipelines' stages wrap and end on a partial step: that one on 70
+    // rows and 40 columns (the emulated mma is slow), which the slices up to 65 rows fit.
     for (int K : {96, 40, 77, 1304}) {
       const bool long_k = K > 1000;
       const int kBig = long_k ? 70 : 300, N = long_k ? 40 : 136;
@@ -227,15 +237,19 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
       EXPECT_LE(test::max_abs_diff(big, want), 1e-4 * std::max(1, K / 96))
           << dtype_name(act) << " K " << K << ": the product is wrong";
       for (auto [m0, rows] : slices)
-        for (bool ring : {true, false}) {
-          if (m0 + rows > kBig || (!ring && rows > 64)) continue;  // one kernel past 64 rows
+        for (auto [pick, name] : kernels) {
+          if (m0 + rows > kBig) continue;
+          // The emulation is slow: Auto on every slice, a forced kernel on one row, a partial
+          // m16 tile past 16 rows, a partial 64-row tile and the last partial 128-row tile.
+          const bool few = (m0 == 0 && rows == 1) || rows == 17 || rows == 65 || rows == 257;
+          if (pick != GemmKernel::Auto && !few) continue;
           std::vector<float> alone(size_t(rows) * N, NAN);
           cuda::invariant::gemm(HostLaunch{}, xb.data() + size_t(m0) * K * 2, rows, wb.data(), store, K, N,
-                                alone.data(), ring);
+                                alone.data(), pick);
           const std::vector<float> part(big.begin() + long(m0) * N, big.begin() + long(m0 + rows) * N);
           EXPECT_SAME_BITS(alone, part,
                            std::string(dtype_name(act)) + " K " + std::to_string(K) + " rows " + std::to_string(m0) +
-                               "+" + std::to_string(rows) + (ring ? " (ring)" : " (registers)"));
+                               "+" + std::to_string(rows) + " (" + name + ")");
         }
     }
 }

@@ -7,6 +7,7 @@
 namespace kvp::cuda {
 
 [[noreturn]] void fail_input(const std::string& message);  // Error(BadInput): exit 1
+[[noreturn]] void fail_usage(const std::string& message);  // Error(Usage): exit 2
 // "%.Nf" of a value, for messages.
 std::string fixed(double value, int decimals);
 

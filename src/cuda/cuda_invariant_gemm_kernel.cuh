@@ -21,10 +21,11 @@
 // Three kernels issue that sequence. Decode-sized M (a step is bound by reading W) streams each
 // lane's fragments of W through a ring of chunks in shared memory (gemm_ring_kernel), or loads
 // them straight into registers, several chunks ahead (gemm_kernel: rows without 16-byte loads).
-// Larger M (prefill, a cache-OFF step, big batches; bound by the tensor cores) stages 128- or
-// 64-row tiles of x and 128-row tiles of W in shared memory through a cp.async pipeline and reads
-// the fragments from there (tiled_kernel). Each reads the same 16 bytes per lane and issues the
-// same two mma per chunk, so a row's bits do not depend on which kernel M picked.
+// Larger M (prefill, a cache-OFF step, big batches; bound by the tensor cores) stages tiles of x
+// and W (64 x 128, 128 x 128 or 128 x 256 outputs a block) in shared memory through a cp.async
+// pipeline and reads the fragments from there (tiled_kernel). Each reads the same 16 bytes per
+// lane and issues the same two mma per chunk, so a row's bits do not depend on which kernel M
+// picked (or GemmKernel forced).
 // The kernels and their dispatch live in this header so that the CPU suite runs the same source on
 // the host (simt_host.h, where an mma is emulated from the PTX fragment layout and a cp.async copy
 // lands at its issue or only at its wait, by block); cuda_invariant_gemm.cu launches them.
@@ -229,36 +230,46 @@ void launch_ring(const Launch& launch, const uint16_t* xh, int M, const uint16_t
 constexpr int kTiledWarps = 8;
 constexpr int kChunk = 32;  // k per pipeline stage: one chunk of the mma sequence
 
-// A block computes BM x 128 outputs: 8 warps, WM along M by 8 / WM along N, each warp MT m16 tiles
-// by NT n8 tiles. Stage s holds chunk c = s mod STAGES: x rows [m0, m0 + BM) and W rows [n0, n0 +
-// 128), k in [32c, 32c + 32), row-major, 64 bytes a row (a warp's 16-byte fragment reads then hit
+// Dynamic shared memory of a tiled_kernel: STAGES stages of (BM + BN) rows of one chunk.
+template <int BM, int BN, int STAGES>
+constexpr size_t tiled_smem_bytes() {
+  return size_t(STAGES) * (BM + BN) * kChunk * sizeof(uint16_t);
+}
+
+// A block computes BM x BN outputs: 8 warps, WM along M by 8 / WM along N, each warp MT m16 tiles
+// by NT n8 tiles. Stage s holds chunk c = s mod STAGES: x rows [m0, m0 + BM), then W rows [n0, n0
+// + BN), k in [32c, 32c + 32), row-major, 64 bytes a row (a warp's 16-byte fragment reads then hit
 // 32 different banks per quarter-warp). Needs K % 8 == 0 and 16-byte aligned x and W.
-template <int S, int BM, int WM, int STAGES>
+// Larger tiles read less from L2 per mma (BM x BN outputs for (BM + BN) rows a chunk) and fewer
+// fragments per mma (MT + NT loads for MT x NT tiles), at the cost of fewer blocks for a small M.
+template <int S, int BM, int BN, int WM, int STAGES>
 __global__ void __launch_bounds__(kTiledWarps * 32)
     tiled_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
-  constexpr int BN = 128, WN = kTiledWarps / WM;
+  constexpr int WN = kTiledWarps / WM;
   constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
-  constexpr int kThreads = kTiledWarps * 32;
-  __shared__ __align__(16) uint16_t xs[STAGES][BM][kChunk];
-  __shared__ __align__(16) uint16_t ws[STAGES][BN][kChunk];
+  static_assert(MT * WM * 16 == BM && NT * WN * 8 == BN, "warps tile the block");
+  constexpr int kThreads = kTiledWarps * 32, kRows = BM + BN;
+  KVP_DYNAMIC_SHARED(uint16_t, smem);  // [STAGES][kRows][kChunk]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int wm = (warp % WM) * MT * 16, wn = (warp / WM) * NT * 8;  // the warp's corner in the tile
   const int chunks = (K + kChunk - 1) / kChunk;
+  auto row_at = [&](int st, int row) { return smem + (size_t(st) * kRows + row) * kChunk; };
 
-  // Chunk c into its stage: (BM + BN) rows of four 16-byte pieces, spread over the threads.
+  // Chunk c into its stage: kRows rows of four 16-byte pieces, spread over the threads.
   auto load_chunk = [&](int c) {
     const int st = c % STAGES, k = c * kChunk;
-    for (int i = threadIdx.x; i < (BM + BN) * 4; i += kThreads) {
+    for (int i = threadIdx.x; i < kRows * 4; i += kThreads) {
       const int row = i / 4, kk = k + (i % 4) * 8;
+      uint16_t* dst = row_at(st, row) + (i % 4) * 8;
       if (row < BM) {
         const int m = m0 + row;
         const bool ok = m < M && kk < K;
-        copy16(&xs[st][row][(i % 4) * 8], ok ? xh + size_t(m) * K + kk : xh, ok);
+        copy16(dst, ok ? xh + size_t(m) * K + kk : xh, ok);
       } else {
         const int n = n0 + row - BM;
         const bool ok = n < N && kk < K;
-        copy16(&ws[st][row - BM][(i % 4) * 8], ok ? W + size_t(n) * K + kk : W, ok);
+        copy16(dst, ok ? W + size_t(n) * K + kk : W, ok);
       }
     }
   };
@@ -282,61 +293,78 @@ __global__ void __launch_bounds__(kTiledWarps * 32)
     uint4 xa[MT], xb[MT], b[NT];
 #pragma unroll
     for (int i = 0; i < MT; ++i) {
-      xa[i] = load_raw<uint4>(&xs[st][wm + 16 * i + g][8 * t]);
-      xb[i] = load_raw<uint4>(&xs[st][wm + 16 * i + g + 8][8 * t]);
+      xa[i] = load_raw<uint4>(row_at(st, wm + 16 * i + g) + 8 * t);
+      xb[i] = load_raw<uint4>(row_at(st, wm + 16 * i + g + 8) + 8 * t);
     }
 #pragma unroll
-    for (int j = 0; j < NT; ++j) b[j] = load_raw<uint4>(&ws[st][wn + 8 * j + g][8 * t]);
+    for (int j = 0; j < NT; ++j) b[j] = load_raw<uint4>(row_at(st, BM + wn + 8 * j + g) + 8 * t);
     mma_chunk<S>(c, xa, xb, b);
   }
   wait_copies<0>();  // no copy outlives the block (the last groups are empty)
   store_tiles(c, y, M, N, m0 + wm, n0 + wn, lane);
 }
 
-template <int S, int BM, int WM, int STAGES, class Launch>
+template <int S, int BM, int BN, int WM, int STAGES, class Launch>
 void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
-  const dim3 grid(unsigned((N + 127) / 128), unsigned((M + BM - 1) / BM));
-  launch(tiled_kernel<S, BM, WM, STAGES>, grid, dim3(kTiledWarps * 32), xh, M, W, K, N, y);
+  const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + BM - 1) / BM));
+  launch.with_smem(tiled_smem_bytes<BM, BN, STAGES>(), tiled_kernel<S, BM, BN, WM, STAGES>, grid,
+                   dim3(kTiledWarps * 32), xh, M, W, K, N, y);
 }
 
-// Decode-sized M: one n8 tile per warp, so that a 4096-row W spreads over 128 blocks, and 16
-// chunks of W in flight per lane (a 32 KB ring a block); up to 64 rows (batched decode): 2 x 2
-// tiles per warp, so that each fragment feeds more mma instructions, 8 chunks in flight. `ring`
-// false takes the register-prefetch kernel instead (the same bits; for measuring one against the
-// other). Larger M: the shared-memory pipeline, 64-row block tiles (4 stages) up to 256 rows so
-// that the GPU still gets a few blocks per multiprocessor, 128-row tiles (3 stages, 48 KB)
-// beyond; unaligned x or W, or K % 8 != 0, keep the register-prefetch kernel.
+// Which kernel computes a GEMM. Every one issues the same mma sequence per output, so the choice
+// changes speed only; Auto picks by M, the others are forced for every M (to measure them against
+// each other: KVPARITY_CUDA_GEMM, kvparity_bench's cuda_matmul rows). Rows without 16-byte loads
+// (K % 8 != 0, unaligned x or W) always take the register-prefetch kernel.
+enum class GemmKernel : int { Auto, Ring, Registers, Tiles64x128, Tiles128x128, Tiles128x256 };
+
+// Auto: decode-sized M (bound by reading W): the ring, one n8 tile per warp up to 16 rows, so that
+// a 4096-row W spreads over 128 blocks, 16 chunks in flight per lane (a 32 KB ring a block); up to
+// 64 rows (batched decode) 2 x 2 tiles per warp, so that each fragment feeds more mma
+// instructions, 8 chunks in flight. Larger M (bound by the tensor cores): the shared-memory
+// pipeline, 64-row tiles (4 stages) up to 256 rows so that the GPU still gets a few blocks per
+// multiprocessor, 128 x 128 tiles (3 stages) to 1024, and 128 x 256 tiles (4 stages, 96 KB; 64 x
+// 64 outputs a warp) beyond, where there are blocks enough for every multiprocessor and L2's
+// bandwidth is what 128 x 128 tiles would run into.
 template <int S, bool Vec, class Launch>
-void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y, bool ring) {
+void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y,
+             GemmKernel pick) {
   if constexpr (Vec) {
-    if (ring && M <= 16) return launch_ring<S, 1, 1, 16, 4>(launch, xh, M, W, K, N, y);
-    if (ring && M <= 64) return launch_ring<S, 2, 2, 8, 2>(launch, xh, M, W, K, N, y);
+    if (pick == GemmKernel::Auto)
+      pick = M <= 64     ? GemmKernel::Ring
+             : M <= 256  ? GemmKernel::Tiles64x128
+             : M <= 1024 ? GemmKernel::Tiles128x128
+                         : GemmKernel::Tiles128x256;
+    switch (pick) {
+      case GemmKernel::Ring:
+        if (M <= 16) return launch_ring<S, 1, 1, 16, 4>(launch, xh, M, W, K, N, y);
+        return launch_ring<S, 2, 2, 8, 2>(launch, xh, M, W, K, N, y);
+      case GemmKernel::Tiles64x128: return launch_tiled<S, 64, 128, 2, 4>(launch, xh, M, W, K, N, y);
+      case GemmKernel::Tiles128x128: return launch_tiled<S, 128, 128, 2, 3>(launch, xh, M, W, K, N, y);
+      case GemmKernel::Tiles128x256: return launch_tiled<S, 128, 256, 2, 4>(launch, xh, M, W, K, N, y);
+      default: break;  // the register-prefetch kernel
+    }
   }
   if (M <= 16)
     launch_shape<S, 1, 1, 8, Vec>(launch, xh, M, W, K, N, y);
   else if (M <= 64)
     launch_shape<S, 2, 2, 4, Vec>(launch, xh, M, W, K, N, y);
-  else if constexpr (!Vec)
-    launch_shape<S, 4, 4, 2, Vec>(launch, xh, M, W, K, N, y);
-  else if (M <= 256)
-    launch_tiled<S, 64, 2, 4>(launch, xh, M, W, K, N, y);
   else
-    launch_tiled<S, 128, 2, 3>(launch, xh, M, W, K, N, y);
+    launch_shape<S, 4, 4, 2, Vec>(launch, xh, M, W, K, N, y);
 }
 
 // xh: x in the 16-bit storage type `store` (kF16 or kBF16), as W.
 template <class Launch>
 void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, float* y,
-          bool ring = true) {
+          GemmKernel pick = GemmKernel::Auto) {
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);
   const bool vec = K % 8 == 0 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
   if (store == kF16)
-    vec ? gemm_as<kF16, true>(launch, x16, M, w16, K, N, y, ring)
-        : gemm_as<kF16, false>(launch, x16, M, w16, K, N, y, ring);
+    vec ? gemm_as<kF16, true>(launch, x16, M, w16, K, N, y, pick)
+        : gemm_as<kF16, false>(launch, x16, M, w16, K, N, y, pick);
   if (store == kBF16)
-    vec ? gemm_as<kBF16, true>(launch, x16, M, w16, K, N, y, ring)
-        : gemm_as<kBF16, false>(launch, x16, M, w16, K, N, y, ring);
+    vec ? gemm_as<kBF16, true>(launch, x16, M, w16, K, N, y, pick)
+        : gemm_as<kBF16, false>(launch, x16, M, w16, K, N, y, pick);
 }
 
 }  // namespace

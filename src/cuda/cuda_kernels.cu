@@ -74,6 +74,7 @@ class CudaKernels final : public Kernels {
     cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
     graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
     fusion_.set_one_by_one(op_timing_on() || !launch_fusion_on());  // timed operations launch one by one
+    if (policy_ == KernelPolicy::Invariant) invariant_gemm_kernel();  // a bad $KVPARITY_CUDA_GEMM, now
   }
   ~CudaKernels() override {
     cudaStreamSynchronize(stream());

@@ -58,6 +58,14 @@ GraphNodes busiest_pass_graph_nodes();
 void set_launch_fusion(bool on);
 bool launch_fusion_on();
 
+// The `invariant` policy's tensor-core GEMM kernel: "auto" (chosen by M) or one forced for every
+// M ("ring", "registers", "tiles64x128", "tiles128x128", "tiles128x256"); each gives the same
+// bits, so this changes speed only (kvparity_bench's cuda_matmul rows measure them). The first
+// read takes $KVPARITY_CUDA_GEMM; an unknown name is refused (exit 2) naming where it came from.
+void set_invariant_gemm_kernel(const std::string& name);
+std::string invariant_gemm_kernel();
+std::vector<std::string> invariant_gemm_kernels();
+
 // The kernels of `policy` on the GPU (kernels.h). Throws for a policy not available on CUDA.
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy);
 

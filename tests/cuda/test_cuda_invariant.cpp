@@ -15,7 +15,9 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/error.h"
 #include "core/dtype.h"
+#include "cuda/cuda_runtime_api.h"
 #include "cuda/cuda_test_util.h"
 #include "invariance_battery.h"
 #include "kernels/kernels.h"
@@ -33,9 +35,9 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
   auto ref = make_kernels(KernelPolicy::Reference, nullptr, Device::Cpu);
   std::mt19937 rng(21);
   const int kBig = 300, N = 300;
-  // Row slices of the big call (the 128-row pipeline), each computed alone: decode (1), small
-  // batches, both sides of the dispatch's boundaries (16, 64: the shared-memory ring, or the
-  // register prefetch when K % 8 != 0; 256: 64- vs 128-row tiles).
+  // Row slices of the big call (128 x 128 tiles), each computed alone: decode (1), small batches,
+  // both sides of the dispatch's boundaries (16, 64: the shared-memory ring, or the register
+  // prefetch when K % 8 != 0; 256: 64- vs 128-row tiles), and each with every kernel forced.
   const std::pair<int, int> slices[] = {{0, 1},    {57, 1},    {299, 1},  {10, 3},  {20, 16},
                                         {40, 17},  {100, 64},  {120, 65}, {7, 130}, {44, 256}, {41, 257}};
   for (DType act : {DType::F16, DType::BF16})
@@ -55,15 +57,29 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
       std::printf("[ measured ] invariant GEMM %s K %d: relative error vs fp32 reference %.3g\n",
                   std::string(dtype_name(act)).c_str(), K, err);
       EXPECT_LE(err, 1e-4) << dtype_name(act) << " K " << K;  // a wrong fragment layout is O(1) off
-      for (auto [m0, rows] : slices) {
-        DeviceBuffer ds(Device::Cuda, size_t(rows) * N * 4);
-        gpu->matmul(dx.as<float>() + size_t(m0) * K, rows, W, act, ds.as<float>());
-        std::vector<float> alone(size_t(rows) * N);
-        gpu->to_host(alone.data(), ds.data(), alone.size() * 4);
-        EXPECT_EQ(std::memcmp(alone.data(), big.data() + size_t(m0) * N, alone.size() * 4), 0)
-            << dtype_name(act) << " K " << K << ": rows " << m0 << ".." << m0 + rows - 1 << " alone vs in M = " << kBig;
+      // Every slice by the dispatch's own choice, then by each kernel forced (the same bits).
+      for (const std::string& kernel : cuda::invariant_gemm_kernels()) {
+        cuda::set_invariant_gemm_kernel(kernel);
+        for (auto [m0, rows] : slices) {
+          DeviceBuffer ds(Device::Cuda, size_t(rows) * N * 4);
+          gpu->matmul(dx.as<float>() + size_t(m0) * K, rows, W, act, ds.as<float>());
+          std::vector<float> alone(size_t(rows) * N);
+          gpu->to_host(alone.data(), ds.data(), alone.size() * 4);
+          EXPECT_EQ(std::memcmp(alone.data(), big.data() + size_t(m0) * N, alone.size() * 4), 0)
+              << dtype_name(act) << " K " << K << ": rows " << m0 << ".." << m0 + rows - 1
+              << " alone vs in M = " << kBig << " (" << kernel << ")";
+        }
       }
+      cuda::set_invariant_gemm_kernel("auto");
     }
+  try {
+    cuda::set_invariant_gemm_kernel("tiles7x7");
+    ADD_FAILURE() << "an unknown GEMM kernel was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Usage);
+    EXPECT_NE(std::string(e.what()).find("tiles128x256"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cuda::invariant_gemm_kernel(), "auto");
 }
 
 const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2"};

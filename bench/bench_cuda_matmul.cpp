@@ -1,0 +1,149 @@
+// The GPU's matmuls at Llama-2-7B's shapes, fp16 weights and activations, through the runtime's
+// Kernels interface: cuBLAS (`standard`), each kernel of the `invariant` policy's tensor-core GEMM
+// forced for every M (they give the same bits, so cuda_invariant_gemm_kernel.cuh's dispatch can
+// pick by speed alone; `invariant:auto` is that dispatch), and the `portable` CUDA-core GEMM.
+// M = 1..64 are decode steps, bound by reading W (GBps: weight bytes a second); larger M are
+// prefills, cache-OFF steps and big batches (TFLOPS). Registered only in a build with CUDA; where no
+// GPU opens, every row is skipped with the CUDA error. On the GPU machine, e.g.
+//   kvparity_bench --benchmark_filter='cuda_matmul/'      (212 rows, about a minute)
+// Time per call is GPU throughput: a row launches kCalls matmuls back to back, then waits once.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "core/device.h"
+#include "cuda/cuda_runtime_api.h"
+
+namespace kvp::bench {
+namespace {
+
+constexpr int kCalls = 4;
+constexpr int64_t kMaxM = 16384, kMaxK = 11008, kMaxN = 32000;
+
+constexpr Shape kShapes[] = {
+    {"7b_q_4096x4096", 4096, 4096},
+    {"7b_gate_11008x4096", 11008, 4096},
+    {"7b_down_4096x11008", 4096, 11008},
+    {"7b_lm_head_32000x4096", 32000, 4096},
+};
+
+// The CUDA error that keeps the GPU from opening ("" when it opened), asked once.
+const std::string& gpu_error() {
+  static const std::string err = [] {
+    try {
+      require_device(Device::Cuda);
+      return std::string();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+  }();
+  return err;
+}
+
+Kernels& gpu_kernels(KernelPolicy policy) {
+  static std::map<int, std::unique_ptr<Kernels>> made;
+  auto& k = made[int(policy)];
+  if (!k) k = make_kernels(policy, nullptr, Device::Cuda);
+  return *k;
+}
+
+// Host weights, one buffer per shape for the whole run: the device keeps its copies by host
+// address, so a buffer must never be reused for another shape.
+TensorView gpu_weight(const Shape& s) {
+  static std::map<std::string, std::vector<uint16_t>> held;
+  auto& buf = held[s.name];
+  if (buf.empty()) {
+    buf.resize(size_t(s.N * s.K));
+    fill_pattern(DType::F16, buf.data(), buf.size(), 23);
+  }
+  TensorView v;
+  v.name = std::string("bench.") + s.name;
+  v.dtype = DType::F16;
+  v.shape = {s.N, s.K};
+  v.data = buf.data();
+  return v;
+}
+
+// x (fp16 values in fp32, as a pass holds them) for the largest M and K, and y for the largest
+// M and N: every row uses a prefix.
+struct GpuBuffers {
+  DeviceBuffer x, y;
+};
+GpuBuffers& gpu_buffers() {
+  static GpuBuffers b = [] {
+    GpuBuffers g{DeviceBuffer(Device::Cuda, size_t(kMaxM * kMaxK) * sizeof(float)),
+                 DeviceBuffer(Device::Cuda, size_t(kMaxM * kMaxN) * sizeof(float))};
+    std::vector<uint16_t> h(size_t(kMaxM * kMaxK));
+    fill_pattern(DType::F16, h.data(), h.size(), 5);
+    std::vector<float> f(h.size());
+    to_f32(DType::F16, h.data(), f.data(), f.size());
+    host_to_device(Device::Cuda, g.x.data(), f.data(), f.size() * sizeof(float));
+    return g;
+  }();
+  return b;
+}
+
+void run_gpu_matmul(benchmark::State& state, KernelPolicy policy, const std::string& gemm_kernel, int M,
+                    Shape s) {
+  if (!gpu_error().empty()) {
+    state.SkipWithError(("no usable GPU: " + gpu_error()).c_str());
+    return;
+  }
+  Kernels& k = gpu_kernels(policy);
+  const TensorView W = gpu_weight(s);
+  GpuBuffers& b = gpu_buffers();
+  const auto* x = b.x.as<float>();
+  auto* y = b.y.as<float>();
+  if (!gemm_kernel.empty()) cuda::set_invariant_gemm_kernel(gemm_kernel);
+  float probe = 0;
+  k.matmul(x, M, W, DType::F16, y);  // uploads W (once per policy) and warms the kernel
+  k.to_host(&probe, y, sizeof probe);
+  double seconds = 0;  // per call, summed over the iterations
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int r = 0; r < kCalls; ++r) k.matmul(x, M, W, DType::F16, y);
+    k.to_host(&probe, y, sizeof probe);
+    const std::chrono::duration<double> dt = std::chrono::steady_clock::now() - t0;
+    state.SetIterationTime(dt.count() / kCalls);
+    seconds += dt.count() / kCalls;
+  }
+  if (!gemm_kernel.empty()) cuda::set_invariant_gemm_kernel("auto");
+  // Plain values (not Google Benchmark rates, which print with SI prefixes and "/s").
+  const double calls = double(state.iterations());
+  state.counters["TFLOPS"] = 2.0 * M * double(s.N) * double(s.K) * calls / seconds / 1e12;
+  state.counters["GBps"] = double(W.nbytes()) * calls / seconds / 1e9;
+}
+
+bool register_gpu() {
+  if (!cuda::built()) return false;
+  struct Variant {
+    KernelPolicy policy;
+    std::string name, gemm_kernel;  // gemm_kernel: forced for the invariant policy ("" none)
+  };
+  std::vector<Variant> variants = {{KernelPolicy::Standard, "standard", ""}};
+  for (const std::string& g : cuda::invariant_gemm_kernels())
+    variants.push_back({KernelPolicy::Invariant, "invariant:" + g, g});
+  variants.push_back({KernelPolicy::Portable, "portable", ""});
+  for (const Shape& s : kShapes)
+    for (const Variant& v : variants)
+      for (int M : {1, 16, 64, 256, 512, 2048, 16384}) {
+        // The decode kernels and the CUDA-core GEMM take seconds a row at the largest M.
+        const bool decode_kernel = v.gemm_kernel == "ring" || v.gemm_kernel == "registers";
+        if (M > 2048 && (decode_kernel || v.policy == KernelPolicy::Portable)) continue;
+        const std::string name = "cuda_matmul/" + v.name + "/fp16/M" + std::to_string(M) + "/" + s.name;
+        benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
+          run_gpu_matmul(st, v.policy, v.gemm_kernel, M, s);
+        })->UseManualTime()->MinTime(0.05)->Unit(benchmark::kMicrosecond);
+      }
+  return true;
+}
+
+const bool registered = register_gpu();
+
+}  // namespace
+}  // namespace kvp::bench
