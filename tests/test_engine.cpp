@@ -290,6 +290,45 @@ TEST(KVCache, StaticCacheEqualsExactSizeCacheBitwise) {
   }
 }
 
+// Batch caches hold what the batch can write (its longest prompt plus the budget, in steps of
+// 256), not the model's context, and that changes no bit: the same batch on an engine whose cache
+// is exactly that size gives the same logits under every policy.
+TEST(KVCache, BatchCachesHoldWhatTheBatchCanWriteWithTheSameBits) {
+  KVP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");
+  auto model = Model::load(path, DType::F16);
+  ASSERT_EQ(model->config.max_seq_len, 512);
+  const std::vector<std::vector<int>> prompts = {{1, 403, 407, 261, 378}, {1, 300}, {1, 5, 6, 7, 8, 9, 10}};
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant})
+    for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+      GenerationConfig g;
+      g.max_new_tokens = 20;
+      g.cache = mode;
+      g.stop_at_eos = false;
+      std::vector<std::vector<float>> logits[2];
+      for (int exact = 0; exact < 2; ++exact) {
+        EngineOptions eo;
+        eo.kernels = pol;
+        eo.cache_capacity = exact ? 7 + 20 : 0;
+        Engine engine(model, eo);
+        engine.generate_batch(prompts, g, nullptr, [&](int b, const StepInfo& s) {
+          if (b == 2) logits[exact].emplace_back(s.logits, s.logits + s.vocab);
+        });
+        EXPECT_EQ(engine.batch_cache_capacities(), std::vector<int>(3, exact ? 27 : 256)) << policy_name(pol);
+        if (exact || pol != KernelPolicy::Reference || mode != CacheMode::On) continue;
+        // A longer budget grows the caches, up to the context.
+        g.max_new_tokens = 300;
+        engine.generate_batch(prompts, g, nullptr);
+        EXPECT_EQ(engine.batch_cache_capacities(), std::vector<int>(3, 512));
+        g.max_new_tokens = 20;
+      }
+      ASSERT_EQ(logits[0].size(), 20u);
+      ASSERT_EQ(logits[0].size(), logits[1].size());
+      for (size_t s = 0; s < logits[0].size(); ++s)
+        ASSERT_EQ(0, std::memcmp(logits[0][s].data(), logits[1][s].data(), logits[0][s].size() * 4))
+            << "step " << s << " policy " << policy_name(pol) << (mode == CacheMode::On ? " cache ON" : " cache OFF");
+    }
+}
+
 TEST(Formats, FourWaysToLoadStories260KGiveBitwiseIdenticalLogits) {
   KVP_REQUIRE_SHARED(bin, "models/stories260K/stories260K.bin");
   KVP_REQUIRE_SHARED(hf, "models/stories260K/hf");

@@ -236,9 +236,20 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
   // as forward_uncached does.
   const KvType batch_kv =
       cfg.cache == CacheMode::Off && !cache_.type().is_dtype() ? KvType::of(model_->dtype) : cache_.type();
-  if (!batch_caches_.empty() && !(batch_caches_.front()->type() == batch_kv)) batch_caches_.clear();
-  while (int(batch_caches_.size()) < B)
-    batch_caches_.push_back(std::make_unique<KVCache>(c, cache_.capacity(), batch_kv, opts_.device));
+  // The batch caches hold the positions this batch can write (its longest prompt plus the
+  // generation budget, in steps of 256, within the engine's capacity), not the whole context: 64
+  // sequences of a Llama-2-7B shape would otherwise ask for 64 x 2 GiB for a few hundred positions
+  // each. Any static capacity gives the same bits: kernels address the cache by capacity but read
+  // only positions a sequence has written (the invariance battery compares exact and static caches).
+  int need = 0;
+  for (const auto& r : runs) need = std::max(need, r.length() + std::max(cfg.max_new_tokens, 0));
+  need = std::min(limit, (need + 255) / 256 * 256);
+  if (int(batch_caches_.size()) < B) batch_caches_.resize(size_t(B));
+  for (int b = 0; b < B; ++b) {
+    auto& bc = batch_caches_[size_t(b)];
+    if (bc == nullptr || !(bc->type() == batch_kv) || bc->capacity() < need)
+      bc = std::make_unique<KVCache>(c, need, batch_kv, opts_.device);
+  }
 
   ForwardOptions fo;
   fo.on_nonfinite = cfg.on_nonfinite;

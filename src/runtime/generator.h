@@ -96,6 +96,12 @@ class Engine {
   const Model& model() const { return *model_; }
   Kernels& kernels() { return *kernels_; }
   KVCache& cache() { return cache_; }
+  // Positions of each batch slot's cache (generate_batch), 0 for a slot not yet used.
+  std::vector<int> batch_cache_capacities() const {
+    std::vector<int> v;
+    for (const auto& c : batch_caches_) v.push_back(c ? c->capacity() : 0);
+    return v;
+  }
   Activations& activations() { return act_; }
   const EngineOptions& options() const { return opts_; }
 
@@ -129,7 +135,7 @@ class Engine {
   KVCache cache_;
   std::unique_ptr<KVCache> uncached_;  // forward_uncached's compute-dtype cache (quantised KV only)
   Activations act_;
-  std::vector<std::unique_ptr<KVCache>> batch_caches_;  // one per batch slot, created on first use
+  std::vector<std::unique_ptr<KVCache>> batch_caches_;  // one per batch slot, sized to the batch's need
 };
 
 }  // namespace kvp
