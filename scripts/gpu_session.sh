@@ -5,7 +5,7 @@
 # nvcc; see `make_devbin` below). Stages are named on the command line:
 #   scripts/gpu_session.sh tests bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], bench11b, bench7b, fusion7b, ring7b, attn7b, ops11b,
+#   tests [gtest filter], gemm [benchmark filter], bench11b, bench7b, fusion7b, pdl, ring7b, attn7b, ops11b,
 #   ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k, sanitize [gtest filter].
 # Env: BUDGET_S (seconds the whole call may take, default 560: every stage's timeout is cut to
 #   what is left, and a stage with under 20 s left is skipped), GSM8K_KERNELS (default standard;
@@ -53,14 +53,15 @@ if ! usable; then
 fi
 K="$BIN/kvparity"
 stage() { echo "== $1 ($(date +%T), $((T_END - $(date +%s))) s left)"; }
-# ab VAR "VALUES" NAME TIMEOUT GREP BENCH-ARGS...: the 7B fp16 bench once per value of an environment
-# switch that changes speed, not bits; each log in NAME_VALUE.log, its last lines (or GREP's).
+# ab VAR "VALUES" NAME TIMEOUT GREP BENCH-ARGS...: the fp16 bench (7B shape, or $AB_SYNTH) once per
+# value of an environment switch that changes speed, not bits; each log in NAME_VALUE.log, its last
+# lines (or GREP's).
 ab() {
   local var=$1 values=$2 name=$3 limit=$4 pat=$5 v
   shift 5
   for v in $values; do
     echo "-- $var=$v"
-    env "$var=$v" timeout "$(lim "$limit")" "$K" bench --device cuda --synth llama2-7b --dtype fp16 "$@" 2>&1 |
+    env "$var=$v" timeout "$(lim "$limit")" "$K" bench --device cuda --synth "${AB_SYNTH:-llama2-7b}" --dtype fp16 "$@" 2>&1 |
       tee "$L/${name}_$v.log" | if [ -n "$pat" ]; then grep -E "$pat"; else tail -4; fi
   done
 }
@@ -153,6 +154,14 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       stage ring7b
       ab KVPARITY_CUDA_GEMM "registers auto" ring7b 280 "" --kernels standard,invariant --prompt-tokens 64 \
         --decode-tokens 64 --cache-off-tokens 64 --repeats 2 --batch-size 64 ;;
+    pdl)
+      # Programmatic dependent launch off (default) and on, decode at 1.1B and 7B shapes, standard
+      # and invariant: the same bits (CudaBackend.ProgrammaticLaunches*), shorter gaps between kernels.
+      stage pdl
+      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_PDL "0 1" pdl11b 150 "decode|graph" --kernels standard,invariant \
+        --prompt-tokens 64 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
+      ab KVPARITY_CUDA_PDL "0 1" pdl7b 200 "decode|graph" --kernels standard,invariant --prompt-tokens 64 \
+        --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
     attn7b)
       # The flash attention with the next K/V tile's copies overlapping this one (default) vs one
       # stage (KVPARITY_CUDA_ATTN_STAGES=1): prefill and cache-OFF over 512, standard and invariant.

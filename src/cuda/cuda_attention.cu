@@ -110,6 +110,7 @@ __device__ __forceinline__ void load_q(const float* qrow, int hd, float (&q)[kPe
 
 template <int KV>
 __global__ void prefill_kernel(const AttnDesc* descs, AttnShape s) {
+  pdl_entry();
   __shared__ float scores[kWarps][kTile];
   const AttnDesc d = descs[blockIdx.y];
   const int warp = threadIdx.x / 32;
@@ -142,6 +143,7 @@ __global__ void prefill_kernel(const AttnDesc* descs, AttnShape s) {
 // kPerLane consecutive dimensions.
 template <int KV>
 __global__ void decode_split_kernel(const AttnDesc* descs, AttnShape s, float* parts) {
+  pdl_entry();
   __shared__ float q_s[kWarps][kPerLane * 32];
   const AttnDesc d = descs[blockIdx.y];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -213,6 +215,7 @@ __global__ void decode_split_kernel(const AttnDesc* descs, AttnShape s, float* p
 
 // One warp per (slice, head): the splits rescaled to their common max and added in split order.
 __global__ void decode_merge_kernel(const AttnDesc* descs, AttnShape s, const float* parts) {
+  pdl_entry();
   const AttnDesc d = descs[blockIdx.y];
   const int h = blockIdx.x * kWarps + threadIdx.x / 32;
   if (h >= s.n_heads) return;
@@ -246,21 +249,21 @@ void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const 
   if (launch_attention_prefill_mma(descs, n, max_rows, s)) return;
   const unsigned warps = unsigned(max_rows) * unsigned(s.n_heads);
   const dim3 grid((warps + kWarps - 1) / kWarps, unsigned(n));
-  if (s.kv_store == kF32) prefill_kernel<kF32><<<grid, kWarps * 32, 0, stream()>>>(descs, s);
-  if (s.kv_store == kF16) prefill_kernel<kF16><<<grid, kWarps * 32, 0, stream()>>>(descs, s);
-  if (s.kv_store == kBF16) prefill_kernel<kBF16><<<grid, kWarps * 32, 0, stream()>>>(descs, s);
+  if (s.kv_store == kF32) launch_on_stream(prefill_kernel<kF32>, grid, dim3(kWarps * 32), 0, descs, s);
+  if (s.kv_store == kF16) launch_on_stream(prefill_kernel<kF16>, grid, dim3(kWarps * 32), 0, descs, s);
+  if (s.kv_store == kBF16) launch_on_stream(prefill_kernel<kBF16>, grid, dim3(kWarps * 32), 0, descs, s);
   check(cudaGetLastError(), "attention (prefill)");
 }
 
 void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts) {
   const unsigned warps = unsigned(max_splits) * unsigned(s.n_heads);
   const dim3 grid((warps + kWarps - 1) / kWarps, unsigned(n));
-  if (s.kv_store == kF32) decode_split_kernel<kF32><<<grid, kWarps * 32, 0, stream()>>>(descs, s, parts);
-  if (s.kv_store == kF16) decode_split_kernel<kF16><<<grid, kWarps * 32, 0, stream()>>>(descs, s, parts);
-  if (s.kv_store == kBF16) decode_split_kernel<kBF16><<<grid, kWarps * 32, 0, stream()>>>(descs, s, parts);
+  if (s.kv_store == kF32) launch_on_stream(decode_split_kernel<kF32>, grid, dim3(kWarps * 32), 0, descs, s, parts);
+  if (s.kv_store == kF16) launch_on_stream(decode_split_kernel<kF16>, grid, dim3(kWarps * 32), 0, descs, s, parts);
+  if (s.kv_store == kBF16) launch_on_stream(decode_split_kernel<kBF16>, grid, dim3(kWarps * 32), 0, descs, s, parts);
   check(cudaGetLastError(), "attention (decode splits)");
   const dim3 mgrid((unsigned(s.n_heads) + kWarps - 1) / kWarps, unsigned(n));
-  decode_merge_kernel<<<mgrid, kWarps * 32, 0, stream()>>>(descs, s, parts);
+  launch_on_stream(decode_merge_kernel, mgrid, dim3(kWarps * 32), 0, descs, s, parts);
   check(cudaGetLastError(), "attention (decode merge)");
 }
 

@@ -80,6 +80,7 @@ constexpr size_t smem_bytes() {
 // column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
 template <int S, int HD, int STAGES>
 __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s) {
+  pdl_entry();
   constexpr int KT = HD / 16;  // k-steps over the head dimension
   constexpr int NT = HD / 8;   // output n-tiles
   constexpr int RS = HD + kPad;

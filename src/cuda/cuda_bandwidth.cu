@@ -9,6 +9,7 @@ namespace kvp::cuda {
 namespace {
 
 __global__ void read_kernel(const float4* p, size_t n, float* sink) {
+  pdl_entry();
   float acc = 0.0f;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float4 v = p[i];

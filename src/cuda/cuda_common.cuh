@@ -20,19 +20,43 @@ int sm_count();
 // cudaFuncSetAttribute(MaxDynamicSharedMemorySize) once per kernel and size.
 void allow_smem(const void* kernel, size_t bytes);
 
-// Launches kernel<<<grid, block>>> on the backend's stream: the launcher the kernel headers'
-// dispatch functions take (tests/test_cuda_kernels_on_cpu.cpp passes one that runs them on the CPU).
+// True when kernels launch with programmatic stream serialisation (set_programmatic_launch;
+// only on sm_90 and later, where pdl_entry waits).
+bool pdl_launch();
+
+// Launches a kernel on the backend's stream, with `smem` bytes of dynamic shared memory: the
+// launcher the kernel headers' dispatch functions take (tests/test_cuda_kernels_on_cpu.cpp passes
+// one that runs them on the CPU). Every kernel launched here begins with pdl_entry().
+template <class... Params, class... Args>
+void launch_on_stream(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, Args... args) {
+  if (!pdl_launch()) {
+    kernel<<<grid, block, smem, stream()>>>(args...);
+    return;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream();
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  KVP_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
 struct StreamLaunch {
   template <class Kernel, class... Args>
   void operator()(Kernel kernel, dim3 grid, dim3 block, Args... args) const {
-    kernel<<<grid, block, 0, stream()>>>(args...);
+    launch_on_stream(kernel, grid, block, 0, args...);
   }
   // With `bytes` of dynamic shared memory; a kernel is allowed more than 48 KB on its first such
   // launch (an eager one: a pass is captured into a graph only when it recurs).
   template <class Kernel, class... Args>
   void with_smem(size_t bytes, Kernel kernel, dim3 grid, dim3 block, Args... args) const {
     if (bytes > (size_t(48) << 10)) allow_smem(reinterpret_cast<const void*>(kernel), bytes);
-    kernel<<<grid, block, bytes, stream()>>>(args...);
+    launch_on_stream(kernel, grid, block, bytes, args...);
   }
 };
 

@@ -1,5 +1,7 @@
 // The GPU the process runs on: opened once, one stream for all work, memory accounting, and the
 // host-facing copies of core/device.h.
+#include <atomic>
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -51,6 +53,16 @@ void check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) return;
   fail_input(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
+
+namespace {
+std::atomic<bool> g_pdl{[] {
+  const char* e = std::getenv("KVPARITY_CUDA_PDL");
+  return e != nullptr && std::string(e) == "1";
+}()};
+}  // namespace
+void set_programmatic_launch(bool on) { g_pdl = on; }
+bool programmatic_launch_on() { return g_pdl; }
+bool pdl_launch() { return g_pdl && g_ctx.ok && g_ctx.prop.major >= 9; }
 
 void allow_smem(const void* kernel, size_t bytes) {
   static std::mutex mu;

@@ -96,6 +96,19 @@ __device__ __forceinline__ void wait_copies() {
 #endif
 }
 
+// The first statement of every kernel of the backend. Under programmatic dependent launch
+// (KVPARITY_CUDA_PDL=1, sm_90: StreamLaunch) a kernel may start while the one before it in the
+// stream still runs; griddepcontrol.wait holds every thread here until that kernel has completed
+// and its writes are visible, so nothing before this line may read or write global memory. Then
+// launch_dependents lets the next kernel be scheduled (it waits in its own pdl_entry). Launched
+// the ordinary way, or before sm_90, both are no-ops: the bits never change, only the gaps.
+__device__ __forceinline__ void pdl_entry() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
 // A kernel's dynamic shared memory (the size given at launch; above 48 KB the kernel must have
 // been allowed it, which StreamLaunch::with_smem does); on the host, simt_host.h's buffer.
 #if defined(__CUDACC__)

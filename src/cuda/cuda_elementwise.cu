@@ -19,6 +19,7 @@ constexpr unsigned kThreads = 256;
 
 template <int S>
 __global__ void embed_kernel(const void* table, const int* tokens, int M, int dim, float* x) {
+  pdl_entry();
   KVP_GRID_STRIDE(i, size_t(M) * dim) {
     const size_t m = i / dim, d = i % dim;
     x[i] = load_as_f32<S>(table, size_t(tokens[m]) * dim + d);
@@ -26,14 +27,17 @@ __global__ void embed_kernel(const void* table, const int* tokens, int M, int di
 }
 
 __global__ void add_bias_kernel(float* y, int M, int N, const float* b) {
+  pdl_entry();
   KVP_GRID_STRIDE(i, size_t(M) * N) y[i] += b[i % N];
 }
 
 __global__ void softcap_kernel(float* x, size_t n, float cap, int act) {
+  pdl_entry();
   KVP_GRID_STRIDE(i, n) x[i] = round_act(round_act(tanhf(round_act(x[i] / cap, act)), act) * cap, act);
 }
 
 __global__ void scale_kernel(float* x, size_t n, float s, int act) {
+  pdl_entry();
   KVP_GRID_STRIDE(i, n) x[i] = round_act(x[i] * s, act);
 }
 
@@ -43,24 +47,24 @@ void after_launch(const char* what) { check(cudaGetLastError(), what); }
 
 void launch_embed(const void* table, int table_t, const int* tokens, int M, int dim, float* x) {
   const unsigned b = blocks_for(size_t(M) * dim, kThreads);
-  if (table_t == kF32) embed_kernel<kF32><<<b, kThreads, 0, stream()>>>(table, tokens, M, dim, x);
-  if (table_t == kF16) embed_kernel<kF16><<<b, kThreads, 0, stream()>>>(table, tokens, M, dim, x);
-  if (table_t == kBF16) embed_kernel<kBF16><<<b, kThreads, 0, stream()>>>(table, tokens, M, dim, x);
+  if (table_t == kF32) launch_on_stream(embed_kernel<kF32>, dim3(b), dim3(kThreads), 0, table, tokens, M, dim, x);
+  if (table_t == kF16) launch_on_stream(embed_kernel<kF16>, dim3(b), dim3(kThreads), 0, table, tokens, M, dim, x);
+  if (table_t == kBF16) launch_on_stream(embed_kernel<kBF16>, dim3(b), dim3(kThreads), 0, table, tokens, M, dim, x);
   after_launch("embed");
 }
 
 void launch_add_bias(float* y, int M, int N, const float* b) {
-  add_bias_kernel<<<blocks_for(size_t(M) * N, kThreads), kThreads, 0, stream()>>>(y, M, N, b);
+  launch_on_stream(add_bias_kernel, dim3(blocks_for(size_t(M) * N, kThreads)), dim3(kThreads), 0, y, M, N, b);
   after_launch("add_bias");
 }
 
 void launch_softcap(float* x, size_t n, float cap, int act) {
-  softcap_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, n, cap, act);
+  launch_on_stream(softcap_kernel, dim3(blocks_for(n, kThreads)), dim3(kThreads), 0, x, n, cap, act);
   after_launch("softcap");
 }
 
 void launch_scale(float* x, size_t n, float s, int act) {
-  scale_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream()>>>(x, n, s, act);
+  launch_on_stream(scale_kernel, dim3(blocks_for(n, kThreads)), dim3(kThreads), 0, x, n, s, act);
   after_launch("scale");
 }
 

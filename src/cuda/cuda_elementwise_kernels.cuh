@@ -57,6 +57,7 @@ __device__ __forceinline__ void copy_out(const OutCopy& c, size_t i, float v) {
 // a job has an InRound (the pairs then cover the head, so the rounded input is all overwritten).
 __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
                             int act, int adjacent) {
+  pdl_entry();
   int b = blockIdx.x, j = 0;
   while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
   const int n_heads = jobs.job[j].n_heads;
@@ -90,6 +91,7 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
 
 __global__ void gated_kernel(float* gate, float* up, size_t n, int act, int gelu, NonFiniteSlot chk, InRound gate_in,
                              InRound up_in, OutCopy copy) {
+  pdl_entry();
   // PyTorch's GeluKernel (approximate="tanh"): kBeta = sqrt(2) * (2/sqrt(pi)) * 0.5.
   const float kBeta = float(1.4142135623730950488 * 1.1283791670955125739 * 0.5);
   const float kKappa = 0.044715f;
@@ -111,6 +113,7 @@ __global__ void gated_kernel(float* gate, float* up, size_t n, int act, int gelu
 
 // y == x (in place) is allowed; the host fuses a pending y only when the two do not overlap otherwise.
 __global__ void add_kernel(float* x, float* y, size_t n, int act, NonFiniteSlot chk, InRound y_in) {
+  pdl_entry();
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float yv = read_rounded(y_in, y, i, i);
     const float r = round_act(x[i] + yv, act);
@@ -121,6 +124,7 @@ __global__ void add_kernel(float* x, float* y, size_t n, int act, NonFiniteSlot 
 
 template <int S>
 __global__ void to_storage_kernel(const float* x, size_t n, void* dst) {
+  pdl_entry();
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     store_from_f32<S>(dst, i, x[i]);
 }
@@ -128,6 +132,7 @@ __global__ void to_storage_kernel(const float* x, size_t n, void* dst) {
 // Job blockIdx.y; four values per thread where x is 16-byte aligned (activation rows are), one at
 // a time else.
 __global__ void round_check_kernel(RoundJobs jobs) {
+  pdl_entry();
   if (int(blockIdx.y) >= jobs.n) return;
   const RoundJob& j = jobs.job[blockIdx.y];
   float* x = j.x;
@@ -163,6 +168,7 @@ __global__ void round_check_kernel(RoundJobs jobs) {
 // its share of the row, as add_kernel would, and reads back only what it wrote itself.
 __global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y,
                                NonFiniteSlot chk, OutCopy copy, AddIn add) {
+  pdl_entry();
   const float* xr = x + size_t(blockIdx.x) * dim;
   float* yr = y + size_t(blockIdx.x) * dim;
   float ss = 0.0f;
@@ -205,6 +211,7 @@ __global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float ep
 template <int S>
 __global__ void kv_write_kernel(const KvWriteDesc* descs, int n_kv_heads, int hd, InRound in, const float* in_base,
                                 int in_first) {
+  pdl_entry();
   const KvWriteDesc d = descs[blockIdx.y];
   const InRound r = int(blockIdx.y) >= in_first ? in : InRound{};
   float* rows = const_cast<float*>(d.rows);  // written only through a pending round: the model's activations

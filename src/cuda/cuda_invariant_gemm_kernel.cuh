@@ -117,6 +117,7 @@ __device__ __forceinline__ void store_tiles(const float (&c)[MT][NT][4], float* 
 template <int S, int MT, int NT, int U, bool Vec>
 __global__ void __launch_bounds__(kWarps * 32)
     gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  pdl_entry();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = (blockIdx.x * kWarps + warp) * 8 * NT;
   const int m0 = blockIdx.y * 16 * MT;
@@ -166,6 +167,7 @@ constexpr int kRingLanes = kWarps * 32;
 template <int S, int MT, int NT, int D, int G>
 __global__ void __launch_bounds__(kRingLanes)
     gemm_ring_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  pdl_entry();
   static_assert(D % G == 0 && D / G >= 2, "whole steps, one in use while the next arrive");
   constexpr int kSteps = D / G;  // ring slots, in steps of G chunks
   __shared__ __align__(16) uint4 ring[D][NT][kRingLanes];
@@ -245,6 +247,7 @@ constexpr size_t tiled_smem_bytes() {
 template <int S, int BM, int BN, int WM, int STAGES>
 __global__ void __launch_bounds__(kTiledWarps * 32)
     tiled_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  pdl_entry();
   constexpr int WN = kTiledWarps / WM;
   constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
   static_assert(MT * WM * 16 == BM && NT * WN * 8 == BN, "warps tile the block");

@@ -51,6 +51,7 @@ __device__ __forceinline__ float score_dot(const float* q, const void* kb, size_
 
 template <int KV>
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttnDesc* descs, AttnShape s) {
+  pdl_entry();
   __shared__ float q_s[kWarps][kMaxHeadDim];
   __shared__ float e_s[kWarps][kTileKeys];  // fp32 probabilities (the sum)
   __shared__ float p_s[kWarps][kTileKeys];  // rounded to act (P.V)

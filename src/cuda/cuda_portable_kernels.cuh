@@ -77,6 +77,7 @@ __device__ __forceinline__ void load4(const void* base, size_t at, int k, int K,
 template <int S, int MR, bool Vec>
 __global__ void __launch_bounds__(kDirectThreads)
     matmul_direct_kernel(const float* x, int M, const void* W, int K, int N, float* y) {
+  pdl_entry();
   const int t = threadIdx.x % kDirectGroup;
   const int n = blockIdx.x * kDirectOutputs + threadIdx.x / kDirectGroup;
   const int m0 = blockIdx.y * MR;
@@ -119,6 +120,7 @@ __global__ void __launch_bounds__(kDirectThreads)
 template <int S>
 __global__ void __launch_bounds__(256)
     matmul_tiled_kernel(const float* x, int M, const void* W, int K, int N, float* y) {
+  pdl_entry();
   __shared__ __align__(16) float xs[kStage][kTile + kPad];
   __shared__ __align__(16) float ws[kStage][kTile + kPad];
   const int tid = threadIdx.x, lane = tid % 16;
@@ -165,6 +167,7 @@ __global__ void __launch_bounds__(256)
 
 __global__ void rmsnorm_kernel(const float* x, int M, int dim, const float* w, float eps, int act, int fp32_gain,
                                float* y, NonFiniteSlot chk) {
+  pdl_entry();
   const int lane = threadIdx.x % 32;
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= M) return;  // the whole warp: no shuffle is left waiting
@@ -190,6 +193,7 @@ __global__ void rmsnorm_kernel(const float* x, int M, int dim, const float* w, f
 }
 
 __global__ void gated_kernel(float* gate, const float* up, size_t n, int act, int gelu, NonFiniteSlot chk) {
+  pdl_entry();
   const RoundTo round{act};
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float r = gelu ? pscalar::gelu_tanh_mul(gate[i], up[i], round) : pscalar::silu_mul(gate[i], up[i], round);
@@ -199,6 +203,7 @@ __global__ void gated_kernel(float* gate, const float* up, size_t n, int act, in
 }
 
 __global__ void softcap_kernel(float* x, size_t n, float cap, int act) {
+  pdl_entry();
   const RoundTo round{act};
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     x[i] = pscalar::softcap(x[i], cap, round);

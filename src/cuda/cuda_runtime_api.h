@@ -58,6 +58,13 @@ GraphNodes busiest_pass_graph_nodes();
 void set_launch_fusion(bool on);
 bool launch_fusion_on();
 
+// Programmatic dependent launch (sm_90 and later): each kernel may be scheduled while the one
+// before it in the stream finishes, and waits for it at its first statement (pdl_entry), so the
+// gaps between the short kernels of a decode step shrink; the bits are the same. Off unless
+// $KVPARITY_CUDA_PDL=1 (not yet measured on a GPU); read at every launch.
+void set_programmatic_launch(bool on);
+bool programmatic_launch_on();
+
 // The `invariant` policy's tensor-core GEMM kernel: "auto" (chosen by M) or one forced for every
 // M ("ring", "registers", "tiles64x128", "tiles128x128", "tiles128x256"); each gives the same
 // bits, so this changes speed only (kvparity_bench's cuda_matmul rows measure them). The first

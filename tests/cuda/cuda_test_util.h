@@ -40,6 +40,25 @@ inline Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, 
   return r;
 }
 
+// A batch of 4 mixed-length prompts, and every step's logits of each sequence when they are
+// decoded together (generate_batch, greedy, no EOS stop).
+inline const std::vector<std::vector<int>>& mixed_prompts() {
+  static const std::vector<std::vector<int>> p{{1, 5, 9}, {1, 7, 8, 9, 10, 11, 12}, {1}, {1, 40, 41, 42, 43}};
+  return p;
+}
+inline std::vector<std::vector<std::vector<float>>> batch_logits(std::shared_ptr<const Model> model,
+                                                                 const EngineOptions& eo,
+                                                                 const std::vector<std::vector<int>>& prompts, int n) {
+  Engine e(std::move(model), eo);
+  GenerationConfig gc;
+  gc.max_new_tokens = n;
+  gc.stop_at_eos = false;
+  std::vector<std::vector<std::vector<float>>> logits(prompts.size());
+  e.generate_batch(prompts, gc, nullptr,
+                   [&](int b, const StepInfo& s) { logits[size_t(b)].emplace_back(s.logits, s.logits + s.vocab); });
+  return logits;
+}
+
 // ||a - b|| / ||b||, infinite where a holds a NaN/Inf.
 inline double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;

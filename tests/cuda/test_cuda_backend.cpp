@@ -28,6 +28,8 @@
 namespace kvp {
 namespace {
 
+using test::batch_logits;
+using test::mixed_prompts;
 using test::same_bits;
 using test::Trace;
 using test::trace;
@@ -276,20 +278,48 @@ TEST(CudaBackend, GraphReplayedDecodeStepsAreBitwiseTheEagerOnes) {
     }
   }
   auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32), DType::BF16);
-  const std::vector<std::vector<int>> prompts{{1, 5, 9}, {1, 7, 8, 9, 10, 11, 12}, {1}, {1, 40, 41, 42, 43}};
   std::vector<std::vector<std::vector<float>>> logits[2];
   for (int graphs = 0; graphs < 2; ++graphs) {
     Graphs g(graphs == 1);
-    Engine e(model, on_gpu(KvType::of(DType::BF16)));
-    GenerationConfig gc;
-    gc.max_new_tokens = 60;
-    gc.stop_at_eos = false;
-    logits[graphs].resize(prompts.size());
-    e.generate_batch(prompts, gc, nullptr, [&](int b, const StepInfo& s) {
-      logits[graphs][size_t(b)].emplace_back(s.logits, s.logits + s.vocab);
-    });
+    logits[graphs] = batch_logits(model, on_gpu(KvType::of(DType::BF16)), mixed_prompts(), 60);
   }
   EXPECT_EQ(logits[0], logits[1]) << "batch of 4: graph replay changed a logit";
+}
+
+// Programmatic dependent launch (KVPARITY_CUDA_PDL=1): every kernel waits for the one before it
+// at its first statement, so kernels scheduled early change no bit, eager or replayed as graphs,
+// under every policy, on both cache paths and in a batch. A kernel that read before its wait would
+// race with its predecessor's writes here.
+TEST(CudaBackend, ProgrammaticLaunchesAreBitwiseTheOrdinaryOnes) {
+  KVP_REQUIRE_GPU();
+  struct Pdl {
+    explicit Pdl(bool on) { cuda::set_programmatic_launch(on); }
+    ~Pdl() { cuda::set_programmatic_launch(false); }
+  };
+  const std::vector<int> prompt{1, 17, 23, 99, 5};
+  for (KernelPolicy pol : {KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
+    for (const char* fam : {"llama", "gemma2"})
+      for (DType dt : {DType::F32, DType::F16})
+        for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+          auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), dt);
+          EngineOptions eo = on_gpu(KvType::of(dt));
+          eo.kernels = pol;
+          const Trace plain = trace(model, eo, prompt, mode, 40);
+          Trace pdl;
+          {
+            Pdl on(true);
+            pdl = trace(model, eo, prompt, mode, 40);
+          }
+          EXPECT_TRUE(same_bits(plain, pdl)) << policy_name(pol) << " " << fam << " " << dtype_name(dt)
+                                             << (mode == CacheMode::On ? " cache ON" : " cache OFF");
+        }
+  auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32), DType::BF16);
+  std::vector<std::vector<std::vector<float>>> logits[2];
+  for (int on = 0; on < 2; ++on) {
+    Pdl p(on == 1);
+    logits[on] = batch_logits(model, on_gpu(KvType::of(DType::BF16)), mixed_prompts(), 40);
+  }
+  EXPECT_EQ(logits[0], logits[1]) << "batch of 4: programmatic launches changed a logit";
 }
 
 TEST(CudaBackend, BatchOfMixedLengthSequencesRunsOnBothPaths) {

@@ -82,19 +82,11 @@ TEST(CudaFusion, FusedPassesAreBitwiseTheOneByOneOnes) {
     }
   // A batch: V's rows are several slices of one buffer, written with K's in one launch.
   auto model = tiny("llama", DType::F16);
-  const std::vector<std::vector<int>> prompts{{1, 5, 9}, {1, 7, 8, 9, 10, 11, 12}, {1}, {1, 40, 41, 42, 43}};
   std::vector<std::vector<std::vector<float>>> logits[2];
   for (int one_by_one = 0; one_by_one < 2; ++one_by_one) {
     std::unique_ptr<OneByOne> o;
     if (one_by_one) o = std::make_unique<OneByOne>();
-    Engine e(model, gpu_standard(DType::F16));
-    GenerationConfig gc;
-    gc.max_new_tokens = 30;
-    gc.stop_at_eos = false;
-    logits[one_by_one].resize(prompts.size());
-    e.generate_batch(prompts, gc, nullptr, [&](int b, const StepInfo& s) {
-      logits[one_by_one][size_t(b)].emplace_back(s.logits, s.logits + s.vocab);
-    });
+    logits[one_by_one] = test::batch_logits(model, gpu_standard(DType::F16), test::mixed_prompts(), 30);
   }
   EXPECT_EQ(logits[0], logits[1]) << "batch of 4: fusion changed a logit";
 }
