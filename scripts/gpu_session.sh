@@ -2,27 +2,43 @@
 # One call on a lent GPU machine (README, "GPU (CUDA)"): run from the repository root
 # after ../shared/tools/device-pack libssl-dev libssl3 filled .devkit/, carrying .devkit and, to
 # skip the build there, .devbin/ (kvparity, kvparity_cuda_tests, kvparity_bench built here with
-# nvcc; see `make_devbin` below). Stages are named on the command line:
-#   scripts/gpu_session.sh tests bench7b ...
+# nvcc; see `make_devbin` below). Stages are named on the command line, each optionally followed
+# by its argument (any word that is not a stage name):
+#   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], bench11b, bench7b, fusion7b, pdl, ring7b, attn7b, ops11b,
-#   ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k, sanitize [gtest filter].
-# Env: BUDGET_S (seconds the whole call may take, default 560: every stage's timeout is cut to
-#   what is left, and a stage with under 20 s left is skipped), GSM8K_KERNELS (default standard;
-#   issue 14's pair is standard,invariant), GSM8K_LIMIT, OPS_KERNELS (ops stages; e.g.
-#   standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS / COMPARE_KERNELS (compare7b: 64, 256,
-#   standard,invariant).
+#   tests [gtest filter], gemm [benchmark filter], bench11b, bench7b, fusion7b, pdl, ring7b, attn7b,
+#   ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k, sanitize [gtest filter].
+#   Every name is checked before anything runs.
+# Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
+#   what is left, less 15 s for packing, and a command with under 20 s left is skipped),
+#   GSM8K_KERNELS (default standard; issue 14's pair is standard,invariant), GSM8K_LIMIT,
+#   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
+#   COMPARE_KERNELS (compare7b: 64, 256, standard,invariant).
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
-#   each stage, so a call cut short still returns what finished) and the console to
-#   $L/session.txt.
+#   each stage and on exit, so a call cut short still returns what finished) and the console to
+#   $OUT/session.txt.
 # A session has 15 minutes of device time, the machine's start included, and a machine left idle
-#   for 30 s goes back. A plan that fits: first call (timeout_s 580)
-#     BUDGET_S=550 scripts/gpu_session.sh info tests gemm bench7b policies7b compare7b
-#   then, at once, the study (timeout_s what is left):
-#     BUDGET_S=... GSM8K_KERNELS=standard,invariant scripts/gpu_session.sh gsm8k
+#   for 30 s goes back. A plan that fits: a first call (timeout_s 590) with the suite and the
+#   speed of every kernel and policy,
+#     BUDGET_S=570 scripts/gpu_session.sh info tests gemm policies7b bench11b
+#   then at once, on the warm machine, issue 14's comparison (timeout_s what is left; 64 prompts x
+#   256 tokens in batches of 64 may not fit: COMPARE_TOKENS=128 halves it),
+#     BUDGET_S=... scripts/gpu_session.sh compare7b
+#   and the GSM8K study (gsm8k) in a session of its own.
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
+STAGES=" info build tests gemm bench11b bench7b fusion7b pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
+WITH_ARG=" tests gemm sanitize "
+# The command line as (stage, argument) pairs, all checked before anything runs.
+plan=()
+while [ $# -gt 0 ]; do
+  s=$1; shift
+  [[ $STAGES == *" $s "* ]] || { echo "unknown stage '$s' (stages:$STAGES)"; exit 2; }
+  a=''
+  if [[ $WITH_ARG == *" $s "* ]] && [ $# -gt 0 ] && [[ $STAGES != *" $1 "* ]]; then a=$1; shift; fi
+  plan+=("$s" "$a")
+done
 OUT=${OUT:-/tmp/gpu_out}
 T_END=$(($(date +%s) + ${BUDGET_S:-560}))
 L=$(mktemp -d /tmp/kvp_logs.XXXX)  # every log; packed into $OUT/logs.tgz after each stage
@@ -30,8 +46,18 @@ mkdir -p "$OUT"
 exec > >(tee -a "$OUT/session.txt") 2>&1
 tee_pid=$!
 pack() { tar czf "$OUT/logs.tgz.part" -C "$L" . 2>/dev/null && mv "$OUT/logs.tgz.part" "$OUT/logs.tgz"; }
-# lim N: N seconds, or what is left of the budget (less a margin for packing), if that is less.
+finish() { pack; exec >&- 2>&-; wait "$tee_pid"; }
+trap finish EXIT
+# lim N: N seconds, or what is left of the budget less 15 s for packing, if that is less.
 lim() { local left=$((T_END - $(date +%s) - 15)); echo $((left < $1 ? left : $1)); }
+# tmo N CMD...: CMD under `timeout lim N`; skipped (rc 124) when under 20 s are left, since
+# `timeout 0` would mean no limit at all.
+tmo() {
+  local t
+  t=$(lim "$1"); shift
+  if [ "$t" -lt 20 ]; then echo "skipped, the budget is spent: $1 ${2:-}"; return 124; fi
+  timeout "$t" "$@"
+}
 source .devkit/setup.sh >/dev/null
 for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=$d:$LD_LIBRARY_PATH
@@ -39,9 +65,9 @@ done
 BIN=.devbin
 usable() { "$BIN/kvparity" --version >/dev/null 2>&1 && "$BIN/kvparity_cuda_tests" --gtest_list_tests >/dev/null 2>&1; }
 native_build() {
-  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVPARITY_SHARED="$KVPARITY_SHARED" \
+  tmo 60 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVPARITY_SHARED="$KVPARITY_SHARED" \
     -DKVPARITY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DKVPARITY_PYTHON=OFF >"$L/build.log" 2>&1 &&
-    cmake --build build-cuda -j16 --target kvparity kvparity_cuda_tests kvparity_bench >>"$L/build.log" 2>&1
+    tmo 400 cmake --build build-cuda -j16 --target kvparity kvparity_cuda_tests kvparity_bench >>"$L/build.log" 2>&1
   local rc=$?
   tail -5 "$L/build.log"
   BIN=build-cuda
@@ -61,21 +87,25 @@ ab() {
   shift 5
   for v in $values; do
     echo "-- $var=$v"
-    env "$var=$v" timeout "$(lim "$limit")" "$K" bench --device cuda --synth "${AB_SYNTH:-llama2-7b}" --dtype fp16 "$@" 2>&1 |
+    export "$var=$v"
+    tmo "$limit" "$K" bench --device cuda --synth "${AB_SYNTH:-llama2-7b}" --dtype fp16 "$@" 2>&1 |
       tee "$L/${name}_$v.log" | if [ -n "$pat" ]; then grep -E "$pat"; else tail -4; fi
+    unset "$var"
   done
 }
-# The 7B-shape checkpoint on disk (compare7b, gsm8k), written once per machine.
+# The 7B-shape checkpoint on disk (compare7b, gsm8k), written once per machine (into a .part
+# directory first, so that a cut write is never taken for a checkpoint).
 synth7b() {
   [ -d /tmp/l7 ] && return 0
   local t0=$(date +%s)
-  timeout "$(lim 120)" "$K" synth --preset llama2-7b --dtype fp16 --out /tmp/l7 >/dev/null 2>"$L/synth.log" ||
-    { echo "synth failed:"; tail -3 "$L/synth.log"; rm -rf /tmp/l7; return 1; }
+  rm -rf /tmp/l7.part
+  { tmo 300 "$K" synth --preset llama2-7b --dtype fp16 --out /tmp/l7.part >/dev/null 2>"$L/synth.log" &&
+    mv /tmp/l7.part /tmp/l7; } ||
+    { echo "synth failed:"; tail -3 "$L/synth.log"; rm -rf /tmp/l7.part; return 1; }
   echo "synth: $(($(date +%s) - t0)) s"
 }
-while [ $# -gt 0 ]; do
-  s=$1; shift
-  arg=''; if [ $# -gt 0 ] && [[ $1 != -* ]] && [[ $1 == *[./*]* ]]; then arg=$1; shift; fi
+for ((i = 0; i < ${#plan[@]}; i += 2)); do
+  s=${plan[i]} arg=${plan[i + 1]}
   if [ "$(lim 20)" -lt 20 ]; then echo "== $s skipped: the budget is spent"; continue; fi
   case $s in
     info)
@@ -86,12 +116,12 @@ while [ $# -gt 0 ]; do
     tests)
       f=${arg:-'*'}
       stage "tests $f"
-      timeout "$(lim 400)" "$BIN/kvparity_cuda_tests" --gtest_filter="$f" >"$L/tests.log" 2>&1
+      tmo 400 "$BIN/kvparity_cuda_tests" --gtest_filter="$f" >"$L/tests.log" 2>&1
       echo "rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error|Expected|Which is|actual" "$L/tests.log" | head -60 ;;
     sanitize)
       f=${arg:-'CudaBackend.Batch*'}
       stage "sanitize $f"
-      timeout "$(lim 300)" compute-sanitizer --tool memcheck --print-limit 20 "$BIN/kvparity_cuda_tests" --gtest_filter="$f" \
+      tmo 300 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/kvparity_cuda_tests" --gtest_filter="$f" \
         >"$L/sanitize.log" 2>&1
       echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid|PASSED|FAILED" "$L/sanitize.log" | head -20 ;;
     gemm)
@@ -99,23 +129,23 @@ while [ $# -gt 0 ]; do
       # kernel forced, portable; M = 1 .. 16384. One line a row: time per call, TFLOPS, GBps.
       f=${arg:-'cuda_matmul/'}
       stage "gemm $f"
-      timeout "$(lim 240)" "$BIN/kvparity_bench" --benchmark_filter="$f" --benchmark_out="$L/gemm.json" \
+      tmo 240 "$BIN/kvparity_bench" --benchmark_filter="$f" --benchmark_out="$L/gemm.json" \
         --benchmark_out_format=json >"$L/gemm.log" 2>&1
       echo "rc=$?"
-      grep -E "^cuda_matmul" "$L/gemm.log" | sed -E 's|/min_time:[0-9.]+||; s|/manual_time||; s/ +[0-9.]+ us +[0-9]+ +/ /' |
-        awk '{printf "%-58s %10s %-3s %s %s\n", $1, $2, $3, $(NF-1), $NF}' ;;
+      awk '/^cuda_matmul/ { n = $1; sub(/\/min_time:[0-9.]+/, "", n); sub(/\/manual_time/, "", n)
+                            printf "%-58s %10s %-3s %s %s\n", n, $2, $3, $(NF-1), $NF }' "$L/gemm.log" ;;
     bench11b)
       stage bench11b
-      timeout "$(lim 300)" "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
+      tmo 300 "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
         --cache-off-tokens 512 --repeats 3 2>&1 | tee "$L/bench11b.log" | tail -8 ;;
     bench7b)
       stage bench7b
-      timeout "$(lim 400)" "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
+      tmo 400 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
         --cache-off-tokens 512 --repeats 3 2>&1 | tee "$L/bench7b.log" | tail -8 ;;
     ops11b|ops7b)
       stage $s
       m=tinyllama-1.1b; [ $s = ops7b ] && m=llama2-7b
-      timeout "$(lim 400)" "$K" bench --device cuda --synth $m --dtype fp16 --kernels "${OPS_KERNELS:-standard}" \
+      tmo 400 "$K" bench --device cuda --synth $m --dtype fp16 --kernels "${OPS_KERNELS:-standard}" \
         --prompt-tokens 512 --decode-tokens 32 --cache-off-tokens 512 --repeats 1 --op-times 2>&1 |
         tee "$L/$s.log" | tail -90 ;;
     policies11b|policies7b)
@@ -123,9 +153,9 @@ while [ $# -gt 0 ]; do
       # batch 1, then standard vs invariant at batch 64.
       stage $s
       m=tinyllama-1.1b; [ $s = policies7b ] && m=llama2-7b
-      timeout "$(lim 300)" "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant,portable \
+      tmo 300 "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant,portable \
         --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 | tee "$L/$s.log" | tail -12
-      timeout "$(lim 200)" "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant \
+      tmo 200 "$K" bench --device cuda --synth $m --dtype fp16 --kernels standard,invariant \
         --prompt-tokens 128 --decode-tokens 64 --cache-off-tokens 1 --repeats 2 --batch-size 64 2>&1 |
         tee "$L/${s}_batch64.log" | tail -8 ;;
     compare7b)
@@ -137,7 +167,7 @@ while [ $# -gt 0 ]; do
       head -n "$n" "$KVPARITY_SHARED/data/gsm8k/test.jsonl" |
         python3 -c 'import json,sys
 for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json.loads(l)["question"]}))' >"$L/prompts.jsonl"
-      timeout "$(lim 500)" "$K" compare --model /tmp/l7 --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" \
+      tmo 500 "$K" compare --model /tmp/l7 --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" \
         --prompts "$L/prompts.jsonl" --device cuda --kernels "${COMPARE_KERNELS:-standard,invariant}" --dtype fp16 \
         --max-new-tokens "${COMPARE_TOKENS:-256}" --baseline cache=off,batch-size=64 --candidate cache=on,batch-size=64 \
         --out "$L/compare7b" >"$L/compare7b.log" 2>&1
@@ -170,7 +200,7 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
         --decode-tokens 32 --cache-off-tokens 512 --repeats 2 ;;
     batch7b)
       stage batch7b
-      timeout "$(lim 300)" "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
+      tmo 300 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
         --cache-off-tokens 512 --repeats 2 --batch-size 64 2>&1 | tee "$L/batch7b.log" | tail -4 ;;
     gsm8k)
       # The study at 7B shape: synthetic weights, the Llama-2 tokenizer, 0-shot, 256 new tokens,
@@ -178,15 +208,11 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       stage gsm8k
       synth7b || continue
       t1=$(date +%s)
-      timeout "$(lim 600)" "$K" eval gsm8k --data "$KVPARITY_SHARED/data/gsm8k/test.jsonl" --model /tmp/l7 \
+      tmo 600 "$K" eval gsm8k --data "$KVPARITY_SHARED/data/gsm8k/test.jsonl" --model /tmp/l7 \
         --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" --shots 0 --max-new-tokens 256 --limit ${GSM8K_LIMIT:-128} \
         --batch-size 64 --device cuda --dtypes fp16 --kernels "${GSM8K_KERNELS:-standard}" --out "$L/gsm" --no-report >"$L/gsm8k.log" 2>&1
       rc=$?; t2=$(date +%s)
       echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$L/gsm/gsm8k.jsonl" 2>/dev/null)"; tail -5 "$L/gsm8k.log" ;;
-    *) echo "unknown stage $s"; exit 2 ;;
   esac
   pack
 done
-pack
-exec >&- 2>&-
-wait "$tee_pid"

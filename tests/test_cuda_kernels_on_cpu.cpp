@@ -45,8 +45,7 @@ struct HostLaunch {
   }
   template <class Kernel, class... Args>
   void with_smem(size_t bytes, Kernel kernel, dim3 grid, dim3 block, Args... args) const {
-    ASSERT_LE(bytes, simt::kDynamicSharedBytes);
-    simt::launch(grid, block, kernel, args...);
+    simt::launch_with_smem(bytes, grid, block, kernel, args...);
   }
 };
 
@@ -204,9 +203,9 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
   auto ref = make_kernels(KernelPolicy::Reference, nullptr);
   std::mt19937 rng(34);
   // Every kernel of the dispatch, each forced on every slice (Auto: the ring to M = 64, the
-  // shared-memory pipeline beyond, 64 x 128 tiles to M = 256, 128 x 128 then 128 x 256), over 2 x
-  // 128 columns (the second partial; a 128 x 256 tile covers N with one partial block) and chunks
-  // past K; rows without 16-byte loads (K % 8 != 0) always take the register prefetch.
+  // shared-memory pipeline beyond, 64 x 128 tiles to M = 256, 128 x 128 then 128 x 256), over
+  // partial column blocks and chunks past K; rows without 16-byte loads (K % 8 != 0) always take
+  // the register prefetch.
   using cuda::invariant::GemmKernel;
   constexpr std::pair<GemmKernel, const char*> kernels[] = {
       {GemmKernel::Auto, "auto"},
@@ -224,7 +223,8 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
     // rows and 40 columns (the emulated mma is slow), which the slices up to 65 rows fit.
     for (int K : {96, 40, 77, 1304}) {
       const bool long_k = K > 1000;
-      const int kBig = long_k ? 70 : 300, N = long_k ? 40 : 136;
+      // N: two 128-column blocks, the second partial; at K = 96 two 256-column blocks too.
+      const int kBig = long_k ? 70 : 300, N = long_k ? 40 : K == 96 ? 264 : 136;
       const auto wf = normals(size_t(N) * K, rng, act);
       const auto x = normals(size_t(kBig) * K, rng, act);
       auto wb = stored(act, wf);

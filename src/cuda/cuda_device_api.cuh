@@ -12,6 +12,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/dtype.h"
@@ -41,6 +43,11 @@ __device__ __forceinline__ T load_raw(const void* p) {
 #ifdef __CUDA_ARCH__
   return *static_cast<const T*>(p);
 #else
+  // The GPU faults on a vector access that is not aligned to its size; so does the CPU suite.
+  if ((sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16) && reinterpret_cast<uintptr_t>(p) % sizeof(T) != 0) {
+    std::fprintf(stderr, "simt: a %zu-byte load from an address not aligned to it\n", sizeof(T));
+    std::abort();
+  }
   T v;
   std::memcpy(&v, p, sizeof v);
   return v;

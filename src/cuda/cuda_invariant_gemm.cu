@@ -38,7 +38,7 @@ GemmKernel parse_gemm_kernel(const std::string& name, const char* what) {
 std::atomic<GemmKernel>& chosen() {
   static std::atomic<GemmKernel> k{[] {
     const char* e = std::getenv("KVPARITY_CUDA_GEMM");
-    return e == nullptr ? GemmKernel::Auto : parse_gemm_kernel(e, "KVPARITY_CUDA_GEMM");
+    return e == nullptr || *e == '\0' ? GemmKernel::Auto : parse_gemm_kernel(e, "KVPARITY_CUDA_GEMM");
   }()};
   return k;
 }
@@ -59,6 +59,8 @@ std::vector<std::string> invariant_gemm_kernels() {
   for (const auto& [n, k] : kGemmKernels) v.emplace_back(n);
   return v;
 }
+
+int invariant_gemm_choice() { return int(chosen().load()); }
 
 void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y) {
   invariant::gemm(StreamLaunch{}, xh, M, W, store, K, N, y, chosen().load());

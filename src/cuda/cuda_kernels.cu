@@ -115,7 +115,7 @@ class CudaKernels final : public Kernels {
       const int store = wc->store;
       wrote(y, size_t(M) * N);
       if (tensor_cores)
-        graphs_.submit(signature(kGemm, wp, xa, y, M, N, K, store),
+        graphs_.submit(signature(kGemm, wp, xa, y, M, N, K, store, invariant_gemm_choice()),
                        [=] { launch_invariant_gemm(xa, M, wp, store, K, N, y); });
       else
         graphs_.submit(signature(kGemm, wp, x, y, M, N, K, store),

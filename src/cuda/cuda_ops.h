@@ -126,5 +126,8 @@ void launch_portable_softcap(float* x, size_t n, float cap, int act);
 // of fp16/bf16 passes with weights of that dtype on tensor cores, in one order that depends on K
 // alone. xh: x converted to `store` (exact).
 void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y);
+// The kernel choice launch_invariant_gemm follows now (set_invariant_gemm_kernel), for launch
+// signatures: a pass replayed as a graph must not keep the kernel of another choice.
+int invariant_gemm_choice();
 
 }  // namespace kvp::cuda

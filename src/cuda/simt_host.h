@@ -13,6 +13,8 @@
 #include <ucontext.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -93,21 +95,24 @@ struct Fiber {
   unsigned committed = 0;  // commit groups closed so far
 };
 
-// Two schedules, alternating from block to block and launch to launch, so that a missing barrier
-// or wait shows as wrong bits in the CPU suite instead of passing by luck of the order. Even
-// blocks run in lockstep (every thread in increasing order up to its next barrier, then the
-// barriers open) and land a cp.async copy at its issue. Odd blocks let warps drift as far apart
-// as a block barrier allows (the last warp runs up to its next __syncthreads, then the one before
-// it, ..., threads in decreasing order) and land a copy only at the cp.async.wait_group that must
-// cover it: a warp that refills shared memory others still read, or reads before the barrier or
-// the wait that should order it, reads or leaves the wrong data.
+// Three schedules, rotating from block to block and launch to launch, so that a missing barrier
+// or wait shows as wrong bits in the CPU suite instead of passing by luck of the order.
+//  - Lockstep: every thread in increasing order up to its next barrier, then the barriers open;
+//    a cp.async copy lands at its issue.
+//  - Drift: warps drift as far apart as a block barrier allows (the last warp runs up to its next
+//    __syncthreads, then the one before it, ..., threads in decreasing order), and a copy lands
+//    only at the cp.async.wait_group that must cover it: a read before the wait or the barrier
+//    that should order it reads stale data.
+//  - DriftEager: warps drift, and copies land at their issue: a warp that refills a stage other
+//    warps still read (a refill before the barrier that says they are done) overwrites it.
+enum class Schedule { Lockstep, Drift, DriftEager };
 struct Block {
   unsigned threads = 0;
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
   ucontext_t scheduler;
   unsigned current = 0;
-  bool odd = false;
+  Schedule schedule = Schedule::Lockstep;
 };
 
 struct ThreadState {
@@ -116,6 +121,13 @@ struct ThreadState {
 };
 inline ThreadState tls;  // the running fiber's (one OS thread runs them all)
 inline unsigned launches = 0;  // kernels launched so far (picks the first block's schedule)
+// The running launch's dynamic shared memory (launch_with_smem): the bytes it asked for, refilled
+// with NaNs for every block (a block never sees another's data), then a guard up to the most a
+// block may have, which must stay untouched (and reads as garbage).
+constexpr size_t kDynamicSharedBytes = size_t(227) << 10;  // what a block of an sm_90 GPU may have
+constexpr size_t kDynamicGuard = kDynamicSharedBytes;
+inline std::vector<uint64_t> dynamic_buffer;  // 8-byte words; its data is 16-byte aligned (new)
+inline size_t dynamic_bytes = 0;
 
 // Waits at the warp's (or the block's) barrier: back to the scheduler until it opens.
 inline void wait_at(Wait w) {
@@ -207,7 +219,7 @@ inline void run_block(Block& b, dim3 block, void (*entry)(), unsigned lo, unsign
   };
   for (;;) {
     bool ran = false;
-    if (!b.odd) {
+    if (b.schedule == Schedule::Lockstep) {
       for (unsigned t = 0; t < b.threads; ++t) ran = run(t) || ran;
     } else {
       for (unsigned w0 = (b.threads - 1) / 32 * 32 + 32; w0 > 0;) {
@@ -243,7 +255,8 @@ void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
     for (unsigned by = 0; by < grid.y; ++by)
       for (unsigned bx = 0; bx < grid.x; ++bx) {
         tls.block = dim3(bx, by, bz);
-        b.odd = (launches + bx + by + bz) % 2 == 1;
+        b.schedule = Schedule((launches + bx + by + bz) % 3);
+        if (dynamic_bytes > 0) std::memset(dynamic_buffer.data(), 0xff, dynamic_bytes);
         run_block(b, block, reinterpret_cast<void (*)()>(&fiber_entry<decltype(body)>), unsigned(addr & 0xffffffffu),
                   unsigned(addr >> 32));
       }
@@ -253,11 +266,15 @@ void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
 // cp.async.wait_group n (every group of the thread but its newest n has landed), per the schedule
 // of the block (above).
 inline void async_copy16(void* dst, const void* src, bool valid) {
+  if (uintptr_t(dst) % 16 != 0 || (valid && uintptr_t(src) % 16 != 0)) {
+    std::fprintf(stderr, "simt: cp.async of 16 bytes between addresses not 16-byte aligned\n");
+    std::abort();  // the GPU faults; not a throw: this runs on a fiber's stack
+  }
   Block& b = *tls.blk;
   Fiber& f = b.fibers[b.current];
   PendingCopy c{dst, {}, f.committed};
   if (valid) std::memcpy(c.bytes, src, 16);
-  if (!b.odd)
+  if (b.schedule != Schedule::Drift)
     std::memcpy(dst, c.bytes, 16);
   else
     f.copies.push_back(c);
@@ -272,13 +289,32 @@ inline void async_wait(unsigned newest_left) {
   });
 }
 
-// A kernel's dynamic shared memory: one buffer, as blocks run one after another (the kernels ask
-// for at most the 227 KB a block of an sm_90 GPU may have).
-constexpr size_t kDynamicSharedBytes = size_t(227) << 10;
+// A kernel's dynamic shared memory (KVP_DYNAMIC_SHARED): the running launch_with_smem's buffer.
 template <class T>
 T* dynamic_shared() {
-  alignas(16) static unsigned char buf[kDynamicSharedBytes];
-  return reinterpret_cast<T*>(buf);
+  if (dynamic_buffer.empty()) {
+    std::fprintf(stderr, "simt: a kernel uses dynamic shared memory it was not launched with\n");
+    std::abort();  // not a throw: this runs on a fiber's stack
+  }
+  return reinterpret_cast<T*>(dynamic_buffer.data());
+}
+
+// Runs kernel(args...) over grid x block with `bytes` of dynamic shared memory; throws if a block
+// wrote past them.
+template <class Kernel, class... Args>
+void launch_with_smem(size_t bytes, dim3 grid, dim3 block, Kernel kernel, Args... args) {
+  if (bytes > kDynamicSharedBytes) throw std::logic_error("simt: more dynamic shared memory than a block may have");
+  dynamic_buffer.assign((bytes + kDynamicGuard + 7) / 8, 0);
+  dynamic_bytes = bytes;
+  auto* raw = reinterpret_cast<unsigned char*>(dynamic_buffer.data());
+  const size_t total = dynamic_buffer.size() * 8;
+  std::memset(raw + bytes, 0xa5, total - bytes);
+  launch(grid, block, kernel, args...);
+  bool intact = true;
+  for (size_t i = bytes; i < total; ++i) intact = intact && raw[i] == 0xa5;
+  dynamic_buffer.clear();
+  dynamic_bytes = 0;
+  if (!intact) throw std::logic_error("simt: a kernel wrote past its dynamic shared memory");
 }
 
 // One mma.sync.aligned.m16n8k16.row.col with fp32 accumulation, from the PTX ISA's fragment
