@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_op_timer.cuh"
 #include "cuda/cuda_runtime_api.h"
 
 namespace kvp::cuda {
@@ -59,10 +60,25 @@ std::atomic<bool> g_pdl{[] {
   const char* e = std::getenv("KVPARITY_CUDA_PDL");
   return e != nullptr && std::string(e) == "1";
 }()};
+
+// pdl_entry waits only in code compiled for sm_90 or later: a build whose kernels come from older
+// PTX (CMAKE_CUDA_ARCHITECTURES=80 on an H100) would launch early with no wait at all.
+__global__ void pdl_probe_kernel() { pdl_entry(); }
+bool pdl_supported() {
+  static const bool ok = [] {
+    if (!g_ctx.ok || g_ctx.prop.major < 9) return false;
+    cudaFuncAttributes a{};
+    return cudaFuncGetAttributes(&a, pdl_probe_kernel) == cudaSuccess && a.ptxVersion >= 90 && a.binaryVersion >= 90;
+  }();
+  return ok;
+}
 }  // namespace
+
 void set_programmatic_launch(bool on) { g_pdl = on; }
 bool programmatic_launch_on() { return g_pdl; }
-bool pdl_launch() { return g_pdl && g_ctx.ok && g_ctx.prop.major >= 9; }
+bool programmatic_launch_available() { return pdl_supported(); }
+// Off while operations are timed: the events between kernels would serialise them anyway.
+bool pdl_launch() { return g_pdl && pdl_supported() && !op_timing_on(); }
 
 void allow_smem(const void* kernel, size_t bytes) {
   static std::mutex mu;

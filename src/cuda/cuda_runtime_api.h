@@ -61,9 +61,13 @@ bool launch_fusion_on();
 // Programmatic dependent launch (sm_90 and later): each kernel may be scheduled while the one
 // before it in the stream finishes, and waits for it at its first statement (pdl_entry), so the
 // gaps between the short kernels of a decode step shrink; the bits are the same. Off unless
-// $KVPARITY_CUDA_PDL=1 (not yet measured on a GPU); read at every launch.
+// $KVPARITY_CUDA_PDL=1 (not yet measured on a GPU). Read at every launch and when a pass begins
+// (a pass replayed as a graph keeps the setting it was captured with). Available only where the
+// kernels' sm_90 code runs on an sm_90 GPU; elsewhere, and while operations are timed, kernels
+// launch the ordinary way.
 void set_programmatic_launch(bool on);
 bool programmatic_launch_on();
+bool programmatic_launch_available();
 
 // The `invariant` policy's tensor-core GEMM kernel: "auto" (chosen by M) or one forced for every
 // M ("ring", "registers", "tiles64x128", "tiles128x128", "tiles128x256"); each gives the same

@@ -32,6 +32,7 @@ size_t pass_graph_replays() { return 0; }
 GraphNodes busiest_pass_graph_nodes() { return {}; }
 void set_programmatic_launch(bool) {}
 bool programmatic_launch_on() { return false; }
+bool programmatic_launch_available() { return false; }
 void set_invariant_gemm_kernel(const std::string&) { refuse(); }
 std::string invariant_gemm_kernel() { return "auto"; }
 std::vector<std::string> invariant_gemm_kernels() { return {}; }

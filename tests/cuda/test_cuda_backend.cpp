@@ -292,11 +292,15 @@ TEST(CudaBackend, GraphReplayedDecodeStepsAreBitwiseTheEagerOnes) {
 // race with its predecessor's writes here.
 TEST(CudaBackend, ProgrammaticLaunchesAreBitwiseTheOrdinaryOnes) {
   KVP_REQUIRE_GPU();
-  struct Pdl {
-    explicit Pdl(bool on) { cuda::set_programmatic_launch(on); }
-    ~Pdl() { cuda::set_programmatic_launch(false); }
+  if (!cuda::programmatic_launch_available()) GTEST_SKIP() << "programmatic dependent launch needs sm_90 code and GPU";
+  struct Pdl {  // the setting in its scope, then the one before
+    explicit Pdl(bool on) : before(cuda::programmatic_launch_on()) { cuda::set_programmatic_launch(on); }
+    ~Pdl() { cuda::set_programmatic_launch(before); }
+    bool before;
   };
-  const std::vector<int> prompt{1, 17, 23, 99, 5};
+  // 64 tokens: prefill and cache-OFF passes of several blocks a kernel.
+  std::vector<int> prompt{1};
+  for (int i = 1; i < 64; ++i) prompt.push_back(3 + (i * 37) % 200);
   for (KernelPolicy pol : {KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable})
     for (const char* fam : {"llama", "gemma2"})
       for (DType dt : {DType::F32, DType::F16})
@@ -304,8 +308,11 @@ TEST(CudaBackend, ProgrammaticLaunchesAreBitwiseTheOrdinaryOnes) {
           auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), dt);
           EngineOptions eo = on_gpu(KvType::of(dt));
           eo.kernels = pol;
-          const Trace plain = trace(model, eo, prompt, mode, 40);
-          Trace pdl;
+          Trace plain, pdl;
+          {
+            Pdl off(false);
+            plain = trace(model, eo, prompt, mode, 40);
+          }
           {
             Pdl on(true);
             pdl = trace(model, eo, prompt, mode, 40);

@@ -40,38 +40,44 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
   // prefetch when K % 8 != 0; 256: 64- vs 128-row tiles), and each with every kernel forced.
   const std::pair<int, int> slices[] = {{0, 1},    {57, 1},    {299, 1},  {10, 3},  {20, 16},
                                         {40, 17},  {100, 64},  {120, 65}, {7, 130}, {44, 256}, {41, 257}};
-  for (DType act : {DType::F16, DType::BF16})
-    for (int K : {4096, 1000, 77}) {  // whole 32-k chunks, a partial chunk, no 16-byte rows
-      const auto wf = normals(size_t(N) * K, rng, act);
-      std::vector<uint8_t> wb(wf.size() * 2);
-      from_f32(act, wf.data(), wb.data(), wf.size());
-      const TensorView W = test::weight_view(wb, act, N, K);
-      const auto x = normals(size_t(kBig) * K, rng, act);
-      DeviceBuffer dx(Device::Cuda, x.size() * 4), dy(Device::Cuda, size_t(kBig) * N * 4);
-      host_to_device(Device::Cuda, dx.data(), x.data(), x.size() * 4);
-      gpu->matmul(dx.as<float>(), kBig, W, act, dy.as<float>());
-      std::vector<float> big(size_t(kBig) * N), want(big.size());
-      gpu->to_host(big.data(), dy.data(), big.size() * 4);
-      ref->matmul(x.data(), kBig, W, act, want.data());
-      const double err = test::rel_err(big, want);
-      std::printf("[ measured ] invariant GEMM %s K %d: relative error vs fp32 reference %.3g\n",
-                  std::string(dtype_name(act)).c_str(), K, err);
-      EXPECT_LE(err, 1e-4) << dtype_name(act) << " K " << K;  // a wrong fragment layout is O(1) off
-      // Every slice by the dispatch's own choice, then by each kernel forced (the same bits).
-      for (const std::string& kernel : cuda::invariant_gemm_kernels()) {
-        cuda::set_invariant_gemm_kernel(kernel);
-        for (auto [m0, rows] : slices) {
-          DeviceBuffer ds(Device::Cuda, size_t(rows) * N * 4);
-          gpu->matmul(dx.as<float>() + size_t(m0) * K, rows, W, act, ds.as<float>());
-          std::vector<float> alone(size_t(rows) * N);
-          gpu->to_host(alone.data(), ds.data(), alone.size() * 4);
-          EXPECT_EQ(std::memcmp(alone.data(), big.data() + size_t(m0) * N, alone.size() * 4), 0)
-              << dtype_name(act) << " K " << K << ": rows " << m0 << ".." << m0 + rows - 1
-              << " alone vs in M = " << kBig << " (" << kernel << ")";
+  // With programmatic launches too (where available), where the GEMM may start while the
+  // conversion of its input still runs.
+  for (bool pdl : {false, true})
+    for (DType act : {DType::F16, DType::BF16})
+      for (int K : {4096, 1000, 77}) {  // whole 32-k chunks, a partial chunk, no 16-byte rows
+        if (pdl && !cuda::programmatic_launch_available()) continue;
+        cuda::set_programmatic_launch(pdl);
+        const auto wf = normals(size_t(N) * K, rng, act);
+        std::vector<uint8_t> wb(wf.size() * 2);
+        from_f32(act, wf.data(), wb.data(), wf.size());
+        const TensorView W = test::weight_view(wb, act, N, K);
+        const auto x = normals(size_t(kBig) * K, rng, act);
+        DeviceBuffer dx(Device::Cuda, x.size() * 4), dy(Device::Cuda, size_t(kBig) * N * 4);
+        host_to_device(Device::Cuda, dx.data(), x.data(), x.size() * 4);
+        gpu->matmul(dx.as<float>(), kBig, W, act, dy.as<float>());
+        std::vector<float> big(size_t(kBig) * N), want(big.size());
+        gpu->to_host(big.data(), dy.data(), big.size() * 4);
+        ref->matmul(x.data(), kBig, W, act, want.data());
+        const double err = test::rel_err(big, want);
+        std::printf("[ measured ] invariant GEMM %s K %d: relative error vs fp32 reference %.3g\n",
+                    std::string(dtype_name(act)).c_str(), K, err);
+        EXPECT_LE(err, 1e-4) << dtype_name(act) << " K " << K;  // a wrong fragment layout is O(1) off
+        // Every slice by the dispatch's own choice, then by each kernel forced (the same bits).
+        for (const std::string& kernel : cuda::invariant_gemm_kernels()) {
+          cuda::set_invariant_gemm_kernel(kernel);
+          for (auto [m0, rows] : slices) {
+            DeviceBuffer ds(Device::Cuda, size_t(rows) * N * 4);
+            gpu->matmul(dx.as<float>() + size_t(m0) * K, rows, W, act, ds.as<float>());
+            std::vector<float> alone(size_t(rows) * N);
+            gpu->to_host(alone.data(), ds.data(), alone.size() * 4);
+            EXPECT_EQ(std::memcmp(alone.data(), big.data() + size_t(m0) * N, alone.size() * 4), 0)
+                << dtype_name(act) << " K " << K << ": rows " << m0 << ".." << m0 + rows - 1
+                << " alone vs in M = " << kBig << " (" << kernel << (pdl ? ", programmatic launches" : "") << ")";
+          }
         }
+        cuda::set_invariant_gemm_kernel("auto");
+        cuda::set_programmatic_launch(false);
       }
-      cuda::set_invariant_gemm_kernel("auto");
-    }
   try {
     cuda::set_invariant_gemm_kernel("tiles7x7");
     ADD_FAILURE() << "an unknown GEMM kernel was accepted";
