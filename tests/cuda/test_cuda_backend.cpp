@@ -320,6 +320,25 @@ TEST(CudaBackend, ProgrammaticLaunchesAreBitwiseTheOrdinaryOnes) {
           EXPECT_TRUE(same_bits(plain, pdl)) << policy_name(pol) << " " << fam << " " << dtype_name(dt)
                                              << (mode == CacheMode::On ? " cache ON" : " cache OFF");
         }
+  // Kernels long enough that a dependent scheduled early has time to read too soon: a 1024-wide
+  // Llama over a 200-token prompt, fp16, both cache paths.
+  ModelConfig wc;
+  const auto wide = Model::from_checkpoint(test::wide_llama(&wc), DType::F16);
+  for (KernelPolicy pol : {KernelPolicy::Standard, KernelPolicy::Invariant})
+    for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+      EngineOptions eo = on_gpu(KvType::of(DType::F16));
+      eo.kernels = pol;
+      Trace plain, pdl;
+      {
+        Pdl off(false);
+        plain = trace(wide, eo, test::wide_prompt(wc), mode, 24);
+      }
+      {
+        Pdl on(true);
+        pdl = trace(wide, eo, test::wide_prompt(wc), mode, 24);
+      }
+      EXPECT_TRUE(same_bits(plain, pdl)) << "wide " << policy_name(pol) << (mode == CacheMode::On ? " cache ON" : " cache OFF");
+    }
   auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32), DType::BF16);
   std::vector<std::vector<std::vector<float>>> logits[2];
   for (int on = 0; on < 2; ++on) {
