@@ -134,6 +134,14 @@ void register_bench(CLI::App& app) {
                         ? "gpu: " + device_description(Device::Cuda) + "\n"
                         : std::string())
                 << bench_table(rows);
+    if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda))
+      // The switches that change a GPU run's speed but not its bits, so that a figure says what ran.
+      (o->json ? std::cerr : std::cout)
+          << "cuda launches: fusion " << (cuda::launch_fusion_on() ? "on" : "off") << ", programmatic launch "
+          << (!cuda::programmatic_launch_on()           ? "off"
+              : cuda::programmatic_launch_available() ? "on"
+                                                      : "asked for, unavailable here")
+          << ", invariant GEMM kernel " << cuda::invariant_gemm_kernel() << "\n";
     if (o->op_times) (o->json ? std::cerr : std::cout) << op_times_table();
     // What a replayed pass costs the GPU's front end (a decode step's graph, in practice).
     if (const cuda::GraphNodes g = cuda::busiest_pass_graph_nodes(); g.total > 0)
