@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "bench_gpu.h"
 #include "core/device.h"
 #include "cuda/cuda_runtime_api.h"
 
@@ -32,26 +33,6 @@ constexpr Shape kShapes[] = {
     {"7b_down_4096x11008", 4096, 11008},
     {"7b_lm_head_32000x4096", 32000, 4096},
 };
-
-// The CUDA error that keeps the GPU from opening ("" when it opened), asked once.
-const std::string& gpu_error() {
-  static const std::string err = [] {
-    try {
-      require_device(Device::Cuda);
-      return std::string();
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-  }();
-  return err;
-}
-
-Kernels& gpu_kernels(KernelPolicy policy) {
-  static std::map<int, std::unique_ptr<Kernels>> made;
-  auto& k = made[int(policy)];
-  if (!k) k = make_kernels(policy, nullptr, Device::Cuda);
-  return *k;
-}
 
 // Host weights: kCopies buffers per shape for the whole run (the device keeps its copies by host
 // address, so a buffer is never reused for another shape). A row cycles through the copies, so

@@ -6,8 +6,9 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], bench11b, bench7b, fusion7b, pdl, ring7b, attn7b,
-#   ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k, sanitize [gtest filter].
+#   tests [gtest filter], gemm [benchmark filter], attention [benchmark filter], bench11b, bench7b,
+#   fusion7b, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k,
+#   sanitize [gtest filter].
 #   Every name is checked before anything runs.
 # Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
 #   what is left, less 15 s for packing, and a command with under 20 s left is skipped),
@@ -20,7 +21,7 @@
 # A session has 15 minutes of device time, the machine's start included, and a machine left idle
 #   for 30 s goes back. A plan that fits: a first call (timeout_s 590) with the suite and the
 #   speed of every kernel and policy,
-#     BUDGET_S=570 scripts/gpu_session.sh info tests gemm policies7b bench11b
+#     BUDGET_S=570 scripts/gpu_session.sh info tests gemm attention policies7b bench11b
 #   then at once, on the warm machine, issue 14's comparison (timeout_s what is left; 64 prompts x
 #   256 tokens in batches of 64 may not fit: COMPARE_TOKENS=128 halves it),
 #     BUDGET_S=... scripts/gpu_session.sh compare7b
@@ -28,8 +29,8 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm bench11b bench7b fusion7b pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
-WITH_ARG=" tests gemm sanitize "
+STAGES=" info build tests gemm attention bench11b bench7b fusion7b pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
+WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
 while [ $# -gt 0 ]; do
@@ -124,16 +125,19 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       tmo 300 compute-sanitizer --tool memcheck --print-limit 20 "$BIN/kvparity_cuda_tests" --gtest_filter="$f" \
         >"$L/sanitize.log" 2>&1
       echo "rc=$?"; grep -E "ERROR SUMMARY|Invalid|PASSED|FAILED" "$L/sanitize.log" | head -20 ;;
-    gemm)
-      # Every GEMM the GPU runs at 7B shapes (bench/bench_cuda_matmul.cpp): cuBLAS, each invariant
-      # kernel forced, portable; M = 1 .. 16384. One line a row: time per call, TFLOPS, GBps.
-      f=${arg:-'cuda_matmul/'}
-      stage "gemm $f"
-      tmo 240 "$BIN/kvparity_bench" --benchmark_filter="$f" --benchmark_out="$L/gemm.json" \
-        --benchmark_out_format=json >"$L/gemm.log" 2>&1
+    gemm|attention)
+      # Every GEMM the GPU runs at 7B shapes (bench/bench_cuda_matmul.cpp: cuBLAS, each invariant
+      # kernel forced, portable; M = 1 .. 16384; time per call, TFLOPS, GBps), or every attention
+      # (bench/bench_cuda_attention.cpp: decode over 512 .. 8192 keys, a batch of 64, a 512-row
+      # prefill, each policy, at 7B and 1.1B geometry; time per call).
+      f=${arg:-cuda_matmul/}; [ $s = attention ] && f=${arg:-cuda_attention/}
+      stage "$s $f"
+      tmo 240 "$BIN/kvparity_bench" --benchmark_filter="$f" --benchmark_out="$L/$s.json" \
+        --benchmark_out_format=json >"$L/$s.log" 2>&1
       echo "rc=$?"
-      awk '/^cuda_matmul/ { n = $1; sub(/\/min_time:[0-9.]+/, "", n); sub(/\/manual_time/, "", n)
-                            printf "%-58s %10s %-3s %s %s\n", n, $2, $3, $(NF-1), $NF }' "$L/gemm.log" ;;
+      awk '/^cuda_/ { n = $1; sub(/\/min_time:[0-9.]+/, "", n); sub(/\/manual_time/, "", n)
+                      printf "%-58s %10s %-3s %s %s\n", n, $2, $3, (NF > 6 ? $(NF-1) : ""), (NF > 5 ? $NF : "") }' \
+        "$L/$s.log" ;;
     bench11b)
       stage bench11b
       tmo 300 "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
