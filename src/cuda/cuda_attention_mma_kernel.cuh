@@ -10,8 +10,9 @@
 // values of the compute dtype, so the operands are exact), rounds the scores where HF's eager code
 // does (attn_score), folds them into an online softmax (fp32 max, rescaled fp32 sum), and adds P.V
 // with P rounded to the compute dtype, the same roundings as the CUDA-core kernel; only the
-// summation order inside the tensor cores differs, as it does in every GPU stack. Keys past the block's last position are never
-// read: their shared-memory rows are zero, so a never-written (NaN-poisoned) slot cannot leak.
+// summation order inside the tensor cores differs, as it does in every GPU stack. Keys past the
+// block's last position are never read: their shared-memory rows are zero, so a never-written
+// (NaN-poisoned) slot cannot leak.
 //
 // Why the `invariant` policy runs every row through it, decode steps included: a row's bits depend
 // on its own query and keys only. Its keys are folded in 64-key tiles anchored at position 0, in

@@ -3,11 +3,12 @@
 // those kernels' own source (tests/test_cuda_kernels_on_cpu.cpp) on machines without a GPU: every
 // CUDA thread of a block is a fiber, __syncthreads and __syncwarp are barriers, a warp shuffle is
 // an exchange through the warp's slots between two barriers, a cp.async copy lands at its issue
-// or only at its wait (two schedules, below, that expose missing barriers and waits), and blocks
-// run one after the other (so a kernel's __shared__ arrays can be function statics). The
-// arithmetic is the host's IEEE arithmetic; portable_scalar.h's functions pick their host branch. Only what the
-// kernels use is here, and only for convergent code: every lane of a warp reaches each shuffle,
-// every thread of a block each __syncthreads (a warp that returns early returns whole).
+// or only at its wait (three schedules, below, that expose missing barriers and waits), and
+// blocks run one after the other (so a kernel's __shared__ arrays can be function statics). The
+// arithmetic is the host's IEEE arithmetic; portable_scalar.h's functions pick their host branch.
+// Only what the kernels use is here, and only for convergent code: every lane of a warp reaches
+// each shuffle, every thread of a block each __syncthreads (a warp that returns early returns
+// whole).
 // Never included by nvcc (cuda_device_api.cuh includes the real headers there).
 #include <algorithm>
 #include <ucontext.h>

@@ -298,6 +298,20 @@ TEST(CudaBackend, ProgrammaticLaunchesAreBitwiseTheOrdinaryOnes) {
     ~Pdl() { cuda::set_programmatic_launch(before); }
     bool before;
   };
+  // A greedy run's logits without programmatic launches and with them, bitwise.
+  auto same_either_way = [](std::shared_ptr<const Model> model, const EngineOptions& eo,
+                            const std::vector<int>& prompt, CacheMode mode, int n) {
+    Trace plain, pdl;
+    {
+      Pdl off(false);
+      plain = trace(model, eo, prompt, mode, n);
+    }
+    {
+      Pdl on(true);
+      pdl = trace(model, eo, prompt, mode, n);
+    }
+    return same_bits(plain, pdl);
+  };
   // 64 tokens: prefill and cache-OFF passes of several blocks a kernel.
   std::vector<int> prompt{1};
   for (int i = 1; i < 64; ++i) prompt.push_back(3 + (i * 37) % 200);
@@ -308,17 +322,9 @@ TEST(CudaBackend, ProgrammaticLaunchesAreBitwiseTheOrdinaryOnes) {
           auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), dt);
           EngineOptions eo = on_gpu(KvType::of(dt));
           eo.kernels = pol;
-          Trace plain, pdl;
-          {
-            Pdl off(false);
-            plain = trace(model, eo, prompt, mode, 40);
-          }
-          {
-            Pdl on(true);
-            pdl = trace(model, eo, prompt, mode, 40);
-          }
-          EXPECT_TRUE(same_bits(plain, pdl)) << policy_name(pol) << " " << fam << " " << dtype_name(dt)
-                                             << (mode == CacheMode::On ? " cache ON" : " cache OFF");
+          EXPECT_TRUE(same_either_way(model, eo, prompt, mode, 40))
+              << policy_name(pol) << " " << fam << " " << dtype_name(dt)
+              << (mode == CacheMode::On ? " cache ON" : " cache OFF");
         }
   // Kernels long enough that a dependent scheduled early has time to read too soon: a 1024-wide
   // Llama over a 200-token prompt, fp16, both cache paths.
@@ -328,16 +334,8 @@ TEST(CudaBackend, ProgrammaticLaunchesAreBitwiseTheOrdinaryOnes) {
     for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
       EngineOptions eo = on_gpu(KvType::of(DType::F16));
       eo.kernels = pol;
-      Trace plain, pdl;
-      {
-        Pdl off(false);
-        plain = trace(wide, eo, test::wide_prompt(wc), mode, 24);
-      }
-      {
-        Pdl on(true);
-        pdl = trace(wide, eo, test::wide_prompt(wc), mode, 24);
-      }
-      EXPECT_TRUE(same_bits(plain, pdl)) << "wide " << policy_name(pol) << (mode == CacheMode::On ? " cache ON" : " cache OFF");
+      EXPECT_TRUE(same_either_way(wide, eo, test::wide_prompt(wc), mode, 24))
+          << "wide " << policy_name(pol) << (mode == CacheMode::On ? " cache ON" : " cache OFF");
     }
   auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32), DType::BF16);
   std::vector<std::vector<std::vector<float>>> logits[2];
