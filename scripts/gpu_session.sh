@@ -14,7 +14,7 @@
 #   what is left, less 15 s for packing, and a command with under 20 s left is skipped),
 #   GSM8K_KERNELS (default standard; issue 14's pair is standard,invariant), GSM8K_LIMIT,
 #   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
-#   COMPARE_KERNELS (compare7b: 64, 256, standard,invariant).
+#   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant).
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
 #   each stage and on exit, so a call cut short still returns what finished) and the console to
 #   $OUT/session.txt.
@@ -22,8 +22,8 @@
 #   for 30 s goes back. A plan that fits: a first call (timeout_s 590) with the suite and the
 #   speed of every kernel and policy,
 #     BUDGET_S=570 scripts/gpu_session.sh info tests gemm attention policies7b bench11b
-#   then at once, on the warm machine, issue 14's comparison (timeout_s what is left; 64 prompts x
-#   256 tokens in batches of 64 may not fit: COMPARE_TOKENS=128 halves it),
+#   then at once, on the warm machine, issue 14's comparison (timeout_s what is left; it resumes
+#   where a call cut short stopped, if the machine is still warm),
 #     BUDGET_S=... scripts/gpu_session.sh compare7b
 #   and the GSM8K study (gsm8k) in a session of its own.
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
@@ -164,18 +164,24 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
         tee "$L/${s}_batch64.log" | tail -8 ;;
     compare7b)
       # Issue 14: standard fp16 diverges between cache ON and OFF at 7B shape, invariant never does:
-      # the first COMPARE_PROMPTS GSM8K questions, both sides in batches of 64.
+      # the first COMPARE_PROMPTS GSM8K questions, both sides in batches of COMPARE_BATCH. Cache OFF
+      # recomputes the whole sequence every step (and standard runs it twice: free, then forced along
+      # the cache-ON tokens), so 64 x 256 tokens does not fit one call; batches of 16 land as they
+      # finish in a folder kept on the machine, and the stage run again on the warm machine resumes.
       stage compare7b
       synth7b || continue
-      n=${COMPARE_PROMPTS:-64}
+      n=${COMPARE_PROMPTS:-64} b=${COMPARE_BATCH:-16} cdir=/tmp/kvp_compare7b
       head -n "$n" "$KVPARITY_SHARED/data/gsm8k/test.jsonl" |
         python3 -c 'import json,sys
 for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json.loads(l)["question"]}))' >"$L/prompts.jsonl"
       tmo 500 "$K" compare --model /tmp/l7 --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" \
         --prompts "$L/prompts.jsonl" --device cuda --kernels "${COMPARE_KERNELS:-standard,invariant}" --dtype fp16 \
-        --max-new-tokens "${COMPARE_TOKENS:-256}" --baseline cache=off,batch-size=64 --candidate cache=on,batch-size=64 \
-        --out "$L/compare7b" >"$L/compare7b.log" 2>&1
-      echo "rc=$?"; tail -3 "$L/compare7b.log"; grep -E "^\| (condition|fp|bf)" "$L/compare7b/summary.md" 2>/dev/null ;;
+        --max-new-tokens "${COMPARE_TOKENS:-128}" --baseline "cache=off,batch-size=$b" \
+        --candidate "cache=on,batch-size=$b" --out "$cdir" >>"$L/compare7b.log" 2>&1
+      echo "rc=$?"; tail -3 "$L/compare7b.log"
+      echo "records: $(cat "$cdir"/*.jsonl 2>/dev/null | wc -l) of $((n * 2)) (prompts x kernels)"
+      cp -r "$cdir" "$L/compare7b"
+      grep -E "^\| (condition|fp|bf)" "$cdir/summary.md" 2>/dev/null ;;
     fusion7b)
       # The decode step with the rounding points folded (default) and launched one by one
       # (KVPARITY_CUDA_FUSION=0): same bits, fewer graph nodes; the last line names the nodes.

@@ -202,8 +202,8 @@ TEST(CudaKernelsOnCpu, PortableAttentionIsTheCpuPortableKernelsBits) {
 TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
   auto ref = make_kernels(KernelPolicy::Reference, nullptr);
   std::mt19937 rng(34);
-  // Every kernel of the dispatch, each forced on every slice (Auto: the ring to M = 64, the
-  // shared-memory pipeline beyond, 64 x 128 tiles to M = 256, 128 x 128 then 128 x 256), over
+  // Every kernel of the dispatch, each forced on every slice (Auto: the register prefetch to
+  // M = 64, the shared-memory pipeline beyond, 64 x 128 tiles to M = 256, then 128 x 128), over
   // partial column blocks and chunks past K; rows without 16-byte loads (K % 8 != 0) always take
   // the register prefetch.
   using cuda::invariant::GemmKernel;

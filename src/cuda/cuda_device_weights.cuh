@@ -18,6 +18,10 @@ struct Block {
   Block() = default;
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
+  Block(Block&& o) noexcept : p(o.p), bytes(o.bytes) {
+    o.p = nullptr;
+    o.bytes = 0;
+  }
   ~Block() { release(p); }
   void* ensure(size_t n) {
     if (n > bytes) {
@@ -34,35 +38,47 @@ struct Block {
 struct Weight {
   Block mem;
   int store = kF32;
+  // What the copy was made from: a host address seen again with another size, type or block
+  // layout holds another tensor (the first one was freed and its memory reused), so it is uploaded
+  // anew rather than answered with the old copy.
+  size_t host_bytes = 0;
+  DType dtype = DType::F32;
+  QuantType quant = QuantType::None;
 };
 
-// The device copies of weight tensors and gains, keyed by their host address.
+// The device copies of weight tensors and gains, keyed by their host address. The contract (which
+// the engine keeps: a model outlives the engines that run it): the bytes at an address this has
+// seen do not change while it lives (comparing the bytes on every lookup would read the whole model
+// on the host each pass), so only the size and type are checked; a copy replaced on that check is
+// retired, not freed, since launches held back or captured in a graph may still read it.
 class DeviceWeights {
  public:
   // The device copy of a weight tensor, made on first use.
   const Weight& get(const TensorView& W) {
-    auto it = weights_.find(W.data);
-    if (it != weights_.end()) return it->second;
-    Weight& w = weights_[W.data];
+    Weight* w = find_or_retire(weights_, W.data, W.nbytes(), W.dtype, W.quant);
+    if (w != nullptr) return *w;
+    Weight& n = weights_[W.data];
+    describe(n, W.nbytes(), W.dtype, W.quant);
     if (W.quantized()) {
-      upload_f32(W, w);
+      upload_f32(W, n);
     } else {
-      w.mem.ensure(W.nbytes());
-      kvp::cuda::to_device(w.mem.p, W.data, W.nbytes());
-      w.store = store_of(W.dtype);
+      n.mem.ensure(W.nbytes());
+      kvp::cuda::to_device(n.mem.p, W.data, W.nbytes());
+      n.store = store_of(W.dtype);
     }
-    return w;
+    return n;
   }
 
   // The exact fp32 values of a weight tensor, for the fp32 passes: the same copy as get() when
   // the host holds fp32 (or quantised blocks) already, else a widened one.
   const Weight& f32(const TensorView& W) {
     if (W.quantized() || W.dtype == DType::F32) return get(W);
-    auto it = widened_.find(W.data);
-    if (it != widened_.end()) return it->second;
-    Weight& w = widened_[W.data];
-    upload_f32(W, w);
-    return w;
+    Weight* w = find_or_retire(widened_, W.data, W.nbytes(), W.dtype, W.quant);
+    if (w != nullptr) return *w;
+    Weight& n = widened_[W.data];
+    describe(n, W.nbytes(), W.dtype, W.quant);
+    upload_f32(W, n);
+    return n;
   }
 
   // W's exact fp32 values into w (dequantised or widened on the host).
@@ -75,19 +91,42 @@ class DeviceWeights {
   }
 
   const float* gains(const float* host, int n) {
-    auto it = weights_.find(host);
-    if (it == weights_.end()) {
-      Weight& w = weights_[host];
-      w.mem.ensure(size_t(n) * sizeof(float));
-      kvp::cuda::to_device(w.mem.p, host, size_t(n) * sizeof(float));
-      it = weights_.find(host);
+    const size_t bytes = size_t(n) * sizeof(float);
+    Weight* w = find_or_retire(gains_, host, bytes, DType::F32, QuantType::None);
+    if (w == nullptr) {
+      w = &gains_[host];
+      describe(*w, bytes, DType::F32, QuantType::None);
+      w->mem.ensure(bytes);
+      kvp::cuda::to_device(w->mem.p, host, bytes);
     }
-    return static_cast<const float*>(it->second.mem.p);
+    return static_cast<const float*>(w->mem.p);
   }
 
  private:
-  std::unordered_map<const void*, Weight> weights_;
-  std::unordered_map<const void*, Weight> widened_;  // fp32 copies of narrow weights (f32)
+  using Map = std::unordered_map<const void*, Weight>;
+
+  static void describe(Weight& w, size_t bytes, DType dtype, QuantType quant) {
+    w.host_bytes = bytes;
+    w.dtype = dtype;
+    w.quant = quant;
+  }
+
+  // The copy made from `host` if it was made from a tensor of this size and type; else none, the
+  // stale copy moved to retired_.
+  Weight* find_or_retire(Map& map, const void* host, size_t bytes, DType dtype, QuantType quant) {
+    auto it = map.find(host);
+    if (it == map.end()) return nullptr;
+    Weight& w = it->second;
+    if (w.host_bytes == bytes && w.dtype == dtype && w.quant == quant) return &w;
+    retired_.push_back(std::move(w.mem));
+    map.erase(it);
+    return nullptr;
+  }
+
+  Map weights_;
+  Map widened_;  // fp32 copies of narrow weights (f32)
+  Map gains_;    // norm gains, always fp32
+  std::vector<Block> retired_;
 };
 
 }  // namespace kvp::cuda

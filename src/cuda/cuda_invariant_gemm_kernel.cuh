@@ -18,9 +18,9 @@
 // the chunk's first mma (slots 2t, 2t+1, 2t+8, 2t+9 of its k16) and k + 4..7 to the second. A and B
 // use the same map, so each mma sums 16 true products. K past its end is zero-padded to the chunk:
 // zero products, the same for every M.
-// Three kernels issue that sequence. Decode-sized M (a step is bound by reading W) streams each
-// lane's fragments of W through a ring of chunks in shared memory (gemm_ring_kernel), or loads
-// them straight into registers, several chunks ahead (gemm_kernel: rows without 16-byte loads).
+// Three kernels issue that sequence. Decode-sized M (a step is bound by reading W) loads each
+// lane's fragments of W straight into registers, several chunks ahead (gemm_kernel), or streams
+// them through a ring of chunks in shared memory (gemm_ring_kernel, forced only).
 // Larger M (prefill, a cache-OFF step, big batches; bound by the tensor cores) stages tiles of x
 // and W (64 x 128, 128 x 128 or 128 x 256 outputs a block) in shared memory through a cp.async
 // pipeline and reads the fragments from there (tiled_kernel). Each reads the same 16 bytes per
@@ -320,23 +320,19 @@ void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_
 // (K % 8 != 0, unaligned x or W) always take the register-prefetch kernel.
 enum class GemmKernel : int { Auto, Ring, Registers, Tiles64x128, Tiles128x128, Tiles128x256 };
 
-// Auto: decode-sized M (bound by reading W): the ring, one n8 tile per warp up to 16 rows, so that
-// a 4096-row W spreads over 128 blocks, 16 chunks in flight per lane (a 32 KB ring a block); up to
-// 64 rows (batched decode) 2 x 2 tiles per warp, so that each fragment feeds more mma
-// instructions, 8 chunks in flight. Larger M (bound by the tensor cores): the shared-memory
-// pipeline, 64-row tiles (4 stages) up to 256 rows so that the GPU still gets a few blocks per
-// multiprocessor, 128 x 128 tiles (3 stages) to 1024, and 128 x 256 tiles (4 stages, 96 KB; 64 x
-// 64 outputs a warp) beyond, where there are blocks enough for every multiprocessor and L2's
-// bandwidth is what 128 x 128 tiles would run into.
+// Auto, from kvparity_bench's cuda_matmul rows on an H200 (docs/performance.md, 2026-11-26; every
+// kernel forced at Llama-2-7B's shapes): decode-sized M (up to 64 rows, bound by reading W) the
+// register prefetch, 1.3-1.9x faster there than the shared-memory ring at every shape (the ring's
+// extra chunks in flight did not pay); 64-row tiles (4 stages) up to 256 rows, so that the GPU
+// still gets a few blocks per multiprocessor; 128 x 128 tiles (3 stages) beyond, which beat the
+// 128 x 256 ones at every shape from 2048 to 16384 rows (7-18%). The ring and the 128 x 256 tiles
+// stay, forced only, for the next measurements.
 template <int S, bool Vec, class Launch>
 void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y,
              GemmKernel pick) {
   if constexpr (Vec) {
     if (pick == GemmKernel::Auto)
-      pick = M <= 64     ? GemmKernel::Ring
-             : M <= 256  ? GemmKernel::Tiles64x128
-             : M <= 1024 ? GemmKernel::Tiles128x128
-                         : GemmKernel::Tiles128x256;
+      pick = M <= 64 ? GemmKernel::Registers : M <= 256 ? GemmKernel::Tiles64x128 : GemmKernel::Tiles128x128;
     switch (pick) {
       case GemmKernel::Ring:
         if (M <= 16) return launch_ring<S, 1, 1, 16, 4>(launch, xh, M, W, K, N, y);

@@ -138,7 +138,7 @@ TEST(CudaFusion, HooksReadingPendingRowsChangeNoBit) {
 // Overflow at each rounding point that now folds into a later kernel: k_proj (RoPE), v_proj (the
 // cache write), attn_out and mlp_out (the residual add), q_proj (RoPE), up_proj (the gated
 // activation). Every report (tensor, layer, position, element, value) is the one-by-one pass's,
-// and the first is the CPU's.
+// and the first is the CPU's (its element too, in fp16).
 TEST(CudaFusion, NonFiniteReportsAtFusedRoundingPointsAreTheOneByOneOnes) {
   KVP_REQUIRE_GPU();
   struct Case {
@@ -185,7 +185,10 @@ TEST(CudaFusion, NonFiniteReportsAtFusedRoundingPointsAreTheOneByOneOnes) {
       EXPECT_EQ(got[0].tensor, want[0].tensor) << what;
       EXPECT_EQ(got[0].layer, want[0].layer) << what;
       EXPECT_EQ(got[0].position, want[0].position) << what;
-      EXPECT_EQ(got[0].index, want[0].index) << what;
+      // bf16 has fp32's range: its rounding point overflows only where the fp32 sum itself does,
+      // and which elements' sums pass 3.4e38 depends on the order cuBLAS adds in (an H200 saw
+      // element 16 overflow where the CPU's first was 33). fp16 overflows far inside fp32's range.
+      if (dt == DType::F16) EXPECT_EQ(got[0].index, want[0].index) << what;
       ASSERT_EQ(got.size(), apart.size()) << what;
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_EQ(got[i].describe(), apart[i].describe()) << what << ": report " << i;

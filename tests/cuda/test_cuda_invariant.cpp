@@ -31,7 +31,6 @@ using test::normals;
 
 TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
   KVP_REQUIRE_GPU();
-  auto gpu = make_kernels(KernelPolicy::Invariant, nullptr, Device::Cuda);
   auto ref = make_kernels(KernelPolicy::Reference, nullptr, Device::Cpu);
   std::mt19937 rng(21);
   const int kBig = 300, N = 300;
@@ -47,6 +46,9 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
       for (int K : {4096, 1000, 77}) {  // whole 32-k chunks, a partial chunk, no 16-byte rows
         if (pdl && !cuda::programmatic_launch_available()) continue;
         cuda::set_programmatic_launch(pdl);
+        // A kernels object per weight: it keeps device copies keyed by host address, which the
+        // next iteration's weight may reuse.
+        auto gpu = make_kernels(KernelPolicy::Invariant, nullptr, Device::Cuda);
         const auto wf = normals(size_t(N) * K, rng, act);
         std::vector<uint8_t> wb(wf.size() * 2);
         from_f32(act, wf.data(), wb.data(), wf.size());

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <list>
 #include <random>
 #include <string>
 #include <vector>
@@ -50,9 +51,16 @@ struct Dev {
   }
 };
 
+// The GPU kernels keep a device copy of each weight and gain keyed by its host address, for their
+// whole life (a model outlives its engine): every host buffer a test hands them is kept here, so
+// that no later buffer reuses a freed one's address.
 struct Pair {
   std::unique_ptr<Kernels> cpu = make_kernels(KernelPolicy::Portable, nullptr, Device::Cpu);
   std::unique_ptr<Kernels> gpu = make_kernels(KernelPolicy::Portable, nullptr, Device::Cuda);
+  std::list<std::vector<uint8_t>> bytes;
+  std::list<std::vector<float>> floats;
+  const std::vector<uint8_t>& hold(std::vector<uint8_t> v) { return bytes.emplace_back(std::move(v)); }
+  const std::vector<float>& hold(std::vector<float> v) { return floats.emplace_back(std::move(v)); }
 };
 
 std::vector<float> gpu_matmul(Kernels& g, const std::vector<float>& x, int M, const TensorView& W, DType act,
@@ -78,9 +86,9 @@ TEST(CudaPortable, MatmulIsTheCpuPortableKernelsBits) {
   for (DType wt : kAllTypes)
     for (const Shape& s : shapes) {
       const auto wf = normals(size_t(s.N) * s.K, rng, wt);
-      std::vector<uint8_t> wb(wf.size() * dtype_size(wt));
-      from_f32(wt, wf.data(), wb.data(), wf.size());
-      const TensorView W = test::weight_view(wb, wt, s.N, s.K);
+      std::vector<uint8_t> wn(wf.size() * dtype_size(wt));
+      from_f32(wt, wf.data(), wn.data(), wf.size());
+      const TensorView W = test::weight_view(k.hold(std::move(wn)), wt, s.N, s.K);
       for (DType act : {DType::F32, wt}) {
         const auto x = normals(size_t(s.M) * s.K, rng, act);
         std::vector<float> want(size_t(s.M) * s.N);
@@ -95,7 +103,7 @@ TEST(CudaPortable, MatmulIsTheCpuPortableKernelsBits) {
   for (QuantType qt : {QuantType::Q8_0, QuantType::Q4_K}) {
     const int N = 19, K = 512;
     const auto wf = normals(size_t(N) * K, rng);
-    const auto wb = test::quantized_rows(qt, wf, N, K);
+    const auto& wb = k.hold(test::quantized_rows(qt, wf, N, K));
     TensorView W = test::weight_view(wb, DType::F32, N, K);
     W.quant = qt;
     for (int M : {1, 20}) {
@@ -111,8 +119,9 @@ TEST(CudaPortable, MatmulIsTheCpuPortableKernelsBits) {
     for (int M : {1, 20}) {
       const int N = 3;
       const std::vector<float> x(size_t(M) * K, -1e-30f), wf(size_t(N) * K, 1e-30f);
-      std::vector<uint8_t> wb(wf.size() * 4);
-      std::memcpy(wb.data(), wf.data(), wb.size());
+      std::vector<uint8_t> wn(wf.size() * 4);
+      std::memcpy(wn.data(), wf.data(), wn.size());
+      const auto& wb = k.hold(std::move(wn));
       std::vector<float> want(size_t(M) * N);
       k.cpu->matmul(x.data(), M, test::weight_view(wb, DType::F32, N, K), DType::F32, want.data());
       EXPECT_SAME_BITS(gpu_matmul(*k.gpu, x, M, test::weight_view(wb, DType::F32, N, K), DType::F32), want,
@@ -129,7 +138,7 @@ TEST(CudaPortable, NormsActivationsAndRopeAreTheCpuPortableKernelsBits) {
     for (int dim : {16, 50, 2048, 4096})
       for (int M : {1, 5}) {
         const auto x = normals(size_t(M) * dim, rng, act, 3.0f);
-        const auto w = normals(size_t(dim), rng);
+        const auto& w = k.hold(normals(size_t(dim), rng));
         std::vector<float> want(x.size()), want32(x.size());
         k.cpu->rmsnorm(x.data(), M, dim, w.data(), 1e-5f, act, want.data());
         k.cpu->rmsnorm_fp32_gain(x.data(), M, dim, w.data(), 1e-6f, act, want32.data());
