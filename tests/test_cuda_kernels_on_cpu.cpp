@@ -21,6 +21,7 @@
 
 #include "core/dtype.h"
 #include "core/kv_type.h"
+#include "cuda/cuda_attention_plan.h"
 #include "kernels/kernels.h"
 #include "attention_cases.h"
 #include "test_util.h"
@@ -254,60 +255,91 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
     }
 }
 
-// The invariant policy's attention of fp16/bf16 passes: a position's output row is the same bits
-// whether the row is a decode step, part of a prefill chunk, of the whole cache-OFF prefill, or a
-// slice of a batch; and it is attention (near the CPU's, which rounds at the same points).
+// The tensor-core attention of fp16/bf16 passes, as `standard` runs it (one running state) and as
+// `invariant` does (keys in 128-key chunks merged in order; decode steps by chunk, then combined):
+// under `invariant` a position's output row is the same bits whether the row is a decode step,
+// part of a prefill chunk, of the whole cache-OFF prefill, or a slice of a batch; either way it is
+// attention (near the CPU's, which rounds at the same points).
 TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
   auto cpu = make_kernels(KernelPolicy::Standard, nullptr);
   std::mt19937 rng(35);
+  // Up to 300 rows: 1 to 3 chunks; windows that start past a whole chunk.
   const AttnCase cases[] = {
       {"fp16 hd64 gqa", DType::F16, DType::F16, 64, 4, 2, 0, 150, 0, false},
       {"bf16 hd128", DType::BF16, DType::BF16, 128, 2, 2, 0, 130, 0, false},
       {"fp16 hd32 window 40", DType::F16, DType::F16, 32, 2, 1, 0, 140, 40, false},
       {"bf16 hd96 gemma window 70", DType::BF16, DType::BF16, 96, 2, 1, 0, 135, 70, true},
+      {"fp16 hd32 300 rows", DType::F16, DType::F16, 32, 1, 1, 0, 300, 0, false},
+      {"bf16 hd32 300 rows window 150", DType::BF16, DType::BF16, 32, 1, 1, 0, 300, 150, false},
   };
   for (const AttnCase& c : cases) {
     Slice whole(c, rng);  // every position 0..rows-1 in one prefill (cache OFF)
     cpu->attention(whole.p);
     const cuda::AttnShape sh = whole.shape();
     const cuda::AttnDesc wd = whole.desc();
-    ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh)) << c.name;
-    // Copying each tile before computing it (one stage) gives what overlapping them (two) gives.
-    const std::vector<float> two_stages = whole.got;
-    ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh, 1)) << c.name;
-    EXPECT_SAME_BITS(whole.got, two_stages, std::string(c.name) + ": one stage against two");
     const float tol = c.act == DType::F16 ? 2e-2f : 1e-1f;
-    EXPECT_LE(test::max_abs_diff(whole.got, whole.want), tol) << c.name << ": not the attention the CPU computes";
+    std::vector<float> by_mode[2];  // standard's whole prefill, invariant's
+    for (bool chunked : {false, true}) {
+      const std::string mode = std::string(c.name) + (chunked ? " (chunked)" : "");
+      ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh, 2, chunked)) << mode;
+      // Copying each tile before computing it (one stage) gives what overlapping them (two) gives.
+      const std::vector<float> two_stages = whole.got;
+      ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh, 1, chunked)) << mode;
+      EXPECT_SAME_BITS(whole.got, two_stages, mode + ": one stage against two");
+      EXPECT_LE(test::max_abs_diff(whole.got, whole.want), tol) << mode << ": not the attention the CPU computes";
+      by_mode[chunked] = whole.got;
+    }
+    if (c.rows > 128) {  // past one chunk the merges round differently: the modes are not one thing
+      EXPECT_NE(std::memcmp(by_mode[0].data(), by_mode[1].data(), by_mode[0].size() * 4), 0) << c.name;
+    }
     const size_t row = size_t(c.heads) * c.hd;
     auto part = [&](int pos, int n) {
-      return std::vector<float>(whole.got.begin() + long(pos * row), whole.got.begin() + long((pos + n) * row));
+      return std::vector<float>(by_mode[1].begin() + long(pos * row), by_mode[1].begin() + long((pos + n) * row));
     };
-    // The same cache, read by other calls: a decode step at pos, a 7-row chunk from pos.
-    auto call = [&](std::vector<std::pair<int, int>> slices) {  // (first position, rows) per slice
+    // The same cache, read by other calls as `invariant` makes them (one-row slices by chunk, then
+    // combined; the others through the chunked prefill): a decode step at pos, a 7-row chunk.
+    auto call = [&](std::vector<std::pair<int, int>> slices, int stages = 2) {  // (first position, rows)
       std::vector<std::vector<float>> outs;
-      std::vector<cuda::AttnDesc> descs;
-      int max_rows = 0;
+      std::vector<AttentionParams> ps;
       for (auto [pos, n] : slices) outs.emplace_back(size_t(n) * row, NAN);
       for (size_t i = 0; i < slices.size(); ++i) {
-        auto [pos, n] = slices[i];
-        descs.push_back(cuda::AttnDesc{whole.q.data() + pos * row, outs[i].data(), whole.k.data(), whole.v.data(), n,
-                                       pos, whole.p.capacity, 1, 0, 0});
-        max_rows = std::max(max_rows, n);
+        AttentionParams a = whole.p;
+        a.q = whole.q.data() + slices[i].first * row;
+        a.out = outs[i].data();
+        a.start_pos = slices[i].first;
+        a.n_rows = slices[i].second;
+        ps.push_back(a);
       }
-      EXPECT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, descs.data(), int(descs.size()), max_rows, sh));
+      // The cut the CUDA backend makes (cuda_attention_plan.h).
+      const cuda::AttentionPlan plan = cuda::plan_fixed_order_attention(ps.data(), int(ps.size()), true);
+      if (!plan.rows.empty()) {
+        EXPECT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, plan.rows.data(), int(plan.rows.size()), plan.max_rows, sh,
+                                            stages, true));
+      }
+      if (!plan.steps.empty()) {
+        const int slots = cuda::attn_mma::split_slots(plan.max_pos);
+        EXPECT_GE(slots * cuda::attn_mma::kChunkKeys, plan.max_pos + 1);
+        // NaN in every slot: a chunk the combine reads but no block wrote would show.
+        std::vector<float> parts(plan.steps.size() * c.heads * slots * (c.hd + 2), NAN);
+        EXPECT_TRUE(cuda::attn_mma::split_decode(HostLaunch{}, plan.steps.data(), int(plan.steps.size()), sh,
+                                                 parts.data(), slots, stages));
+      }
       return outs;
     };
-    for (int pos : {0, 1, 39, 63, 64, 65, 100, c.rows - 1}) {
+    for (int pos : {0, 1, 39, 63, 64, 65, 100, 127, 128, 129, 255, 256, c.rows - 1}) {
+      if (pos >= c.rows) continue;
       const std::string at = std::string(c.name) + " position " + std::to_string(pos);
       EXPECT_SAME_BITS(call({{pos, 1}})[0], part(pos, 1), at + " (decode step)");
       const int n = std::min(7, c.rows - pos);
       EXPECT_SAME_BITS(call({{pos, n}})[0], part(pos, n), at + " (chunk of " + std::to_string(n) + ")");
     }
-    const auto batch = call({{70, 1}, {10, 60}, {c.rows - 1, 1}, {64, 3}});
+    EXPECT_SAME_BITS(call({{c.rows - 1, 1}}, 1)[0], part(c.rows - 1, 1), std::string(c.name) + " decode, one stage");
+    const auto batch = call({{70, 1}, {10, 60}, {c.rows - 1, 1}, {64, 3}, {120, 1}});
     EXPECT_SAME_BITS(batch[0], part(70, 1), std::string(c.name) + " batch: decode at 70");
     EXPECT_SAME_BITS(batch[1], part(10, 60), std::string(c.name) + " batch: chunk 10..69");
     EXPECT_SAME_BITS(batch[2], part(c.rows - 1, 1), std::string(c.name) + " batch: decode at the end");
     EXPECT_SAME_BITS(batch[3], part(64, 3), std::string(c.name) + " batch: chunk 64..66");
+    EXPECT_SAME_BITS(batch[4], part(120, 1), std::string(c.name) + " batch: decode at 120");
   }
   // Where it does not apply, nothing is launched (the caller takes the portable kernel).
   Slice f32({"fp32", DType::F32, DType::F32, 64, 2, 2, 0, 3, 0, false}, rng);

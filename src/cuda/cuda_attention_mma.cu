@@ -18,9 +18,19 @@ static int attention_stages() {
   return stages;
 }
 
-bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
-  const bool ok = attn_mma::prefill(StreamLaunch{}, descs, n, max_rows, s, attention_stages());
+bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s, bool chunked) {
+  const bool ok = attn_mma::prefill(StreamLaunch{}, descs, n, max_rows, s, attention_stages(), chunked);
   if (ok) check(cudaGetLastError(), "attention (prefill, tensor cores)");
+  return ok;
+}
+
+bool attention_mma_applies(const AttnShape& s) { return attn_mma::applies(s); }
+
+int attention_split_slots(int max_pos) { return attn_mma::split_slots(max_pos); }
+
+bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots) {
+  const bool ok = attn_mma::split_decode(StreamLaunch{}, descs, n, s, parts, slots, attention_stages());
+  if (ok) check(cudaGetLastError(), "attention (decode by chunks, tensor cores)");
   return ok;
 }
 

@@ -23,8 +23,21 @@
 // l = 0, o = 0; past its position m and l stay exactly as they were, the tile adding e^-inf = 0 and
 // rescaling by e^0 = 1) and masked keys inside the row's last tile (p = 0). Zero products can only
 // turn a -0 of o into +0, and the output is o / l + 0: a zero leaves as +0 whatever came before.
-// The kernel and its dispatch live in this header so that the CPU suite runs the same source on
-// the host (simt_host.h); cuda_attention_mma.cu launches it.
+//
+// Chunks (the `invariant` policy): one block walking a decode row's keys in order is slow when a
+// step has few (sequence, head) pairs (32 blocks at 7B, batch 1, against 132 multiprocessors; ~10x
+// the standard split kernel at 8192 keys). So under `invariant` a row's keys are also cut into
+// chunks of kChunkKeys anchored at position 0: each chunk's tiles fold into a state of their own,
+// started empty, and the row's running state merges the chunks' states in increasing order
+// (merge_scales and merged, below). A prefill block does that in order as it walks its tiles
+// (Mode::Chunked, the running o in shared memory); a decode step computes every chunk's state in a
+// block of its own (Mode::Split, one block a chunk) and combine_kernel merges them in the same
+// order with the same expressions. A chunk wholly outside a row's keys leaves its state empty (m =
+// -inf, l = 0, o = 0), and merging an empty state changes nothing but a -0 of o into +0, so it does
+// not matter that a prefill block merges chunks a row of it does not see and the decode step does
+// not. `standard` keeps the one running state (Mode::Whole).
+// The kernels and their dispatch live in this header so that the CPU suite runs the same source on
+// the host (simt_host.h); cuda_attention_mma.cu launches them.
 #include <cmath>
 
 #include "cuda/cuda_attention_score.cuh"
@@ -36,6 +49,10 @@ namespace {
 
 constexpr int kRows = 64;  // query rows per block
 constexpr int kKeys = 64;  // keys per tile
+// Keys per chunk (Mode::Chunked / Split): 2 tiles, so that a 7B decode step over 512 keys runs 128
+// blocks. A multiple of kKeys: a tile is never cut.
+constexpr int kChunkKeys = 128;
+static_assert(kChunkKeys % kKeys == 0);
 constexpr int kPad = 8;    // halves of padding per shared row (no bank conflicts)
 constexpr float kNegInf = -INFINITY;
 
@@ -69,18 +86,41 @@ __device__ __forceinline__ int window_start(const AttnShape& s, int pos) {
   return s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
 }
 
-// Shared memory of a block: STAGES x (K, V) tiles of kKeys padded rows.
-template <int HD, int STAGES>
+// Whole: one running state over all the keys (standard). Chunked: per-chunk states merged in order
+// (invariant prefill). Split: one chunk per block, its state written to parts (invariant decode).
+enum class Mode { Whole, Chunked, Split };
+
+// Shared memory of a block: STAGES x (K, V) tiles of kKeys padded rows; Chunked adds the running o
+// of the block's 64 rows (fp32, each thread's own fragment slots).
+template <int HD, int STAGES, Mode M>
 constexpr size_t smem_bytes() {
-  return size_t(STAGES) * 2 * kKeys * (HD + kPad) * sizeof(uint16_t);
+  return size_t(STAGES) * 2 * kKeys * (HD + kPad) * sizeof(uint16_t) +
+         (M == Mode::Chunked ? size_t(kRows) * HD * sizeof(float) : 0);
 }
+
+// Merging a chunk's state (mc, lc, oc) into the running one (mr, lr, or): the new maximum and the
+// two scales, then l and every o element as merged(r, fr, c, fc). The prefill kernel and
+// combine_kernel call exactly these, so that both paths round alike (no fma: --fmad=false).
+__device__ __forceinline__ void merge_scales(float mr, float mc, float& m, float& fr, float& fc) {
+  m = fmaxf(mr, mc);
+  fr = mr == kNegInf ? 0.0f : expf(mr - m);
+  fc = mc == kNegInf ? 0.0f : expf(mc - m);
+}
+__device__ __forceinline__ float merged(float r, float fr, float c, float fc) { return r * fr + c * fc; }
+
+// A chunk's state in parts: m, l, then o[0..HD).
+template <int HD>
+constexpr int kPartFloats = HD + 2;
 
 // STAGES = 2: the next tile's K and V are copied (cp.async) while this one is computed; 1: each
 // tile is copied, then computed. The same arithmetic either way.
 // Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
 // column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
-template <int S, int HD, int STAGES>
-__global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s) {
+// Split: blockIdx.x is the chunk; the slice has one row; parts gets the chunk's state at slot
+// (d.part0 + head) * slots + chunk.
+template <int S, int HD, int STAGES, Mode MODE>
+__global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s, float* parts,
+                                                          int slots) {
   pdl_entry();
   constexpr int KT = HD / 16;  // k-steps over the head dimension
   constexpr int NT = HD / 8;   // output n-tiles
@@ -90,7 +130,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   auto kv_s = reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem);
 
   const AttnDesc d = descs[blockIdx.z];
-  const int r0 = blockIdx.x * kRows;
+  const int r0 = MODE == Mode::Split ? 0 : blockIdx.x * kRows;
   if (r0 >= d.n_rows) return;
   const int h = blockIdx.y, kvh = h / (s.n_heads / s.n_kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -126,8 +166,15 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   float ma = kNegInf, mb = kNegInf, la = 0.0f, lb = 0.0f;
 
   const int last_row = min(d.n_rows, r0 + kRows) - 1;
-  const int key_end = d.start_pos + last_row + 1;           // keys [.., key_end) hold this pass's data
-  const int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
+  const int key_end = d.start_pos + last_row + 1;     // keys [.., key_end) hold this pass's data
+  int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
+  int tiles_end = key_end;                            // the tiles walked: [key_begin's tile, tiles_end)
+  if constexpr (MODE == Mode::Split) {                // this block's chunk only
+    const int c0 = int(blockIdx.x) * kChunkKeys;
+    if (c0 >= key_end || c0 + kChunkKeys <= key_begin) return;  // no key of the row: combine skips it
+    key_begin = max(key_begin, c0);
+    tiles_end = min(key_end, c0 + kChunkKeys);
+  }
   const size_t head_off = size_t(kvh) * d.capacity * HD;
   const uint16_t* kg = static_cast<const uint16_t*>(d.k) + head_off;
   const uint16_t* vg = static_cast<const uint16_t*>(d.v) + head_off;
@@ -144,14 +191,52 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
     }
     commit_copies();
   };
+  // Chunked: the running state, merged from each chunk's (m, l, o) as the walk leaves it; this
+  // thread's o slots in shared memory after the K/V stages.
+  float mra = kNegInf, mrb = kNegInf, lra = 0.0f, lrb = 0.0f;
+  float* o_run = reinterpret_cast<float*>(smem + size_t(STAGES) * 2 * kKeys * RS) + threadIdx.x;
+  if constexpr (MODE == Mode::Chunked) {
+#pragma unroll
+    for (int i = 0; i < NT * 4; ++i) o_run[i * 128] = 0.0f;
+  }
+  auto merge_chunk = [&] {
+    float m, fr, fc;
+    merge_scales(mra, ma, m, fr, fc);
+    lra = merged(lra, fr, la, fc);
+    mra = m;
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) o_run[(n * 4 + e) * 128] = merged(o_run[(n * 4 + e) * 128], fr, o[n][e], fc);
+    merge_scales(mrb, mb, m, fr, fc);
+    lrb = merged(lrb, fr, lb, fc);
+    mrb = m;
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 2; e < 4; ++e) o_run[(n * 4 + e) * 128] = merged(o_run[(n * 4 + e) * 128], fr, o[n][e], fc);
+    // The next chunk starts empty.
+    ma = mb = kNegInf;
+    la = lb = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  };
+
   const int first = key_begin / kKeys * kKeys;
-  if (STAGES == 2 && first < key_end) copy_tile(first, 0);
-  for (int k0 = first, tile = 0; k0 < key_end; k0 += kKeys, ++tile) {
+  [[maybe_unused]] int chunk = first / kChunkKeys;
+  if (STAGES == 2 && first < tiles_end) copy_tile(first, 0);
+  for (int k0 = first, tile = 0; k0 < tiles_end; k0 += kKeys, ++tile) {
+    if constexpr (MODE == Mode::Chunked) {
+      if (k0 / kChunkKeys != chunk) {
+        merge_chunk();
+        chunk = k0 / kChunkKeys;
+      }
+    }
     const int st = STAGES == 2 ? tile % 2 : 0;
     if constexpr (STAGES == 2) {
       // The other stage was last read in the previous tile, which every thread has finished (the
       // barrier at its end). An empty group past the last tile keeps the wait's count.
-      if (k0 + kKeys < key_end)
+      if (k0 + kKeys < tiles_end)
         copy_tile(k0 + kKeys, 1 - st);
       else
         commit_copies();
@@ -247,52 +332,145 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
     __syncthreads();  // every thread is done with this stage before it is refilled
   }
 
-  // C fragment: rows ra (o[n][0..1]) and rb (o[n][2..3]), columns n*8 + 2t, + 1. The + 0 (a
-  // correctly rounded add, which no compiler folds away) makes a zero +0 (above).
-#pragma unroll
-  for (int n = 0; n < NT; ++n) {
-    const int col = n * 8 + 2 * t;
+  if constexpr (MODE == Mode::Split) {  // the chunk's state; one row: ra = 0 (warp 0, g = 0)
     if (ra < d.n_rows) {
-      float* out = d.out + size_t(ra) * q_stride + size_t(h) * HD + col;
-      out[0] = pscalar::add(o[n][0] / la, 0.0f);
-      out[1] = pscalar::add(o[n][1] / la, 0.0f);
+      float* part = parts + (size_t(d.part0 + h) * slots + blockIdx.x) * kPartFloats<HD>;
+      if (t == 0) {
+        part[0] = ma;
+        part[1] = la;
+      }
+#pragma unroll
+      for (int n = 0; n < NT; ++n) {
+        part[2 + n * 8 + 2 * t] = o[n][0];
+        part[2 + n * 8 + 2 * t + 1] = o[n][1];
+      }
     }
-    if (rb < d.n_rows) {
-      float* out = d.out + size_t(rb) * q_stride + size_t(h) * HD + col;
-      out[0] = pscalar::add(o[n][2] / lb, 0.0f);
-      out[1] = pscalar::add(o[n][3] / lb, 0.0f);
+  } else {
+    if constexpr (MODE == Mode::Chunked) {  // the last chunk in; o and l become the running ones
+      merge_chunk();
+      la = lra;
+      lb = lrb;
+#pragma unroll
+      for (int n = 0; n < NT; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[n][e] = o_run[(n * 4 + e) * 128];
+    }
+    // C fragment: rows ra (o[n][0..1]) and rb (o[n][2..3]), columns n*8 + 2t, + 1. The + 0 (a
+    // correctly rounded add, which no compiler folds away) makes a zero +0 (above).
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      const int col = n * 8 + 2 * t;
+      if (ra < d.n_rows) {
+        float* out = d.out + size_t(ra) * q_stride + size_t(h) * HD + col;
+        out[0] = pscalar::add(o[n][0] / la, 0.0f);
+        out[1] = pscalar::add(o[n][1] / la, 0.0f);
+      }
+      if (rb < d.n_rows) {
+        float* out = d.out + size_t(rb) * q_stride + size_t(h) * HD + col;
+        out[0] = pscalar::add(o[n][2] / lb, 0.0f);
+        out[1] = pscalar::add(o[n][3] / lb, 0.0f);
+      }
     }
   }
 }
 
+// A decode step's chunk states merged in order, as the prefill kernel merges them (Mode::Chunked):
+// one block a (slice, head), one thread a column of o.
+template <int HD>
+__global__ void __launch_bounds__(HD) combine_kernel(const AttnDesc* descs, AttnShape s, const float* parts,
+                                                     int slots) {
+  pdl_entry();
+  const AttnDesc d = descs[blockIdx.y];
+  const int h = blockIdx.x, col = threadIdx.x, pos = d.start_pos;
+  float mr = kNegInf, lr = 0.0f, o = 0.0f;
+  for (int c = window_start(s, pos) / kChunkKeys; c <= pos / kChunkKeys; ++c) {
+    const float* part = parts + (size_t(d.part0 + h) * slots + c) * kPartFloats<HD>;
+    float m, fr, fc;
+    merge_scales(mr, part[0], m, fr, fc);
+    lr = merged(lr, fr, part[1], fc);
+    mr = m;
+    o = merged(o, fr, part[2 + col], fc);
+  }
+  d.out[size_t(h) * HD + col] = pscalar::add(o / lr, 0.0f);
+}
+
 // launch.with_smem(bytes, kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
-template <int S, int HD, class Launch>
-void launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages) {
-  const dim3 grid(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
+template <int S, int HD, Mode MODE, class Launch>
+void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const AttnShape& s, int stages, float* parts,
+                 int slots) {
   if (stages == 2)
-    launch.with_smem(smem_bytes<HD, 2>(), prefill_mma_kernel<S, HD, 2>, grid, dim3(128), descs, s);
+    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, dim3(128), descs, s, parts,
+                     slots);
   else
-    launch.with_smem(smem_bytes<HD, 1>(), prefill_mma_kernel<S, HD, 1>, grid, dim3(128), descs, s);
+    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, dim3(128), descs, s, parts,
+                     slots);
+}
+
+// Every row of n slices (Whole or Chunked), or n one-row slices by chunk then combined (Split).
+template <int S, int HD, class Launch>
+void launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
+               Mode mode, float* parts, int slots) {
+  if (mode == Mode::Split) {
+    launch_mode<S, HD, Mode::Split>(launch, dim3(unsigned(slots), unsigned(s.n_heads), unsigned(n)), descs, s, stages,
+                                    parts, slots);
+    launch(combine_kernel<HD>, dim3(unsigned(s.n_heads), unsigned(n)), dim3(HD), descs, s,
+           static_cast<const float*>(parts), slots);
+    return;
+  }
+  const dim3 grid(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
+  if (mode == Mode::Chunked)
+    launch_mode<S, HD, Mode::Chunked>(launch, grid, descs, s, stages, nullptr, 0);
+  else
+    launch_mode<S, HD, Mode::Whole>(launch, grid, descs, s, stages, nullptr, 0);
 }
 
 template <int S, class Launch>
-bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages) {
+bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
+              Mode mode, float* parts, int slots) {
   switch (s.head_dim) {
-    case 32: launch_hd<S, 32>(launch, descs, n, max_rows, s, stages); return true;
-    case 64: launch_hd<S, 64>(launch, descs, n, max_rows, s, stages); return true;
-    case 96: launch_hd<S, 96>(launch, descs, n, max_rows, s, stages); return true;
-    case 128: launch_hd<S, 128>(launch, descs, n, max_rows, s, stages); return true;
+    case 32: launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode, parts, slots); return true;
+    case 64: launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode, parts, slots); return true;
+    case 96: launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode, parts, slots); return true;
+    case 128: launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode, parts, slots); return true;
     default: return false;
   }
 }
 
+// Whether the kernel applies: fp16/bf16 compute with a KV cache of that dtype, head_dim 32/64/96/128.
+inline bool applies(const AttnShape& s) {
+  return s.kv_store == s.act && (s.act == kF16 || s.act == kBF16) &&
+         (s.head_dim == 32 || s.head_dim == 64 || s.head_dim == 96 || s.head_dim == 128);
+}
+
 // Launches the kernel over every row of the n slices when it applies (false: nothing launched).
-// stages: 2 (copies of the next tile overlap this one's arithmetic) or 1; the same bits.
+// stages: 2 (copies of the next tile overlap this one's arithmetic) or 1; the same bits. chunked:
+// the invariant policy's chunk merges (the bits of split_decode's).
 template <class Launch>
-bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages = 2) {
-  if (s.kv_store != s.act || (s.act != kF16 && s.act != kBF16) || max_rows > 65535 * kRows) return false;
-  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages)
-                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages);
+bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages = 2,
+             bool chunked = false) {
+  if (!applies(s) || max_rows > 65535 * kRows) return false;
+  const Mode mode = chunked ? Mode::Chunked : Mode::Whole;
+  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages, mode, nullptr, 0)
+                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages, mode, nullptr, 0);
+}
+
+// Chunk slots a decode launch needs for keys up to max_pos: a power of two, so that consecutive
+// steps launch the same grid (and replay one graph) until it doubles.
+inline int split_slots(int max_pos) {
+  int slots = 1;
+  while (slots * kChunkKeys <= max_pos) slots *= 2;
+  return slots;
+}
+
+// A decode step of n one-row slices (each desc's part0 = its index x n_heads) by chunks, then
+// merged: the bits prefill(..., chunked = true) gives the same row. parts holds n x n_heads x
+// slots x (head_dim + 2) floats; slots >= split_slots(the largest start_pos).
+template <class Launch>
+bool split_decode(const Launch& launch, const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots,
+                  int stages = 2) {
+  if (!applies(s) || slots > 65535) return false;
+  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, 1, s, stages, Mode::Split, parts, slots)
+                       : launch_s<kBF16>(launch, descs, n, 1, s, stages, Mode::Split, parts, slots);
 }
 
 }  // namespace

@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/cuda_attention_plan.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_device_weights.cuh"
 #include "cuda/cuda_fusion.cuh"
@@ -151,65 +152,46 @@ class CudaKernels final : public Kernels {
     AttnShape s{a.n_heads, a.n_kv_heads, a.head_dim, a.score_divisor, a.score_scale, a.softcap, a.sliding_window,
                 store_of(a.act), kv_store(a.kv)};
     for (int i = 0; i < n; ++i) wrote(p[i].out, size_t(p[i].n_rows) * p[i].n_heads * p[i].head_dim);
-    if (fixed_order()) {  // one kernel for every row, decode steps included
-      std::vector<AttnDesc> rows;
-      int max_rows = 0;
-      for (int i = 0; i < n; ++i) {
-        if (p[i].n_rows <= 0) continue;
-        rows.push_back(AttnDesc{p[i].q, p[i].out, p[i].k_cache, p[i].v_cache, p[i].n_rows, p[i].start_pos, p[i].capacity,
-                                1, 0, 0});
-        max_rows = std::max(max_rows, p[i].n_rows);
+    if (fixed_order()) {  // every row in an order that depends on its own keys alone
+      // invariant: the tensor-core flash kernel where it applies, its keys in chunks merged in
+      // order, and decode steps by chunk in blocks of their own, then merged the same way (the
+      // same bits: cuda_attention_mma_kernel.cuh); else (and portable) the portable kernel.
+      const bool tc = policy_ == KernelPolicy::Invariant && attention_mma_applies(s);
+      const AttentionPlan plan = plan_fixed_order_attention(p, n, tc);
+      if (!plan.rows.empty()) {
+        const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
+        const int nr = int(plan.rows.size()), max_rows = plan.max_rows;
+        graphs_.submit(signature(kPrefill, descs, nr, max_rows, s, tc), [=] {
+          if (!tc || !launch_attention_prefill_mma(descs, nr, max_rows, s, true))
+            launch_portable_attention(descs, nr, max_rows, s);
+        });
       }
-      if (rows.empty()) return;
-      const AttnDesc* descs = upload(kAttnPrefillDescs, rows.data(), rows.size());
-      const int nr = int(rows.size());
-      // invariant: the tensor-core flash kernel where it applies (its bits depend on a row's own
-      // keys alone: cuda_attention_mma_kernel.cuh), for decode steps too; else the portable kernel.
-      const bool tc = policy_ == KernelPolicy::Invariant;
-      graphs_.submit(signature(kPrefill, descs, nr, max_rows, s, tc), [=] {
-        if (!tc || !launch_attention_prefill_mma(descs, nr, max_rows, s)) launch_portable_attention(descs, nr, max_rows, s);
-      });
+      if (!plan.steps.empty()) {
+        const int slots = attention_split_slots(plan.max_pos);
+        if (slots > 65535)
+          fail_input("attention: position " + std::to_string(plan.max_pos) + " is past what a decode grid holds");
+        float* parts = part_mem(plan.steps.size() * size_t(a.n_heads) * slots * (a.head_dim + 2));
+        const AttnDesc* descs = upload(kAttnDecodeDescs, plan.steps.data(), plan.steps.size());
+        const int nd = int(plan.steps.size());
+        graphs_.submit(signature(kDecode, descs, nd, slots, s, parts),
+                       [=] { launch_attention_split_decode_mma(descs, nd, s, parts, slots); });
+      }
       return;
     }
-    std::vector<AttnDesc> prefill, decode;
-    int max_rows = 0;
-    // Enough (head, split) warps to give every multiprocessor a few, however many sequences. The
-    // launch is always shaped for want_splits (warps beyond a slice's splits return at once), so
-    // that consecutive decode steps launch the same grid and replay as one graph.
-    const int decoders = int(std::count_if(p, p + n, [](const AttentionParams& x) { return x.n_rows == 1; }));
-    const int want_splits = std::max(1, 8 * sm_count() / std::max(1, decoders * a.n_heads));
-    for (int i = 0; i < n; ++i) {
-      const AttentionParams& x = p[i];
-      if (x.n_rows <= 0) continue;
-      AttnDesc d{x.q, x.out, x.k_cache, x.v_cache, x.n_rows, x.start_pos, x.capacity, 1, 0, 0};
-      if (x.n_rows > 1) {
-        max_rows = std::max(max_rows, x.n_rows);
-        prefill.push_back(d);
-        continue;
-      }
-      const int first = x.sliding_window > 0 ? std::max(0, x.start_pos - x.sliding_window + 1) : 0;
-      const int keys = x.start_pos - first + 1;
-      // The split length follows the number of cached keys: splits of at least 64 keys, no more
-      // splits than the GPU needs.
-      const int splits = std::clamp((keys + 63) / 64, 1, want_splits);
-      d.split_len = (keys + splits - 1) / splits;
-      d.n_splits = (keys + d.split_len - 1) / d.split_len;
-      d.part0 = int(decode.size()) * x.n_heads * want_splits;
-      decode.push_back(d);
-    }
-    if (!prefill.empty()) {
-      const AttnDesc* descs = upload(kAttnPrefillDescs, prefill.data(), prefill.size());
-      const int np = int(prefill.size());
+    const AttentionPlan plan = plan_standard_attention(p, n, sm_count());
+    if (!plan.rows.empty()) {
+      const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
+      const int np = int(plan.rows.size()), max_rows = plan.max_rows;
       graphs_.submit(signature(kPrefill, descs, np, max_rows, s),
                      [=] { launch_attention_prefill(descs, np, max_rows, s); });
     }
-    if (!decode.empty()) {
-      const size_t part_floats = decode.size() * size_t(a.n_heads) * want_splits * (a.head_dim + 2);
-      auto* part_mem = static_cast<float*>(grow(parts_, part_floats * sizeof(float)));
-      const AttnDesc* descs = upload(kAttnDecodeDescs, decode.data(), decode.size());
-      const int nd = int(decode.size());
-      graphs_.submit(signature(kDecode, descs, nd, want_splits, s, part_mem),
-                     [=] { launch_attention_decode(descs, nd, want_splits, s, part_mem); });
+    if (!plan.steps.empty()) {
+      const int splits = plan.splits;
+      float* parts = part_mem(plan.steps.size() * size_t(a.n_heads) * splits * (a.head_dim + 2));
+      const AttnDesc* descs = upload(kAttnDecodeDescs, plan.steps.data(), plan.steps.size());
+      const int nd = int(plan.steps.size());
+      graphs_.submit(signature(kDecode, descs, nd, splits, s, parts),
+                     [=] { launch_attention_decode(descs, nd, splits, s, parts); });
     }
   }
 
@@ -440,6 +422,8 @@ class CudaKernels final : public Kernels {
 
   // A buffer of at least n bytes. Growing frees the old one, which launches collected but not yet
   // run may name: they run first.
+  // The decode launches' partial states (the standard split kernel's, invariant's chunks').
+  float* part_mem(size_t floats) { return static_cast<float*>(grow(parts_, floats * sizeof(float))); }
   void* grow(Block& b, size_t n) {
     if (n > b.bytes) {
       end_collecting(true);

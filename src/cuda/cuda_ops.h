@@ -106,8 +106,17 @@ struct AttnShape {
 // Tiled online-softmax attention of every row of every slice (FlashAttention-2 style).
 void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
 // The same on tensor cores where it applies (fp16/bf16 compute and KV, head_dim 32/64/96/128);
-// false (nothing launched) elsewhere. launch_attention_prefill tries it first.
-bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
+// false (nothing launched) elsewhere. launch_attention_prefill tries it first. chunked: the
+// `invariant` policy's per-chunk states merged in order (cuda_attention_mma_kernel.cuh), the bits
+// launch_attention_split_decode_mma gives a decode row.
+bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s,
+                                  bool chunked = false);
+// `invariant` decode steps (one row per slice, desc i's part0 = i x n_heads): each chunk of keys
+// in a block of its own, then merged in order; parts holds n x n_heads x slots x (head_dim + 2)
+// floats, slots = attention_split_slots(the largest start_pos). False where the kernel does not apply.
+bool attention_mma_applies(const AttnShape& s);
+int attention_split_slots(int max_pos);
+bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots);
 // Split-KV decode (one row per slice): partial states into `parts`, then merged in split order.
 void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts);
 

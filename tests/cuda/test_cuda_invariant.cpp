@@ -131,6 +131,31 @@ TEST(CudaInvariant, BatteryHoldsAtWidthAndStandardFailsIt) {
   }
 }
 
+// Past the attention's 128-key chunks (cuda_attention_mma_kernel.cuh: a decode step computes each
+// chunk in a block of its own and merges them as the prefill merges them): 300 new tokens after a
+// 29-token prompt cross two chunk boundaries, without and with a sliding window that leaves whole
+// chunks behind. head_dim 128, so the tensor-core kernel runs (the tiny models' 16 and 48 take the
+// portable one).
+TEST(CudaInvariant, BatteryHoldsPastTheAttentionChunks) {
+  KVP_REQUIRE_GPU();
+  for (int window : {0, 150}) {
+    ModelConfig c;
+    test::wide_llama(&c);
+    c.n_layers = 2;
+    c.sliding_window = window;
+    const Checkpoint ck = synthesize_checkpoint(c, DType::F32);
+    for (DType dt : {DType::F16, DType::BF16}) {
+      auto model = Model::from_checkpoint(ck, dt);
+      test::Counts inv;
+      test::run_battery("cuda wide " + std::string(dtype_name(dt)) + " window " + std::to_string(window) +
+                            " invariant, 300 tokens",
+                        model, KernelPolicy::Invariant, test::greedy(), 300, false, true, inv, Device::Cuda);
+      EXPECT_EQ(inv.differing, 0);
+      EXPECT_GT(inv.comparisons, 2);
+    }
+  }
+}
+
 // A batch of 64 mixed-length sequences (the study's batch size): every slot is the same bits as
 // the sequence alone, under invariant (fp16, bf16) and portable (fp16), greedy and seeded top-p;
 // under standard the count of slots that differ is printed (GPU stacks' batch variance).
