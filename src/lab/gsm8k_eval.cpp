@@ -224,7 +224,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   settings["baseline"] = opts.baseline.text();
   settings["candidate"] = opts.candidate.text();
 
-  // Load each model once in fp32 for its name, config, tokenizer and the prompt-length check.
+  // Open each checkpoint for its name, config, tokenizer and the prompt-length check (its weights
+  // are built later, once per dtype a side needs: at 7B an fp32 copy here would cost 27 GB).
   struct Loaded {
     std::string name;
     Checkpoint ckpt;
@@ -240,9 +241,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
         fail_usage("--model {}: two models are both named '{}' (the file/directory name names a model in the results)",
                    m.path, L.name);
     L.ckpt = open_checkpoint(m.path);
-    auto model = Model::from_checkpoint(L.ckpt, DType::F32);
-    L.tok = tokenizer_for_model(*model, m.tokenizer);
-    const int context = model->config.max_seq_len;
+    L.tok = tokenizer_for_checkpoint(L.ckpt, m.tokenizer);
+    const int context = L.ckpt.config.max_seq_len;
     int too_long = 0, cut = 0;
     size_t worst = 0;
     for (size_t i = 0; i < n_selected; ++i) {
@@ -268,7 +268,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
                                   {"fingerprint", model_fingerprint(m.path)},
                                   {"tokenizer", m.tokenizer.empty() ? nlohmann::json("auto")
                                                                     : nlohmann::json(model_fingerprint(m.tokenizer))},
-                                  {"config", config_json(model->config)}});
+                                  {"config", config_json(L.ckpt.config)}});
     models.push_back(std::move(L));
   }
 

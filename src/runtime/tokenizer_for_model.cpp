@@ -30,12 +30,26 @@ std::string tokenizer_file_beside(const std::string& model_path, const std::stri
   return "";
 }
 
-std::unique_ptr<Tokenizer> tokenizer_for_model(const Model& model, const std::string& explicit_path) {
+namespace {
+
+std::unique_ptr<Tokenizer> find_tokenizer(const std::optional<VocabSpec>& vocab, const std::string& path,
+                                          const std::string& format, const std::string& hint,
+                                          const std::string& explicit_path) {
   if (!explicit_path.empty()) return load_tokenizer(explicit_path);
-  if (model.vocab) return tokenizer_from_vocab(*model.vocab);
-  const std::string file = tokenizer_file_beside(model.path, model.format, model.tokenizer_path);
+  if (vocab) return tokenizer_from_vocab(*vocab);
+  const std::string file = tokenizer_file_beside(path, format, hint);
   if (!file.empty()) return load_tokenizer(file);
-  fail("no tokenizer found for {}: pass --tokenizer (tokenizer.json, llama2.c tokenizer.bin)", model.path);
+  fail("no tokenizer found for {}: pass --tokenizer (tokenizer.json, llama2.c tokenizer.bin)", path);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> tokenizer_for_model(const Model& model, const std::string& explicit_path) {
+  return find_tokenizer(model.vocab, model.path, model.format, model.tokenizer_path, explicit_path);
+}
+
+std::unique_ptr<Tokenizer> tokenizer_for_checkpoint(const Checkpoint& ckpt, const std::string& explicit_path) {
+  return find_tokenizer(ckpt.vocab, ckpt.path, ckpt.format, ckpt.tokenizer_path, explicit_path);
 }
 
 }  // namespace kvp
