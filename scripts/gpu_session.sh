@@ -12,7 +12,7 @@
 #   Every name is checked before anything runs.
 # Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
 #   what is left, less 15 s for packing, and a command with under 20 s left is skipped),
-#   GSM8K_KERNELS (default standard; issue 14's pair is standard,invariant), GSM8K_LIMIT,
+#   GSM8K_KERNELS (default standard; issue 14's pair is standard,invariant), GSM8K_LIMIT, GSM8K_BATCH,
 #   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
 #   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant).
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
@@ -214,15 +214,19 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
         --cache-off-tokens 512 --repeats 2 --batch-size 64 2>&1 | tee "$L/batch7b.log" | tail -4 ;;
     gsm8k)
       # The study at 7B shape: synthetic weights, the Llama-2 tokenizer, 0-shot, 256 new tokens,
-      # greedy, cache OFF vs ON, batches of 64 (results appended per problem: a cut run still counts).
+      # greedy, cache OFF vs ON, in batches of GSM8K_BATCH (default 16: a batch's records land when
+      # it ends, and a batch of 64 x 256 tokens under `standard` outlasts most calls) into a folder
+      # kept on the machine, so the stage run again on the warm machine resumes.
       stage gsm8k
       synth7b || continue
-      t1=$(date +%s)
+      t1=$(date +%s) gdir=/tmp/kvp_gsm8k
       tmo 600 "$K" eval gsm8k --data "$KVPARITY_SHARED/data/gsm8k/test.jsonl" --model /tmp/l7 \
         --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" --shots 0 --max-new-tokens 256 --limit ${GSM8K_LIMIT:-128} \
-        --batch-size 64 --device cuda --dtypes fp16 --kernels "${GSM8K_KERNELS:-standard}" --out "$L/gsm" --no-report >"$L/gsm8k.log" 2>&1
+        --batch-size ${GSM8K_BATCH:-16} --device cuda --dtypes fp16 --kernels "${GSM8K_KERNELS:-standard}" --out "$gdir" \
+        --no-report >>"$L/gsm8k.log" 2>&1
       rc=$?; t2=$(date +%s)
-      echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$L/gsm/gsm8k.jsonl" 2>/dev/null)"; tail -5 "$L/gsm8k.log" ;;
+      echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$gdir/gsm8k.jsonl" 2>/dev/null)"; tail -5 "$L/gsm8k.log"
+      cp -r "$gdir" "$L/gsm" ;;
   esac
   pack
 done

@@ -271,6 +271,7 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
       {"bf16 hd96 gemma window 70", DType::BF16, DType::BF16, 96, 2, 1, 0, 135, 70, true},
       {"fp16 hd32 300 rows", DType::F16, DType::F16, 32, 1, 1, 0, 300, 0, false},
       {"bf16 hd32 300 rows window 150", DType::BF16, DType::BF16, 32, 1, 1, 0, 300, 150, false},
+      {"fp16 hd64 gqa 270 rows window 128", DType::F16, DType::F16, 64, 4, 2, 0, 270, 128, false},
   };
   for (const AttnCase& c : cases) {
     Slice whole(c, rng);  // every position 0..rows-1 in one prefill (cache OFF)
@@ -326,7 +327,8 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
       }
       return outs;
     };
-    for (int pos : {0, 1, 39, 63, 64, 65, 100, 127, 128, 129, 255, 256, c.rows - 1}) {
+    // 277: a window of 150 starts at 128, a chunk's first key.
+    for (int pos : {0, 1, 39, 63, 64, 65, 100, 127, 128, 129, 255, 256, 277, c.rows - 1}) {
       if (pos >= c.rows) continue;
       const std::string at = std::string(c.name) + " position " + std::to_string(pos);
       EXPECT_SAME_BITS(call({{pos, 1}})[0], part(pos, 1), at + " (decode step)");
@@ -334,12 +336,19 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
       EXPECT_SAME_BITS(call({{pos, n}})[0], part(pos, n), at + " (chunk of " + std::to_string(n) + ")");
     }
     EXPECT_SAME_BITS(call({{c.rows - 1, 1}}, 1)[0], part(c.rows - 1, 1), std::string(c.name) + " decode, one stage");
-    const auto batch = call({{70, 1}, {10, 60}, {c.rows - 1, 1}, {64, 3}, {120, 1}});
+    // Decode steps beside prefill slices, one of them across the first chunk boundary and, where
+    // the case is long enough, one across the second (whose rows span two 64-row blocks).
+    const std::pair<int, int> late = c.rows >= 270 ? std::pair{200, 70} : std::pair{0, 5};
+    const auto batch = call({{70, 1}, {10, 60}, {c.rows - 1, 1}, {64, 3}, {120, 1}, {115, 15}, late});
     EXPECT_SAME_BITS(batch[0], part(70, 1), std::string(c.name) + " batch: decode at 70");
     EXPECT_SAME_BITS(batch[1], part(10, 60), std::string(c.name) + " batch: chunk 10..69");
     EXPECT_SAME_BITS(batch[2], part(c.rows - 1, 1), std::string(c.name) + " batch: decode at the end");
     EXPECT_SAME_BITS(batch[3], part(64, 3), std::string(c.name) + " batch: chunk 64..66");
     EXPECT_SAME_BITS(batch[4], part(120, 1), std::string(c.name) + " batch: decode at 120");
+    EXPECT_SAME_BITS(batch[5], part(115, 15), std::string(c.name) + " batch: chunk 115..129");
+    EXPECT_SAME_BITS(batch[6], part(late.first, late.second),
+                     std::string(c.name) + " batch: " + std::to_string(late.second) + " rows from " +
+                         std::to_string(late.first));
   }
   // Where it does not apply, nothing is launched (the caller takes the portable kernel).
   Slice f32({"fp32", DType::F32, DType::F32, 64, 2, 2, 0, 3, 0, false}, rng);

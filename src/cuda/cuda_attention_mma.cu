@@ -25,6 +25,7 @@ bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, co
 }
 
 bool attention_mma_applies(const AttnShape& s) { return attn_mma::applies(s); }
+int attention_mma_max_rows() { return attn_mma::kMaxRows; }
 
 int attention_split_slots(int max_pos) { return attn_mma::split_slots(max_pos); }
 

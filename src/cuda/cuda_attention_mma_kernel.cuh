@@ -436,6 +436,8 @@ bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, 
   }
 }
 
+constexpr int kMaxRows = 65535 * kRows;  // a slice's rows: grid.x is at most 65535 blocks
+
 // Whether the kernel applies: fp16/bf16 compute with a KV cache of that dtype, head_dim 32/64/96/128.
 inline bool applies(const AttnShape& s) {
   return s.kv_store == s.act && (s.act == kF16 || s.act == kBF16) &&
@@ -448,7 +450,7 @@ inline bool applies(const AttnShape& s) {
 template <class Launch>
 bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages = 2,
              bool chunked = false) {
-  if (!applies(s) || max_rows > 65535 * kRows) return false;
+  if (!applies(s) || max_rows > kMaxRows) return false;
   const Mode mode = chunked ? Mode::Chunked : Mode::Whole;
   return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages, mode, nullptr, 0)
                        : launch_s<kBF16>(launch, descs, n, max_rows, s, stages, mode, nullptr, 0);

@@ -158,6 +158,10 @@ class CudaKernels final : public Kernels {
       // same bits: cuda_attention_mma_kernel.cuh); else (and portable) the portable kernel.
       const bool tc = policy_ == KernelPolicy::Invariant && attention_mma_applies(s);
       const AttentionPlan plan = plan_fixed_order_attention(p, n, tc);
+      // Never the portable kernel for some rows of a tensor-core call: the bits would part.
+      if (tc && plan.max_rows > attention_mma_max_rows())
+        fail_input("attention: " + std::to_string(plan.max_rows) + " rows in one slice, past the tensor-core kernel's " +
+                   std::to_string(attention_mma_max_rows()));
       if (!plan.rows.empty()) {
         const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
         const int nr = int(plan.rows.size()), max_rows = plan.max_rows;

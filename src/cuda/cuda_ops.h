@@ -115,6 +115,7 @@ bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, co
 // in a block of its own, then merged in order; parts holds n x n_heads x slots x (head_dim + 2)
 // floats, slots = attention_split_slots(the largest start_pos). False where the kernel does not apply.
 bool attention_mma_applies(const AttnShape& s);
+int attention_mma_max_rows();  // rows of one slice the tensor-core prefill launch holds
 int attention_split_slots(int max_pos);
 bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots);
 // Split-KV decode (one row per slice): partial states into `parts`, then merged in split order.
