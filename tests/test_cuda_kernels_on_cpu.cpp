@@ -212,6 +212,7 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
       {GemmKernel::Auto, "auto"},
       {GemmKernel::Ring, "ring"},
       {GemmKernel::Registers, "registers"},
+      {GemmKernel::Pipelined, "pipelined"},
       {GemmKernel::Tiles64x128, "tiles64x128"},
       {GemmKernel::Tiles128x128, "tiles128x128"},
       {GemmKernel::Tiles128x256, "tiles128x256"},

@@ -19,6 +19,7 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"auto", GemmKernel::Auto},
     {"ring", GemmKernel::Ring},
     {"registers", GemmKernel::Registers},
+    {"pipelined", GemmKernel::Pipelined},
     {"tiles64x128", GemmKernel::Tiles64x128},
     {"tiles128x128", GemmKernel::Tiles128x128},
     {"tiles128x256", GemmKernel::Tiles128x256},

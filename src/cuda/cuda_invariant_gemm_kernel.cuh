@@ -112,20 +112,16 @@ __device__ __forceinline__ void store_tiles(const float (&c)[MT][NT][4], float* 
 // A warp computes MT m16 tiles by NT n8 tiles; a block's four warps sit side by side along N. The
 // fragments of U chunks are loaded before their mma instructions run (a decode step is bound by
 // reading W: the loads of a whole stretch of K are in flight at once); chunks past K are loaded as
-// zeros and never multiplied, so U changes nothing but speed.
+// zeros and never multiplied, so U changes nothing but speed. Pipelined: the next U chunks' loads
+// are issued before this stretch's mma instead of after, so the loads in flight never drain to
+// none between stretches (twice the registers); the same mma in the same order.
 // xh: x converted to the compute dtype (exact: x holds values of it).
 template <int S, int MT, int NT, int U, bool Vec>
-__global__ void __launch_bounds__(kWarps * 32)
-    gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
-  pdl_entry();
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int n0 = (blockIdx.x * kWarps + warp) * 8 * NT;
-  const int m0 = blockIdx.y * 16 * MT;
-  if (n0 >= N) return;  // the whole warp (mma.sync needs all 32 lanes)
-  float c[MT][NT][4] = {};
-  const int chunks = (K + 31) / 32;
-  for (int ch0 = 0; ch0 < chunks; ch0 += U) {
-    uint4 b[U][NT], xa[U][MT], xb[U][MT];
+struct Stretch {
+  uint4 b[U][NT], xa[U][MT], xb[U][MT];
+  // The fragments of chunks ch0 .. ch0 + U - 1.
+  __device__ __forceinline__ void load(const uint16_t* xh, int M, const uint16_t* W, int K, int N, int m0, int n0,
+                                       int ch0, int g, int t) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int k = 32 * (ch0 + u) + 8 * t;
@@ -137,21 +133,51 @@ __global__ void __launch_bounds__(kWarps * 32)
         xb[u][i] = load8<Vec>(xh, m0 + 16 * i + g + 8, M, k, K);
       }
     }
+  }
+  __device__ __forceinline__ void multiply(float (&c)[MT][NT][4], int ch0, int chunks) const {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       if (ch0 + u >= chunks) break;
       mma_chunk<S>(c, xa[u], xb[u], b[u]);
     }
   }
+};
+
+template <int S, int MT, int NT, int U, bool Vec, bool Pipelined = false>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+  pdl_entry();
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int n0 = (blockIdx.x * kWarps + warp) * 8 * NT;
+  const int m0 = blockIdx.y * 16 * MT;
+  if (n0 >= N) return;  // the whole warp (mma.sync needs all 32 lanes)
+  float c[MT][NT][4] = {};
+  const int chunks = (K + 31) / 32;
+  if constexpr (Pipelined) {
+    Stretch<S, MT, NT, U, Vec> cur, next;
+    cur.load(xh, M, W, K, N, m0, n0, 0, g, t);
+    for (int ch0 = 0; ch0 < chunks; ch0 += U) {
+      const bool more = ch0 + U < chunks;
+      if (more) next.load(xh, M, W, K, N, m0, n0, ch0 + U, g, t);
+      cur.multiply(c, ch0, chunks);
+      if (more) cur = next;
+    }
+  } else {
+    for (int ch0 = 0; ch0 < chunks; ch0 += U) {
+      Stretch<S, MT, NT, U, Vec> st;
+      st.load(xh, M, W, K, N, m0, n0, ch0, g, t);
+      st.multiply(c, ch0, chunks);
+    }
+  }
   store_tiles(c, y, M, N, m0, n0, lane);
 }
 
 // launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
-template <int S, int MT, int NT, int U, bool Vec, class Launch>
+template <int S, int MT, int NT, int U, bool Vec, class Launch, bool Pipelined = false>
 void launch_shape(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
   const int cols = kWarps * 8 * NT, rows = 16 * MT;
   const dim3 grid(unsigned((N + cols - 1) / cols), unsigned((M + rows - 1) / rows));
-  launch(gemm_kernel<S, MT, NT, U, Vec>, grid, dim3(kWarps * 32), xh, M, W, K, N, y);
+  launch(gemm_kernel<S, MT, NT, U, Vec, Pipelined>, grid, dim3(kWarps * 32), xh, M, W, K, N, y);
 }
 
 // Decode-sized M with 16-byte loads (gemm_ring_kernel): the direct kernel's warp shapes, but each
@@ -317,8 +343,10 @@ void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_
 // Which kernel computes a GEMM. Every one issues the same mma sequence per output, so the choice
 // changes speed only; Auto picks by M, the others are forced for every M (to measure them against
 // each other: KVPARITY_CUDA_GEMM, kvparity_bench's cuda_matmul rows). Rows without 16-byte loads
-// (K % 8 != 0, unaligned x or W) always take the register-prefetch kernel.
-enum class GemmKernel : int { Auto, Ring, Registers, Tiles64x128, Tiles128x128, Tiles128x256 };
+// (K % 8 != 0, unaligned x or W) always take the register-prefetch kernel. Pipelined: the
+// register prefetch with the next stretch's loads issued before this one's mma (forced only, to be
+// measured).
+enum class GemmKernel : int { Auto, Ring, Registers, Pipelined, Tiles64x128, Tiles128x128, Tiles128x256 };
 
 // Auto, from kvparity_bench's cuda_matmul rows on an H200 (docs/performance.md, 2026-11-26; every
 // kernel forced at Llama-2-7B's shapes): decode-sized M (up to 64 rows, bound by reading W) the
@@ -337,6 +365,10 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
       case GemmKernel::Ring:
         if (M <= 16) return launch_ring<S, 1, 1, 16, 4>(launch, xh, M, W, K, N, y);
         return launch_ring<S, 2, 2, 8, 2>(launch, xh, M, W, K, N, y);
+      case GemmKernel::Pipelined:  // the register prefetch's shapes, loads issued a stretch ahead
+        if (M <= 16) return launch_shape<S, 1, 1, 8, true, Launch, true>(launch, xh, M, W, K, N, y);
+        if (M <= 64) return launch_shape<S, 2, 2, 4, true, Launch, true>(launch, xh, M, W, K, N, y);
+        return launch_shape<S, 4, 4, 1, true, Launch, true>(launch, xh, M, W, K, N, y);
       case GemmKernel::Tiles64x128: return launch_tiled<S, 64, 128, 2, 4>(launch, xh, M, W, K, N, y);
       case GemmKernel::Tiles128x128: return launch_tiled<S, 128, 128, 2, 3>(launch, xh, M, W, K, N, y);
       case GemmKernel::Tiles128x256: return launch_tiled<S, 128, 256, 2, 4>(launch, xh, M, W, K, N, y);
