@@ -19,13 +19,15 @@
 #   each stage and on exit, so a call cut short still returns what finished) and the console to
 #   $OUT/session.txt.
 # A session has 15 minutes of device time, the machine's start included, and a machine left idle
-#   for 30 s goes back. A plan that fits: a first call (timeout_s 590) with the suite and the
-#   speed of every kernel and policy,
-#     BUDGET_S=570 scripts/gpu_session.sh info tests gemm attention policies7b bench11b
-#   then at once, on the warm machine, issue 14's comparison (timeout_s what is left; it resumes
-#   where a call cut short stopped, if the machine is still warm),
-#     BUDGET_S=... scripts/gpu_session.sh compare7b
-#   and the GSM8K study (gsm8k) in a session of its own.
+#   for 30 s goes back. On 2026-11-26 an H200 started in ~30 s and `info tests gemm attention
+#   policies7b bench11b` took 157 s, so one call (timeout_s 590) fits the suite, the speed of every
+#   kernel and policy and most of issue 14's comparison:
+#     BUDGET_S=570 scripts/gpu_session.sh info tests gemm attention policies7b bench11b compare7b
+#   then at once, on the warm machine, the rest (compare7b resumes where the first call stopped;
+#   gsm8k, resumable too, with what is left).
+# The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
+#   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
+#   and the call's command starts with: mkdir -p .devbin && tar xJf .devbinz/bins.tar.xz -C .devbin &&
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
