@@ -108,6 +108,11 @@ __device__ __forceinline__ void merge_scales(float mr, float mc, float& m, float
 }
 __device__ __forceinline__ float merged(float r, float fr, float c, float fc) { return r * fr + c * fc; }
 
+// Threads a block: four warps of 16 rows; Split one warp, since its slice has one row (the other
+// warps would compute rows that are not there).
+template <Mode M>
+constexpr int kThreads = M == Mode::Split ? 32 : 128;
+
 // A chunk's state in parts: m, l, then o[0..HD).
 template <int HD>
 constexpr int kPartFloats = HD + 2;
@@ -182,7 +187,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   // The tile at k0 into stage st, zeros past key_end (so a never-written slot is never read).
   auto copy_tile = [&](int k0, int st) {
     constexpr int kVecPerRow = HD / 8;
-    for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += 128) {
+    for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += kThreads<MODE>) {
       const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
       const bool ok = k0 + row < key_end;
       const size_t at = ok ? size_t(k0 + row) * HD + col : 0;
@@ -398,12 +403,11 @@ __global__ void __launch_bounds__(HD) combine_kernel(const AttnDesc* descs, Attn
 template <int S, int HD, Mode MODE, class Launch>
 void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const AttnShape& s, int stages, float* parts,
                  int slots) {
+  const dim3 block(kThreads<MODE>);
   if (stages == 2)
-    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, dim3(128), descs, s, parts,
-                     slots);
+    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, block, descs, s, parts, slots);
   else
-    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, dim3(128), descs, s, parts,
-                     slots);
+    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, block, descs, s, parts, slots);
 }
 
 // Every row of n slices (Whole or Chunked), or n one-row slices by chunk then combined (Split).
