@@ -139,7 +139,16 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       echo "rc=$?"
       awk '/^cuda_/ { n = $1; sub(/\/min_time:[0-9.]+/, "", n); sub(/\/manual_time/, "", n)
                       printf "%-58s %10s %-3s %s %s\n", n, $2, $3, (NF > 6 ? $(NF-1) : ""), (NF > 5 ? $NF : "") }' \
-        "$L/$s.log" ;;
+        "$L/$s.log"
+      if [ $s = attention ] && [ -z "$arg" ]; then
+        # The invariant rows again with one K/V stage (half the shared memory: twice the one-warp
+        # decode blocks a multiprocessor; the same bits), to set the default from.
+        echo "-- invariant, KVPARITY_CUDA_ATTN_STAGES=1"
+        KVPARITY_CUDA_ATTN_STAGES=1 tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_attention/invariant/' \
+          >"$L/attention_stages1.log" 2>&1
+        awk '/^cuda_/ { n = $1; sub(/\/min_time:[0-9.]+/, "", n); sub(/\/manual_time/, "", n); printf "%-58s %10s %s\n", n, $2, $3 }' \
+          "$L/attention_stages1.log"
+      fi ;;
     bench11b)
       stage bench11b
       tmo 300 "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
