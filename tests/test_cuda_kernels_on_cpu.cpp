@@ -216,6 +216,7 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
       {GemmKernel::Tiles64x128, "tiles64x128"},
       {GemmKernel::Tiles128x128, "tiles128x128"},
       {GemmKernel::Tiles128x256, "tiles128x256"},
+      {GemmKernel::Tiles128x128k64, "tiles128x128k64"},
   };
   const std::pair<int, int> slices[] = {{0, 1},  {299, 1}, {5, 3},   {10, 16}, {20, 17}, {3, 64},
                                         {0, 65}, {7, 130}, {40, 256}, {33, 257}};

@@ -23,6 +23,7 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"tiles64x128", GemmKernel::Tiles64x128},
     {"tiles128x128", GemmKernel::Tiles128x128},
     {"tiles128x256", GemmKernel::Tiles128x256},
+    {"tiles128x128k64", GemmKernel::Tiles128x128k64},
 };
 
 GemmKernel parse_gemm_kernel(const std::string& name, const char* what) {

@@ -258,19 +258,23 @@ void launch_ring(const Launch& launch, const uint16_t* xh, int M, const uint16_t
 constexpr int kTiledWarps = 8;
 constexpr int kChunk = 32;  // k per pipeline stage: one chunk of the mma sequence
 
-// Dynamic shared memory of a tiled_kernel: STAGES stages of (BM + BN) rows of one chunk.
-template <int BM, int BN, int STAGES>
+// Dynamic shared memory of a tiled_kernel: STAGES stages of (BM + BN) rows of KC chunks.
+template <int BM, int BN, int STAGES, int KC = 1>
 constexpr size_t tiled_smem_bytes() {
-  return size_t(STAGES) * (BM + BN) * kChunk * sizeof(uint16_t);
+  return size_t(STAGES) * (BM + BN) * KC * kChunk * sizeof(uint16_t);
 }
 
 // A block computes BM x BN outputs: 8 warps, WM along M by 8 / WM along N, each warp MT m16 tiles
 // by NT n8 tiles. Stage s holds chunk c = s mod STAGES: x rows [m0, m0 + BM), then W rows [n0, n0
 // + BN), k in [32c, 32c + 32), row-major, 64 bytes a row (a warp's 16-byte fragment reads then hit
 // 32 different banks per quarter-warp). Needs K % 8 == 0 and 16-byte aligned x and W.
+// KC = 2: a stage holds two chunks (128-byte rows, half the barriers and copy groups per mma),
+// still multiplied one after the other in chunk order; an odd row keeps its two halves swapped
+// (16-byte piece p at p ^ 4), so that rows g and g + 1 of a quarter-warp's reads meet different
+// banks.
 // Larger tiles read less from L2 per mma (BM x BN outputs for (BM + BN) rows a chunk) and fewer
 // fragments per mma (MT + NT loads for MT x NT tiles), at the cost of fewer blocks for a small M.
-template <int S, int BM, int BN, int WM, int STAGES>
+template <int S, int BM, int BN, int WM, int STAGES, int KC = 1>
 __global__ void __launch_bounds__(kTiledWarps * 32)
     tiled_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
   pdl_entry();
@@ -278,19 +282,24 @@ __global__ void __launch_bounds__(kTiledWarps * 32)
   constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
   static_assert(MT * WM * 16 == BM && NT * WN * 8 == BN, "warps tile the block");
   constexpr int kThreads = kTiledWarps * 32, kRows = BM + BN;
-  KVP_DYNAMIC_SHARED(uint16_t, smem);  // [STAGES][kRows][kChunk]
+  static_assert(KC == 1 || KC == 2);
+  constexpr int kPieces = 4 * KC, kRowHalves = KC * kChunk;  // 16-byte pieces and halves a row
+  KVP_DYNAMIC_SHARED(uint16_t, smem);  // [STAGES][kRows][kRowHalves]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int wm = (warp % WM) * MT * 16, wn = (warp / WM) * NT * 8;  // the warp's corner in the tile
-  const int chunks = (K + kChunk - 1) / kChunk;
-  auto row_at = [&](int st, int row) { return smem + (size_t(st) * kRows + row) * kChunk; };
+  const int chunks = (K + kChunk - 1) / kChunk, steps = (chunks + KC - 1) / KC;
+  auto row_at = [&](int st, int row) { return smem + (size_t(st) * kRows + row) * kRowHalves; };
+  // Where 16-byte piece p of a row sits in it.
+  auto piece_at = [](int row, int p) { return KC == 2 ? p ^ ((row & 1) << 2) : p; };
 
-  // Chunk c into its stage: kRows rows of four 16-byte pieces, spread over the threads.
+  // Step c (chunks KC c .. KC c + KC - 1) into its stage: kRows rows of kPieces 16-byte pieces,
+  // spread over the threads.
   auto load_chunk = [&](int c) {
-    const int st = c % STAGES, k = c * kChunk;
-    for (int i = threadIdx.x; i < kRows * 4; i += kThreads) {
-      const int row = i / 4, kk = k + (i % 4) * 8;
-      uint16_t* dst = row_at(st, row) + (i % 4) * 8;
+    const int st = c % STAGES, k = c * kRowHalves;
+    for (int i = threadIdx.x; i < kRows * kPieces; i += kThreads) {
+      const int row = i / kPieces, kk = k + (i % kPieces) * 8;
+      uint16_t* dst = row_at(st, row) + piece_at(row, i % kPieces) * 8;
       if (row < BM) {
         const int m = m0 + row;
         const bool ok = m < M && kk < K;
@@ -308,35 +317,43 @@ __global__ void __launch_bounds__(kTiledWarps * 32)
   // means "chunk c has landed".
 #pragma unroll
   for (int c0 = 0; c0 < STAGES - 1; ++c0) {
-    if (c0 < chunks) load_chunk(c0);
+    if (c0 < steps) load_chunk(c0);
     commit_copies();
   }
-  for (int ch = 0; ch < chunks; ++ch) {
+  for (int sp = 0; sp < steps; ++sp) {
     wait_copies<STAGES - 2>();
-    // Chunk ch is visible to every thread, and every warp is done with chunk ch - 1, whose stage
+    // Step sp is visible to every thread, and every warp is done with step sp - 1, whose stage
     // the next load refills.
     __syncthreads();
-    if (ch + STAGES - 1 < chunks) load_chunk(ch + STAGES - 1);
+    if (sp + STAGES - 1 < steps) load_chunk(sp + STAGES - 1);
     commit_copies();
-    const int st = ch % STAGES;
-    uint4 xa[MT], xb[MT], b[NT];
+    const int st = sp % STAGES;
 #pragma unroll
-    for (int i = 0; i < MT; ++i) {
-      xa[i] = load_raw<uint4>(row_at(st, wm + 16 * i + g) + 8 * t);
-      xb[i] = load_raw<uint4>(row_at(st, wm + 16 * i + g + 8) + 8 * t);
+    for (int cc = 0; cc < KC; ++cc) {
+      if (sp * KC + cc >= chunks) break;  // a chunk past K is never multiplied
+      uint4 xa[MT], xb[MT], b[NT];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const int ra = wm + 16 * i + g, rb = ra + 8;
+        xa[i] = load_raw<uint4>(row_at(st, ra) + piece_at(ra, 4 * cc + t) * 8);
+        xb[i] = load_raw<uint4>(row_at(st, rb) + piece_at(rb, 4 * cc + t) * 8);
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int rw = BM + wn + 8 * j + g;
+        b[j] = load_raw<uint4>(row_at(st, rw) + piece_at(rw, 4 * cc + t) * 8);
+      }
+      mma_chunk<S>(c, xa, xb, b);
     }
-#pragma unroll
-    for (int j = 0; j < NT; ++j) b[j] = load_raw<uint4>(row_at(st, BM + wn + 8 * j + g) + 8 * t);
-    mma_chunk<S>(c, xa, xb, b);
   }
   wait_copies<0>();  // no copy outlives the block (the last groups are empty)
   store_tiles(c, y, M, N, m0 + wm, n0 + wn, lane);
 }
 
-template <int S, int BM, int BN, int WM, int STAGES, class Launch>
+template <int S, int BM, int BN, int WM, int STAGES, class Launch, int KC = 1>
 void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
   const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + BM - 1) / BM));
-  launch.with_smem(tiled_smem_bytes<BM, BN, STAGES>(), tiled_kernel<S, BM, BN, WM, STAGES>, grid,
+  launch.with_smem(tiled_smem_bytes<BM, BN, STAGES, KC>(), tiled_kernel<S, BM, BN, WM, STAGES, KC>, grid,
                    dim3(kTiledWarps * 32), xh, M, W, K, N, y);
 }
 
@@ -344,9 +361,18 @@ void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_
 // changes speed only; Auto picks by M, the others are forced for every M (to measure them against
 // each other: KVPARITY_CUDA_GEMM, kvparity_bench's cuda_matmul rows). Rows without 16-byte loads
 // (K % 8 != 0, unaligned x or W) always take the register-prefetch kernel. Pipelined: the
-// register prefetch with the next stretch's loads issued before this one's mma (forced only, to be
-// measured).
-enum class GemmKernel : int { Auto, Ring, Registers, Pipelined, Tiles64x128, Tiles128x128, Tiles128x256 };
+// register prefetch with the next stretch's loads issued before this one's mma; Tiles128x128k64:
+// 128 x 128 tiles with two chunks a stage (both forced only, to be measured).
+enum class GemmKernel : int {
+  Auto,
+  Ring,
+  Registers,
+  Pipelined,
+  Tiles64x128,
+  Tiles128x128,
+  Tiles128x256,
+  Tiles128x128k64,
+};
 
 // Auto, from kvparity_bench's cuda_matmul rows on an H200 (docs/performance.md, 2026-11-26; every
 // kernel forced at Llama-2-7B's shapes): decode-sized M (up to 64 rows, bound by reading W) the
@@ -372,6 +398,8 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
       case GemmKernel::Tiles64x128: return launch_tiled<S, 64, 128, 2, 4>(launch, xh, M, W, K, N, y);
       case GemmKernel::Tiles128x128: return launch_tiled<S, 128, 128, 2, 3>(launch, xh, M, W, K, N, y);
       case GemmKernel::Tiles128x256: return launch_tiled<S, 128, 256, 2, 4>(launch, xh, M, W, K, N, y);
+      case GemmKernel::Tiles128x128k64:  // two chunks a stage (3 stages, 96 KB)
+        return launch_tiled<S, 128, 128, 2, 3, Launch, 2>(launch, xh, M, W, K, N, y);
       default: break;  // the register-prefetch kernel
     }
   }

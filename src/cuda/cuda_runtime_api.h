@@ -70,9 +70,10 @@ bool programmatic_launch_on();
 bool programmatic_launch_available();
 
 // The `invariant` policy's tensor-core GEMM kernel: "auto" (chosen by M) or one forced for every
-// M ("ring", "registers", "pipelined", "tiles64x128", "tiles128x128", "tiles128x256"); each gives the same
-// bits, so this changes speed only (kvparity_bench's cuda_matmul rows measure them). The first
-// read takes $KVPARITY_CUDA_GEMM; an unknown name is refused (exit 2) naming where it came from.
+// M ("ring", "registers", "pipelined", "tiles64x128", "tiles128x128", "tiles128x256",
+// "tiles128x128k64"); each gives the same bits, so this changes speed only (kvparity_bench's
+// cuda_matmul rows measure them). The first read takes $KVPARITY_CUDA_GEMM; an unknown name is
+// refused (exit 2) naming where it came from.
 void set_invariant_gemm_kernel(const std::string& name);
 std::string invariant_gemm_kernel();
 std::vector<std::string> invariant_gemm_kernels();
