@@ -107,6 +107,11 @@ synth7b() {
     { echo "synth failed:"; tail -3 "$L/synth.log"; rm -rf /tmp/l7.part; return 1; }
   echo "synth: $(($(date +%s) - t0)) s"
 }
+# The rows of a kvparity_bench log: name (without the run settings), time, unit and the counters.
+bench_rows() {
+  awk '/^cuda_/ { n = $1; sub(/\/min_time:[0-9.]+/, "", n); sub(/\/manual_time/, "", n)
+                  printf "%-58s %10s %-3s %s %s\n", n, $2, $3, (NF > 6 ? $(NF-1) : ""), (NF > 5 ? $NF : "") }' "$1"
+}
 for ((i = 0; i < ${#plan[@]}; i += 2)); do
   s=${plan[i]} arg=${plan[i + 1]}
   if [ "$(lim 20)" -lt 20 ]; then echo "== $s skipped: the budget is spent"; continue; fi
@@ -137,17 +142,14 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       tmo 240 "$BIN/kvparity_bench" --benchmark_filter="$f" --benchmark_out="$L/$s.json" \
         --benchmark_out_format=json >"$L/$s.log" 2>&1
       echo "rc=$?"
-      awk '/^cuda_/ { n = $1; sub(/\/min_time:[0-9.]+/, "", n); sub(/\/manual_time/, "", n)
-                      printf "%-58s %10s %-3s %s %s\n", n, $2, $3, (NF > 6 ? $(NF-1) : ""), (NF > 5 ? $NF : "") }' \
-        "$L/$s.log"
+      bench_rows "$L/$s.log"
       if [ $s = attention ] && [ -z "$arg" ]; then
         # The invariant rows again with one K/V stage (half the shared memory: twice the one-warp
         # decode blocks a multiprocessor; the same bits), to set the default from.
         echo "-- invariant, KVPARITY_CUDA_ATTN_STAGES=1"
         KVPARITY_CUDA_ATTN_STAGES=1 tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_attention/invariant/' \
           >"$L/attention_stages1.log" 2>&1
-        awk '/^cuda_/ { n = $1; sub(/\/min_time:[0-9.]+/, "", n); sub(/\/manual_time/, "", n); printf "%-58s %10s %s\n", n, $2, $3 }' \
-          "$L/attention_stages1.log"
+        bench_rows "$L/attention_stages1.log"
       fi ;;
     bench11b)
       stage bench11b

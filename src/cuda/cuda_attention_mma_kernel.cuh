@@ -205,21 +205,20 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
     for (int i = 0; i < NT * 4; ++i) o_run[i * 128] = 0.0f;
   }
   auto merge_chunk = [&] {
-    float m, fr, fc;
-    merge_scales(mra, ma, m, fr, fc);
-    lra = merged(lra, fr, la, fc);
+    float m, fra, fca, frb, fcb;
+    merge_scales(mra, ma, m, fra, fca);
+    lra = merged(lra, fra, la, fca);
     mra = m;
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) o_run[(n * 4 + e) * 128] = merged(o_run[(n * 4 + e) * 128], fr, o[n][e], fc);
-    merge_scales(mrb, mb, m, fr, fc);
-    lrb = merged(lrb, fr, lb, fc);
+    merge_scales(mrb, mb, m, frb, fcb);
+    lrb = merged(lrb, frb, lb, fcb);
     mrb = m;
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
-      for (int e = 2; e < 4; ++e) o_run[(n * 4 + e) * 128] = merged(o_run[(n * 4 + e) * 128], fr, o[n][e], fc);
+      for (int e = 0; e < 4; ++e) {  // e 0, 1: row a; 2, 3: row b
+        float& r = o_run[(n * 4 + e) * 128];
+        r = e < 2 ? merged(r, fra, o[n][e], fca) : merged(r, frb, o[n][e], fcb);
+      }
     // The next chunk starts empty.
     ma = mb = kNegInf;
     la = lb = 0.0f;

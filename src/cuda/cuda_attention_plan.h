@@ -18,7 +18,7 @@ struct AttentionPlan {
   std::vector<AttnDesc> rows;   // every row of these slices through the prefill kernel
   std::vector<AttnDesc> steps;  // one-row slices through the decode launch
   int max_rows = 0;             // of `rows`
-  int max_pos = 0;              // of `steps`' positions
+  int max_pos = 0;              // fixed-order: of `steps`' positions
   int splits = 0;               // standard: partial-state slots a (step, head) (the decode grid's width)
 };
 
@@ -50,7 +50,6 @@ inline AttentionPlan plan_standard_attention(const AttentionParams* p, int n, in
     d.split_len = (keys + splits - 1) / splits;
     d.n_splits = (keys + d.split_len - 1) / d.split_len;
     d.part0 = int(plan.steps.size()) * x.n_heads * plan.splits;
-    plan.max_pos = std::max(plan.max_pos, x.start_pos);
     plan.steps.push_back(d);
   }
   return plan;

@@ -174,7 +174,7 @@ class CudaKernels final : public Kernels {
         const int slots = attention_split_slots(plan.max_pos);
         if (slots > 65535)
           fail_input("attention: position " + std::to_string(plan.max_pos) + " is past what a decode grid holds");
-        float* parts = part_mem(plan.steps.size() * size_t(a.n_heads) * slots * (a.head_dim + 2));
+        float* parts = part_mem(plan.steps.size(), a, slots);
         const AttnDesc* descs = upload(kAttnDecodeDescs, plan.steps.data(), plan.steps.size());
         const int nd = int(plan.steps.size());
         graphs_.submit(signature(kDecode, descs, nd, slots, s, parts),
@@ -191,7 +191,7 @@ class CudaKernels final : public Kernels {
     }
     if (!plan.steps.empty()) {
       const int splits = plan.splits;
-      float* parts = part_mem(plan.steps.size() * size_t(a.n_heads) * splits * (a.head_dim + 2));
+      float* parts = part_mem(plan.steps.size(), a, splits);
       const AttnDesc* descs = upload(kAttnDecodeDescs, plan.steps.data(), plan.steps.size());
       const int nd = int(plan.steps.size());
       graphs_.submit(signature(kDecode, descs, nd, splits, s, parts),
@@ -424,10 +424,14 @@ class CudaKernels final : public Kernels {
  private:
   static constexpr size_t kBlasWorkspace = size_t(32) << 20;
 
+  // The decode launches' partial states: (m, l, o) for `width` slots of each step's heads (the
+  // standard split kernel's splits, invariant's chunks).
+  float* part_mem(size_t steps, const AttentionParams& a, int width) {
+    const size_t floats = steps * size_t(a.n_heads) * width * (a.head_dim + 2);
+    return static_cast<float*>(grow(parts_, floats * sizeof(float)));
+  }
   // A buffer of at least n bytes. Growing frees the old one, which launches collected but not yet
   // run may name: they run first.
-  // The decode launches' partial states (the standard split kernel's, invariant's chunks').
-  float* part_mem(size_t floats) { return static_cast<float*>(grow(parts_, floats * sizeof(float))); }
   void* grow(Block& b, size_t n) {
     if (n > b.bytes) {
       end_collecting(true);
