@@ -6,7 +6,7 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], attention [benchmark filter], bench11b, bench7b,
+#   tests [gtest filter], gemm [benchmark filter], wgmma, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k,
 #   sanitize [gtest filter].
 #   Every name is checked before anything runs.
@@ -22,7 +22,9 @@
 #   for 30 s goes back. On 2026-11-26 an H200 started in ~30 s and `info tests gemm attention
 #   policies7b bench11b` took 157 s, so one call (timeout_s 590) fits the suite, the speed of every
 #   kernel and policy and most of issue 14's comparison:
-#     BUDGET_S=570 scripts/gpu_session.sh info tests gemm attention policies7b bench11b compare7b
+#     BUDGET_S=570 scripts/gpu_session.sh info wgmma tests '-CudaInvariant.Wgmma*' attention policies7b gemm compare7b
+#   (the wgmma stage first, in a process of its own: a fault in an untried kernel ends its CUDA
+#   context, and the tests stage then leaves those tests out)
 #   then at once, on the warm machine, the rest (compare7b resumes where the first call stopped;
 #   gsm8k, resumable too, with what is left).
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
@@ -31,7 +33,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm attention bench11b bench7b fusion7b pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma attention bench11b bench7b fusion7b pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -69,7 +71,7 @@ BIN=.devbin
 usable() { "$BIN/kvparity" --version >/dev/null 2>&1 && "$BIN/kvparity_cuda_tests" --gtest_list_tests >/dev/null 2>&1; }
 native_build() {
   tmo 60 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVPARITY_SHARED="$KVPARITY_SHARED" \
-    -DKVPARITY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DKVPARITY_PYTHON=OFF >"$L/build.log" 2>&1 &&
+    -DKVPARITY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DKVPARITY_PYTHON=OFF >"$L/build.log" 2>&1 &&
     tmo 400 cmake --build build-cuda -j16 --target kvparity kvparity_cuda_tests kvparity_bench >>"$L/build.log" 2>&1
   local rc=$?
   tail -5 "$L/build.log"
@@ -124,6 +126,7 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
     tests)
       f=${arg:-'*'}
       stage "tests $f"
+      [ "$f" = '*' ] && ran_all_tests=1
       tmo 400 "$BIN/kvparity_cuda_tests" --gtest_filter="$f" >"$L/tests.log" 2>&1
       echo "rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error|Expected|Which is|actual" "$L/tests.log" | head -60 ;;
     sanitize)
@@ -151,6 +154,25 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
           >"$L/attention_stages1.log" 2>&1
         bench_rows "$L/attention_stages1.log"
       fi ;;
+    wgmma)
+      # The wgmma family (KVPARITY_CUDA_GEMM=wgmma; its own bits): its tests, each tile against
+      # cuBLAS and the mma.sync kernels' auto at 7B shapes, then a 7B pass with it (standard beside).
+      stage wgmma
+      if [ -z "${ran_all_tests:-}" ]; then  # else the tests stage ran them
+        tmo 200 "$BIN/kvparity_cuda_tests" --gtest_filter='CudaInvariant.GemmRow*:CudaInvariant.Wgmma*' \
+          >"$L/wgmma_tests.log" 2>&1
+        echo "tests rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error" "$L/wgmma_tests.log" | head -40
+      fi
+      tmo 150 "$BIN/kvparity_bench" --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma)' \
+        >"$L/wgmma_gemm.log" 2>&1
+      echo "bench rc=$?"; bench_rows "$L/wgmma_gemm.log"
+      KVPARITY_CUDA_GEMM=wgmma tmo 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
+        --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
+        tee "$L/wgmma7b.log" | tail -8
+      # The TMA kernel forced for every M (decode too: slow there; prefill and cache OFF are the point).
+      KVPARITY_CUDA_GEMM=wgmma-tma128x128 tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
+        --kernels invariant --prompt-tokens 512 --decode-tokens 8 --cache-off-tokens 512 --repeats 2 2>&1 |
+        tee "$L/wgmma_tma7b.log" | tail -6 ;;
     bench11b)
       stage bench11b
       tmo 300 "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \

@@ -16,6 +16,8 @@ void check(cudaError_t e, const char* what);
 cudaStream_t stream();
 // Multiprocessors of the open GPU (launch shapes of the split-KV decode).
 int sm_count();
+// The open GPU's compute capability, 10 major + minor (90 on an H100).
+int compute_capability();
 
 // cudaFuncSetAttribute(MaxDynamicSharedMemorySize) once per kernel and size.
 void allow_smem(const void* kernel, size_t bytes);

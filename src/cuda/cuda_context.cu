@@ -107,6 +107,10 @@ int sm_count() {
   open();
   return g_ctx.prop.multiProcessorCount;
 }
+int compute_capability() {
+  open();
+  return g_ctx.ok ? g_ctx.prop.major * 10 + g_ctx.prop.minor : 0;
+}
 
 std::string describe() {
   open();

@@ -24,7 +24,26 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"tiles128x128", GemmKernel::Tiles128x128},
     {"tiles128x256", GemmKernel::Tiles128x256},
     {"tiles128x128k64", GemmKernel::Tiles128x128k64},
+    {"wgmma", GemmKernel::Wgmma},
+    {"wgmma64x32", GemmKernel::Wgmma64x32},
+    {"wgmma64x128", GemmKernel::Wgmma64x128},
+    {"wgmma128x128", GemmKernel::Wgmma128x128},
+    {"wgmma128x256", GemmKernel::Wgmma128x256},
+    {"wgmma-tma128x128", GemmKernel::WgmmaTma128x128},
+    {"wgmma-tma128x256", GemmKernel::WgmmaTma128x256},
 };
+
+WgmmaTile tile_of(GemmKernel k) {
+  switch (k) {
+    case GemmKernel::Wgmma64x32: return WgmmaTile::T64x32;
+    case GemmKernel::Wgmma64x128: return WgmmaTile::T64x128;
+    case GemmKernel::Wgmma128x128: return WgmmaTile::T128x128;
+    case GemmKernel::Wgmma128x256: return WgmmaTile::T128x256;
+    case GemmKernel::WgmmaTma128x128: return WgmmaTile::Tma128x128;
+    case GemmKernel::WgmmaTma128x256: return WgmmaTile::Tma128x256;
+    default: return WgmmaTile::Auto;
+  }
+}
 
 GemmKernel parse_gemm_kernel(const std::string& name, const char* what) {
   std::string names;
@@ -64,8 +83,24 @@ std::vector<std::string> invariant_gemm_kernels() {
 
 int invariant_gemm_choice() { return int(chosen().load()); }
 
+bool wgmma_kernels_available() { return wgmma_gemm_available(); }
+
+// The wgmma family where it was chosen and rows load as 16-byte pieces (a property of K and of
+// buffers the backend allocates aligned, so one pass never mixes the families); elsewhere the
+// mma.sync kernels, which then also serve rows without 16-byte loads.
 void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y) {
-  invariant::gemm(StreamLaunch{}, xh, M, W, store, K, N, y, chosen().load());
+  const GemmKernel k = chosen().load();
+  if (invariant::is_wgmma(k) && wgmma_gemm_applies(xh, W, K)) {
+    if (!wgmma_gemm_available())
+      fail_usage("invariant GEMM kernel '" + invariant_gemm_kernel() +
+                 "' needs a compute capability 9.0 GPU (H100, H200) and a build with sm_90a code "
+                 "(CMAKE_CUDA_ARCHITECTURES including 90a); this GPU is sm_" +
+                 std::to_string(compute_capability()));
+    launch_wgmma_gemm(xh, M, W, store, K, N, y, tile_of(k));
+    check(cudaGetLastError(), "matmul (invariant, wgmma)");
+    return;
+  }
+  invariant::gemm(StreamLaunch{}, xh, M, W, store, K, N, y, k);
   check(cudaGetLastError(), "matmul (invariant, tensor cores)");
 }
 

@@ -372,7 +372,17 @@ enum class GemmKernel : int {
   Tiles128x128,
   Tiles128x256,
   Tiles128x128k64,
+  // The wgmma family (cuda_wgmma_gemm.cu, launched by cuda_invariant_gemm.cu): bits of its own.
+  // Here, where it does not apply, the mma.sync family's Auto.
+  Wgmma,
+  Wgmma64x32,
+  Wgmma64x128,
+  Wgmma128x128,
+  Wgmma128x256,
+  WgmmaTma128x128,
+  WgmmaTma128x256,
 };
+constexpr bool is_wgmma(GemmKernel k) { return int(k) >= int(GemmKernel::Wgmma); }
 
 // Auto, from kvparity_bench's cuda_matmul rows on an H200 (docs/performance.md, 2026-11-26; every
 // kernel forced at Llama-2-7B's shapes): decode-sized M (up to 64 rows, bound by reading W) the
@@ -384,6 +394,7 @@ enum class GemmKernel : int {
 template <int S, bool Vec, class Launch>
 void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y,
              GemmKernel pick) {
+  if (is_wgmma(pick)) pick = GemmKernel::Auto;
   if constexpr (Vec) {
     if (pick == GemmKernel::Auto)
       pick = M <= 64 ? GemmKernel::Registers : M <= 256 ? GemmKernel::Tiles64x128 : GemmKernel::Tiles128x128;

@@ -72,11 +72,17 @@ bool programmatic_launch_available();
 // The `invariant` policy's tensor-core GEMM kernel: "auto" (chosen by M) or one forced for every
 // M ("ring", "registers", "pipelined", "tiles64x128", "tiles128x128", "tiles128x256",
 // "tiles128x128k64"); each gives the same bits, so this changes speed only (kvparity_bench's
-// cuda_matmul rows measure them). The first read takes $KVPARITY_CUDA_GEMM; an unknown name is
+// cuda_matmul rows measure them). The wgmma family ("wgmma", chosen by M, or "wgmma64x32",
+// "wgmma64x128", "wgmma128x128", "wgmma128x256" forced) gives bits of its own, the same for every
+// M and tile of it: choose it for a whole run, never between the passes compared. The first read takes $KVPARITY_CUDA_GEMM; an unknown name is
 // refused (exit 2) naming where it came from.
 void set_invariant_gemm_kernel(const std::string& name);
 std::string invariant_gemm_kernel();
 std::vector<std::string> invariant_gemm_kernels();
+// Whether the wgmma family ("wgmma", "wgmma64x32", ...: bits of its own, the same for every M)
+// can run here: sm_90a code on a compute capability 9.0 GPU. Forcing it elsewhere is refused at
+// the first matmul.
+bool wgmma_kernels_available();
 
 // The kernels of `policy` on the GPU (kernels.h). Throws for a policy not available on CUDA.
 std::unique_ptr<Kernels> make_kernels(KernelPolicy policy);

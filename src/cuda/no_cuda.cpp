@@ -36,6 +36,7 @@ bool programmatic_launch_available() { return false; }
 void set_invariant_gemm_kernel(const std::string&) { refuse(); }
 std::string invariant_gemm_kernel() { return "auto"; }
 std::vector<std::string> invariant_gemm_kernels() { return {}; }
+bool wgmma_kernels_available() { return false; }
 std::unique_ptr<Kernels> make_kernels(KernelPolicy) { refuse(); }
 
 }  // namespace kvp::cuda

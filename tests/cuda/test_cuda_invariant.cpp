@@ -29,21 +29,29 @@ namespace {
 
 using test::normals;
 
-TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
-  KVP_REQUIRE_GPU();
+// A row of the tensor-core GEMM computed in a call of any M is the same bits, with every kernel of
+// the family forced, and close to the fp32 reference. wgmma: that family (an H100 or H200 only),
+// whose bits are its own; it also prints how many outputs differ from the mma.sync family's.
+void check_gemm_rows(bool wgmma) {
   auto ref = make_kernels(KernelPolicy::Reference, nullptr, Device::Cpu);
   std::mt19937 rng(21);
   const int kBig = 300, N = 300;
-  // Row slices of the big call (128 x 128 tiles), each computed alone: decode (1), small batches,
-  // both sides of the dispatch's boundaries (16, 64: the shared-memory ring, or the register
-  // prefetch when K % 8 != 0; 256: 64- vs 128-row tiles), and each with every kernel forced.
-  const std::pair<int, int> slices[] = {{0, 1},    {57, 1},    {299, 1},  {10, 3},  {20, 16},
-                                        {40, 17},  {100, 64},  {120, 65}, {7, 130}, {44, 256}, {41, 257}};
+  // Row slices of the big call, each computed alone: decode (1), small batches, both sides of the
+  // dispatch's boundaries (16, 64: the shared-memory ring, or the register prefetch when K % 8 !=
+  // 0; 128 and 256: the wgmma tiles; 256: 64- vs 128-row tiles).
+  const std::pair<int, int> slices[] = {{0, 1},    {57, 1},    {299, 1},  {10, 3},   {20, 16},  {40, 17},
+                                        {100, 64}, {120, 65},  {3, 128},  {7, 130},  {44, 256}, {41, 257}};
+  struct BackToAuto {
+    ~BackToAuto() {
+      cuda::set_invariant_gemm_kernel("auto");
+      cuda::set_programmatic_launch(false);
+    }
+  } back_to_auto;
   // With programmatic launches too (where available), where the GEMM may start while the
   // conversion of its input still runs.
   for (bool pdl : {false, true})
     for (DType act : {DType::F16, DType::BF16})
-      for (int K : {4096, 1000, 77}) {  // whole 32-k chunks, a partial chunk, no 16-byte rows
+      for (int K : {4096, 1000, 77}) {  // whole 64-k stages, a partial one, no 16-byte rows
         if (pdl && !cuda::programmatic_launch_available()) continue;
         cuda::set_programmatic_launch(pdl);
         // A kernels object per weight: it keeps device copies keyed by host address, which the
@@ -56,16 +64,31 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
         const auto x = normals(size_t(kBig) * K, rng, act);
         DeviceBuffer dx(Device::Cuda, x.size() * 4), dy(Device::Cuda, size_t(kBig) * N * 4);
         host_to_device(Device::Cuda, dx.data(), x.data(), x.size() * 4);
-        gpu->matmul(dx.as<float>(), kBig, W, act, dy.as<float>());
-        std::vector<float> big(size_t(kBig) * N), want(big.size());
-        gpu->to_host(big.data(), dy.data(), big.size() * 4);
+        std::vector<float> want(size_t(kBig) * N);
         ref->matmul(x.data(), kBig, W, act, want.data());
-        const double err = test::rel_err(big, want);
-        std::printf("[ measured ] invariant GEMM %s K %d: relative error vs fp32 reference %.3g\n",
-                    std::string(dtype_name(act)).c_str(), K, err);
-        EXPECT_LE(err, 1e-4) << dtype_name(act) << " K " << K;  // a wrong fragment layout is O(1) off
-        // Every slice by the dispatch's own choice, then by each kernel forced (the same bits).
+        // The big call under a family's own choice (K % 8 != 0: the mma.sync kernels for both).
+        auto big_of = [&](const std::string& family) {
+          cuda::set_invariant_gemm_kernel(family);
+          gpu->matmul(dx.as<float>(), kBig, W, act, dy.as<float>());
+          std::vector<float> big(size_t(kBig) * N);
+          gpu->to_host(big.data(), dy.data(), big.size() * 4);
+          const double err = test::rel_err(big, want);
+          std::printf("[ measured ] invariant GEMM (%s) %s K %d: relative error vs fp32 reference %.3g\n",
+                      family.c_str(), std::string(dtype_name(act)).c_str(), K, err);
+          EXPECT_LE(err, 1e-4) << family << " " << dtype_name(act) << " K " << K;  // a wrong layout is O(1) off
+          cuda::set_invariant_gemm_kernel("auto");
+          return big;
+        };
+        const std::vector<float> big = big_of(wgmma ? "wgmma" : "auto");
+        if (wgmma && K % 8 == 0) {
+          const std::vector<float> other = big_of("auto");
+          size_t differ = 0;
+          for (size_t i = 0; i < big.size(); ++i) differ += std::memcmp(&big[i], &other[i], 4) != 0;
+          std::printf("[ measured ] %s K %d: wgmma vs mma.sync family, %zu of %zu outputs differ\n",
+                      std::string(dtype_name(act)).c_str(), K, differ, big.size());
+        }
         for (const std::string& kernel : cuda::invariant_gemm_kernels()) {
+          if ((kernel.rfind("wgmma", 0) == 0) != wgmma) continue;
           cuda::set_invariant_gemm_kernel(kernel);
           for (auto [m0, rows] : slices) {
             DeviceBuffer ds(Device::Cuda, size_t(rows) * N * 4);
@@ -80,6 +103,11 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
         cuda::set_invariant_gemm_kernel("auto");
         cuda::set_programmatic_launch(false);
       }
+}
+
+TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
+  KVP_REQUIRE_GPU();
+  check_gemm_rows(false);
   try {
     cuda::set_invariant_gemm_kernel("tiles7x7");
     ADD_FAILURE() << "an unknown GEMM kernel was accepted";
@@ -88,6 +116,14 @@ TEST(CudaInvariant, GemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
     EXPECT_NE(std::string(e.what()).find("tiles128x256"), std::string::npos) << e.what();
   }
   EXPECT_EQ(cuda::invariant_gemm_kernel(), "auto");
+}
+
+// In a test of its own so that a run can leave the wgmma kernels out (--gtest_filter=-*Wgmma*):
+// a fault there ends the process's CUDA context.
+TEST(CudaInvariant, WgmmaGemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
+  KVP_REQUIRE_GPU();
+  if (!cuda::wgmma_kernels_available()) GTEST_SKIP() << "no sm_90a code for this GPU";
+  check_gemm_rows(true);
 }
 
 const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2"};
@@ -129,6 +165,29 @@ TEST(CudaInvariant, BatteryHoldsAtWidthAndStandardFailsIt) {
                 std::string(dtype_name(dt)).c_str(), std_counts.differing, std_counts.comparisons);
     EXPECT_GT(std_counts.differing, 0) << dtype_name(dt) << ": the standard GPU path agreed bitwise everywhere";
   }
+}
+
+// The wgmma family chosen for a whole run (an H100 or H200 only): the battery holds with its bits
+// too, on the wide model (the GEMMs at head_dim 128's widths, decode and prefill tiles both) and a
+// tiny one (K past the last whole 64-k stage).
+TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
+  KVP_REQUIRE_GPU();
+  if (!cuda::wgmma_kernels_available()) GTEST_SKIP() << "no sm_90a code for this GPU";
+  ModelConfig c;
+  const Checkpoint wide = test::wide_llama(&c);
+  const Checkpoint tiny = synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32);
+  struct BackToAuto {
+    ~BackToAuto() { cuda::set_invariant_gemm_kernel("auto"); }
+  } back_to_auto;
+  cuda::set_invariant_gemm_kernel("wgmma");
+  for (const auto& [name, ck] : {std::pair{"wide", &wide}, std::pair{"tiny qwen2", &tiny}})
+    for (DType dt : {DType::F16, DType::BF16}) {
+      auto model = Model::from_checkpoint(*ck, dt);
+      test::Counts inv;
+      test::run_battery("cuda " + std::string(name) + " " + std::string(dtype_name(dt)) + " invariant (wgmma)", model,
+                        KernelPolicy::Invariant, test::greedy(), 24, true, true, inv, Device::Cuda);
+      EXPECT_EQ(inv.differing, 0) << name << " " << dtype_name(dt);
+    }
 }
 
 // Past the attention's 128-key chunks (cuda_attention_mma_kernel.cuh: a decode step computes each
