@@ -38,9 +38,10 @@ constexpr int kStageK = 64;     // k a pipeline stage: one swizzle row
       "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),          \
       "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
-// Compiled only for sm_90a (the arch-specific feature set wgmma belongs to); elsewhere the kernel
-// is never launched (wgmma_gemm_available) and traps if it is.
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// Compiled for sm_90a (the arch-specific feature set wgmma belongs to; elsewhere on the GPU the
+// kernels are never launched, wgmma_gemm_available, and trap if they are) and for the CPU suite,
+// where simt_host.h emulates the instructions.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDACC__)
 #define KVP_HAS_WGMMA 1
 #endif
 
@@ -49,6 +50,9 @@ constexpr int kStageK = 64;     // k a pipeline stage: one swizzle row
 // describe K-major tiles in shared memory. scale-d is 1: every instruction adds to C.
 template <int S, int N>
 __device__ __forceinline__ void mma_async(float (&d)[N / 2], uint64_t a, uint64_t b) {
+#if !defined(__CUDACC__)
+  simt::wgmma_issue(S == kBF16, d, N, a, b);
+#else
   if constexpr (N == 32 && S == kF16) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n32k16.f32.f16.f16 " KVP_WGMMA_D16 ", %16, %17, p, 1, 1, 0, 0;\n}\n"
@@ -71,30 +75,47 @@ __device__ __forceinline__ void mma_async(float (&d)[N / 2], uint64_t a, uint64_
                  : KVP_WGMMA_OUT64(d)
                  : "l"(a), "l"(b), "n"(1));
   }
+#endif
 }
 
 // Orders this thread's earlier register accesses before the wgmma that follow (required before
 // the first one touches accumulators the thread wrote, and harmless between stages).
+// (On the host: the group's emulated instructions run at the wait that retires them, or at issue,
+// by schedule; the fences have nothing to order.)
 __device__ __forceinline__ void wgmma_fence() {
+#if defined(__CUDACC__)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
 }
 __device__ __forceinline__ void wgmma_commit() {
+#if defined(__CUDACC__)
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#else
+  simt::wgmma_commit();
+#endif
 }
 template <int N>
 __device__ __forceinline__ void wgmma_wait() {
+#if defined(__CUDACC__)
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#else
+  simt::wgmma_wait(N);
+#endif
 }
 // The accumulators stay in their registers across this point (no access moves over it).
 template <int R>
 __device__ __forceinline__ void pin(float (&d)[R]) {
+#if defined(__CUDACC__)
 #pragma unroll
   for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+#endif
 }
 // Shared memory written through the generic proxy (cp.async, stores) is seen by the async proxy
 // the wgmma read through: each writer fences after its writes land, before the barrier.
 __device__ __forceinline__ void fence_to_async_proxy() {
+#if defined(__CUDACC__)
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
 }
 
 

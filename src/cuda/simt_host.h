@@ -88,12 +88,24 @@ struct PendingCopy {
   unsigned group;
 };
 
+// A wgmma.mma_async issued and not yet run: the accumulators it adds to, its shared-memory
+// operands (descriptors) and the wgmma commit group it belongs to.
+struct PendingWgmma {
+  float* d;
+  int n;
+  bool bf16;
+  uint64_t a, b;
+  unsigned group;
+};
+
 struct Fiber {
   ucontext_t ctx;
   std::unique_ptr<char[]> stack;
   Wait wait = Wait::None;
   std::vector<PendingCopy> copies;
   unsigned committed = 0;  // commit groups closed so far
+  std::vector<PendingWgmma> mmas;
+  unsigned mma_committed = 0;
 };
 
 // Three schedules, rotating from block to block and launch to launch, so that a missing barrier
@@ -205,6 +217,8 @@ inline void run_block(Block& b, dim3 block, void (*entry)(), unsigned lo, unsign
     f.wait = Wait::None;
     f.copies.clear();
     f.committed = 0;
+    f.mmas.clear();
+    f.mma_committed = 0;
     getcontext(&f.ctx);
     f.ctx.uc_stack.ss_sp = f.stack.get();
     f.ctx.uc_stack.ss_size = kStack;
@@ -358,7 +372,75 @@ inline void mma16816(bool bf16, float (&c)[4], uint32_t a0, uint32_t a1, uint32_
   }
 }
 
+// wgmma.mma_async.m64nNk16 with fp32 accumulation, both operands K-major in shared memory, from
+// the PTX ISA's definitions: a descriptor's start address (bits 0-13, in 16 bytes), stride between
+// 8-row groups (bits 32-45) and swizzle (bits 62-63; only 1, the 128-byte swizzle, with base offset
+// 0, is emulated: row r of a group at r x 128 bytes, and the 16-byte piece of address bits 4-6
+// XORed with bits 7-9); the accumulators of thread t of the warpgroup (warp w = t / 32): element 4j
+// + 2h + e is row 16w + lane / 4 + 8h, column 8j + 2 (lane % 4) + e. Each element sums its 16
+// products in k order with fp32 fma (a stand-in for the tensor core's order, as mma16816's).
+// Under the DriftEager schedule, where copies land at their issue, an instruction runs only at the
+// wgmma.wait_group that retires its group (so a stage refilled before that wait is read refilled);
+// else at its issue (so under Drift, where copies land only at their wait, an operand read before
+// its copies' wait and barrier is read stale).
+inline float wgmma_operand(uint64_t desc, int row, int k, bool bf16) {
+  const size_t start = size_t(desc & 0x3FFF) << 4, stride = size_t((desc >> 32) & 0x3FFF) << 4;
+  if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0) {
+    std::fprintf(stderr, "simt: a wgmma descriptor other than K-major with the 128-byte swizzle\n");
+    std::abort();  // not a throw: this runs on a fiber's stack
+  }
+  const size_t addr = start + size_t(row / 8) * stride + size_t(row % 8) * 128 + size_t(k) * 2;
+  const size_t at = addr ^ (((addr >> 7) & 7) << 4);
+  if (at + 2 > dynamic_bytes) {
+    std::fprintf(stderr, "simt: a wgmma operand past the block's dynamic shared memory\n");
+    std::abort();
+  }
+  uint16_t v;
+  std::memcpy(&v, reinterpret_cast<const unsigned char*>(dynamic_buffer.data()) + at, 2);
+  return bf16 ? bf16_to_f32(v) : f16_to_f32(v);
+}
+inline void wgmma_run(const PendingWgmma& p) {
+  const int t = int(tls.thread.x % 128), w = t / 32, lane = t % 32;
+  for (int r = 0; r < p.n / 2; ++r) {
+    const int j = r / 4, h = r / 2 % 2, e = r % 2;
+    const int row = 16 * w + lane / 4 + 8 * h, col = 8 * j + 2 * (lane % 4) + e;
+    float acc = p.d[r];
+    for (int k = 0; k < 16; ++k) acc = std::fma(wgmma_operand(p.a, row, k, p.bf16), wgmma_operand(p.b, col, k, p.bf16), acc);
+    p.d[r] = acc;
+  }
+}
+inline void wgmma_issue(bool bf16, float* d, int n, uint64_t a, uint64_t b) {
+  Block& blk = *tls.blk;
+  Fiber& f = blk.fibers[blk.current];
+  const PendingWgmma p{d, n, bf16, a, b, f.mma_committed};
+  if (blk.schedule == Schedule::DriftEager)
+    f.mmas.push_back(p);
+  else
+    wgmma_run(p);
+}
+inline void wgmma_commit() { ++tls.blk->fibers[tls.blk->current].mma_committed; }
+inline void wgmma_wait(int newest_left) {
+  Fiber& f = tls.blk->fibers[tls.blk->current];
+  std::erase_if(f.mmas, [&](const PendingWgmma& p) {  // in issue order
+    const bool runs = p.group + unsigned(newest_left) < f.mma_committed;
+    if (runs) wgmma_run(p);
+    return runs;
+  });
+}
+
 }  // namespace kvp::simt
+
+// The shared-memory address of p: its offset in the launch's dynamic shared memory (the only
+// shared memory the kernels that ask for addresses use).
+inline size_t __cvta_generic_to_shared(const void* p) {
+  const auto base = reinterpret_cast<uintptr_t>(kvp::simt::dynamic_buffer.data()), q = reinterpret_cast<uintptr_t>(p);
+  if (q < base || q >= base + kvp::simt::dynamic_bytes) {
+    std::fprintf(stderr, "simt: a shared-memory address outside the dynamic shared memory\n");
+    std::abort();
+  }
+  return q - base;
+}
+[[noreturn]] inline void __trap() { std::abort(); }
 
 #define threadIdx (::kvp::simt::tls.thread)
 #define blockIdx (::kvp::simt::tls.block)

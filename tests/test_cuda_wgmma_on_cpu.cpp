@@ -1,0 +1,95 @@
+// The wgmma family of the invariant GEMM (src/cuda/cuda_wgmma_gemm_kernel.cuh), its own source run
+// on the CPU: simt_host.h emulates each wgmma.mma_async from the shared-memory layout the PTX ISA
+// defines for a K-major operand in the 128-byte swizzle (descriptor fields, address-bit XOR, the
+// accumulators' thread layout), and runs it at its wait_group under one of the schedules, so that a
+// stage refilled before the wgmma that read it are done shows as wrong bits. The emulated
+// instruction sums its 16 products in k order with fp32 fma, so the family's promise reads, on
+// the host: every output is C = 0, then one fma per k in increasing order, K zero-padded to whole
+// 64-k stages — for every tile and every M, bit for bit. A wrong swizzle, descriptor, stage offset
+// or accumulator mapping fails that (it multiplies other elements). What the host cannot check is
+// the hardware itself: the CUDA suite runs the kernel on an H100 (CudaInvariant.Wgmma*).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "test_util.h"
+// The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
+// keywords as macros).
+#include "cuda/cuda_wgmma_gemm_kernel.cuh"
+
+namespace kvp {
+namespace {
+
+struct HostLaunch {
+  template <class Kernel, class... Args>
+  void with_smem(size_t bytes, Kernel kernel, dim3 grid, dim3 block, Args... args) const {
+    simt::launch_with_smem(bytes, grid, block, kernel, args...);
+  }
+};
+
+// The family's order by definition: per output, fma over k = 0, 1, ... up to K rounded up to 64,
+// zeros past K.
+std::vector<float> k16_order(const std::vector<uint8_t>& x, const std::vector<uint8_t>& w, DType t, int M, int K,
+                             int N) {
+  const int padded = (K + 63) / 64 * 64;
+  std::vector<float> xf(size_t(M) * K), wf(size_t(N) * K), y(size_t(M) * N);
+  to_f32(t, x.data(), xf.data(), xf.size());
+  to_f32(t, w.data(), wf.data(), wf.size());
+  for (int m = 0; m < M; ++m)
+    for (int n = 0; n < N; ++n) {
+      float acc = 0.0f;
+      for (int k = 0; k < padded; ++k)
+        acc = std::fma(k < K ? xf[size_t(m) * K + k] : 0.0f, k < K ? wf[size_t(n) * K + k] : 0.0f, acc);
+      y[size_t(m) * N + n] = acc;
+    }
+  return y;
+}
+
+TEST(CudaWgmmaOnCpu, EveryTileAndMIsTheK16OrderBitForBit) {
+  std::mt19937 rng(36);
+  using cuda::WgmmaTile;
+  constexpr std::pair<WgmmaTile, const char*> tiles[] = {
+      {WgmmaTile::Auto, "auto"},
+      {WgmmaTile::T64x32, "64x32"},
+      {WgmmaTile::T64x128, "64x128"},
+      {WgmmaTile::T128x128, "128x128"},
+      {WgmmaTile::T128x256, "128x256"},
+  };
+  for (DType t : {DType::F16, DType::BF16})
+    // A partial last stage (K = 200: three whole 64-k stages and 8 k) and, at K = 1000, 16 stages,
+    // past every ring of stages (8 at 64 x 32, 4 elsewhere) twice; N past a whole 32-, 128- and
+    // 256-column block, M past a 64- and a 128-row one.
+    for (auto [M, K, N] : {std::tuple{130, 200, 270}, std::tuple{67, 1000, 40}}) {
+      const auto xf = test::normals(size_t(M) * K, rng, t);
+      const auto wf = test::normals(size_t(N) * K, rng, t);
+      std::vector<uint8_t> xb(xf.size() * 2), wb(wf.size() * 2);
+      from_f32(t, xf.data(), xb.data(), xf.size());
+      from_f32(t, wf.data(), wb.data(), wf.size());
+      const auto want = k16_order(xb, wb, t, M, K, N);
+      const auto* x16 = reinterpret_cast<const uint16_t*>(xb.data());
+      const auto* w16 = reinterpret_cast<const uint16_t*>(wb.data());
+      const int store = cuda::store_of(t);
+      for (auto [tile, name] : tiles)
+        // The whole call, a single row (decode) and a slice that starts mid-tile.
+        for (auto [m0, rows] : {std::pair{0, M}, std::pair{M - 1, 1}, std::pair{3, M - 3}}) {
+          std::vector<float> y(size_t(rows) * N, NAN);
+          if (store == cuda::kF16)
+            cuda::wgmma::gemm_as<cuda::kF16>(HostLaunch{}, x16 + size_t(m0) * K, rows, w16, K, N, y.data(), tile);
+          else
+            cuda::wgmma::gemm_as<cuda::kBF16>(HostLaunch{}, x16 + size_t(m0) * K, rows, w16, K, N, y.data(), tile);
+          const std::vector<float> part(want.begin() + long(m0) * N, want.begin() + long(m0 + rows) * N);
+          EXPECT_SAME_BITS(y, part,
+                           std::string(dtype_name(t)) + " M " + std::to_string(M) + " K " + std::to_string(K) +
+                               " N " + std::to_string(N) + " rows " + std::to_string(m0) + "+" + std::to_string(rows) +
+                               " (" + name + ")");
+        }
+    }
+}
+
+}  // namespace
+}  // namespace kvp
