@@ -1,5 +1,5 @@
-// The wgmma family of the invariant GEMM (src/cuda/cuda_wgmma_gemm_kernel.cuh), its own source run
-// on the CPU: simt_host.h emulates each wgmma.mma_async from the shared-memory layout the PTX ISA
+// The wgmma family of the invariant GEMM (src/cuda/cuda_wgmma_gemm_kernel.cuh and the TMA-fed
+// cuda_wgmma_tma_gemm_kernel.cuh), its own source run on the CPU: simt_host.h emulates each wgmma.mma_async from the shared-memory layout the PTX ISA
 // defines for a K-major operand in the 128-byte swizzle (descriptor fields, address-bit XOR, the
 // accumulators' thread layout), and runs it at its wait_group under one of the schedules, so that a
 // stage refilled before the wgmma that read it are done shows as wrong bits. The emulated
@@ -21,6 +21,7 @@
 // The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
 // keywords as macros).
 #include "cuda/cuda_wgmma_gemm_kernel.cuh"
+#include "cuda/cuda_wgmma_tma_gemm_kernel.cuh"
 
 namespace kvp {
 namespace {
@@ -87,6 +88,43 @@ TEST(CudaWgmmaOnCpu, EveryTileAndMIsTheK16OrderBitForBit) {
                            std::string(dtype_name(t)) + " M " + std::to_string(M) + " K " + std::to_string(K) +
                                " N " + std::to_string(N) + " rows " + std::to_string(m0) + "+" + std::to_string(rows) +
                                " (" + name + ")");
+        }
+    }
+}
+
+// The TMA-fed kernel (one producer thread, two consumer warpgroups, "full" and "empty" mbarriers;
+// simt_host.h's TMA writes the box in the 128-byte swizzle at once and completes the barrier's
+// transaction): the same bits. Under the eager-copy schedule a consumer's wgmma runs only at the
+// wait that retires it, so a stage handed back to the producer too early is refilled under it.
+TEST(CudaWgmmaOnCpu, TmaKernelIsTheK16OrderBitForBit) {
+  std::mt19937 rng(37);
+  auto make_map = [](const void* base, int rows, int K, int box_rows) {
+    return simt::TensorMap2d{static_cast<const uint16_t*>(base), rows, K, box_rows, 64};
+  };
+  for (DType t : {DType::F16, DType::BF16})
+    // 16 stages at K = 1000, past both rings (6 and 4 stages) twice, and a partial last one.
+    for (auto [M, K, N] : {std::tuple{130, 200, 270}, std::tuple{67, 1000, 40}}) {
+      const auto xf = test::normals(size_t(M) * K, rng, t);
+      const auto wf = test::normals(size_t(N) * K, rng, t);
+      std::vector<uint8_t> xb(xf.size() * 2), wb(wf.size() * 2);
+      from_f32(t, xf.data(), xb.data(), xf.size());
+      from_f32(t, wf.data(), wb.data(), wf.size());
+      const auto want = k16_order(xb, wb, t, M, K, N);
+      const auto* x16 = reinterpret_cast<const uint16_t*>(xb.data());
+      for (bool wide : {false, true})
+        for (auto [m0, rows] : {std::pair{0, M}, std::pair{M - 1, 1}, std::pair{3, M - 3}}) {
+          std::vector<float> y(size_t(rows) * N, NAN);
+          if (t == DType::F16)
+            cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x16 + size_t(m0) * K, rows, wb.data(), K, N,
+                                                 y.data(), wide);
+          else
+            cuda::wgmma::tma_gemm_as<cuda::kBF16>(HostLaunch{}, make_map, x16 + size_t(m0) * K, rows, wb.data(), K, N,
+                                                  y.data(), wide);
+          const std::vector<float> part(want.begin() + long(m0) * N, want.begin() + long(m0 + rows) * N);
+          EXPECT_SAME_BITS(y, part,
+                           std::string(dtype_name(t)) + " M " + std::to_string(M) + " K " + std::to_string(K) +
+                               " N " + std::to_string(N) + " rows " + std::to_string(m0) + "+" + std::to_string(rows) +
+                               (wide ? " (tma 128x256)" : " (tma 128x128)"));
         }
     }
 }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <unordered_map>
 #include <stdexcept>
 #include <vector>
 
@@ -78,7 +79,8 @@ struct Warp {
   uint32_t frag[32][6] = {};  // mma fragments
 };
 
-enum class Wait { None, Warp, Block, Done };
+// Spin: a thread that polled an mbarrier in vain; it runs again after the others have run.
+enum class Wait { None, Warp, Block, Spin, Done };
 
 // A cp.async copy issued and not yet landed: the 16 bytes as read at issue (a kernel's global
 // inputs do not change while it runs), and the commit group it belongs to.
@@ -119,7 +121,15 @@ struct Fiber {
 //  - DriftEager: warps drift, and copies land at their issue: a warp that refills a stage other
 //    warps still read (a refill before the barrier that says they are done) overwrites it.
 enum class Schedule { Lockstep, Drift, DriftEager };
+// An mbarrier (by its shared-memory address): arrivals still expected in this phase, the count
+// it starts each phase with, transaction bytes still expected, phases completed.
+struct Mbarrier {
+  unsigned pending = 0, count = 0, phases = 0;
+  long long tx = 0;
+};
+
 struct Block {
+  std::unordered_map<size_t, Mbarrier> mbarriers;  // this block's, made by mbarrier.init
   unsigned threads = 0;
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
@@ -196,6 +206,11 @@ inline bool release(Block& b) {
     for (Fiber& f : b.fibers) f.wait = Wait::None;
     any = true;
   }
+  for (Fiber& f : b.fibers)
+    if (f.wait == Wait::Spin) {
+      f.wait = Wait::None;
+      any = true;
+    }
   return any;
 }
 
@@ -211,6 +226,7 @@ void fiber_entry(unsigned lo, unsigned hi) {
 // Runs one block's fibers (entry(lo, hi) each) until every one has ended.
 inline void run_block(Block& b, dim3 block, void (*entry)(), unsigned lo, unsigned hi) {
   constexpr size_t kStack = size_t(64) << 10;  // the kernels' frames are a few KB
+  b.mbarriers.clear();
   for (unsigned t = 0; t < b.threads; ++t) {
     Fiber& f = b.fibers[t];
     if (!f.stack) f.stack.reset(new char[kStack]);
@@ -426,6 +442,77 @@ inline void wgmma_wait(int newest_left) {
     if (runs) wgmma_run(p);
     return runs;
   });
+}
+
+// mbarrier.init / arrive / arrive.expect_tx / try_wait.parity on the barrier at shared address bar
+// (the PTX ISA's phases: a phase completes when its arrivals and its transaction bytes are all in,
+// and try_wait.parity p succeeds once the phase of parity p has completed). A thread whose wait
+// fails yields to the others (Wait::Spin); one that never succeeds is a deadlock, reported.
+inline Mbarrier& mbarrier_at(size_t bar) {
+  auto& m = tls.blk->mbarriers;
+  const auto it = m.find(bar);
+  if (it == m.end()) {
+    std::fprintf(stderr, "simt: an mbarrier used before its init\n");
+    std::abort();  // not a throw: this runs on a fiber's stack
+  }
+  return it->second;
+}
+inline void mbarrier_complete_if_done(Mbarrier& m) {
+  if (m.pending == 0 && m.tx == 0) {
+    ++m.phases;
+    m.pending = m.count;
+  }
+}
+inline void mbarrier_init(size_t bar, unsigned count) { tls.blk->mbarriers[bar] = Mbarrier{count, count, 0, 0}; }
+inline void mbarrier_arrive(size_t bar, unsigned expect_bytes = 0) {
+  Mbarrier& m = mbarrier_at(bar);
+  m.tx += expect_bytes;
+  if (m.pending == 0) {
+    std::fprintf(stderr, "simt: more arrivals at an mbarrier than its count\n");
+    std::abort();
+  }
+  --m.pending;
+  mbarrier_complete_if_done(m);
+}
+inline void mbarrier_wait(size_t bar, unsigned parity) {
+  for (long tries = 0;; ++tries) {
+    if ((mbarrier_at(bar).phases & 1u) != (parity & 1u)) return;
+    if (tries > (1l << 20)) {
+      std::fprintf(stderr, "simt: an mbarrier wait that never ends (a deadlock)\n");
+      std::abort();
+    }
+    wait_at(Wait::Spin);
+  }
+}
+
+// A 2-D tensor of 16-bit values as cp.async.bulk.tensor reads it (the host's CUtensorMap):
+// row-major rows x cols, boxes of box_rows x box_cols, written to shared memory in the 128-byte
+// swizzle (box_cols x 2 = 128 bytes a row), zeros past the rows and columns.
+struct TensorMap2d {
+  const uint16_t* base = nullptr;
+  int rows = 0, cols = 0, box_rows = 0, box_cols = 0;
+};
+// The box at (col, row) into shared memory at dst, at once; its bytes complete bar's transaction.
+inline void tma_load(size_t dst, const TensorMap2d& t, int col, int row, size_t bar) {
+  if (t.box_cols * 2 != 128 || dst % 1024 != 0) {
+    std::fprintf(stderr, "simt: a TMA box other than 128-byte rows into a 1024-byte-aligned tile\n");
+    std::abort();
+  }
+  auto* smem = reinterpret_cast<unsigned char*>(dynamic_buffer.data());
+  for (int r = 0; r < t.box_rows; ++r)
+    for (int c = 0; c < t.box_cols; ++c) {
+      const int gr = row + r, gc = col + c;
+      const uint16_t v = gr < t.rows && gc < t.cols ? t.base[size_t(gr) * t.cols + gc] : uint16_t(0);
+      const size_t lin = dst + size_t(r) * 128 + size_t(c) * 2, at = lin ^ (((lin >> 7) & 7) << 4);
+      if (at + 2 > dynamic_bytes) {
+        std::fprintf(stderr, "simt: a TMA box past the block's dynamic shared memory\n");
+        std::abort();
+      }
+      std::memcpy(smem + at, &v, 2);
+    }
+  Mbarrier& m = mbarrier_at(bar);
+  m.tx -= 2ll * t.box_rows * t.box_cols;
+  mbarrier_complete_if_done(m);
 }
 
 }  // namespace kvp::simt
