@@ -140,7 +140,8 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       # kernel forced, portable; M = 1 .. 16384; time per call, TFLOPS, GBps), or every attention
       # (bench/bench_cuda_attention.cpp: decode over 512 .. 8192 keys, a batch of 64, a 512-row
       # prefill, each policy, at 7B and 1.1B geometry; time per call).
-      f=${arg:-cuda_matmul/}; [ $s = attention ] && f=${arg:-cuda_attention/}
+      # (The wgmma rows have a stage of their own, in a process of their own: see wgmma.)
+      f=${arg:-'cuda_matmul/(standard|portable|invariant:[^w])'}; [ $s = attention ] && f=${arg:-cuda_attention/}
       stage "$s $f"
       tmo 240 "$BIN/kvparity_bench" --benchmark_filter="$f" --benchmark_out="$L/$s.json" \
         --benchmark_out_format=json >"$L/$s.log" 2>&1
