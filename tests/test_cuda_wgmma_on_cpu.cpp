@@ -51,20 +51,13 @@ std::vector<float> k16_order(const std::vector<uint8_t>& x, const std::vector<ui
   return y;
 }
 
-TEST(CudaWgmmaOnCpu, EveryTileAndMIsTheK16OrderBitForBit) {
-  std::mt19937 rng(36);
-  using cuda::WgmmaTile;
-  constexpr std::pair<WgmmaTile, const char*> tiles[] = {
-      {WgmmaTile::Auto, "auto"},
-      {WgmmaTile::T64x32, "64x32"},
-      {WgmmaTile::T64x128, "64x128"},
-      {WgmmaTile::T128x128, "128x128"},
-      {WgmmaTile::T128x256, "128x256"},
-  };
+// Runs kernel(t, x rows from m0, rows, W, K, N, y) for every case — a partial last stage (K = 200:
+// three whole 64-k stages and 8 k) and, at K = 1000, 16 stages, past every ring of stages twice; N
+// past a whole 32-, 128- and 256-column block, M past a 64- and a 128-row one; the whole call, a
+// single row (decode) and a slice that starts mid-tile — against the family's order.
+template <class Kernel>
+void expect_k16_order(std::mt19937& rng, const std::string& name, const Kernel& kernel) {
   for (DType t : {DType::F16, DType::BF16})
-    // A partial last stage (K = 200: three whole 64-k stages and 8 k) and, at K = 1000, 16 stages,
-    // past every ring of stages (8 at 64 x 32, 4 elsewhere) twice; N past a whole 32-, 128- and
-    // 256-column block, M past a 64- and a 128-row one.
     for (auto [M, K, N] : {std::tuple{130, 200, 270}, std::tuple{67, 1000, 40}}) {
       const auto xf = test::normals(size_t(M) * K, rng, t);
       const auto wf = test::normals(size_t(N) * K, rng, t);
@@ -74,22 +67,33 @@ TEST(CudaWgmmaOnCpu, EveryTileAndMIsTheK16OrderBitForBit) {
       const auto want = k16_order(xb, wb, t, M, K, N);
       const auto* x16 = reinterpret_cast<const uint16_t*>(xb.data());
       const auto* w16 = reinterpret_cast<const uint16_t*>(wb.data());
-      const int store = cuda::store_of(t);
-      for (auto [tile, name] : tiles)
-        // The whole call, a single row (decode) and a slice that starts mid-tile.
-        for (auto [m0, rows] : {std::pair{0, M}, std::pair{M - 1, 1}, std::pair{3, M - 3}}) {
-          std::vector<float> y(size_t(rows) * N, NAN);
-          if (store == cuda::kF16)
-            cuda::wgmma::gemm_as<cuda::kF16>(HostLaunch{}, x16 + size_t(m0) * K, rows, w16, K, N, y.data(), tile);
-          else
-            cuda::wgmma::gemm_as<cuda::kBF16>(HostLaunch{}, x16 + size_t(m0) * K, rows, w16, K, N, y.data(), tile);
-          const std::vector<float> part(want.begin() + long(m0) * N, want.begin() + long(m0 + rows) * N);
-          EXPECT_SAME_BITS(y, part,
-                           std::string(dtype_name(t)) + " M " + std::to_string(M) + " K " + std::to_string(K) +
-                               " N " + std::to_string(N) + " rows " + std::to_string(m0) + "+" + std::to_string(rows) +
-                               " (" + name + ")");
-        }
+      for (auto [m0, rows] : {std::pair{0, M}, std::pair{M - 1, 1}, std::pair{3, M - 3}}) {
+        std::vector<float> y(size_t(rows) * N, NAN);
+        kernel(cuda::store_of(t), x16 + size_t(m0) * K, rows, w16, K, N, y.data());
+        const std::vector<float> part(want.begin() + long(m0) * N, want.begin() + long(m0 + rows) * N);
+        EXPECT_SAME_BITS(y, part,
+                         std::string(dtype_name(t)) + " M " + std::to_string(M) + " K " + std::to_string(K) + " N " +
+                             std::to_string(N) + " rows " + std::to_string(m0) + "+" + std::to_string(rows) + " (" +
+                             name + ")");
+      }
     }
+}
+
+TEST(CudaWgmmaOnCpu, EveryTileAndMIsTheK16OrderBitForBit) {
+  std::mt19937 rng(36);
+  using cuda::WgmmaTile;
+  constexpr std::pair<WgmmaTile, const char*> tiles[] = {
+      {WgmmaTile::Auto, "auto"},         {WgmmaTile::T64x32, "64x32"},     {WgmmaTile::T64x128, "64x128"},
+      {WgmmaTile::T128x128, "128x128"}, {WgmmaTile::T128x256, "128x256"},
+  };
+  for (auto [tile, name] : tiles)
+    expect_k16_order(rng, name, [tile = tile](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N,
+                                              float* y) {
+      if (store == cuda::kF16)
+        cuda::wgmma::gemm_as<cuda::kF16>(HostLaunch{}, x, M, W, K, N, y, tile);
+      else
+        cuda::wgmma::gemm_as<cuda::kBF16>(HostLaunch{}, x, M, W, K, N, y, tile);
+    });
 }
 
 // The TMA-fed kernel (one producer thread, two consumer warpgroups, "full" and "empty" mbarriers;
@@ -101,32 +105,14 @@ TEST(CudaWgmmaOnCpu, TmaKernelIsTheK16OrderBitForBit) {
   auto make_map = [](const void* base, int rows, int K, int box_rows) {
     return simt::TensorMap2d{static_cast<const uint16_t*>(base), rows, K, box_rows, 64};
   };
-  for (DType t : {DType::F16, DType::BF16})
-    // 16 stages at K = 1000, past both rings (6 and 4 stages) twice, and a partial last one.
-    for (auto [M, K, N] : {std::tuple{130, 200, 270}, std::tuple{67, 1000, 40}}) {
-      const auto xf = test::normals(size_t(M) * K, rng, t);
-      const auto wf = test::normals(size_t(N) * K, rng, t);
-      std::vector<uint8_t> xb(xf.size() * 2), wb(wf.size() * 2);
-      from_f32(t, xf.data(), xb.data(), xf.size());
-      from_f32(t, wf.data(), wb.data(), wf.size());
-      const auto want = k16_order(xb, wb, t, M, K, N);
-      const auto* x16 = reinterpret_cast<const uint16_t*>(xb.data());
-      for (bool wide : {false, true})
-        for (auto [m0, rows] : {std::pair{0, M}, std::pair{M - 1, 1}, std::pair{3, M - 3}}) {
-          std::vector<float> y(size_t(rows) * N, NAN);
-          if (t == DType::F16)
-            cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x16 + size_t(m0) * K, rows, wb.data(), K, N,
-                                                 y.data(), wide);
-          else
-            cuda::wgmma::tma_gemm_as<cuda::kBF16>(HostLaunch{}, make_map, x16 + size_t(m0) * K, rows, wb.data(), K, N,
-                                                  y.data(), wide);
-          const std::vector<float> part(want.begin() + long(m0) * N, want.begin() + long(m0 + rows) * N);
-          EXPECT_SAME_BITS(y, part,
-                           std::string(dtype_name(t)) + " M " + std::to_string(M) + " K " + std::to_string(K) +
-                               " N " + std::to_string(N) + " rows " + std::to_string(m0) + "+" + std::to_string(rows) +
-                               (wide ? " (tma 128x256)" : " (tma 128x128)"));
-        }
-    }
+  for (bool wide : {false, true})
+    expect_k16_order(rng, wide ? "tma 128x256" : "tma 128x128",
+                     [&](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N, float* y) {
+                       if (store == cuda::kF16)
+                         cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, wide);
+                       else
+                         cuda::wgmma::tma_gemm_as<cuda::kBF16>(HostLaunch{}, make_map, x, M, W, K, N, y, wide);
+                     });
 }
 
 }  // namespace
