@@ -26,6 +26,8 @@
 // pipeline and reads the fragments from there (tiled_kernel). Each reads the same 16 bytes per
 // lane and issues the same two mma per chunk, so a row's bits do not depend on which kernel M
 // picked (or GemmKernel forced).
+// On an H100 or H200 a second family (cuda_wgmma_gemm_kernel.cuh: Hopper's wgmma, its products in
+// other groups of 16, so bits of its own) can be chosen instead, for a whole run, never by M.
 // The kernels and their dispatch live in this header so that the CPU suite runs the same source on
 // the host (simt_host.h, where an mma is emulated from the PTX fragment layout and a cp.async copy
 // lands at its issue or only at its wait, by block); cuda_invariant_gemm.cu launches them.
