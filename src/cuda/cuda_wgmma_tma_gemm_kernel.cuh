@@ -54,7 +54,9 @@ __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
 #endif
 }
 // Until the phase of parity `parity` has completed. A ring that never completes (a bug, or a TMA
-// fault) traps after ~4 s instead of hanging the GPU: the launch then fails with an error.
+// fault) traps after ~4 s instead of hanging the GPU: the process's CUDA context is then lost
+// (every later call fails with the error), which a run of the untried kernel in a process of its
+// own turns into one failed stage (scripts/gpu_session.sh wgmma).
 __device__ __forceinline__ void mbar_wait(uint32_t bar, unsigned parity) {
 #if defined(__CUDACC__)
   uint64_t t0 = 0;
@@ -150,6 +152,7 @@ __global__ void __launch_bounds__(384, 1)
   for (int s = 0; s < steps; ++s) {
     const int slot = s % STAGES;
     mbar_wait(full + 8 * slot, unsigned(s / STAGES) & 1);
+    __syncwarp();  // the lanes may leave the polling loop apart; the .aligned wgmma need them together
     const uint32_t a = tiles + slot * kStageBytes;
     mma_stage<S, IN, NI>(d, a + cw * 64 * kRowBytes, a + kBM * kRowBytes);
     // Stage s - 1's group has completed (all but the newest): its slot goes back to the producer.
