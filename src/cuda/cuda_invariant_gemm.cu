@@ -83,15 +83,13 @@ std::vector<std::string> invariant_gemm_kernels() {
 
 int invariant_gemm_choice() { return int(chosen().load()); }
 
-bool wgmma_kernels_available() { return wgmma_gemm_available(); }
-
 // The wgmma family where it was chosen and rows load as 16-byte pieces (a property of K and of
 // buffers the backend allocates aligned, so one pass never mixes the families); elsewhere the
 // mma.sync kernels, which then also serve rows without 16-byte loads.
 void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y) {
   const GemmKernel k = chosen().load();
-  if (invariant::is_wgmma(k) && wgmma_gemm_applies(xh, W, K)) {
-    if (!wgmma_gemm_available())
+  if (invariant::is_wgmma(k) && invariant::rows_load_16_bytes(xh, W, K)) {
+    if (!wgmma_kernels_available())
       fail_usage("invariant GEMM kernel '" + invariant_gemm_kernel() +
                  "' needs a compute capability 9.0 GPU (H100, H200) and a build with sm_90a code "
                  "(CMAKE_CUDA_ARCHITECTURES including 90a); this GPU is sm_" +

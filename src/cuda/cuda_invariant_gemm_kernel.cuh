@@ -424,13 +424,19 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
     launch_shape<S, 4, 4, 2, Vec>(launch, xh, M, W, K, N, y);
 }
 
+// Whether the rows of x and W load as 16-byte pieces: what the vector kernels (and the wgmma
+// family) need.
+inline bool rows_load_16_bytes(const void* xh, const void* W, int K) {
+  return K % 8 == 0 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
+}
+
 // xh: x in the 16-bit storage type `store` (kF16 or kBF16), as W.
 template <class Launch>
 void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, float* y,
           GemmKernel pick = GemmKernel::Auto) {
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);
-  const bool vec = K % 8 == 0 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
+  const bool vec = rows_load_16_bytes(xh, W, K);
   if (store == kF16)
     vec ? gemm_as<kF16, true>(launch, x16, M, w16, K, N, y, pick)
         : gemm_as<kF16, false>(launch, x16, M, w16, K, N, y, pick);

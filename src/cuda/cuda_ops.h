@@ -141,11 +141,10 @@ void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int 
 int invariant_gemm_choice();
 
 // The wgmma family of that GEMM (cuda_wgmma_gemm.cu): its own bits, the same for every M and tile;
-// sm_90a code on a compute capability 9.0 GPU only. Applies where rows load as 16-byte pieces.
-// Tma*: the producer/consumer kernel fed by TMA (cuda_wgmma_tma_gemm.cu), the same bits.
+// sm_90a code on a compute capability 9.0 GPU only (wgmma_kernels_available). Applies where rows
+// load as 16-byte pieces. Tma*: the producer/consumer kernel fed by TMA (cuda_wgmma_tma_gemm.cu),
+// the same bits.
 enum class WgmmaTile : int { Auto, T64x32, T64x128, T128x128, T128x256, Tma128x128, Tma128x256 };
-bool wgmma_gemm_available();
-bool wgmma_gemm_applies(const void* xh, const void* W, int K);
 void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y, WgmmaTile tile);
 void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y, bool wide);
 

@@ -1,7 +1,8 @@
 #pragma once
 // Hopper's warpgroup tensor-core instructions as the wgmma GEMMs use them (cuda_wgmma_gemm.cu,
 // cuda_wgmma_tma_gemm.cu): the mma, its fences, the shared-memory descriptor of a K-major tile in
-// the 128-byte swizzle. Defined only in the sm_90a pass (KVP_HAS_WGMMA); the kernels trap elsewhere.
+// the 128-byte swizzle, the accumulators' store. Defined in the sm_90a pass and, emulated by
+// simt_host.h, in the CPU suite's host build (KVP_HAS_WGMMA); the kernels trap elsewhere.
 #include <cstdint>
 
 #include "cuda/cuda_device_api.cuh"
@@ -39,7 +40,7 @@ constexpr int kStageK = 64;     // k a pipeline stage: one swizzle row
       "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
 
 // Compiled for sm_90a (the arch-specific feature set wgmma belongs to; elsewhere on the GPU the
-// kernels are never launched, wgmma_gemm_available, and trap if they are) and for the CPU suite,
+// kernels are never launched, wgmma_kernels_available, and trap if they are) and for the CPU suite,
 // where simt_host.h emulates the instructions.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) || !defined(__CUDACC__)
 #define KVP_HAS_WGMMA 1

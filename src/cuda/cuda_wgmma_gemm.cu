@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_runtime_api.h"
 #include "cuda/cuda_wgmma_gemm_kernel.cuh"
 
 namespace kvp::cuda {
@@ -14,17 +15,13 @@ namespace kvp::cuda {
 // KVPARITY_CUDA_SM90A: the build's architectures include 90a (CMakeLists.txt), whose machine code
 // the driver loads on compute capability 9.0 (H100, H200, GH200) and nowhere else. Not probed by a
 // launch, which could fall inside a stream capture; a kernel without that code traps instead.
-bool wgmma_gemm_available() {
+bool wgmma_kernels_available() {
 #if defined(KVPARITY_CUDA_SM90A)
   static const bool ok = compute_capability() == 90;
   return ok;
 #else
   return false;
 #endif
-}
-
-bool wgmma_gemm_applies(const void* xh, const void* W, int K) {
-  return K % 8 == 0 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
 }
 
 void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y, WgmmaTile tile) {
