@@ -119,7 +119,6 @@ __device__ __forceinline__ void fence_to_async_proxy() {
 #endif
 }
 
-
 // A shared-memory matrix descriptor: K-major, 128-byte swizzle, 8-row groups 1024 bytes apart.
 // The start may move by 32 bytes a k16 step within the swizzle row: the hardware swizzles by the
 // address bits, and the tiles start 1024-byte aligned.
@@ -141,6 +140,15 @@ __device__ __forceinline__ void mma_stage(float (&d)[NI][IN / 2], uint32_t a, ui
     for (int i = 0; i < NI; ++i)
       mma_async<S, IN>(d[i], smem_desc(a + kk * 32), smem_desc(b + i * IN * kRowBytes + kk * 32));
   wgmma_commit();
+}
+
+// Waits until all but the newest N groups of this warpgroup have completed; their accumulators
+// are then read from their registers, not from before the wait.
+template <int N, int IN, int NI>
+__device__ __forceinline__ void retire_groups(float (&d)[NI][IN / 2]) {
+  wgmma_wait<N>();
+#pragma unroll
+  for (int i = 0; i < NI; ++i) pin(d[i]);
 }
 
 // A warpgroup's accumulators (NI instructions of IN columns, its 64 rows from row0, columns from

@@ -76,11 +76,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1)
     }
   };
 
-  float d[NI][IN / 2];
-#pragma unroll
-  for (int i = 0; i < NI; ++i)
-#pragma unroll
-    for (int j = 0; j < IN / 2; ++j) d[i][j] = 0.0f;
+  float d[NI][IN / 2] = {};
   // One commit group a stage, empty or not: "stage s has landed" is always wait_copies<STAGES - 3>.
 #pragma unroll
   for (int s = 0; s < STAGES - 2; ++s) {
@@ -99,13 +95,9 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1)
     const uint32_t a = tiles_addr + (s % STAGES) * kStageBytes + wg * 64 * kRowBytes;
     const uint32_t b = tiles_addr + (s % STAGES) * kStageBytes + BM * kRowBytes;
     mma_stage<S, IN, NI>(d, a, b);
-    wgmma_wait<1>();
-#pragma unroll
-    for (int i = 0; i < NI; ++i) pin(d[i]);
+    retire_groups<1, IN, NI>(d);
   }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int i = 0; i < NI; ++i) pin(d[i]);
+  retire_groups<0, IN, NI>(d);
   wait_copies<0>();  // no copy outlives the block (the last groups are empty)
 
   store_accumulators<IN, NI>(d, y, M, N, m0 + wg * 64, n0, tid % 128);

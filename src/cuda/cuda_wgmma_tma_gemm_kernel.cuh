@@ -10,7 +10,6 @@
 // In this header so that the CPU suite runs the same source (simt_host.h emulates the mbarriers,
 // the TMA copies and the wgmma); cuda_wgmma_tma_gemm.cu makes the tensor maps and launches it.
 #include <cstdint>
-#include <type_traits>
 
 #include "cuda/cuda_device_api.cuh"
 #include "cuda/cuda_wgmma.cuh"
@@ -144,11 +143,7 @@ __global__ void __launch_bounds__(384, 1)
     return;
   }
   const int cw = wg - 1;  // consumer warpgroup: rows m0 + 64 cw ..
-  float d[NI][IN / 2];
-#pragma unroll
-  for (int i = 0; i < NI; ++i)
-#pragma unroll
-    for (int j = 0; j < IN / 2; ++j) d[i][j] = 0.0f;
+  float d[NI][IN / 2] = {};
   for (int s = 0; s < steps; ++s) {
     const int slot = s % STAGES;
     mbar_wait(full + 8 * slot, unsigned(s / STAGES) & 1);
@@ -156,37 +151,35 @@ __global__ void __launch_bounds__(384, 1)
     const uint32_t a = tiles + slot * kStageBytes;
     mma_stage<S, IN, NI>(d, a + cw * 64 * kRowBytes, a + kBM * kRowBytes);
     // Stage s - 1's group has completed (all but the newest): its slot goes back to the producer.
-    wgmma_wait<1>();
-#pragma unroll
-    for (int i = 0; i < NI; ++i) pin(d[i]);
+    retire_groups<1, IN, NI>(d);
     if (s > 0 && tid % 32 == 0) mbar_arrive(empty + 8 * ((s - 1) % STAGES));
   }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int i = 0; i < NI; ++i) pin(d[i]);
+  retire_groups<0, IN, NI>(d);
   store_accumulators<IN, NI>(d, y, M, N, m0 + cw * 64, n0, tid % 128);
 #else
   __trap();  // launched from a build without sm_90a code for this GPU: fail, never leave y unwritten
 #endif
 }
 
-// The two kernels: 128 x 128 tiles with 6 stages, 128 x 256 with 4 (192 KB of tiles each).
 // make_map(base, rows, K, box_rows) describes a row-major [rows, K] matrix read in boxes of
 // box_rows x 64 (cuTensorMapEncodeTiled on the GPU; the CPU suite's own).
+template <int S, int BN, int STAGES, class Launch, class MakeMap>
+void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K,
+                     int N, float* y) {
+  const TensorMap mx = make_map(xh, M, K, kBM), mw = make_map(W, N, K, BN);
+  const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + kBM - 1) / kBM));
+  launch.with_smem(tma_smem_bytes<BN, STAGES>(), wgmma_tma_gemm_kernel<S, BN, STAGES>, grid, dim3(384), mx, mw, M, K,
+                   N, y);
+}
+
+// The two kernels: 128 x 128 tiles with 6 stages, 128 x 256 with 4 (192 KB of tiles each).
 template <int S, class Launch, class MakeMap>
 void tma_gemm_as(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
                  float* y, bool wide) {
-  auto run = [&](auto bn, auto stages) {
-    constexpr int BN = decltype(bn)::value, STAGES = decltype(stages)::value;
-    const TensorMap mx = make_map(xh, M, K, kBM), mw = make_map(W, N, K, BN);
-    const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + kBM - 1) / kBM));
-    launch.with_smem(tma_smem_bytes<BN, STAGES>(), wgmma_tma_gemm_kernel<S, BN, STAGES>, grid, dim3(384), mx, mw, M,
-                     K, N, y);
-  };
   if (wide)
-    run(std::integral_constant<int, 256>{}, std::integral_constant<int, 4>{});
+    launch_tma_tile<S, 256, 4>(launch, make_map, xh, M, W, K, N, y);
   else
-    run(std::integral_constant<int, 128>{}, std::integral_constant<int, 6>{});
+    launch_tma_tile<S, 128, 6>(launch, make_map, xh, M, W, K, N, y);
 }
 
 }  // namespace

@@ -399,6 +399,9 @@ inline void mma16816(bool bf16, float (&c)[4], uint32_t a0, uint32_t a1, uint32_
 // wgmma.wait_group that retires its group (so a stage refilled before that wait is read refilled);
 // else at its issue (so under Drift, where copies land only at their wait, an operand read before
 // its copies' wait and barrier is read stale).
+// Where the 128-byte swizzle puts the byte at linear shared address a: its 16-byte piece (address
+// bits 4-6) XORed with its row within the 1024-byte atom (bits 7-9); what wgmma reads and TMA writes.
+inline size_t swizzled128(size_t a) { return a ^ (((a >> 7) & 7) << 4); }
 inline float wgmma_operand(uint64_t desc, int row, int k, bool bf16) {
   const size_t start = size_t(desc & 0x3FFF) << 4, stride = size_t((desc >> 32) & 0x3FFF) << 4;
   if ((desc >> 62) != 1 || ((desc >> 49) & 7) != 0) {
@@ -406,7 +409,7 @@ inline float wgmma_operand(uint64_t desc, int row, int k, bool bf16) {
     std::abort();  // not a throw: this runs on a fiber's stack
   }
   const size_t addr = start + size_t(row / 8) * stride + size_t(row % 8) * 128 + size_t(k) * 2;
-  const size_t at = addr ^ (((addr >> 7) & 7) << 4);
+  const size_t at = swizzled128(addr);
   if (at + 2 > dynamic_bytes) {
     std::fprintf(stderr, "simt: a wgmma operand past the block's dynamic shared memory\n");
     std::abort();
@@ -503,7 +506,7 @@ inline void tma_load(size_t dst, const TensorMap2d& t, int col, int row, size_t 
     for (int c = 0; c < t.box_cols; ++c) {
       const int gr = row + r, gc = col + c;
       const uint16_t v = gr < t.rows && gc < t.cols ? t.base[size_t(gr) * t.cols + gc] : uint16_t(0);
-      const size_t lin = dst + size_t(r) * 128 + size_t(c) * 2, at = lin ^ (((lin >> 7) & 7) << 4);
+      const size_t at = swizzled128(dst + size_t(r) * 128 + size_t(c) * 2);
       if (at + 2 > dynamic_bytes) {
         std::fprintf(stderr, "simt: a TMA box past the block's dynamic shared memory\n");
         std::abort();
