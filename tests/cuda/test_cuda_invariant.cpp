@@ -29,6 +29,15 @@ namespace {
 
 using test::normals;
 
+// Leaves the GEMM choice and launches as a test found them, however it ends (a failed assertion
+// or an exception must not hand the next test a forced kernel).
+struct BackToDefaults {
+  ~BackToDefaults() {
+    cuda::set_invariant_gemm_kernel("auto");
+    cuda::set_programmatic_launch(false);
+  }
+};
+
 // A row of the tensor-core GEMM computed in a call of any M is the same bits, with every kernel of
 // the family forced, and close to the fp32 reference. wgmma: that family (an H100 or H200 only),
 // whose bits are its own; it also prints how many outputs differ from the mma.sync family's.
@@ -41,12 +50,7 @@ void check_gemm_rows(bool wgmma) {
   // 0; 128 and 256: the wgmma tiles; 256: 64- vs 128-row tiles).
   const std::pair<int, int> slices[] = {{0, 1},    {57, 1},    {299, 1},  {10, 3},   {20, 16},  {40, 17},
                                         {100, 64}, {120, 65},  {3, 128},  {7, 130},  {44, 256}, {41, 257}};
-  struct BackToAuto {
-    ~BackToAuto() {
-      cuda::set_invariant_gemm_kernel("auto");
-      cuda::set_programmatic_launch(false);
-    }
-  } back_to_auto;
+  const BackToDefaults back_to_defaults;
   // With programmatic launches too (where available), where the GEMM may start while the
   // conversion of its input still runs.
   for (bool pdl : {false, true})
@@ -176,9 +180,7 @@ TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
   ModelConfig c;
   const Checkpoint wide = test::wide_llama(&c);
   const Checkpoint tiny = synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32);
-  struct BackToAuto {
-    ~BackToAuto() { cuda::set_invariant_gemm_kernel("auto"); }
-  } back_to_auto;
+  const BackToDefaults back_to_defaults;
   cuda::set_invariant_gemm_kernel("wgmma");
   for (const auto& [name, ck] : {std::pair{"wide", &wide}, std::pair{"tiny qwen2", &tiny}})
     for (DType dt : {DType::F16, DType::BF16}) {
