@@ -135,9 +135,11 @@ void register_bench(CLI::App& app) {
                         : std::string())
                 << bench_table(rows);
     if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda))
-      // The switches that change a GPU run's speed but not its bits, so that a figure says what ran.
+      // The switches that change a GPU run's speed (and no bit, but for grouping under `standard`,
+      // where cuBLAS picks its algorithm for the wider shape), so that a figure says what ran.
       (o->json ? std::cerr : std::cout)
-          << "cuda launches: fusion " << (cuda::launch_fusion_on() ? "on" : "off") << ", programmatic launch "
+          << "cuda launches: fusion " << (cuda::launch_fusion_on() ? "on" : "off") << ", grouped projections "
+          << (cuda::group_launches_on() ? "on" : "off") << ", programmatic launch "
           << (!cuda::programmatic_launch_on()           ? "off"
               : cuda::programmatic_launch_available() ? "on"
                                                       : "asked for, unavailable here")

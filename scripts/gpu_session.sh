@@ -7,7 +7,7 @@
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
 #   tests [gtest filter], gemm [benchmark filter], wgmma, attention [benchmark filter], bench11b, bench7b,
-#   fusion7b, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k,
+#   fusion7b, group, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k,
 #   sanitize [gtest filter].
 #   Every name is checked before anything runs.
 # Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
@@ -22,7 +22,7 @@
 #   for 30 s goes back. On 2026-11-26 an H200 started in ~30 s and `info tests gemm attention
 #   policies7b bench11b` took 157 s, so one call (timeout_s 590) fits the suite, the speed of every
 #   kernel and policy and most of issue 14's comparison:
-#     BUDGET_S=570 scripts/gpu_session.sh info wgmma tests '-CudaInvariant.Wgmma*' attention policies7b gemm compare7b
+#     BUDGET_S=570 scripts/gpu_session.sh info wgmma tests '-CudaInvariant.Wgmma*' group policies7b attention gemm compare7b
 #   (the wgmma stage first, in a process of its own: a fault in an untried kernel ends its CUDA
 #   context, and the tests stage then leaves those tests out)
 #   then at once, on the warm machine, the rest (compare7b resumes where the first call stopped;
@@ -33,7 +33,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma attention bench11b bench7b fusion7b pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma attention bench11b bench7b fusion7b group pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -224,6 +224,15 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       stage fusion7b
       ab KVPARITY_CUDA_FUSION "0 1" fusion7b 200 "decode|graph" --prompt-tokens 64 --decode-tokens 128 \
         --cache-off-tokens 64 --repeats 3 ;;
+    group)
+      # q/k/v and gate/up as one GEMM launch each (default) vs a launch per projection
+      # (KVPARITY_CUDA_GROUP=0), decode at 1.1B and 7B shapes: invariant the same bits either way
+      # (CudaGroup.*), 3 fewer graph nodes a layer; the last line of each names the nodes.
+      stage group
+      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_GROUP "0 1" group11b 150 "decode|graph" --kernels standard,invariant \
+        --prompt-tokens 64 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
+      ab KVPARITY_CUDA_GROUP "0 1" group7b 200 "decode|graph" --kernels standard,invariant --prompt-tokens 64 \
+        --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
     ring7b)
       # The invariant decode GEMM: shared-memory ring (auto) vs register prefetch, batch 1 and 64,
       # beside standard: the same bits either way (gemm measures each kernel alone).

@@ -36,7 +36,8 @@ struct Block {
 };
 
 struct Weight {
-  Block mem;
+  Block mem;                // the copy (empty for a member of a group: see DeviceWeights::group)
+  const void* p = nullptr;  // the device data: mem.p, or the member's place in its group's block
   int store = kF32;
   // What the copy was made from: a host address seen again with another size, type or block
   // layout holds another tensor (the first one was freed and its memory reused), so it is uploaded
@@ -66,7 +67,48 @@ class DeviceWeights {
       kvp::cuda::to_device(n.mem.p, W.data, W.nbytes());
       n.store = store_of(W.dtype);
     }
+    n.p = n.mem.p;
     return n;
+  }
+
+  // The device copy of n weight matrices of one width and (unquantised) dtype as one block, rows of
+  // W[0] then W[1] ...: a matmul_group's weights, one [sum of rows, cols] matrix for one launch.
+  // Made on the group's first use, when none of them has a copy yet; after that get() answers each
+  // member with its place in the block (no second copy: a model's q/k/v and gate/up are always
+  // used as groups). Null where the group cannot be one block: mixed shapes or types, quantised
+  // blocks, or a member already copied alone (the caller then runs the members one by one).
+  const void* group(const TensorView* const* W, int n) {
+    if (n <= 0) return nullptr;
+    size_t bytes = 0;
+    for (int i = 0; i < n; ++i) {
+      if (W[i]->quantized() || W[i]->dtype != W[0]->dtype || W[i]->cols() != W[0]->cols()) return nullptr;
+      bytes += W[i]->nbytes();
+    }
+    int found = 0;
+    for (int i = 0; i < n; ++i)
+      found += find_or_retire(weights_, W[i]->data, W[i]->nbytes(), W[i]->dtype, W[i]->quant) != nullptr;
+    size_t at = 0;
+    if (found > 0) {  // seen before: still one block, in this order?
+      if (found < n) return nullptr;
+      const auto* base = static_cast<const char*>(weights_.at(W[0]->data).p);
+      for (int i = 0; i < n; ++i) {
+        const Weight& w = weights_.at(W[i]->data);
+        if (w.mem.p != nullptr || static_cast<const char*>(w.p) != base + at) return nullptr;
+        at += W[i]->nbytes();
+      }
+      return base;
+    }
+    Block& block = groups_.emplace_back();
+    block.ensure(bytes);
+    for (int i = 0; i < n; ++i) {
+      Weight& m = weights_[W[i]->data];
+      describe(m, W[i]->nbytes(), W[i]->dtype, W[i]->quant);
+      m.p = static_cast<char*>(block.p) + at;
+      m.store = store_of(W[i]->dtype);
+      kvp::cuda::to_device(const_cast<void*>(m.p), W[i]->data, W[i]->nbytes());
+      at += W[i]->nbytes();
+    }
+    return block.p;
   }
 
   // The exact fp32 values of a weight tensor, for the fp32 passes: the same copy as get() when
@@ -87,6 +129,7 @@ class DeviceWeights {
     view_to_f32(W, 0, f.size(), f.data());
     w.mem.ensure(f.size() * sizeof(float));
     kvp::cuda::to_device(w.mem.p, f.data(), f.size() * sizeof(float));
+    w.p = w.mem.p;
     w.store = kF32;
   }
 
@@ -126,6 +169,7 @@ class DeviceWeights {
   Map weights_;
   Map widened_;  // fp32 copies of narrow weights (f32)
   Map gains_;    // norm gains, always fp32
+  std::vector<Block> groups_;  // the blocks of group(), which members of weights_ point into
   std::vector<Block> retired_;
 };
 

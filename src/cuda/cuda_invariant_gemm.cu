@@ -86,7 +86,7 @@ int invariant_gemm_choice() { return int(chosen().load()); }
 // The wgmma family where it was chosen and rows load as 16-byte pieces (a property of K and of
 // buffers the backend allocates aligned, so one pass never mixes the families); elsewhere the
 // mma.sync kernels, which then also serve rows without 16-byte loads.
-void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y) {
+void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y) {
   const GemmKernel k = chosen().load();
   if (invariant::is_wgmma(k) && invariant::rows_load_16_bytes(xh, W, K)) {
     if (!wgmma_kernels_available())

@@ -32,6 +32,7 @@
 // the host (simt_host.h, where an mma is emulated from the PTX fragment layout and a cp.async copy
 // lands at its issue or only at its wait, by block); cuda_invariant_gemm.cu launches them.
 #include "cuda/cuda_device_api.cuh"
+#include "cuda/cuda_gemm_out.cuh"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
 namespace kvp::cuda::invariant {
@@ -93,7 +94,7 @@ __device__ __forceinline__ void mma_chunk(float (&c)[MT][NT][4], const uint4 (&x
 // The warp's accumulators, tiles at rows m0 + 16i and columns n0 + 8j, into y (rows < M, columns
 // < N).
 template <int MT, int NT>
-__device__ __forceinline__ void store_tiles(const float (&c)[MT][NT][4], float* y, int M, int N, int m0, int n0,
+__device__ __forceinline__ void store_tiles(const float (&c)[MT][NT][4], GemmOut y, int M, int N, int m0, int n0,
                                             int lane) {
   const int g = lane / 4, t = lane % 4;
 #pragma unroll
@@ -105,8 +106,8 @@ __device__ __forceinline__ void store_tiles(const float (&c)[MT][NT][4], float* 
       for (int h = 0; h < 2; ++h) {
         const int m = m0 + 16 * i + g + 8 * h;
         if (m >= M) continue;
-        if (n < N) y[size_t(m) * N + n] = c[i][j][2 * h];
-        if (n + 1 < N) y[size_t(m) * N + n + 1] = c[i][j][2 * h + 1];
+        if (n < N) *y.at(m, n, N) = c[i][j][2 * h];
+        if (n + 1 < N) *y.at(m, n + 1, N) = c[i][j][2 * h + 1];
       }
     }
 }
@@ -147,7 +148,7 @@ struct Stretch {
 
 template <int S, int MT, int NT, int U, bool Vec, bool Pipelined = false>
 __global__ void __launch_bounds__(kWarps * 32)
-    gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+    gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   pdl_entry();
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int n0 = (blockIdx.x * kWarps + warp) * 8 * NT;
@@ -176,7 +177,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 template <int S, int MT, int NT, int U, bool Vec, class Launch, bool Pipelined = false>
-void launch_shape(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+void launch_shape(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   const int cols = kWarps * 8 * NT, rows = 16 * MT;
   const dim3 grid(unsigned((N + cols - 1) / cols), unsigned((M + rows - 1) / rows));
   launch(gemm_kernel<S, MT, NT, U, Vec, Pipelined>, grid, dim3(kWarps * 32), xh, M, W, K, N, y);
@@ -194,7 +195,7 @@ constexpr int kRingLanes = kWarps * 32;
 
 template <int S, int MT, int NT, int D, int G>
 __global__ void __launch_bounds__(kRingLanes)
-    gemm_ring_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+    gemm_ring_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   pdl_entry();
   static_assert(D % G == 0 && D / G >= 2, "whole steps, one in use while the next arrive");
   constexpr int kSteps = D / G;  // ring slots, in steps of G chunks
@@ -251,7 +252,7 @@ __global__ void __launch_bounds__(kRingLanes)
 }
 
 template <int S, int MT, int NT, int D, int G, class Launch>
-void launch_ring(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+void launch_ring(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   const int cols = kWarps * 8 * NT, rows = 16 * MT;
   const dim3 grid(unsigned((M + rows - 1) / rows), unsigned((N + cols - 1) / cols));
   launch(gemm_ring_kernel<S, MT, NT, D, G>, grid, dim3(kRingLanes), xh, M, W, K, N, y);
@@ -278,7 +279,7 @@ constexpr size_t tiled_smem_bytes() {
 // fragments per mma (MT + NT loads for MT x NT tiles), at the cost of fewer blocks for a small M.
 template <int S, int BM, int BN, int WM, int STAGES, int KC = 1>
 __global__ void __launch_bounds__(kTiledWarps * 32)
-    tiled_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+    tiled_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   pdl_entry();
   constexpr int WN = kTiledWarps / WM;
   constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
@@ -353,7 +354,7 @@ __global__ void __launch_bounds__(kTiledWarps * 32)
 }
 
 template <int S, int BM, int BN, int WM, int STAGES, class Launch, int KC = 1>
-void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + BM - 1) / BM));
   launch.with_smem(tiled_smem_bytes<BM, BN, STAGES, KC>(), tiled_kernel<S, BM, BN, WM, STAGES, KC>, grid,
                    dim3(kTiledWarps * 32), xh, M, W, K, N, y);
@@ -394,7 +395,7 @@ constexpr bool is_wgmma(GemmKernel k) { return int(k) >= int(GemmKernel::Wgmma);
 // 128 x 256 ones at every shape from 2048 to 16384 rows (7-18%). The ring and the 128 x 256 tiles
 // stay, forced only, for the next measurements.
 template <int S, bool Vec, class Launch>
-void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y,
+void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y,
              GemmKernel pick) {
   if (is_wgmma(pick)) pick = GemmKernel::Auto;
   if constexpr (Vec) {
@@ -432,7 +433,7 @@ inline bool rows_load_16_bytes(const void* xh, const void* W, int K) {
 
 // xh: x in the 16-bit storage type `store` (kF16 or kBF16), as W.
 template <class Launch>
-void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, float* y,
+void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, GemmOut y,
           GemmKernel pick = GemmKernel::Auto) {
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);

@@ -23,8 +23,6 @@
 // so that a pass identical to an earlier one (a decode step) is replayed as a CUDA graph; rounding
 // points and cuBLAS input conversions fold into neighbouring kernels where the bits allow
 // (cuda_fusion.cuh), since a replayed decode step costs about its number of kernel nodes.
-#include <cublas_v2.h>
-
 #include <algorithm>
 #include <cstring>
 #include <unordered_map>
@@ -34,31 +32,16 @@
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_device_weights.cuh"
 #include "cuda/cuda_fusion.cuh"
+#include "cuda/cuda_gemm_launches.cuh"
 #include "cuda/cuda_nonfinite_hits.cuh"
 #include "cuda/cuda_op_timer.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_pass_graphs.cuh"
-#include "cuda/cuda_upload_ring.cuh"
 #include "cuda/cuda_runtime_api.h"
+#include "cuda/cuda_upload_ring.cuh"
 
 namespace kvp::cuda {
 namespace {
-
-void cublas_check(cublasStatus_t s, const char* what) {
-  if (s != CUBLAS_STATUS_SUCCESS)
-    fail_input(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusName(s) + " (" + cublasGetStatusString(s) +
-               ")");
-}
-
-cudaDataType cuda_type(int store) {
-  return store == kF32 ? CUDA_R_32F : store == kF16 ? CUDA_R_16F : CUDA_R_16BF;
-}
-
-// Launch kinds, the first word of a launch's signature.
-enum Launch : uint64_t {
-  kGemm = 1, kConvert, kMemset, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
-  kScale, kAdd, kKvWrite, kRound
-};
 
 class CudaKernels final : public Kernels {
  public:
@@ -66,21 +49,13 @@ class CudaKernels final : public Kernels {
       : policy_(policy),
         fusion_([this](uint64_t sig, std::function<void()> f) { graphs_.submit(sig, std::move(f)); },
                 &launch_round_checks),
+        gemms_(policy, graphs_),
         graphs_(stream()) {
-    cublas_check(cublasCreate(&blas_), "cublasCreate");
-    cublas_check(cublasSetStream(blas_, stream()), "cublasSetStream");
-    // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it never is).
-    cublas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-    // A workspace of our own: cuBLAS must not allocate while a graph is being captured.
-    cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
     graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
     fusion_.set_one_by_one(op_timing_on() || !launch_fusion_on());  // timed operations launch one by one
     if (policy_ == KernelPolicy::Invariant) invariant_gemm_kernel();  // a bad $KVPARITY_CUDA_GEMM, now
   }
-  ~CudaKernels() override {
-    cudaStreamSynchronize(stream());
-    cublasDestroy(blas_);
-  }
+  ~CudaKernels() override { cudaStreamSynchronize(stream()); }
 
   KernelPolicy policy() const override { return policy_; }
   Device device() const override { return Device::Cuda; }
@@ -97,44 +72,59 @@ class CudaKernels final : public Kernels {
     bool tensor_cores = false;
     if (M > 0 && N > 0 && K > 0) {
       wc = &(act == DType::F32 && !fixed_order() ? weights_.f32(W) : weights_.get(W));
-      tensor_cores = policy_ == KernelPolicy::Invariant && act != DType::F32 && wc->store == store_of(act);
+      tensor_cores = on_tensor_cores(act, wc->store);
       if (fixed_order() ? tensor_cores : wc->store != kF32) xa = converted(x, size_t(M) * K, wc->store);
     }
     release_held();
     if (M <= 0 || N <= 0) return;
     fusion_.settle(x, size_t(M) * std::max(K, 0));
     fusion_.settle(y, size_t(M) * N);
+    wrote(y, size_t(M) * N);
     if (K == 0) {
       const size_t bytes = size_t(M) * N * sizeof(float);
-      wrote(y, size_t(M) * N);
       graphs_.submit(signature(kMemset, y, bytes),
                      [=] { KVP_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, stream())); });
       return;
     }
-    if (fixed_order()) {
-      const void* wp = wc->mem.p;
-      const int store = wc->store;
-      wrote(y, size_t(M) * N);
-      if (tensor_cores)
-        graphs_.submit(signature(kGemm, wp, xa, y, M, N, K, store, invariant_gemm_choice()),
-                       [=] { launch_invariant_gemm(xa, M, wp, store, K, N, y); });
-      else
-        graphs_.submit(signature(kGemm, wp, x, y, M, N, K, store),
-                       [=] { launch_portable_matmul(x, M, wp, store, K, N, y); });
+    gemms_.gemm(x, xa, M, wc->p, wc->store, K, N, y, tensor_cores);
+  }
+
+  // One launch for the group where a kernel can store the outputs apart: the invariant tensor-core
+  // GEMM (any M; the same bits as the members alone), cuBLAS for a single row (the members' rows
+  // adjacent: one row of the product). Elsewhere one matmul each, from the same device copies.
+  void matmul_group(const float* x, int M, const MatmulOut* outs, int n, DType act) override {
+    const TensorView* Ws[3] = {};
+    int N = 0;
+    bool adjacent = n >= 2 && n <= 3 && M > 0 && group_launches_on();
+    for (int i = 0; adjacent && i < n; ++i) {
+      Ws[i] = outs[i].W;
+      adjacent = Ws[i]->rows() > 0 && (i == 0 || outs[i].y == outs[i - 1].y + size_t(M) * Ws[i - 1]->rows());
+      N += int(Ws[i]->rows());
+    }
+    const int K = adjacent ? int(Ws[0]->cols()) : 0;
+    const int store = adjacent ? store_of(Ws[0]->dtype) : kF32;
+    // The weights go up as one block on first use whatever M is (a prompt's pass comes first);
+    // cuBLAS then takes the group as one launch at M = 1 only.
+    const bool groupable =
+        K > 0 && (on_tensor_cores(act, store) || (!fixed_order() && (act != DType::F32 || store == kF32)));
+    const void* wg = groupable ? weights_.group(Ws, n) : nullptr;
+    if (wg == nullptr || (!fixed_order() && M != 1)) {
+      for (int i = 0; i < n; ++i) matmul(x, M, *outs[i].W, act, outs[i].y);
       return;
     }
-    const Weight& w = *wc;
-    wrote(y, size_t(M) * N);
-    const void* wp = w.mem.p;
-    const cudaDataType t = cuda_type(w.store);
-    cublasHandle_t blas = blas_;
-    // Row-major y[M, N] = x[M, K] W[N, K]^T is column-major y^T[N, M] = W^T x^T.
-    graphs_.submit(signature(kGemm, wp, xa, y, M, N, K, t), [=] {
-      const float one = 1.0f, zero = 0.0f;
-      cublas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, wp, t, K, xa, t, K, &zero, y, CUDA_R_32F,
-                                N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
-    });
+    OpSpan span("matmul");
+    const void* xa = store != kF32 ? converted(x, size_t(M) * K, store) : x;
+    release_held();
+    fusion_.settle(x, size_t(M) * K);
+    fusion_.settle(outs[0].y, size_t(M) * N);
+    wrote(outs[0].y, size_t(M) * N);
+    GemmOut y(outs[0].y);
+    if (fixed_order()) {
+      y.end0 = int(Ws[0]->rows());
+      y.y1 = outs[1].y;
+      if (n == 3) y.end1 = y.end0 + int(Ws[1]->rows()), y.y2 = outs[2].y;
+    }
+    gemms_.gemm(x, xa, M, wg, store, K, N, y, fixed_order());
   }
 
   void attention(const AttentionParams& p) override { attention_batch(&p, 1); }
@@ -210,7 +200,7 @@ class CudaKernels final : public Kernels {
     OpSpan span("embed");
     fusion_.flush();
     const Weight& w = weights_.get(table);
-    const void* tp = w.mem.p;
+    const void* tp = w.p;
     const int store = w.store, dim = int(table.cols());
     wrote(x, size_t(M) * dim);
     const int* ids = upload(kTokenIds, tokens, size_t(M));
@@ -222,7 +212,7 @@ class CudaKernels final : public Kernels {
     release_held();
     const Weight& w = weights_.get(b);
     if (w.store != kF32) fail_input("bias '" + b.name + "' is not stored as fp32");
-    const auto* bp = static_cast<const float*>(w.mem.p);
+    const auto* bp = static_cast<const float*>(w.p);
     const int N = int(b.numel());
     fusion_.settle(y, size_t(M) * N);
     wrote(y, size_t(M) * N);
@@ -422,8 +412,6 @@ class CudaKernels final : public Kernels {
   }
 
  private:
-  static constexpr size_t kBlasWorkspace = size_t(32) << 20;
-
   // The decode launches' partial states: (m, l, o) for `width` slots of each step's heads (the
   // standard split kernel's splits, invariant's chunks).
   float* part_mem(size_t steps, const AttentionParams& a, int width) {
@@ -508,6 +496,10 @@ class CudaKernels final : public Kernels {
 
   void release_held() { fusion_.release(); }
 
+  bool on_tensor_cores(DType act, int store) const {
+    return policy_ == KernelPolicy::Invariant && act != DType::F32 && store == store_of(act);
+  }
+
   static uint64_t mix_in(uint64_t sig, const InRound& in) {
     if (in.act < 0) return sig;
     return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any));
@@ -572,9 +564,9 @@ class CudaKernels final : public Kernels {
 
   KernelPolicy policy_;
   Fusion fusion_;
-  cublasHandle_t blas_ = nullptr;
+  GemmLaunches gemms_;
   DeviceWeights weights_;
-  Block workspace_, xconv_, parts_, rope_mem_;
+  Block xconv_, parts_, rope_mem_;
   KvHeld kv_held_;
   RopeHeld rope_held_;
   AddHeld add_held_;

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/cuda_gemm_out.cuh"
 #include "kernels/kernels.h"
 
 namespace kvp::cuda {
@@ -135,7 +136,7 @@ void launch_portable_softcap(float* x, size_t n, float cap, int act);
 // --- The `invariant` policy (cuda_invariant_gemm.cu): the portable policy's reductions, but matmuls
 // of fp16/bf16 passes with weights of that dtype on tensor cores, in one order that depends on K
 // alone. xh: x converted to `store` (exact).
-void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y);
+void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y);
 // The kernel choice launch_invariant_gemm follows now (set_invariant_gemm_kernel), for launch
 // signatures: a pass replayed as a graph must not keep the kernel of another choice.
 int invariant_gemm_choice();
@@ -145,7 +146,7 @@ int invariant_gemm_choice();
 // load as 16-byte pieces. Tma*: the producer/consumer kernel fed by TMA (cuda_wgmma_tma_gemm.cu),
 // the same bits.
 enum class WgmmaTile : int { Auto, T64x32, T64x128, T128x128, T128x256, Tma128x128, Tma128x256 };
-void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y, WgmmaTile tile);
-void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y, bool wide);
+void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y, WgmmaTile tile);
+void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y, bool wide);
 
 }  // namespace kvp::cuda

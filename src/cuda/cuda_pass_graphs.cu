@@ -58,6 +58,15 @@ std::atomic<bool> g_fusion_on{[] {
 void set_launch_fusion(bool on) { g_fusion_on = on; }
 bool launch_fusion_on() { return g_fusion_on; }
 
+namespace {
+std::atomic<bool> g_group_on{[] {
+  const char* e = std::getenv("KVPARITY_CUDA_GROUP");
+  return e == nullptr || std::string(e) != "0";
+}()};
+}  // namespace
+void set_group_launches(bool on) { g_group_on = on; }
+bool group_launches_on() { return g_group_on; }
+
 PassGraphs::~PassGraphs() {
   for (auto& [h, e] : graphs_)
     if (e.exec != nullptr) cudaGraphExecDestroy(e.exec);

@@ -29,6 +29,12 @@ namespace kvp::cuda {
 
 bool pass_graphs_on();  // set_pass_graphs (cuda_runtime_api.h)
 
+// Launch kinds, the first word of a launch's signature.
+enum LaunchKind : uint64_t {
+  kGemm = 1, kConvert, kMemset, kCopy, kPrefill, kDecode, kNorm, kEmbed, kBias, kRope, kGated, kSoftcap,
+  kScale, kAdd, kKvWrite, kRound
+};
+
 class PassGraphs {
  public:
   explicit PassGraphs(cudaStream_t stream) : stream_(stream) {}

@@ -57,6 +57,12 @@ GraphNodes busiest_pass_graph_nodes();
 // operation: for measuring what the folding saves). Read when kernels are made.
 void set_launch_fusion(bool on);
 bool launch_fusion_on();
+// A layer's q/k/v projections, and its gate/up ones, as one GEMM launch each over their weights
+// side by side (Kernels::matmul_group; the weights are uploaded that way on first use): on by
+// default; $KVPARITY_CUDA_GROUP=0 starts with it off. Under `invariant` the same bits either way;
+// under `standard` cuBLAS picks its algorithm for the wider shape. Read at every group.
+void set_group_launches(bool on);
+bool group_launches_on();
 
 // Programmatic dependent launch (sm_90 and later): each kernel may be scheduled while the one
 // before it in the stream finishes, and waits for it at its first statement (pdl_entry), so the

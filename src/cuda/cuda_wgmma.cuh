@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda/cuda_device_api.cuh"
+#include "cuda/cuda_gemm_out.cuh"
 
 // Unnamed inside: each .cu that includes this gets its own copies.
 namespace kvp::cuda::wgmma {
@@ -155,11 +156,11 @@ __device__ __forceinline__ void retire_groups(float (&d)[NI][IN / 2]) {
 // n0) into y[M, N]. The fp32 layout of m64nNk16: warp w of the warpgroup holds rows 16w + lane / 4
 // and + 8; element 4j + 2h + e is column 8j + 2 (lane % 4) + e of row + 8h.
 template <int IN, int NI>
-__device__ __forceinline__ void store_accumulators(const float (&d)[NI][IN / 2], float* y, int M, int N, int row0,
+__device__ __forceinline__ void store_accumulators(const float (&d)[NI][IN / 2], GemmOut y, int M, int N, int row0,
                                                    int n0, int lane_in_group) {
   const int lane = lane_in_group % 32, w = lane_in_group / 32;
   const int row = row0 + 16 * w + lane / 4;
-  const bool pairs = N % 2 == 0 && reinterpret_cast<uintptr_t>(y) % 8 == 0;  // aligned float2 stores
+  const bool pairs = y.pairs(N);  // aligned float2 stores
 #pragma unroll
   for (int i = 0; i < NI; ++i)
 #pragma unroll
@@ -169,12 +170,12 @@ __device__ __forceinline__ void store_accumulators(const float (&d)[NI][IN / 2],
       for (int h = 0; h < 2; ++h) {
         const int m = row + 8 * h;
         if (m >= M || n >= N) continue;
-        float* out = y + size_t(m) * N + n;
+        float* out = y.at(m, n, N);
         if (pairs) {
           *reinterpret_cast<float2*>(out) = make_float2(d[i][4 * j + 2 * h], d[i][4 * j + 2 * h + 1]);
         } else {
           out[0] = d[i][4 * j + 2 * h];
-          if (n + 1 < N) out[1] = d[i][4 * j + 2 * h + 1];
+          if (n + 1 < N) *y.at(m, n + 1, N) = d[i][4 * j + 2 * h + 1];
         }
       }
     }

@@ -24,7 +24,8 @@ bool wgmma_kernels_available() {
 #endif
 }
 
-void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, float* y, WgmmaTile tile) {
+void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y,
+                       WgmmaTile tile) {
   if (tile == WgmmaTile::Tma128x128 || tile == WgmmaTile::Tma128x256)
     return launch_wgmma_tma_gemm(xh, M, W, store, K, N, y, tile == WgmmaTile::Tma128x256);
   const auto* x16 = static_cast<const uint16_t*>(xh);

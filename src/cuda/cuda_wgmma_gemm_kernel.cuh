@@ -40,7 +40,7 @@ constexpr size_t wgmma_smem_bytes() {
 
 template <int S, int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(BM / 64 * 128, 1)
-    wgmma_gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+    wgmma_gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   pdl_entry();
 #if defined(KVP_HAS_WGMMA)
   static_assert(BM % 64 == 0 && STAGES >= 3);
@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1)
 
 // launch.with_smem(bytes, kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 template <int S, int BM, int BN, int STAGES, class Launch>
-void launch_tile(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y) {
+void launch_tile(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + BM - 1) / BM));
   launch.with_smem(wgmma_smem_bytes<BM, BN, STAGES>(), wgmma_gemm_kernel<S, BM, BN, STAGES>, grid,
                    dim3(BM / 64 * 128), xh, M, W, K, N, y);
@@ -119,7 +119,7 @@ void launch_tile(const Launch& launch, const uint16_t* xh, int M, const uint16_t
 // stages in flight, up to 128 rows (64 x 128 tiles would leave half the GPU idle at N = 4096);
 // 64 x 128 tiles to 256 rows, 128 x 128 beyond (128 x 256 forced only).
 template <int S, class Launch>
-void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, float* y,
+void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y,
              WgmmaTile tile) {
   if (tile == WgmmaTile::Auto)
     tile = M <= 128 ? WgmmaTile::T64x32 : M <= 256 ? WgmmaTile::T64x128 : WgmmaTile::T128x128;

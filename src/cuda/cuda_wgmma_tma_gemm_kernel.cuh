@@ -108,7 +108,7 @@ constexpr size_t tma_smem_bytes() {
 template <int S, int BN, int STAGES>
 __global__ void __launch_bounds__(384, 1)
     wgmma_tma_gemm_kernel(const __grid_constant__ TensorMap map_x, const __grid_constant__ TensorMap map_w, int M,
-                          int K, int N, float* y) {
+                          int K, int N, GemmOut y) {
   pdl_entry();
 #if defined(KVP_HAS_WGMMA)
   constexpr int IN = 128, NI = BN / IN;
@@ -164,8 +164,8 @@ __global__ void __launch_bounds__(384, 1)
 // make_map(base, rows, K, box_rows) describes a row-major [rows, K] matrix read in boxes of
 // box_rows x 64 (cuTensorMapEncodeTiled on the GPU; the CPU suite's own).
 template <int S, int BN, int STAGES, class Launch, class MakeMap>
-void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K,
-                     int N, float* y) {
+void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
+                     GemmOut y) {
   const TensorMap mx = make_map(xh, M, K, kBM), mw = make_map(W, N, K, BN);
   const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + kBM - 1) / kBM));
   launch.with_smem(tma_smem_bytes<BN, STAGES>(), wgmma_tma_gemm_kernel<S, BN, STAGES>, grid, dim3(384), mx, mw, M, K,
@@ -175,7 +175,7 @@ void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* 
 // The two kernels: 128 x 128 tiles with 6 stages, 128 x 256 with 4 (192 KB of tiles each).
 template <int S, class Launch, class MakeMap>
 void tma_gemm_as(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
-                 float* y, bool wide) {
+                 GemmOut y, bool wide) {
   if (wide)
     launch_tma_tile<S, 256, 4>(launch, make_map, xh, M, W, K, N, y);
   else

@@ -28,6 +28,8 @@ void reset_op_times() {}
 void set_pass_graphs(bool) {}
 void set_launch_fusion(bool) {}
 bool launch_fusion_on() { return false; }
+void set_group_launches(bool) {}
+bool group_launches_on() { return false; }
 size_t pass_graph_replays() { return 0; }
 GraphNodes busiest_pass_graph_nodes() { return {}; }
 void set_programmatic_launch(bool) {}

@@ -61,6 +61,12 @@ inline float attention_score(float dot, float divisor, float scale, float softca
   return s;
 }
 
+// One member of Kernels::matmul_group.
+struct MatmulOut {
+  const TensorView* W = nullptr;
+  float* y = nullptr;
+};
+
 // One sequence's K or V rows written into its cache for one layer (DESIGN.md §5).
 struct KvWrite {
   void* cache = nullptr;      // the layer's [n_kv_heads][capacity][head_dim] K or V, on the kernels' device
@@ -96,6 +102,14 @@ class Kernels {
   // without changing x. W may be stored narrower than act when that is exact (fp16/bf16 weights of
   // an fp32 pass, model/weights.cpp); the CPU kernels widen W exactly either way.
   virtual void matmul(const float* x, int M, const TensorView& W, DType act, float* y) = 0;
+  // Several matmuls of one x (q/k/v, gate/up): y_i = x . W_i^T. The pass lays the y_i out one
+  // after another ([M, N_0] then [M, N_1] ...), so that for M = 1 they form one row. A device may
+  // run the group as one launch over the weights side by side; under the fixed-order policies
+  // (invariant, portable) the bits are those of the separate calls, while under `standard` the
+  // wider GEMM may take another algorithm, as the fused QKV projection of serving stacks does.
+  virtual void matmul_group(const float* x, int M, const MatmulOut* outs, int n, DType act) {
+    for (int i = 0; i < n; ++i) matmul(x, M, *outs[i].W, act, outs[i].y);
+  }
   // Causal GQA attention of M new rows against the cache (which already holds their own K/V).
   virtual void attention(const AttentionParams& p) = 0;
   // The attention of several sequences of one pass (one layer), each against its own cache.

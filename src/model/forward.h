@@ -42,7 +42,9 @@ class ActivationBuffer {
 
 // Scratch buffers sized for the largest M seen so far; reused across calls.
 struct Activations {
-  ActivationBuffer x, xb, q, k, v, att, proj, gate, up, logits;
+  // qkv holds q [M, q_dim], k and v [M, kv_dim] one after another; gate_up gate then up [M,
+  // hidden]: the members of one matmul_group each (a decode row of each is one output row).
+  ActivationBuffer x, xb, qkv, att, proj, gate_up, logits;
   std::vector<float> host_logits;          // the logits copied back from a device other than the CPU
   std::vector<NonFiniteEvent> nonfinite;  // events recorded under NonFinitePolicy::Warn
 };

@@ -102,8 +102,12 @@ class Pass {
   void linear(const float* in, const TensorView& W, float* out, const char* tensor, int layer,
               const TensorView* bias = nullptr) {
     kn_.matmul(in, M_, W, P_, out);
+    linear_out(out, int(W.rows()), bias, tensor, layer);
+  }
+  // The rest of a linear layer whose matmul has run (alone or in a matmul_group).
+  void linear_out(float* out, int width, const TensorView* bias, const char* tensor, int layer) {
     if (bias != nullptr && bias->valid()) kn_.add_bias(out, M_, *bias);
-    materialise(out, M_, int(W.rows()), tensor, layer);
+    materialise(out, M_, width, tensor, layer);
   }
 
   const float* run() {
@@ -111,13 +115,15 @@ class Pass {
     const size_t M = size_t(M_);
     a_.x.ensure(dev_, M * dim);
     a_.xb.ensure(dev_, M * dim);
-    a_.q.ensure(dev_, M * qd);
-    a_.k.ensure(dev_, M * kvd);
-    a_.v.ensure(dev_, M * kvd);
+    a_.qkv.ensure(dev_, M * (qd + 2 * size_t(kvd)));
+    float* const q = a_.qkv.data();
+    float* const k = q + M * qd;
+    float* const v = k + M * kvd;
     a_.att.ensure(dev_, M * qd);
     a_.proj.ensure(dev_, M * dim);
-    a_.gate.ensure(dev_, M * hid);
-    a_.up.ensure(dev_, M * hid);
+    a_.gate_up.ensure(dev_, 2 * M * hid);
+    float* const gate = a_.gate_up.data();
+    float* const up = gate + M * hid;
     const size_t logit_rows = opts_.all_logits ? M : slices_.size();
     a_.logits.ensure(dev_, logit_rows * size_t(V));
     const auto& W = m_.weights;
@@ -142,19 +148,21 @@ class Pass {
       // Attention block.
       norm(a_.x.data(), L.attn_norm, a_.xb.data());
       materialise(a_.xb.data(), M_, dim, "attn_norm", l);
-      linear(a_.xb.data(), L.wq, a_.q.data(), "q_proj", l, &L.bq);
-      linear(a_.xb.data(), L.wk, a_.k.data(), "k_proj", l, &L.bk);
-      linear(a_.xb.data(), L.wv, a_.v.data(), "v_proj", l, &L.bv);
-      hook(HookPoint::QPre, l, a_.q.data(), qd);
-      hook(HookPoint::KPre, l, a_.k.data(), kvd);
+      const MatmulOut qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
+      kn_.matmul_group(a_.xb.data(), M_, qkv, 3, P_);
+      linear_out(q, qd, &L.bq, "q_proj", l);
+      linear_out(k, kvd, &L.bk, "k_proj", l);
+      linear_out(v, kvd, &L.bv, "v_proj", l);
+      hook(HookPoint::QPre, l, q, qd);
+      hook(HookPoint::KPre, l, k, kvd);
       // Each rotation right before its rounding point: a device may fuse the two.
-      kn_.rope(a_.q.data(), M_, c_.n_heads, pos_of_row_.data(), m_.rope, P_, pairs);
-      materialise(a_.q.data(), M_, qd, "q_rope", l);
-      kn_.rope(a_.k.data(), M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
-      materialise(a_.k.data(), M_, kvd, "k_rope", l);
-      hook(HookPoint::Q, l, a_.q.data(), qd);
-      hook(HookPoint::K, l, a_.k.data(), kvd);
-      hook(HookPoint::V, l, a_.v.data(), kvd);
+      kn_.rope(q, M_, c_.n_heads, pos_of_row_.data(), m_.rope, P_, pairs);
+      materialise(q, M_, qd, "q_rope", l);
+      kn_.rope(k, M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
+      materialise(k, M_, kvd, "k_rope", l);
+      hook(HookPoint::Q, l, q, qd);
+      hook(HookPoint::K, l, k, kvd);
+      hook(HookPoint::V, l, v, kvd);
       for (const bool is_v : {false, true}) {
         for (size_t s = 0; s < slices_.size(); ++s) {
           const SequenceSlice& sl = slices_[s];
@@ -164,7 +172,7 @@ class Pass {
           w.capacity = sl.cache->capacity();
           w.n_kv_heads = c_.n_kv_heads;
           w.head_dim = c_.head_dim;
-          w.rows = (is_v ? a_.v.data() : a_.k.data()) + size_t(row0_[s]) * kvd;
+          w.rows = (is_v ? v : k) + size_t(row0_[s]) * kvd;
           w.n_rows = sl.n_tokens;
           w.start_pos = sl.start_pos;
         }
@@ -179,7 +187,7 @@ class Pass {
         ap.n_heads = c_.n_heads;
         ap.n_kv_heads = c_.n_kv_heads;
         ap.head_dim = c_.head_dim;
-        ap.q = a_.q.data() + size_t(row0_[s]) * qd;
+        ap.q = q + size_t(row0_[s]) * qd;
         ap.k_cache = sl.cache->k(l);
         ap.v_cache = sl.cache->v(l);
         ap.kv = sl.cache->type();
@@ -209,14 +217,16 @@ class Pass {
       // MLP block (SwiGLU).
       norm(a_.x.data(), L.ffn_norm, a_.xb.data());
       materialise(a_.xb.data(), M_, dim, "ffn_norm", l);
-      linear(a_.xb.data(), L.w_gate, a_.gate.data(), "gate_proj", l);
-      linear(a_.xb.data(), L.w_up, a_.up.data(), "up_proj", l);
+      const MatmulOut gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
+      kn_.matmul_group(a_.xb.data(), M_, gate_up, 2, P_);
+      linear_out(gate, hid, nullptr, "gate_proj", l);
+      linear_out(up, hid, nullptr, "up_proj", l);
       if (gemma_)
-        kn_.gelu_tanh_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
+        kn_.gelu_tanh_mul(gate, up, M * hid, P_);
       else
-        kn_.silu_mul(a_.gate.data(), a_.up.data(), M * hid, P_);
-      materialise(a_.gate.data(), M_, hid, "mlp_act", l);
-      linear(a_.gate.data(), L.w_down, a_.proj.data(), "mlp_out", l);
+        kn_.silu_mul(gate, up, M * hid, P_);
+      materialise(gate, M_, hid, "mlp_act", l);
+      linear(gate, L.w_down, a_.proj.data(), "mlp_out", l);
       if (gemma_) {
         norm(a_.proj.data(), L.post_ffn_norm, a_.xb.data());
         a_.proj.swap(a_.xb);

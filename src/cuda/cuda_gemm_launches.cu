@@ -1,0 +1,59 @@
+#include <string>
+
+#include "cuda/cuda_gemm_launches.cuh"
+#include "cuda/cuda_ops.h"
+
+namespace kvp::cuda {
+namespace {
+
+constexpr size_t kBlasWorkspace = size_t(32) << 20;
+
+void cublas_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS)
+    fail_input(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusName(s) + " (" +
+               cublasGetStatusString(s) + ")");
+}
+
+cudaDataType cuda_type(int store) { return store == kF32 ? CUDA_R_32F : store == kF16 ? CUDA_R_16F : CUDA_R_16BF; }
+
+}  // namespace
+
+GemmLaunches::GemmLaunches(KernelPolicy policy, PassGraphs& graphs) : policy_(policy), graphs_(graphs) {
+  cublas_check(cublasCreate(&blas_), "cublasCreate");
+  cublas_check(cublasSetStream(blas_, stream()), "cublasSetStream");
+  // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it
+  // never is).
+  cublas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  // A workspace of our own: cuBLAS must not allocate while a graph is being
+  // captured.
+  cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
+}
+
+GemmLaunches::~GemmLaunches() { cublasDestroy(blas_); }
+
+void GemmLaunches::gemm(const float* x, const void* xa, int M, const void* wp, int store, int K, int N, GemmOut y,
+                        bool tensor_cores) {
+  if (tensor_cores) {
+    const uint64_t out = signature(kGemm, y.y1, y.y2, y.end0, y.end1);
+    graphs_.submit(PassGraphs::mix(signature(kGemm, wp, xa, y.y0, M, N, K, store, invariant_gemm_choice()), out),
+                   [=] { launch_invariant_gemm(xa, M, wp, store, K, N, y); });
+    return;
+  }
+  float* yp = y.y0;
+  if (policy_ != KernelPolicy::Standard) {
+    graphs_.submit(signature(kGemm, wp, x, yp, M, N, K, store),
+                   [=] { launch_portable_matmul(x, M, wp, store, K, N, yp); });
+    return;
+  }
+  const cudaDataType t = cuda_type(store);
+  cublasHandle_t blas = blas_;
+  // Row-major y[M, N] = x[M, K] W[N, K]^T is column-major y^T[N, M] = W^T x^T.
+  graphs_.submit(signature(kGemm, wp, xa, yp, M, N, K, t), [=] {
+    const float one = 1.0f, zero = 0.0f;
+    cublas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, wp, t, K, xa, t, K, &zero, yp, CUDA_R_32F,
+                              N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  });
+}
+
+}  // namespace kvp::cuda

@@ -1,0 +1,146 @@
+// A matmul_group on the invariant tensor-core GEMM
+// (src/cuda/cuda_gemm_out.cuh): one launch over the members' weights side by
+// side, each member's columns stored into its own matrix. Run on the CPU from
+// the kernels' own source (simt_host.h), every kernel of both families: each
+// member's outputs are the bits it gets alone, and nothing outside the members'
+// matrices is written — over member boundaries inside a tile, odd widths (no
+// paired stores) and one row (a decode step).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "test_util.h"
+// The kernels' source, built for the host (after every other header:
+// simt_host.h defines the CUDA keywords as macros).
+#include "cuda/cuda_invariant_gemm_kernel.cuh"
+#include "cuda/cuda_wgmma_gemm_kernel.cuh"
+#include "cuda/cuda_wgmma_tma_gemm_kernel.cuh"
+
+namespace kvp {
+namespace {
+
+struct HostLaunch {
+  template <class Kernel, class... Args>
+  void operator()(Kernel kernel, dim3 grid, dim3 block, Args... args) const {
+    simt::launch(grid, block, kernel, args...);
+  }
+  template <class Kernel, class... Args>
+  void with_smem(size_t bytes, Kernel kernel, dim3 grid, dim3 block, Args... args) const {
+    simt::launch_with_smem(bytes, grid, block, kernel, args...);
+  }
+};
+
+// gemm(x, M, W, K, N, out) for three members of widths n[] (rows of W side by
+// side), against each member alone; the members' matrices lie in one buffer
+// with gaps of NaN between them, which must stay NaN.
+template <class Gemm>
+void expect_members_alone(std::mt19937& rng, const std::string& name, DType t, int M, int K,
+                          const std::array<int, 3>& n, const Gemm& gemm) {
+  int N = 0;
+  for (int w : n) N += w;
+  const auto xf = test::normals(size_t(M) * K, rng, t);
+  const auto wf = test::normals(size_t(N) * K, rng, t);
+  std::vector<uint16_t> x(xf.size()), W(wf.size());
+  from_f32(t, xf.data(), x.data(), xf.size());
+  from_f32(t, wf.data(), W.data(), wf.size());
+  constexpr size_t kGap = 6;  // floats between members: keeps 8-byte alignment
+  std::vector<float> out(size_t(M) * N + 4 * kGap, NAN);
+  cuda::GemmOut y;
+  float* at[3];
+  size_t off = kGap;
+  for (int i = 0; i < 3; ++i) {
+    at[i] = out.data() + off;
+    off += size_t(M) * n[i] + kGap;
+  }
+  y.y0 = at[0], y.end0 = n[0], y.y1 = at[1], y.end1 = n[0] + n[1], y.y2 = at[2];
+  gemm(x.data(), M, W.data(), K, N, y);
+  int row0 = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<float> alone(size_t(M) * n[i], NAN);
+    gemm(x.data(), M, W.data() + size_t(row0) * K, K, n[i], cuda::GemmOut(alone.data()));
+    const std::vector<float> got(at[i], at[i] + alone.size());
+    EXPECT_SAME_BITS(
+        got, alone,
+        name + " " + std::string(dtype_name(t)) + " M " + std::to_string(M) + ": member " + std::to_string(i));
+    row0 += n[i];
+  }
+  size_t written_outside = 0;
+  off = 0;
+  for (int i = 0; i <= 3; ++i) {
+    for (size_t j = 0; j < kGap; ++j) written_outside += !std::isnan(out[off + j]);
+    if (i < 3) off += kGap + size_t(M) * n[i];
+  }
+  EXPECT_EQ(written_outside, 0u) << name << " " << dtype_name(t) << " M " << M << ": a store outside the members";
+}
+
+// q/k/v-like widths: boundaries inside a 32-, 128- and 256-column tile; odd
+// ones (element stores).
+constexpr std::array<int, 3> kEven{72, 40, 24};
+constexpr std::array<int, 3> kOdd{37, 19, 45};
+
+TEST(CudaGemmGroupOnCpu, MmaSyncKernelsStoreEachMemberAsAlone) {
+  std::mt19937 rng(38);
+  using cuda::invariant::GemmKernel;
+  constexpr std::pair<GemmKernel, const char*> kernels[] = {
+      {GemmKernel::Auto, "auto"},
+      {GemmKernel::Ring, "ring"},
+      {GemmKernel::Registers, "registers"},
+      {GemmKernel::Pipelined, "pipelined"},
+      {GemmKernel::Tiles64x128, "tiles64x128"},
+      {GemmKernel::Tiles128x128, "tiles128x128"},
+      {GemmKernel::Tiles128x256, "tiles128x256"},
+      {GemmKernel::Tiles128x128k64, "tiles128x128k64"},
+  };
+  for (auto [pick, name] : kernels)
+    for (int M : {1, 17})
+      for (bool odd : {false, true}) {
+        const auto& n = odd ? kOdd : kEven;
+        const DType t = M == 1 ? DType::F16 : DType::BF16;
+        const int K = odd ? 77 : 96;  // 77: rows without 16-byte loads
+        expect_members_alone(rng, name, t, M, K, n,
+                             [&](const uint16_t* x, int M_, const uint16_t* W, int K_, int N, cuda::GemmOut y) {
+                               cuda::invariant::gemm(HostLaunch{}, x, M_, W, cuda::store_of(t), K_, N, y, pick);
+                             });
+      }
+}
+
+TEST(CudaGemmGroupOnCpu, WgmmaKernelsStoreEachMemberAsAlone) {
+  std::mt19937 rng(39);
+  using cuda::WgmmaTile;
+  constexpr std::pair<WgmmaTile, const char*> tiles[] = {
+      {WgmmaTile::T64x32, "64x32"},
+      {WgmmaTile::T64x128, "64x128"},
+      {WgmmaTile::T128x128, "128x128"},
+      {WgmmaTile::T128x256, "128x256"},
+  };
+  for (auto [tile, name] : tiles)
+    for (bool odd : {false, true})
+      for (int M : {1, 70}) {
+        const auto& n = odd ? kOdd : kEven;
+        const DType t = M == 1 ? DType::BF16 : DType::F16;
+        expect_members_alone(rng, name, t, M, 128, n,
+                             [&](const uint16_t* x, int M_, const uint16_t* W, int K, int N, cuda::GemmOut y) {
+                               if (t == DType::F16)
+                                 cuda::wgmma::gemm_as<cuda::kF16>(HostLaunch{}, x, M_, W, K, N, y, tile);
+                               else
+                                 cuda::wgmma::gemm_as<cuda::kBF16>(HostLaunch{}, x, M_, W, K, N, y, tile);
+                             });
+      }
+  auto make_map = [](const void* base, int rows, int K, int box_rows) {
+    return simt::TensorMap2d{static_cast<const uint16_t*>(base), rows, K, box_rows, 64};
+  };
+  for (bool wide : {false, true})
+    expect_members_alone(rng, wide ? "tma 128x256" : "tma 128x128", DType::F16, 3, 128, kOdd,
+                         [&](const uint16_t* x, int M, const uint16_t* W, int K, int N, cuda::GemmOut y) {
+                           cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, wide);
+                         });
+}
+
+}  // namespace
+}  // namespace kvp
