@@ -7,7 +7,6 @@
 // paired stores) and one row (a decode step).
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -36,12 +35,16 @@ struct HostLaunch {
   }
 };
 
-// gemm(x, M, W, K, N, out) for three members of widths n[] (rows of W side by
-// side), against each member alone; the members' matrices lie in one buffer
-// with gaps of NaN between them, which must stay NaN.
+// gemm(x, M, W, K, N, out) for two or three members of widths n (rows of W side by side), against
+// each member alone. The members' matrices lie in one buffer with gap floats before each (and one
+// gap after), NaN, which must stay NaN; an odd gap leaves the next member 8-byte misaligned, so
+// the kernels store one float at a time.
 template <class Gemm>
-void expect_members_alone(std::mt19937& rng, const std::string& name, DType t, int M, int K,
-                          const std::array<int, 3>& n, const Gemm& gemm) {
+void expect_members_alone(std::mt19937& rng, const std::string& name, DType t, int M, int K, const std::vector<int>& n,
+                          const Gemm& gemm, size_t gap1 = 6) {
+  const std::string what = name + " " + std::string(dtype_name(t)) + " M " + std::to_string(M) + " widths " +
+                           std::to_string(n[0]) + "," + std::to_string(n[1]) +
+                           (n.size() > 2 ? "," + std::to_string(n[2]) : std::string()) + " gap " + std::to_string(gap1);
   int N = 0;
   for (int w : n) N += w;
   const auto xf = test::normals(size_t(M) * K, rng, t);
@@ -49,40 +52,43 @@ void expect_members_alone(std::mt19937& rng, const std::string& name, DType t, i
   std::vector<uint16_t> x(xf.size()), W(wf.size());
   from_f32(t, xf.data(), x.data(), xf.size());
   from_f32(t, wf.data(), W.data(), wf.size());
-  constexpr size_t kGap = 6;  // floats between members: keeps 8-byte alignment
-  std::vector<float> out(size_t(M) * N + 4 * kGap, NAN);
-  cuda::GemmOut y;
-  float* at[3];
-  size_t off = kGap;
-  for (int i = 0; i < 3; ++i) {
-    at[i] = out.data() + off;
-    off += size_t(M) * n[i] + kGap;
+  std::vector<size_t> gaps(n.size() + 1, 6);
+  gaps[1] = gap1;
+  std::vector<float> out(size_t(M) * N + 6 * gaps.size() + gap1, NAN);
+  std::vector<float*> at;
+  size_t off = 0;
+  for (size_t i = 0; i < n.size(); ++i) {
+    off += gaps[i];
+    at.push_back(out.data() + off);
+    off += size_t(M) * n[i];
   }
-  y.y0 = at[0], y.end0 = n[0], y.y1 = at[1], y.end1 = n[0] + n[1], y.y2 = at[2];
+  cuda::GemmOut y(at[0]);
+  y.end0 = n[0];
+  y.y1 = at[1];
+  if (n.size() > 2) y.end1 = n[0] + n[1], y.y2 = at[2];
   gemm(x.data(), M, W.data(), K, N, y);
   int row0 = 0;
-  for (int i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < n.size(); ++i) {
     std::vector<float> alone(size_t(M) * n[i], NAN);
     gemm(x.data(), M, W.data() + size_t(row0) * K, K, n[i], cuda::GemmOut(alone.data()));
     const std::vector<float> got(at[i], at[i] + alone.size());
-    EXPECT_SAME_BITS(
-        got, alone,
-        name + " " + std::string(dtype_name(t)) + " M " + std::to_string(M) + ": member " + std::to_string(i));
+    EXPECT_SAME_BITS(got, alone, what + ": member " + std::to_string(i));
     row0 += n[i];
   }
   size_t written_outside = 0;
   off = 0;
-  for (int i = 0; i <= 3; ++i) {
-    for (size_t j = 0; j < kGap; ++j) written_outside += !std::isnan(out[off + j]);
-    if (i < 3) off += kGap + size_t(M) * n[i];
+  for (size_t i = 0; i <= n.size(); ++i) {
+    for (size_t j = 0; j < gaps[i]; ++j) written_outside += !std::isnan(out[off + j]);
+    if (i < n.size()) off += gaps[i] + size_t(M) * n[i];
   }
-  EXPECT_EQ(written_outside, 0u) << name << " " << dtype_name(t) << " M " << M << ": a store outside the members";
+  EXPECT_EQ(written_outside, 0u) << what << ": a store outside the members";
 }
 
-// q/k/v-like widths: boundaries inside a 32-, 128- and 256-column tile; odd
-// ones (element stores).
-constexpr std::array<int, 3> kEven{72, 40, 24};
-constexpr std::array<int, 3> kOdd{37, 19, 45};
+// q/k/v-like widths: boundaries inside a 32-, 128- and 256-column tile; odd ones (element stores);
+// gate/up-like, two members.
+const std::vector<int> kEven{72, 40, 24};
+const std::vector<int> kOdd{37, 19, 45};
+const std::vector<int> kTwo{88, 56};
 
 TEST(CudaGemmGroupOnCpu, MmaSyncKernelsStoreEachMemberAsAlone) {
   std::mt19937 rng(38);
@@ -97,16 +103,24 @@ TEST(CudaGemmGroupOnCpu, MmaSyncKernelsStoreEachMemberAsAlone) {
       {GemmKernel::Tiles128x256, "tiles128x256"},
       {GemmKernel::Tiles128x128k64, "tiles128x128k64"},
   };
+  // Widths: even (paired stores), odd (rows without 16-byte loads too, K = 77), two members, and
+  // even widths with the second member misaligned.
+  struct Case {
+    const std::vector<int>* n;
+    int K;
+    size_t gap1;
+  };
+  const Case cases[] = {{&kEven, 96, 6}, {&kOdd, 77, 6}, {&kTwo, 96, 6}, {&kEven, 96, 5}};
   for (auto [pick, name] : kernels)
     for (int M : {1, 17})
-      for (bool odd : {false, true}) {
-        const auto& n = odd ? kOdd : kEven;
+      for (const Case& c : cases) {
         const DType t = M == 1 ? DType::F16 : DType::BF16;
-        const int K = odd ? 77 : 96;  // 77: rows without 16-byte loads
-        expect_members_alone(rng, name, t, M, K, n,
-                             [&](const uint16_t* x, int M_, const uint16_t* W, int K_, int N, cuda::GemmOut y) {
-                               cuda::invariant::gemm(HostLaunch{}, x, M_, W, cuda::store_of(t), K_, N, y, pick);
-                             });
+        expect_members_alone(
+            rng, name, t, M, c.K, *c.n,
+            [&](const uint16_t* x, int M_, const uint16_t* W, int K_, int N, cuda::GemmOut y) {
+              cuda::invariant::gemm(HostLaunch{}, x, M_, W, cuda::store_of(t), K_, N, y, pick);
+            },
+            c.gap1);
       }
 }
 
@@ -119,27 +133,34 @@ TEST(CudaGemmGroupOnCpu, WgmmaKernelsStoreEachMemberAsAlone) {
       {WgmmaTile::T128x128, "128x128"},
       {WgmmaTile::T128x256, "128x256"},
   };
+  struct Case {
+    const std::vector<int>* n;
+    size_t gap1;
+  };
+  const Case cases[] = {{&kEven, 6}, {&kOdd, 6}, {&kTwo, 6}, {&kEven, 5}};
   for (auto [tile, name] : tiles)
-    for (bool odd : {false, true})
+    for (const Case& c : cases)
       for (int M : {1, 70}) {
-        const auto& n = odd ? kOdd : kEven;
         const DType t = M == 1 ? DType::BF16 : DType::F16;
-        expect_members_alone(rng, name, t, M, 128, n,
-                             [&](const uint16_t* x, int M_, const uint16_t* W, int K, int N, cuda::GemmOut y) {
-                               if (t == DType::F16)
-                                 cuda::wgmma::gemm_as<cuda::kF16>(HostLaunch{}, x, M_, W, K, N, y, tile);
-                               else
-                                 cuda::wgmma::gemm_as<cuda::kBF16>(HostLaunch{}, x, M_, W, K, N, y, tile);
-                             });
+        expect_members_alone(
+            rng, name, t, M, 128, *c.n,
+            [&](const uint16_t* x, int M_, const uint16_t* W, int K, int N, cuda::GemmOut y) {
+              if (t == DType::F16)
+                cuda::wgmma::gemm_as<cuda::kF16>(HostLaunch{}, x, M_, W, K, N, y, tile);
+              else
+                cuda::wgmma::gemm_as<cuda::kBF16>(HostLaunch{}, x, M_, W, K, N, y, tile);
+            },
+            c.gap1);
       }
   auto make_map = [](const void* base, int rows, int K, int box_rows) {
     return simt::TensorMap2d{static_cast<const uint16_t*>(base), rows, K, box_rows, 64};
   };
   for (bool wide : {false, true})
-    expect_members_alone(rng, wide ? "tma 128x256" : "tma 128x128", DType::F16, 3, 128, kOdd,
-                         [&](const uint16_t* x, int M, const uint16_t* W, int K, int N, cuda::GemmOut y) {
-                           cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, wide);
-                         });
+    for (const auto* n : {&kEven, &kOdd})
+      expect_members_alone(rng, wide ? "tma 128x256" : "tma 128x128", DType::F16, 3, 128, *n,
+                           [&](const uint16_t* x, int M, const uint16_t* W, int K, int N, cuda::GemmOut y) {
+                             cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, wide);
+                           });
 }
 
 }  // namespace

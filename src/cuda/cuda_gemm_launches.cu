@@ -39,6 +39,8 @@ void GemmLaunches::gemm(const float* x, const void* xa, int M, const void* wp, i
                    [=] { launch_invariant_gemm(xa, M, wp, store, K, N, y); });
     return;
   }
+  // Members stored apart: the tensor-core kernels only (elsewhere a group is one row of adjacent members).
+  if (y.end0 != INT_MAX) fail_input("matmul group: members stored apart need the invariant tensor-core GEMM");
   float* yp = y.y0;
   if (policy_ != KernelPolicy::Standard) {
     graphs_.submit(signature(kGemm, wp, x, yp, M, N, K, store),

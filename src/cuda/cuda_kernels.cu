@@ -124,7 +124,7 @@ class CudaKernels final : public Kernels {
       y.y1 = outs[1].y;
       if (n == 3) y.end1 = y.end0 + int(Ws[1]->rows()), y.y2 = outs[2].y;
     }
-    gemms_.gemm(x, xa, M, wg, store, K, N, y, fixed_order());
+    gemms_.gemm(x, xa, M, wg, store, K, N, y, on_tensor_cores(act, store));
   }
 
   void attention(const AttentionParams& p) override { attention_batch(&p, 1); }

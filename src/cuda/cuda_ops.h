@@ -5,10 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cuda/cuda_gemm_out.cuh"
 #include "kernels/kernels.h"
 
 namespace kvp::cuda {
+
+struct GemmOut;  // cuda_gemm_out.cuh (not included here: outside nvcc it brings simt_host.h's macros)
 
 // Where a rounding point reports its first NaN/Inf (launch_round_check). An operation that rounds
 // its own output can take one and be that rounding point too (hits == nullptr: no check).
