@@ -20,20 +20,12 @@
 #include "cuda/cuda_invariant_gemm_kernel.cuh"
 #include "cuda/cuda_wgmma_gemm_kernel.cuh"
 #include "cuda/cuda_wgmma_tma_gemm_kernel.cuh"
+#include "cuda_on_cpu.h"
 
 namespace kvp {
 namespace {
 
-struct HostLaunch {
-  template <class Kernel, class... Args>
-  void operator()(Kernel kernel, dim3 grid, dim3 block, Args... args) const {
-    simt::launch(grid, block, kernel, args...);
-  }
-  template <class Kernel, class... Args>
-  void with_smem(size_t bytes, Kernel kernel, dim3 grid, dim3 block, Args... args) const {
-    simt::launch_with_smem(bytes, grid, block, kernel, args...);
-  }
-};
+using test::HostLaunch;
 
 // gemm(x, M, W, K, N, out) for two or three members of widths n (rows of W side by side), against
 // each member alone. The members' matrices lie in one buffer with gap floats before each (and one
@@ -93,16 +85,7 @@ const std::vector<int> kTwo{88, 56};
 TEST(CudaGemmGroupOnCpu, MmaSyncKernelsStoreEachMemberAsAlone) {
   std::mt19937 rng(38);
   using cuda::invariant::GemmKernel;
-  constexpr std::pair<GemmKernel, const char*> kernels[] = {
-      {GemmKernel::Auto, "auto"},
-      {GemmKernel::Ring, "ring"},
-      {GemmKernel::Registers, "registers"},
-      {GemmKernel::Pipelined, "pipelined"},
-      {GemmKernel::Tiles64x128, "tiles64x128"},
-      {GemmKernel::Tiles128x128, "tiles128x128"},
-      {GemmKernel::Tiles128x256, "tiles128x256"},
-      {GemmKernel::Tiles128x128k64, "tiles128x128k64"},
-  };
+  constexpr auto& kernels = test::kMmaSyncGemmKernels;
   // Widths: even (paired stores), odd (rows without 16-byte loads too, K = 77), two members, and
   // even widths with the second member misaligned.
   struct Case {

@@ -31,6 +31,7 @@
 #include "cuda/cuda_invariant_gemm_kernel.cuh"
 #include "cuda/cuda_portable_attention_kernel.cuh"
 #include "cuda/cuda_portable_kernels.cuh"
+#include "cuda_on_cpu.h"
 
 namespace kvp {
 namespace {
@@ -39,16 +40,7 @@ using test::normals;
 
 constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
 
-struct HostLaunch {
-  template <class Kernel, class... Args>
-  void operator()(Kernel kernel, dim3 grid, dim3 block, Args... args) const {
-    simt::launch(grid, block, kernel, args...);
-  }
-  template <class Kernel, class... Args>
-  void with_smem(size_t bytes, Kernel kernel, dim3 grid, dim3 block, Args... args) const {
-    simt::launch_with_smem(bytes, grid, block, kernel, args...);
-  }
-};
+using test::HostLaunch;
 
 std::vector<uint8_t> stored(DType t, const std::vector<float>& v) {
   std::vector<uint8_t> b(v.size() * dtype_size(t));
@@ -208,16 +200,7 @@ TEST(CudaKernelsOnCpu, InvariantGemmRowIsTheSameForEveryMAndTheProductIsRight) {
   // partial column blocks and chunks past K; rows without 16-byte loads (K % 8 != 0) always take
   // the register prefetch.
   using cuda::invariant::GemmKernel;
-  constexpr std::pair<GemmKernel, const char*> kernels[] = {
-      {GemmKernel::Auto, "auto"},
-      {GemmKernel::Ring, "ring"},
-      {GemmKernel::Registers, "registers"},
-      {GemmKernel::Pipelined, "pipelined"},
-      {GemmKernel::Tiles64x128, "tiles64x128"},
-      {GemmKernel::Tiles128x128, "tiles128x128"},
-      {GemmKernel::Tiles128x256, "tiles128x256"},
-      {GemmKernel::Tiles128x128k64, "tiles128x128k64"},
-  };
+  constexpr auto& kernels = test::kMmaSyncGemmKernels;
   const std::pair<int, int> slices[] = {{0, 1},  {299, 1}, {5, 3},   {10, 16}, {20, 17}, {3, 64},
                                         {0, 65}, {7, 130}, {40, 256}, {33, 257}};
   for (DType act : {DType::F16, DType::BF16})

@@ -22,16 +22,12 @@
 // keywords as macros).
 #include "cuda/cuda_wgmma_gemm_kernel.cuh"
 #include "cuda/cuda_wgmma_tma_gemm_kernel.cuh"
+#include "cuda_on_cpu.h"
 
 namespace kvp {
 namespace {
 
-struct HostLaunch {
-  template <class Kernel, class... Args>
-  void with_smem(size_t bytes, Kernel kernel, dim3 grid, dim3 block, Args... args) const {
-    simt::launch_with_smem(bytes, grid, block, kernel, args...);
-  }
-};
+using test::HostLaunch;
 
 // The family's order by definition: per output, fma over k = 0, 1, ... up to K rounded up to 64,
 // zeros past K.

@@ -50,20 +50,16 @@ GraphNodes busiest_pass_graph_nodes() {
 bool pass_graphs_on() { return g_graphs_on; }
 
 namespace {
-std::atomic<bool> g_fusion_on{[] {
-  const char* e = std::getenv("KVPARITY_CUDA_FUSION");
+// A launch switch: on unless $name is "0".
+bool on_unless_zero(const char* name) {
+  const char* e = std::getenv(name);
   return e == nullptr || std::string(e) != "0";
-}()};
+}
+std::atomic<bool> g_fusion_on{on_unless_zero("KVPARITY_CUDA_FUSION")};
+std::atomic<bool> g_group_on{on_unless_zero("KVPARITY_CUDA_GROUP")};
 }  // namespace
 void set_launch_fusion(bool on) { g_fusion_on = on; }
 bool launch_fusion_on() { return g_fusion_on; }
-
-namespace {
-std::atomic<bool> g_group_on{[] {
-  const char* e = std::getenv("KVPARITY_CUDA_GROUP");
-  return e == nullptr || std::string(e) != "0";
-}()};
-}  // namespace
 void set_group_launches(bool on) { g_group_on = on; }
 bool group_launches_on() { return g_group_on; }
 
