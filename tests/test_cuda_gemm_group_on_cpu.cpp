@@ -100,7 +100,7 @@ TEST(CudaGemmGroupOnCpu, MmaSyncKernelsStoreEachMemberAsAlone) {
         const DType t = M == 1 ? DType::F16 : DType::BF16;
         expect_members_alone(
             rng, name, t, M, c.K, *c.n,
-            [&](const uint16_t* x, int M_, const uint16_t* W, int K_, int N, cuda::GemmOut y) {
+            [&, pick = pick](const uint16_t* x, int M_, const uint16_t* W, int K_, int N, cuda::GemmOut y) {
               cuda::invariant::gemm(HostLaunch{}, x, M_, W, cuda::store_of(t), K_, N, y, pick);
             },
             c.gap1);
@@ -127,7 +127,7 @@ TEST(CudaGemmGroupOnCpu, WgmmaKernelsStoreEachMemberAsAlone) {
         const DType t = M == 1 ? DType::BF16 : DType::F16;
         expect_members_alone(
             rng, name, t, M, 128, *c.n,
-            [&](const uint16_t* x, int M_, const uint16_t* W, int K, int N, cuda::GemmOut y) {
+            [&, tile = tile](const uint16_t* x, int M_, const uint16_t* W, int K, int N, cuda::GemmOut y) {
               if (t == DType::F16)
                 cuda::wgmma::gemm_as<cuda::kF16>(HostLaunch{}, x, M_, W, K, N, y, tile);
               else
