@@ -1,10 +1,8 @@
-// A matmul_group on the invariant tensor-core GEMM
-// (src/cuda/cuda_gemm_out.cuh): one launch over the members' weights side by
-// side, each member's columns stored into its own matrix. Run on the CPU from
-// the kernels' own source (simt_host.h), every kernel of both families: each
-// member's outputs are the bits it gets alone, and nothing outside the members'
-// matrices is written — over member boundaries inside a tile, odd widths (no
-// paired stores) and one row (a decode step).
+// A matmul_group on the invariant tensor-core GEMM (src/cuda/cuda_gemm_out.cuh): one launch over
+// the members' weights side by side, each member's columns stored into its own matrix. Run on the
+// CPU from the kernels' own source (simt_host.h), every kernel of both families: each member's
+// outputs are the bits it gets alone, and nothing outside the members' matrices is written — over
+// member boundaries inside a tile, odd widths (no paired stores) and one row (a decode step).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,8 +13,8 @@
 
 #include "core/dtype.h"
 #include "test_util.h"
-// The kernels' source, built for the host (after every other header:
-// simt_host.h defines the CUDA keywords as macros).
+// The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
+// keywords as macros).
 #include "cuda/cuda_invariant_gemm_kernel.cuh"
 #include "cuda/cuda_wgmma_gemm_kernel.cuh"
 #include "cuda/cuda_wgmma_tma_gemm_kernel.cuh"

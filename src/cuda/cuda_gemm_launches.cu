@@ -21,11 +21,9 @@ cudaDataType cuda_type(int store) { return store == kF32 ? CUDA_R_32F : store ==
 GemmLaunches::GemmLaunches(KernelPolicy policy, PassGraphs& graphs) : policy_(policy), graphs_(graphs) {
   cublas_check(cublasCreate(&blas_), "cublasCreate");
   cublas_check(cublasSetStream(blas_, stream()), "cublasSetStream");
-  // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it
-  // never is).
+  // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it never is).
   cublas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-  // A workspace of our own: cuBLAS must not allocate while a graph is being
-  // captured.
+  // A workspace of our own: cuBLAS must not allocate while a graph is being captured.
   cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
 }
 

@@ -1,9 +1,8 @@
 #pragma once
-// The matmul launches of CudaKernels, for every policy: cuBLAS (`standard`:
-// GemmEx with fp32 accumulation, no TF32, cuBLAS's own choice of algorithm),
-// the invariant tensor-core GEMM and the portable one. Queued through the
-// pass's PassGraphs; which buffers they read and write, and when, is
-// CudaKernels' business.
+// The matmul launches of CudaKernels, for every policy: cuBLAS (`standard`: GemmEx with fp32
+// accumulation, no TF32, cuBLAS's own choice of algorithm), the invariant tensor-core GEMM and the
+// portable one. Queued through the pass's PassGraphs; which buffers they read and write, and when,
+// is CudaKernels' business.
 #include <cublas_v2.h>
 
 #include "cuda/cuda_device_weights.cuh"
@@ -20,11 +19,10 @@ class GemmLaunches {
   GemmLaunches(const GemmLaunches&) = delete;
   GemmLaunches& operator=(const GemmLaunches&) = delete;
 
-  // y = x W^T, W [N, K] in storage type `store` at wp. tensor_cores: the
-  // invariant tensor-core GEMM (xa: x in W's 16-bit type; y may be a group's
-  // members); else the policy's own GEMM: the portable one (from x), or cuBLAS
-  // (xa: x in W's type; y a plain matrix, or the one row of a group's adjacent
-  // members).
+  // y = x W^T, W [N, K] in storage type `store` at wp. tensor_cores: the invariant tensor-core GEMM
+  // (xa: x in W's 16-bit type; y may be a group's members stored apart); else the policy's own GEMM:
+  // the portable one (from x), or cuBLAS (xa: x in W's type; y a plain matrix, or the one row of a
+  // group's adjacent members).
   void gemm(const float* x, const void* xa, int M, const void* wp, int store, int K, int N, GemmOut y,
             bool tensor_cores);
 

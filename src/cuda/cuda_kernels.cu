@@ -75,11 +75,8 @@ class CudaKernels final : public Kernels {
       tensor_cores = on_tensor_cores(act, wc->store);
       if (fixed_order() ? tensor_cores : wc->store != kF32) xa = converted(x, size_t(M) * K, wc->store);
     }
-    release_held();
-    if (M <= 0 || N <= 0) return;
-    fusion_.settle(x, size_t(M) * std::max(K, 0));
-    fusion_.settle(y, size_t(M) * N);
-    wrote(y, size_t(M) * N);
+    if (M <= 0 || N <= 0) return release_held();
+    gemm_waits(x, size_t(M) * std::max(K, 0), y, size_t(M) * N);
     if (K == 0) {
       const size_t bytes = size_t(M) * N * sizeof(float);
       graphs_.submit(signature(kMemset, y, bytes),
@@ -114,10 +111,7 @@ class CudaKernels final : public Kernels {
     }
     OpSpan span("matmul");
     const void* xa = store != kF32 ? converted(x, size_t(M) * K, store) : x;
-    release_held();
-    fusion_.settle(x, size_t(M) * K);
-    fusion_.settle(outs[0].y, size_t(M) * N);
-    wrote(outs[0].y, size_t(M) * N);
+    gemm_waits(x, size_t(M) * K, outs[0].y, size_t(M) * N);
     GemmOut y(outs[0].y);
     if (fixed_order()) {
       y.end0 = int(Ws[0]->rows());
@@ -495,6 +489,15 @@ class CudaKernels final : public Kernels {
   }
 
   void release_held() { fusion_.release(); }
+
+  // What a GEMM reading nx floats at x and writing ny at y is queued after: the held launch, x's
+  // and y's pending rounding points; y's 16-bit copy is stale from here.
+  void gemm_waits(const float* x, size_t nx, float* y, size_t ny) {
+    release_held();
+    fusion_.settle(x, nx);
+    fusion_.settle(y, ny);
+    wrote(y, ny);
+  }
 
   bool on_tensor_cores(DType act, int store) const {
     return policy_ == KernelPolicy::Invariant && act != DType::F32 && store == store_of(act);

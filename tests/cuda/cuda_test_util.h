@@ -77,6 +77,20 @@ inline bool same_bits(const Trace& a, const Trace& b) {
   return true;
 }
 
+// A run on the GPU under `policy`, its KV cache of type kv.
+inline EngineOptions on_gpu(KvType kv = KvType::of(DType::F32), KernelPolicy policy = KernelPolicy::Standard) {
+  EngineOptions eo;
+  eo.device = Device::Cuda;
+  eo.kernels = policy;
+  eo.kv_dtype = kv;
+  return eo;
+}
+
+// A family's tiny synthesised model (fp32 weights) with compute dtype dt.
+inline std::shared_ptr<Model> tiny(const char* family, DType dt) {
+  return Model::from_checkpoint(synthesize_checkpoint(synthetic_config(family, "tiny"), DType::F32), dt);
+}
+
 // A synthesised Llama wide enough that cuBLAS picks different kernels for one row and for a whole
 // sequence (dim 1024, head_dim 128, 4 layers), and a 200-token prompt long enough that the
 // standard decode step splits its keys: where the standard GPU path shows the phenomenon.

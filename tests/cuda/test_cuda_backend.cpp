@@ -30,6 +30,7 @@ namespace {
 
 using test::batch_logits;
 using test::mixed_prompts;
+using test::on_gpu;
 using test::same_bits;
 using test::Trace;
 using test::trace;
@@ -53,14 +54,6 @@ double max_abs_diff(const float* a, const float* b, size_t n) {
   double d = 0;
   for (size_t i = 0; i < n; ++i) d = std::max(d, double(std::fabs(a[i] - b[i])));
   return d;
-}
-
-EngineOptions on_gpu(KvType kv = KvType::of(DType::F32), KernelPolicy policy = KernelPolicy::Standard) {
-  EngineOptions eo;
-  eo.device = Device::Cuda;
-  eo.kernels = policy;
-  eo.kv_dtype = kv;
-  return eo;
 }
 
 class HiddenCapture final : public ForwardHooks {

@@ -23,17 +23,11 @@
 namespace kvp {
 namespace {
 
+using test::on_gpu;
 using test::same_bits;
+using test::tiny;
 using test::Trace;
 using test::trace;
-
-EngineOptions gpu_standard(DType kv, KernelPolicy pol = KernelPolicy::Standard) {
-  EngineOptions eo;
-  eo.device = Device::Cuda;
-  eo.kernels = pol;
-  eo.kv_dtype = KvType::of(kv);
-  return eo;
-}
 
 // Kernels made in its scope launch every operation on its own (read when kernels are made).
 struct OneByOne {
@@ -47,21 +41,17 @@ struct OneByOne {
   }
 };
 
-std::shared_ptr<Model> tiny(const char* family, DType dt) {
-  return Model::from_checkpoint(synthesize_checkpoint(synthetic_config(family, "tiny"), DType::F32), dt);
-}
-
 TEST(CudaFusion, FusedPassesAreBitwiseTheOneByOneOnes) {
   KVP_REQUIRE_GPU();
   const std::vector<int> prompt{1, 17, 23, 99, 5};
   for (const char* fam : {"llama", "gemma2", "qwen2"})
     for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
       auto model = tiny(fam, dt);
-      const Trace fused = trace(model, gpu_standard(dt), prompt, CacheMode::On, 40);
+      const Trace fused = trace(model, on_gpu(KvType::of(dt)), prompt, CacheMode::On, 40);
       Trace apart;
       {
         OneByOne o;
-        apart = trace(model, gpu_standard(dt), prompt, CacheMode::On, 40);
+        apart = trace(model, on_gpu(KvType::of(dt)), prompt, CacheMode::On, 40);
       }
       EXPECT_EQ(fused.ids, apart.ids) << fam << " " << dtype_name(dt);
       EXPECT_TRUE(same_bits(fused, apart)) << fam << " " << dtype_name(dt) << ": fusion changed a logit";
@@ -71,11 +61,11 @@ TEST(CudaFusion, FusedPassesAreBitwiseTheOneByOneOnes) {
   for (const char* fam : {"llama", "gemma2"})
     for (DType dt : {DType::F16, DType::BF16}) {
       auto model = tiny(fam, dt);
-      const Trace fused = trace(model, gpu_standard(dt, KernelPolicy::Invariant), prompt, CacheMode::On, 40);
+      const Trace fused = trace(model, on_gpu(KvType::of(dt), KernelPolicy::Invariant), prompt, CacheMode::On, 40);
       Trace apart;
       {
         OneByOne o;
-        apart = trace(model, gpu_standard(dt, KernelPolicy::Invariant), prompt, CacheMode::On, 40);
+        apart = trace(model, on_gpu(KvType::of(dt), KernelPolicy::Invariant), prompt, CacheMode::On, 40);
       }
       EXPECT_EQ(fused.ids, apart.ids) << "invariant " << fam << " " << dtype_name(dt);
       EXPECT_TRUE(same_bits(fused, apart)) << "invariant " << fam << " " << dtype_name(dt) << ": fusion changed a logit";
@@ -86,7 +76,7 @@ TEST(CudaFusion, FusedPassesAreBitwiseTheOneByOneOnes) {
   for (int one_by_one = 0; one_by_one < 2; ++one_by_one) {
     std::unique_ptr<OneByOne> o;
     if (one_by_one) o = std::make_unique<OneByOne>();
-    logits[one_by_one] = test::batch_logits(model, gpu_standard(DType::F16), test::mixed_prompts(), 30);
+    logits[one_by_one] = test::batch_logits(model, on_gpu(KvType::of(DType::F16)), test::mixed_prompts(), 30);
   }
   EXPECT_EQ(logits[0], logits[1]) << "batch of 4: fusion changed a logit";
 }
@@ -115,7 +105,7 @@ TEST(CudaFusion, HooksReadingPendingRowsChangeNoBit) {
       const int V = model->config.vocab_size;
       std::vector<float> got, want;
       for (int with = 0; with < 2; ++with) {
-        Engine e(model, gpu_standard(dt));
+        Engine e(model, on_gpu(KvType::of(dt)));
         Reader r(mode == 2);
         ForwardOptions fo;
         if (with == 1) fo.hooks = &r;
@@ -165,13 +155,13 @@ TEST(CudaFusion, NonFiniteReportsAtFusedRoundingPointsAreTheOneByOneOnes) {
       EngineOptions cpu_eo;
       cpu_eo.kernels = KernelPolicy::Standard;
       cpu_eo.kv_dtype = KvType::of(dt);
-      Engine cpu(model, cpu_eo), fused(model, gpu_standard(dt));
+      Engine cpu(model, cpu_eo), fused(model, on_gpu(KvType::of(dt)));
       cpu.forward(tokens.data(), 6, 0, fo);
       fused.forward(tokens.data(), 6, 0, fo);
       std::vector<NonFiniteEvent> apart;
       {
         OneByOne o;
-        Engine e(model, gpu_standard(dt));
+        Engine e(model, on_gpu(KvType::of(dt)));
         e.forward(tokens.data(), 6, 0, fo);
         apart = e.activations().nonfinite;
       }

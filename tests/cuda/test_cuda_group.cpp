@@ -1,12 +1,10 @@
-// A layer's q/k/v and gate/up projections as one GEMM launch each
-// (Kernels::matmul_group on CUDA, their weights uploaded side by side;
-// src/cuda/cuda_gemm_out.cuh stores each member's columns into its own matrix).
-// Under `invariant` the group is the separate launches bit for bit, at every M
-// (decode steps, prompts, batches); under `standard` cuBLAS runs a decode row's
-// group as one wider GEMM, which may round another way but computes the same
-// projections; and the side-by-side upload is the only copy of those weights.
-// tests/test_cuda_gemm_group_on_cpu.cpp checks the kernels' stores on the CPU;
-// this checks the backend's bookkeeping on a GPU.
+// A layer's q/k/v and gate/up projections as one GEMM launch each (Kernels::matmul_group on CUDA,
+// their weights uploaded side by side; src/cuda/cuda_gemm_out.cuh stores each member's columns into
+// its own matrix). Under `invariant` the group is the separate launches bit for bit, at every M
+// (decode steps, prompts, batches); under `standard` cuBLAS runs a decode row's group as one wider
+// GEMM, which may round another way but computes the same projections; and the side-by-side upload
+// is the only copy of those weights. tests/test_cuda_gemm_group_on_cpu.cpp checks the kernels'
+// stores on the CPU; this checks the backend's bookkeeping on a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,7 +25,9 @@
 namespace kvp {
 namespace {
 
+using test::on_gpu;
 using test::same_trace;
+using test::tiny;
 using test::Trace;
 using test::trace;
 
@@ -36,18 +36,6 @@ struct Apart {
   Apart() { cuda::set_group_launches(false); }
   ~Apart() { cuda::set_group_launches(true); }
 };
-
-EngineOptions on_gpu(KernelPolicy pol, DType kv) {
-  EngineOptions eo;
-  eo.device = Device::Cuda;
-  eo.kernels = pol;
-  eo.kv_dtype = KvType::of(kv);
-  return eo;
-}
-
-std::shared_ptr<Model> tiny(const char* family, DType dt) {
-  return Model::from_checkpoint(synthesize_checkpoint(synthetic_config(family, "tiny"), DType::F32), dt);
-}
 
 const std::vector<int> kPrompt{1, 17, 23, 99, 5, 60, 2};
 
@@ -58,19 +46,20 @@ TEST(CudaGroup, InvariantGroupsAreTheSeparateLaunchesBitForBit) {
       auto model = tiny(fam, dt);
       const std::string what = std::string(fam) + " " + std::string(dtype_name(dt));
       for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
-        const Trace grouped = trace(model, on_gpu(KernelPolicy::Invariant, dt), kPrompt, mode, 24);
+        const Trace grouped = trace(model, on_gpu(KvType::of(dt), KernelPolicy::Invariant), kPrompt, mode, 24);
         Trace apart;
         {
           Apart a;
-          apart = trace(model, on_gpu(KernelPolicy::Invariant, dt), kPrompt, mode, 24);
+          apart = trace(model, on_gpu(KvType::of(dt), KernelPolicy::Invariant), kPrompt, mode, 24);
         }
         EXPECT_TRUE(same_trace(grouped, apart)) << what << (mode == CacheMode::On ? " cache ON" : " cache OFF");
       }
-      const auto grouped = test::batch_logits(model, on_gpu(KernelPolicy::Invariant, dt), test::mixed_prompts(), 12);
+      const auto grouped =
+          test::batch_logits(model, on_gpu(KvType::of(dt), KernelPolicy::Invariant), test::mixed_prompts(), 12);
       std::vector<std::vector<std::vector<float>>> apart;
       {
         Apart a;
-        apart = test::batch_logits(model, on_gpu(KernelPolicy::Invariant, dt), test::mixed_prompts(), 12);
+        apart = test::batch_logits(model, on_gpu(KvType::of(dt), KernelPolicy::Invariant), test::mixed_prompts(), 12);
       }
       EXPECT_EQ(grouped, apart) << what << ": a batch of 4";
     }
@@ -82,11 +71,11 @@ TEST(CudaGroup, StandardGroupedDecodeComputesTheSameProjections) {
     for (DType dt : {DType::F32, DType::F16}) {
       auto model = tiny(fam, dt);
       const std::string what = std::string(fam) + " " + std::string(dtype_name(dt));
-      const Trace grouped = trace(model, on_gpu(KernelPolicy::Standard, dt), kPrompt, CacheMode::On, 8);
+      const Trace grouped = trace(model, on_gpu(KvType::of(dt), KernelPolicy::Standard), kPrompt, CacheMode::On, 8);
       Trace apart;
       {
         Apart a;
-        apart = trace(model, on_gpu(KernelPolicy::Standard, dt), kPrompt, CacheMode::On, 8);
+        apart = trace(model, on_gpu(KvType::of(dt), KernelPolicy::Standard), kPrompt, CacheMode::On, 8);
       }
       ASSERT_EQ(grouped.logits.size(), apart.logits.size()) << what;
       // The prompt's pass runs the members one by one either way; the first
@@ -113,8 +102,8 @@ TEST(CudaGroup, GroupedWeightsAreTheOnlyCopy) {
     std::unique_ptr<Apart> a;
     if (apart) a = std::make_unique<Apart>();
     cuda::reset_peak_allocated();
-    trace(model, on_gpu(KernelPolicy::Invariant, DType::F16), kPrompt, CacheMode::On, 4);
-    trace(model, on_gpu(KernelPolicy::Standard, DType::F16), kPrompt, CacheMode::On, 4);
+    trace(model, on_gpu(KvType::of(DType::F16), KernelPolicy::Invariant), kPrompt, CacheMode::On, 4);
+    trace(model, on_gpu(KvType::of(DType::F16), KernelPolicy::Standard), kPrompt, CacheMode::On, 4);
     peak[apart] = cuda::peak_allocated();
   }
   EXPECT_LE(peak[0], peak[1] + (size_t(1) << 20)) << "grouped weights uploaded twice?";
