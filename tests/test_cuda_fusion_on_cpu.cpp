@@ -316,6 +316,73 @@ TEST(CudaFusionOnCpu, KvWriteOfKAndPendingVInOneLaunch) {
     }
 }
 
+// The rotations of q and k with the cache writes of K and V in one launch (RopeKv), each pending
+// projection rounded as it is read, against: round q, rotate q, round k, rotate k, write K, round
+// v, write V. Without V (its write launched apart), and with V's rows read as they are.
+TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
+  std::mt19937 rng(11);
+  const int hq = 4, hk = 2, hd = 16, capacity = 12, half = hd / 2, width = hk * hd, positions = capacity;
+  const int rows[] = {3, 1, 2}, starts[] = {0, 7, 4};  // three sequences, rows concatenated
+  const int M = 6;
+  const std::vector<int> pos = {0, 1, 2, 7, 4, 5};
+  std::vector<float> cs(size_t(positions) * half), sn(cs.size());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < cs.size(); ++i) cs[i] = u(rng), sn[i] = u(rng);
+  const size_t cache_n = size_t(hk) * capacity * hd;
+  for (DType t : kAllTypes)
+    for (int store : {cuda::kF32, cuda::kF16, cuda::kBF16})
+      for (int mode = 0; mode < 3; ++mode) {  // V in the launch with its pending round; apart; as it is
+        const int a = cuda::store_of(t);
+        const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * width, rng, true);
+        const auto v0 = mode == 2 ? test::normals(size_t(M) * width, rng, t) : raw(size_t(M) * width, rng, true);
+        auto qw = q0, kw = k0, vw = v0, qg = q0, kg = k0, vg = v0;
+        using Caches = std::vector<std::vector<float>>;
+        Caches kc_w(3, std::vector<float>(cache_n, 0.0f)), vc_w = kc_w, kc_g = kc_w, vc_g = kc_w;
+        auto descs = [&](Caches& cache, const std::vector<float>& x) {
+          std::vector<KvWriteDesc> d;
+          int row0 = 0;
+          for (int s = 0; s < 3; ++s) {
+            d.push_back(
+                KvWriteDesc{cache[size_t(s)].data(), x.data() + size_t(row0) * width, rows[s], starts[s], capacity});
+            row0 += rows[s];
+          }
+          return d;
+        };
+        Hits hw, hg;
+        round_all(qw.data(), qw.size(), a, hw.at(1));
+        rope1(qw.data(), M, hq, hd, pos, cs, sn, a, false, hw.at(2), InRound{});
+        round_all(kw.data(), kw.size(), a, hw.at(3));
+        rope1(kw.data(), M, hk, hd, pos, cs, sn, a, false, hw.at(4), InRound{});
+        const auto dk = descs(kc_w, kw);
+        ew::kv_write(HostLaunch{}, dk.data(), 3, 3, hk, hd, store, InRound{}, nullptr, 0);
+        if (mode != 2) round_all(vw.data(), vw.size(), a, hw.at(5));
+        const auto dv = descs(vc_w, vw);
+        ew::kv_write(HostLaunch{}, dv.data(), 3, 3, hk, hd, store, InRound{}, nullptr, 0);
+
+        auto both = descs(kc_g, kg);
+        const auto dvg = descs(vc_g, vg);
+        both.insert(both.end(), dvg.begin(), dvg.end());
+        const cuda::RopeJob jobs[2] = {{qg.data(), hq, hg.at(2), InRound{a, hg.at(1)}},
+                                       {kg.data(), hk, hg.at(4), InRound{a, hg.at(3)}}};
+        const InRound v_in = mode == 0 ? InRound{a, hg.at(5)} : InRound{};
+        const cuda::RopeKv kv{both.data(), 3, store, mode != 1, v_in, vg.data()};
+        ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, false, kv);
+        if (mode == 1) ew::kv_write(HostLaunch{}, dvg.data(), 3, 3, hk, hd, store, InRound{a, hg.at(5)}, vg.data(), 0);
+
+        const std::string what =
+            name(t, "rope + kv_write, cache ") + std::to_string(store) + " mode " + std::to_string(mode);
+        EXPECT_SAME_BITS(qg, qw, what + ": q");
+        EXPECT_SAME_BITS(kg, kw, what + ": k");
+        EXPECT_SAME_BITS(vg, vw, what + ": v");
+        for (int s = 0; s < 3; ++s) {
+          EXPECT_SAME_BITS(kc_g[size_t(s)], kc_w[size_t(s)], what + ": K cache " + std::to_string(s));
+          EXPECT_SAME_BITS(vc_g[size_t(s)], vc_w[size_t(s)], what + ": V cache " + std::to_string(s));
+        }
+        expect_same_hits(hg, hw, what);
+        EXPECT_NE(hw.slot[3], ~0ull) << what << ": the inputs must hold a NaN/Inf";
+      }
+}
+
 // cuda_fusion.cuh's bookkeeping, with launches that run at once on the host.
 std::vector<std::string> g_log;
 void host_rounds(const RoundJob* jobs, int n) {

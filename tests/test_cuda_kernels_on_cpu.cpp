@@ -9,7 +9,10 @@
 //    the same bits in a call of any M, and the product is right (a fragment mix-up would not be);
 //  - the tensor-core flash attention the invariant policy runs every row through: a row is the
 //    same bits alone (a decode step), in a chunk, in the whole prefill or beside other slices,
-//    and close to the CPU's attention.
+//    and close to the CPU's attention;
+//  - the standard policy's split-KV decode, one launch whose last warp a row merges its splits.
+// The host runs a grid's blocks in another order at each launch (simt_host.h), so a kernel whose
+// last block to finish does the merge has a different one each time.
 // The CUDA suite (tests/cuda/) runs the same kernels on a GPU.
 #include <gtest/gtest.h>
 
@@ -27,6 +30,7 @@
 #include "test_util.h"
 // The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
 // keywords as macros).
+#include "cuda/cuda_attention_decode_kernel.cuh"
 #include "cuda/cuda_attention_mma_kernel.cuh"
 #include "cuda/cuda_invariant_gemm_kernel.cuh"
 #include "cuda/cuda_portable_attention_kernel.cuh"
@@ -307,8 +311,10 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
         EXPECT_GE(slots * cuda::attn_mma::kChunkKeys, plan.max_pos + 1);
         // NaN in every slot: a chunk the combine reads but no block wrote would show.
         std::vector<float> parts(plan.steps.size() * c.heads * slots * (c.hd + 2), NAN);
+        std::vector<unsigned> counts(plan.steps.size() * c.heads, 0u);
         EXPECT_TRUE(cuda::attn_mma::split_decode(HostLaunch{}, plan.steps.data(), int(plan.steps.size()), sh,
-                                                 parts.data(), slots, stages));
+                                                 parts.data(), slots, counts.data(), {}, stages));
+        EXPECT_EQ(counts, std::vector<unsigned>(counts.size(), 0u)) << c.name << ": counts not left at zero";
       }
       return outs;
     };
@@ -321,6 +327,26 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
       EXPECT_SAME_BITS(call({{pos, n}})[0], part(pos, n), at + " (chunk of " + std::to_string(n) + ")");
     }
     EXPECT_SAME_BITS(call({{c.rows - 1, 1}}, 1)[0], part(c.rows - 1, 1), std::string(c.name) + " decode, one stage");
+    {  // A decode step that is the output's rounding point: the row rounded, reported and copied.
+      const int pos = c.rows - 1;
+      std::vector<float> got(row, NAN), want = part(pos, 1);
+      std::vector<uint16_t> copy(row, 0xdead);
+      unsigned long long hits = ~0ull;
+      int any = 0;
+      cuda::AttnDesc d = wd;
+      d.q = whole.q.data() + pos * row, d.out = got.data(), d.start_pos = pos, d.n_rows = 1;
+      const int slots = cuda::attn_mma::split_slots(pos);
+      std::vector<float> parts(size_t(c.heads) * slots * (c.hd + 2), NAN);
+      std::vector<unsigned> counts(size_t(c.heads), 0u);
+      const cuda::AttnStore st{sh.act, {&hits, 0, &any}, {copy.data(), sh.act}, got.data()};
+      EXPECT_TRUE(cuda::attn_mma::split_decode(HostLaunch{}, &d, 1, sh, parts.data(), slots, counts.data(), st));
+      for (float& x : want) x = round_to(c.act, x);
+      EXPECT_SAME_BITS(got, want, std::string(c.name) + " decode, rounded");
+      for (size_t i = 0; i < row; ++i)
+        ASSERT_EQ(copy[i], c.act == DType::F16 ? f32_to_f16(want[i]) : f32_to_bf16(want[i])) << c.name << " copy " << i;
+      EXPECT_EQ(hits, ~0ull);
+      EXPECT_EQ(any, 0);
+    }
     // Decode steps beside prefill slices, one of them across the first chunk boundary and, where
     // the case is long enough, one across the second (whose rows span two 64-row blocks).
     const std::pair<int, int> late = c.rows >= 270 ? std::pair{200, 70} : std::pair{0, 5};
@@ -343,6 +369,118 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
   const cuda::AttnDesc md = mixed.desc();
   EXPECT_FALSE(cuda::attn_mma::prefill(HostLaunch{}, &md, 1, 3, mixed.shape()));
   EXPECT_TRUE(std::isnan(f32.got[0]) && std::isnan(mixed.got[0]));
+}
+
+// The standard policy's decode attention, one launch: each (slice, head)'s splits merged by whichever
+// of its warps finishes last, in split order, so the bits do not depend on which (three block
+// orders), the counts are left at zero, and an early merge would read the NaN the partial states
+// start as. Handed the output's rounding point, the rows are rounded, copied and their first
+// NaN/Inf reported as launch_round_checks would.
+TEST(CudaKernelsOnCpu, StandardDecodeIsOneLaunchMergedByTheLastWarp) {
+  auto cpu = make_kernels(KernelPolicy::Standard, nullptr);
+  std::mt19937 rng(36);
+  const AttnCase cases[] = {
+      {"fp16 hd64 gqa", DType::F16, DType::F16, 64, 4, 2, 0, 1, 0, false},
+      {"bf16 hd128", DType::BF16, DType::BF16, 128, 2, 2, 0, 1, 0, false},
+      {"fp32 hd40 window 100", DType::F32, DType::F32, 40, 3, 1, 0, 1, 100, false},
+      {"fp16 hd96 gemma, fp32 kv", DType::F16, DType::F32, 96, 2, 1, 0, 1, 0, true},
+  };
+  for (const AttnCase& base : cases) {
+    std::vector<Slice> slices;
+    for (int pos : {700, 5, 333}) {  // many splits, one, a few
+      AttnCase c = base;
+      c.start_pos = pos;
+      slices.emplace_back(c, rng);
+    }
+    const bool overflow = base.kv == DType::F32 && base.act == DType::F16;
+    if (overflow) {  // slice 1's V of KV head 0 past fp16's range: its heads' rows round to Inf
+      Slice& s = slices[1];
+      auto* v = reinterpret_cast<float*>(s.v.data());
+      for (int j = 0; j <= s.p.start_pos; ++j)
+        for (int e = 0; e < base.hd; ++e) v[size_t(j) * base.hd + e] *= 1e6f;
+    }
+    const int n = int(slices.size());
+    const size_t width = size_t(base.heads) * base.hd;
+    std::vector<AttentionParams> ps;
+    for (Slice& s : slices) {
+      cpu->attention(s.p);
+      ps.push_back(s.p);
+    }
+    const cuda::AttentionPlan plan = cuda::plan_standard_attention(ps.data(), n, 16);
+    ASSERT_EQ(plan.steps.size(), size_t(n));
+    ASSERT_GT(plan.steps[0].n_splits, 1) << base.name;
+    const cuda::AttnShape sh = slices[0].shape();
+    auto run = [&](const cuda::AttnStore& st, std::vector<float>& out) {
+      std::vector<cuda::AttnDesc> descs = plan.steps;
+      for (int i = 0; i < n; ++i) {
+        descs[size_t(i)].k = slices[size_t(i)].k.data();
+        descs[size_t(i)].v = slices[size_t(i)].v.data();
+        descs[size_t(i)].out = out.data() + size_t(i) * width;
+      }
+      std::vector<float> parts(size_t(n) * base.heads * plan.splits * (base.hd + 2), NAN);
+      std::vector<unsigned> counts(size_t(n) * base.heads, 0u);
+      cuda::attn_decode::decode(HostLaunch{}, descs.data(), n, plan.splits, sh, parts.data(), counts.data(), st);
+      EXPECT_EQ(counts, std::vector<unsigned>(counts.size(), 0u)) << base.name << ": counts not left at zero";
+    };
+    std::vector<float> first(size_t(n) * width, NAN);
+    run({}, first);
+    for (int i = 0; i < n; ++i) {
+      if (overflow && i == 1) continue;
+      const std::vector<float> got(first.begin() + long(i * width), first.begin() + long((i + 1) * width));
+      EXPECT_LE(test::max_abs_diff(got, slices[size_t(i)].want), base.act == DType::F32 ? 1e-5f : 2e-2f)
+          << base.name << " slice " << i << ": not the attention the CPU computes";
+    }
+    for (int again = 0; again < 2; ++again) {  // the other two block orders
+      std::vector<float> out(first.size(), NAN);
+      run({}, out);
+      EXPECT_SAME_BITS(out, first, std::string(base.name) + ": another block order");
+    }
+    // As the output's rounding point.
+    const int a = cuda::store_of(base.act);
+    std::vector<float> out(first.size(), NAN), want = first;
+    for (float& x : want) x = round_to(base.act, x);
+    std::vector<uint16_t> copy(first.size(), 0xdead);
+    unsigned long long hits = ~0ull;
+    int any = 0;
+    const bool copies = base.act != DType::F32;
+    run(cuda::AttnStore{a, {&hits, 0, &any}, {copies ? copy.data() : nullptr, a}, out.data()}, out);
+    EXPECT_SAME_BITS(out, want, std::string(base.name) + ": rounded");
+    size_t bad = want.size();
+    for (size_t i = 0; i < want.size() && bad == want.size(); ++i)
+      if (!std::isfinite(want[i])) bad = i;
+    EXPECT_EQ(bad < want.size(), overflow) << base.name;
+    if (bad < want.size()) {
+      EXPECT_EQ(hits, (static_cast<unsigned long long>(bad) << 2) | (want[bad] > 0 ? 1ull : 2ull)) << base.name;
+      EXPECT_EQ(any, 1) << base.name;
+    } else {
+      EXPECT_EQ(hits, ~0ull) << base.name;
+      EXPECT_EQ(any, 0) << base.name;
+    }
+    for (size_t i = 0; copies && i < want.size(); ++i)
+      ASSERT_EQ(copy[i], base.act == DType::F16 ? f32_to_f16(want[i]) : f32_to_bf16(want[i])) << base.name << " " << i;
+  }
+}
+
+// A decode launch may be the attention output's rounding point only when its rows are all of that
+// output, one block in any order of slices (CudaKernels::submit_decode).
+TEST(CudaKernelsOnCpu, DecodeOutputBlockIsTheWholeOutputOnly) {
+  std::vector<float> out(4 * 8);
+  auto step = [](float* o) {
+    cuda::AttnDesc d{};
+    d.out = o;
+    d.n_rows = 1;
+    return d;
+  };
+  cuda::AttentionPlan plan;
+  EXPECT_EQ(cuda::decode_output_block(plan, 8), nullptr) << "no step";
+  plan.steps = {step(out.data() + 8), step(out.data()), step(out.data() + 16)};
+  EXPECT_EQ(cuda::decode_output_block(plan, 8), out.data()) << "three rows, out of order";
+  EXPECT_EQ(cuda::decode_output_block(plan, 4), nullptr) << "rows apart";
+  plan.steps[2].out = out.data() + 24;
+  EXPECT_EQ(cuda::decode_output_block(plan, 8), nullptr) << "a gap";
+  plan.steps[2].out = out.data() + 16;
+  plan.rows = {step(out.data() + 24)};
+  EXPECT_EQ(cuda::decode_output_block(plan, 8), nullptr) << "a prefill slice beside them";
 }
 
 }  // namespace

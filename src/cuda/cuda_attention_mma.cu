@@ -29,8 +29,9 @@ int attention_mma_max_rows() { return attn_mma::kMaxRows; }
 
 int attention_split_slots(int max_pos) { return attn_mma::split_slots(max_pos); }
 
-bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots) {
-  const bool ok = attn_mma::split_decode(StreamLaunch{}, descs, n, s, parts, slots, attention_stages());
+bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots,
+                                       unsigned* counts, const AttnStore& store) {
+  const bool ok = attn_mma::split_decode(StreamLaunch{}, descs, n, s, parts, slots, counts, store, attention_stages());
   if (ok) check(cudaGetLastError(), "attention (decode by chunks, tensor cores)");
   return ok;
 }

@@ -31,8 +31,9 @@
 // started empty, and the row's running state merges the chunks' states in increasing order
 // (merge_scales and merged, below). A prefill block does that in order as it walks its tiles
 // (Mode::Chunked, the running o in shared memory); a decode step computes every chunk's state in a
-// block of its own (Mode::Split, one block a chunk) and combine_kernel merges them in the same
-// order with the same expressions. A chunk wholly outside a row's keys leaves its state empty (m =
+// block of its own (Mode::Split, one block a chunk) and the last of them merges them all in the
+// same order with the same expressions (combine_chunks, run by whichever block of the row finishes last).
+// A chunk wholly outside a row's keys leaves its state empty (m =
 // -inf, l = 0, o = 0), and merging an empty state changes nothing but a -0 of o into +0, so it does
 // not matter that a prefill block merges chunks a row of it does not see and the decode step does
 // not. `standard` keeps the one running state (Mode::Whole).
@@ -41,6 +42,7 @@
 #include <cmath>
 
 #include "cuda/cuda_attention_score.cuh"
+#include "cuda/cuda_nonfinite.cuh"
 #include "kernels/portable_scalar.h"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
@@ -100,7 +102,7 @@ constexpr size_t smem_bytes() {
 
 // Merging a chunk's state (mc, lc, oc) into the running one (mr, lr, or): the new maximum and the
 // two scales, then l and every o element as merged(r, fr, c, fc). The prefill kernel and
-// combine_kernel call exactly these, so that both paths round alike (no fma: --fmad=false).
+// combine_chunks call exactly these, so that both paths round alike (no fma: --fmad=false).
 __device__ __forceinline__ void merge_scales(float mr, float mc, float& m, float& fr, float& fc) {
   m = fmaxf(mr, mc);
   fr = mr == kNegInf ? 0.0f : expf(mr - m);
@@ -117,15 +119,42 @@ constexpr int kThreads = M == Mode::Split ? 32 : 128;
 template <int HD>
 constexpr int kPartFloats = HD + 2;
 
+// Where Mode::Split blocks leave their chunks' states and the row (cuda_ops.h, the decode launches).
+struct SplitOut {
+  float* parts = nullptr;
+  int slots = 0;
+  unsigned* counts = nullptr;
+  AttnStore store{};
+};
+
+// A decode step's chunk states merged in order, as the prefill kernel merges them (Mode::Chunked),
+// by the Split block of (slice, head h) that finished last: one thread a column of o. The states
+// were written by other blocks: read past the L1 cache, which is not coherent between them.
+template <int HD>
+__device__ void combine_chunks(const AttnDesc& d, const AttnShape& s, const SplitOut& so, int h) {
+  const int pos = d.start_pos;
+  for (int col = threadIdx.x; col < HD; col += kThreads<Mode::Split>) {
+    float mr = kNegInf, lr = 0.0f, o = 0.0f;
+    for (int c = window_start(s, pos) / kChunkKeys; c <= pos / kChunkKeys; ++c) {
+      const float* part = so.parts + (size_t(d.part0 + h) * so.slots + c) * kPartFloats<HD>;
+      float m, fr, fc;
+      merge_scales(mr, __ldcg(part), m, fr, fc);
+      lr = merged(lr, fr, __ldcg(part + 1), fc);
+      mr = m;
+      o = merged(o, fr, __ldcg(part + 2 + col), fc);
+    }
+    store_attention(so.store, d.out + size_t(h) * HD + col, pscalar::add(o / lr, 0.0f));
+  }
+}
+
 // STAGES = 2: the next tile's K and V are copied (cp.async) while this one is computed; 1: each
 // tile is copied, then computed. The same arithmetic either way.
 // Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
 // column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
-// Split: blockIdx.x is the chunk; the slice has one row; parts gets the chunk's state at slot
-// (d.part0 + head) * slots + chunk.
+// Split: blockIdx.x is the chunk; the slice has one row; so.parts gets the chunk's state at slot
+// (d.part0 + head) * slots + chunk, and the row's last block to finish merges them.
 template <int S, int HD, int STAGES, Mode MODE>
-__global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s, float* parts,
-                                                          int slots) {
+__global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s, SplitOut so) {
   pdl_entry();
   constexpr int KT = HD / 16;  // k-steps over the head dimension
   constexpr int NT = HD / 8;   // output n-tiles
@@ -176,7 +205,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   int tiles_end = key_end;                            // the tiles walked: [key_begin's tile, tiles_end)
   if constexpr (MODE == Mode::Split) {                // this block's chunk only
     const int c0 = int(blockIdx.x) * kChunkKeys;
-    if (c0 >= key_end || c0 + kChunkKeys <= key_begin) return;  // no key of the row: combine skips it
+    if (c0 >= key_end || c0 + kChunkKeys <= key_begin) return;  // no key of the row: neither counted nor merged
     key_begin = max(key_begin, c0);
     tiles_end = min(key_end, c0 + kChunkKeys);
   }
@@ -338,7 +367,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
 
   if constexpr (MODE == Mode::Split) {  // the chunk's state; one row: ra = 0 (warp 0, g = 0)
     if (ra < d.n_rows) {
-      float* part = parts + (size_t(d.part0 + h) * slots + blockIdx.x) * kPartFloats<HD>;
+      float* part = so.parts + (size_t(d.part0 + h) * so.slots + blockIdx.x) * kPartFloats<HD>;
       if (t == 0) {
         part[0] = ma;
         part[1] = la;
@@ -348,6 +377,21 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
         part[2 + n * 8 + 2 * t] = o[n][0];
         part[2 + n * 8 + 2 * t + 1] = o[n][1];
       }
+    }
+    // The row's chunks with keys (combine_chunks's), counted as their blocks finish: each writer's
+    // state is visible before its count, and the last to count merges them all.
+    __threadfence();
+    __syncwarp();
+    unsigned last = 0;
+    if (threadIdx.x == 0) {
+      const int chunks = d.start_pos / kChunkKeys - window_start(s, d.start_pos) / kChunkKeys + 1;
+      unsigned* count = so.counts + size_t(blockIdx.z) * s.n_heads + h;
+      last = atomicAdd(count, 1u) == unsigned(chunks - 1);
+      if (last) *count = 0;  // every block of the row has counted: ready for the next launch
+    }
+    if (__shfl_sync(0xffffffffu, last, 0)) {
+      __threadfence();
+      combine_chunks<HD>(d, s, so, h);
     }
   } else {
     if constexpr (MODE == Mode::Chunked) {  // the last chunk in; o and l become the running ones
@@ -378,63 +422,47 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   }
 }
 
-// A decode step's chunk states merged in order, as the prefill kernel merges them (Mode::Chunked):
-// one block a (slice, head), one thread a column of o.
-template <int HD>
-__global__ void __launch_bounds__(HD) combine_kernel(const AttnDesc* descs, AttnShape s, const float* parts,
-                                                     int slots) {
-  pdl_entry();
-  const AttnDesc d = descs[blockIdx.y];
-  const int h = blockIdx.x, col = threadIdx.x, pos = d.start_pos;
-  float mr = kNegInf, lr = 0.0f, o = 0.0f;
-  for (int c = window_start(s, pos) / kChunkKeys; c <= pos / kChunkKeys; ++c) {
-    const float* part = parts + (size_t(d.part0 + h) * slots + c) * kPartFloats<HD>;
-    float m, fr, fc;
-    merge_scales(mr, part[0], m, fr, fc);
-    lr = merged(lr, fr, part[1], fc);
-    mr = m;
-    o = merged(o, fr, part[2 + col], fc);
-  }
-  d.out[size_t(h) * HD + col] = pscalar::add(o / lr, 0.0f);
-}
-
 // launch.with_smem(bytes, kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 template <int S, int HD, Mode MODE, class Launch>
-void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const AttnShape& s, int stages, float* parts,
-                 int slots) {
+void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const AttnShape& s, int stages,
+                 const SplitOut& so) {
   const dim3 block(kThreads<MODE>);
   if (stages == 2)
-    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, block, descs, s, parts, slots);
+    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, block, descs, s, so);
   else
-    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, block, descs, s, parts, slots);
+    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, block, descs, s, so);
 }
 
-// Every row of n slices (Whole or Chunked), or n one-row slices by chunk then combined (Split).
+// Every row of n slices (Whole or Chunked), or n one-row slices by chunk, merged by the last (Split).
 template <int S, int HD, class Launch>
 void launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
-               Mode mode, float* parts, int slots) {
-  if (mode == Mode::Split) {
-    launch_mode<S, HD, Mode::Split>(launch, dim3(unsigned(slots), unsigned(s.n_heads), unsigned(n)), descs, s, stages,
-                                    parts, slots);
-    launch(combine_kernel<HD>, dim3(unsigned(s.n_heads), unsigned(n)), dim3(HD), descs, s,
-           static_cast<const float*>(parts), slots);
-    return;
-  }
+               Mode mode, const SplitOut& so) {
+  if (mode == Mode::Split)
+    return launch_mode<S, HD, Mode::Split>(launch, dim3(unsigned(so.slots), unsigned(s.n_heads), unsigned(n)), descs, s,
+                                           stages, so);
   const dim3 grid(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
   if (mode == Mode::Chunked)
-    launch_mode<S, HD, Mode::Chunked>(launch, grid, descs, s, stages, nullptr, 0);
+    launch_mode<S, HD, Mode::Chunked>(launch, grid, descs, s, stages, so);
   else
-    launch_mode<S, HD, Mode::Whole>(launch, grid, descs, s, stages, nullptr, 0);
+    launch_mode<S, HD, Mode::Whole>(launch, grid, descs, s, stages, so);
 }
 
 template <int S, class Launch>
 bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
-              Mode mode, float* parts, int slots) {
+              Mode mode, const SplitOut& so) {
   switch (s.head_dim) {
-    case 32: launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode, parts, slots); return true;
-    case 64: launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode, parts, slots); return true;
-    case 96: launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode, parts, slots); return true;
-    case 128: launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode, parts, slots); return true;
+    case 32:
+      launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode, so);
+      return true;
+    case 64:
+      launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode, so);
+      return true;
+    case 96:
+      launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode, so);
+      return true;
+    case 128:
+      launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode, so);
+      return true;
     default: return false;
   }
 }
@@ -455,8 +483,8 @@ bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, c
              bool chunked = false) {
   if (!applies(s) || max_rows > kMaxRows) return false;
   const Mode mode = chunked ? Mode::Chunked : Mode::Whole;
-  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages, mode, nullptr, 0)
-                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages, mode, nullptr, 0);
+  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages, mode, SplitOut{})
+                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages, mode, SplitOut{});
 }
 
 // Chunk slots a decode launch needs for keys up to max_pos: a power of two, so that consecutive
@@ -467,15 +495,17 @@ inline int split_slots(int max_pos) {
   return slots;
 }
 
-// A decode step of n one-row slices (each desc's part0 = its index x n_heads) by chunks, then
-// merged: the bits prefill(..., chunked = true) gives the same row. parts holds n x n_heads x
-// slots x (head_dim + 2) floats; slots >= split_slots(the largest start_pos).
+// A decode step of n one-row slices (each desc's part0 = its index x n_heads) by chunks, merged by
+// the last block of each (slice, head) to finish: the bits prefill(..., chunked = true) gives the
+// same row, stored as `store` says. parts holds n x n_heads x slots x (head_dim + 2) floats, slots
+// >= split_slots(the largest start_pos); counts n x n_heads zeros (zeros again when it is done).
 template <class Launch>
 bool split_decode(const Launch& launch, const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots,
-                  int stages = 2) {
+                  unsigned* counts, const AttnStore& store = {}, int stages = 2) {
   if (!applies(s) || slots > 65535) return false;
-  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, 1, s, stages, Mode::Split, parts, slots)
-                       : launch_s<kBF16>(launch, descs, n, 1, s, stages, Mode::Split, parts, slots);
+  const SplitOut so{parts, slots, counts, store};
+  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, 1, s, stages, Mode::Split, so)
+                       : launch_s<kBF16>(launch, descs, n, 1, s, stages, Mode::Split, so);
 }
 
 }  // namespace

@@ -74,4 +74,17 @@ inline AttentionPlan plan_fixed_order_attention(const AttentionParams* p, int n,
   return plan;
 }
 
+// The first row of a call's attention output when its decode steps' rows are the whole of it (no
+// prefill slice beside them), one block of rows `width` floats apart, else nullptr: where a decode
+// launch may also be the output's rounding point (CudaKernels::submit_decode).
+inline const float* decode_output_block(const AttentionPlan& plan, size_t width) {
+  if (!plan.rows.empty() || plan.steps.empty()) return nullptr;
+  std::vector<const float*> outs;
+  for (const AttnDesc& d : plan.steps) outs.push_back(d.out);
+  std::sort(outs.begin(), outs.end());
+  for (size_t i = 0; i < outs.size(); ++i)
+    if (outs[i] != outs[0] + i * width) return nullptr;
+  return outs[0];
+}
+
 }  // namespace kvp::cuda

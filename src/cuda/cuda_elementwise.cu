@@ -69,8 +69,8 @@ void launch_scale(float* x, size_t n, float s, int act) {
 }
 
 void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs) {
-  elementwise::rope(StreamLaunch{}, jobs, n, M, hd, pos, cos_t, sin_t, act, adjacent_pairs);
+                 int act, bool adjacent_pairs, const RopeKv& kv) {
+  elementwise::rope(StreamLaunch{}, jobs, n, M, hd, pos, cos_t, sin_t, act, adjacent_pairs, kv);
   after_launch("rope");
 }
 

@@ -42,22 +42,47 @@ __device__ __forceinline__ float read_rounded(const InRound& in, float* p, size_
   return v;
 }
 
-__device__ __forceinline__ void copy_out(const OutCopy& c, size_t i, float v) {
-  if (c.dst == nullptr) return;
-  if (c.store == kF16)
-    store_from_f32<kF16>(c.dst, i, v);
-  else if (c.store == kBF16)
-    store_from_f32<kBF16>(c.dst, i, v);
-  else
-    store_from_f32<kF32>(c.dst, i, v);
+// The slice of kv.descs[0, n) whose rows hold the row at r (rows `width` floats wide); -1: none.
+__device__ __forceinline__ int kv_slice_of(const RopeKv& kv, const float* r, size_t width) {
+  for (int s = 0; s < kv.n; ++s) {
+    const KvWriteDesc& d = kv.descs[s];
+    if (r >= d.rows && r < d.rows + size_t(d.n_rows) * width) return s;
+  }
+  return -1;
+}
+
+// V's cache write in a rotation launch (RopeKv): row m, head h of the V rows, laid out as the K rows
+// of the last job (x, heads); each value read through the pending round, as kv_write_kernel does.
+__device__ void rope_kv_write_v(const RopeKv& kv, const float* kx, int heads, int hd, int m, int h) {
+  const size_t width = size_t(heads) * hd;
+  const float* kr = kx + size_t(m) * width;
+  const int s = kv_slice_of(kv, kr, width);
+  if (s < 0) return;
+  const KvWriteDesc& dk = kv.descs[s];
+  const KvWriteDesc& dv = kv.descs[kv.n + s];
+  const size_t r = size_t(kr - dk.rows) / width;                         // the row within its slice
+  float* vr = const_cast<float*>(dv.rows) + r * width + size_t(h) * hd;  // written only through a pending round
+  const size_t first = kv.v_in.act < 0 ? 0 : size_t(vr - kv.v_base);
+  const size_t at = (size_t(h) * dv.capacity + size_t(dv.start_pos) + r) * hd;
+  for (int e = threadIdx.x; e < hd; e += blockDim.x)
+    copy_out(OutCopy{dv.cache, kv.store}, at + e, read_rounded(kv.v_in, vr, e, first + e));
 }
 
 // One block per (job, row, head), one thread per rotated pair: every term is read before any is
 // written, so pairs read from adjacent slots can be written to the halves in place. hd even where
 // a job has an InRound (the pairs then cover the head, so the rounded input is all overwritten).
+// With kv.n > 0 the last job's rotated rows also go to the cache as they are stored, and with
+// kv.with_v the blocks past the rotations' (one per row and head of V) write V's.
 __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                            int act, int adjacent) {
+                            int act, int adjacent, RopeKv kv) {
   pdl_entry();
+  int heads = 0;
+  for (int t = 0; t < jobs.n; ++t) heads += jobs.job[t].n_heads;
+  const int last = jobs.n - 1;
+  if (int(blockIdx.x) >= M * heads) {
+    const int b = int(blockIdx.x) - M * heads, kvh = jobs.job[last].n_heads;
+    return rope_kv_write_v(kv, jobs.job[last].x, kvh, hd, b / kvh, b % kvh);
+  }
   int b = blockIdx.x, j = 0;
   while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
   const int n_heads = jobs.job[j].n_heads;
@@ -86,6 +111,15 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
     v[i + half] = o1;
     note_nonfinite(chk, base + i, o0);
     note_nonfinite(chk, base + i + half, o1);
+    const size_t width = size_t(n_heads) * hd;
+    const int s = kv.n > 0 && j == last ? kv_slice_of(kv, x + size_t(row) * width, width) : -1;
+    if (s >= 0) {  // K's cache write, of the values just stored
+      const KvWriteDesc& d = kv.descs[s];
+      const size_t r = size_t(x + size_t(row) * width - d.rows) / width;
+      const size_t at = (size_t(head) * d.capacity + size_t(d.start_pos) + r) * hd;
+      copy_out(OutCopy{d.cache, kv.store}, at + i, o0);
+      copy_out(OutCopy{d.cache, kv.store}, at + i + half, o1);
+    }
   }
 }
 
@@ -226,10 +260,11 @@ __global__ void kv_write_kernel(const KvWriteDesc* descs, int n_kv_heads, int hd
 }
 
 // The dispatch: launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
-// Up to kMaxRopeJobs buffers of M rows each (the same positions and table) in one launch.
+// Up to kMaxRopeJobs buffers of M rows each (the same positions and table) in one launch; with kv
+// (n <= kMaxRopeJobs), the cache writes of the last job's rows and of V's too.
 template <class Launch>
 void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t,
-          const float* sin_t, int act, bool adjacent_pairs) {
+          const float* sin_t, int act, bool adjacent_pairs, const RopeKv& kv = {}) {
   const unsigned threads = unsigned((hd / 2 + 31) / 32 * 32);
   for (int j0 = 0; j0 < n; j0 += kMaxRopeJobs) {
     RopeJobs js{};
@@ -238,8 +273,10 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
       js.job[js.n++] = jobs[j];
       heads += jobs[j].n_heads;
     }
-    launch(rope_kernel, dim3(unsigned(M * heads)), dim3(threads), js, M, hd, pos, cos_t, sin_t, act,
-           adjacent_pairs ? 1 : 0);
+    const bool writes = j0 + kMaxRopeJobs >= n && kv.n > 0;
+    const int v_blocks = writes && kv.with_v ? M * js.job[js.n - 1].n_heads : 0;
+    launch(rope_kernel, dim3(unsigned(M * heads + v_blocks)), dim3(threads), js, M, hd, pos, cos_t, sin_t, act,
+           adjacent_pairs ? 1 : 0, writes ? kv : RopeKv{});
   }
 }
 

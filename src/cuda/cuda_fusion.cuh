@@ -3,16 +3,17 @@
 // (about 3 us a kernel node on an H100), and most of its nodes were rounding points and 16-bit
 // copies of cuBLAS inputs, each a kernel of its own. Three things are therefore launched late,
 // by the next call that decides whether it can take them into its own kernel:
-//  - the held operation: the last element-wise operation that rounds its own output. Its
-//    rounding point (the next round_check of that output) becomes its check, and a following
-//    converted() of that output its OutCopy;
+//  - the held operation: the last element-wise operation (or decode attention launch) that rounds
+//    its own output. Its rounding point (the next round_check of that output) becomes its check,
+//    and a following converted() of that output its OutCopy;
 //  - pending rounds: a rounding point of a buffer no held operation produced (cuBLAS outputs,
 //    the attention output). The next kernel that reads the buffer may round it as it reads it
 //    (InRound: RoPE, the residual add, the gated activation, the cache write), a converted() of
 //    it makes the round write the 16-bit copy; anything else that touches the buffer first
 //    launches it (several buffers in one launch);
 //  - the held launch can also be joined by the next call's (CudaKernels: the rotation of q by k's,
-//    the cache write of K by V's, the residual add by the RMSNorm of its output), one launch.
+//    the rotation of both by the cache write of K and that by V's, the residual add by the RMSNorm
+//    of its output), one launch.
 // Launch order between different rounding points does not matter (each reports into its own
 // slot, read at the end of the pass), only that each is launched before anything else reads or
 // writes its buffer, which the callers ensure: every operation settles the pending rounds of what
@@ -35,8 +36,10 @@ inline bool overlap(const void* a, size_t na, const void* b, size_t nb) {
 }
 
 // What CudaKernels keeps of a held launch that the next call can join.
-// The rotation of q (Fusion::hold, tag kRopeHeld), which k's joins.
+// The rotation of q (Fusion::hold, tag kRopeHeld), which k's joins; the two (tag kRopePairHeld),
+// which the cache write of k's rows takes over.
 constexpr int kRopeHeld = 2;
+constexpr int kRopePairHeld = 4;
 struct RopeHeld {
   RopeJob job{};
   const int* pos = nullptr;
@@ -60,11 +63,22 @@ struct AddHeld {
     return nx == x && nn == n && n > 0 && !overlap(out, n, x, n) && !overlap(out, n, y, n);
   }
 };
-// The cache write of K (Fusion::hold_other, tag kKvHeld), which V's joins.
+// The cache write of K (Fusion::hold_other, tag kKvHeld), which V's joins; with_rope: launched by
+// the rotation of q (rope_q) and k (rope) it took over.
 constexpr int kKvHeld = 1;
 struct KvHeld {
   std::vector<KvWriteDesc> d;
   int max_rows = 0, heads = 0, hd = 0, store = 0;
+  bool with_rope = false;
+  RopeJob rope_q{};
+  RopeHeld rope{};
+  // Whether V's slices v can ride in the rotation launch: slice s's rows as many as K's slice s's.
+  bool takes_v(const std::vector<KvWriteDesc>& v) const {
+    if (v.size() != d.size()) return false;
+    for (size_t s = 0; s < v.size(); ++s)
+      if (v[s].n_rows != d[s].n_rows) return false;
+    return true;
+  }
 };
 
 class Fusion {
@@ -172,6 +186,12 @@ class Fusion {
     return InRound{};
   }
 
+  // Whether a pending round overlaps [p, p + n_floats).
+  bool pending_over(const void* p, size_t n_floats) const {
+    for (const RoundJob& j : pending_)
+      if (overlap(j.x, j.n, p, n_floats)) return true;
+    return false;
+  }
   // Launches the pending rounds of buffers that overlap [p, p + n_floats).
   void settle(const void* p, size_t n_floats) {
     std::vector<RoundJob> now;

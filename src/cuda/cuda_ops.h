@@ -62,8 +62,20 @@ struct RopeJob {
   NonFiniteSlot chk;
   InRound in;
 };
+// The cache writes a rotation launch can do too (one graph node fewer a layer): the rotated rows
+// of the last job (K) into the caches of descs[0, n) as they are stored, and, if with_v, the rows
+// of descs[n, 2n) (V: slice s's rows written as slice s's K rows) read through v_in (their pending
+// rounding point, of the buffer at v_base). Slice s holds the K rows at descs[s].rows; n == 0: none.
+struct KvWriteDesc;
+struct RopeKv {
+  const KvWriteDesc* descs = nullptr;
+  int n = 0, store = 0;
+  bool with_v = false;
+  InRound v_in{};
+  const float* v_base = nullptr;
+};
 void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs);
+                 int act, bool adjacent_pairs, const RopeKv& kv = {});
 // gate = round(round(act(gate)) * up), act = SiLU or GELU-tanh.
 void launch_gated(float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk, InRound gate_in,
                   InRound up_in, OutCopy copy);
@@ -105,6 +117,15 @@ struct AttnShape {
   float score_divisor, score_scale, softcap;
   int sliding_window, act, kv_store;
 };
+// How a decode launch stores its output rows: as computed, or as the attention output's rounding
+// point leaves them (cuda_fusion.cuh's held operation): rounded to act (act < 0: not), reported
+// into chk and copied (OutCopy) at each value's flat index from base, the first row of that point.
+struct AttnStore {
+  int act = -1;
+  NonFiniteSlot chk{};
+  OutCopy copy{};
+  const float* base = nullptr;
+};
 // Tiled online-softmax attention of every row of every slice (FlashAttention-2 style).
 void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
 // The same on tensor cores where it applies (fp16/bf16 compute and KV, head_dim 32/64/96/128);
@@ -113,15 +134,21 @@ void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const 
 // launch_attention_split_decode_mma gives a decode row.
 bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s,
                                   bool chunked = false);
+// The decode launches below are one kernel each: every block (standard: every warp) writes its
+// partial state to `parts`, and the last of a (slice i, head h) to arrive, counted at
+// counts[i x n_heads + h], merges them in their fixed order and sets the count back to 0. So
+// counts holds n x n_heads zeros before a launch and after it.
 // `invariant` decode steps (one row per slice, desc i's part0 = i x n_heads): each chunk of keys
 // in a block of its own, then merged in order; parts holds n x n_heads x slots x (head_dim + 2)
 // floats, slots = attention_split_slots(the largest start_pos). False where the kernel does not apply.
 bool attention_mma_applies(const AttnShape& s);
 int attention_mma_max_rows();  // rows of one slice the tensor-core prefill launch holds
 int attention_split_slots(int max_pos);
-bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots);
+bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots,
+                                       unsigned* counts, const AttnStore& store);
 // Split-KV decode (one row per slice): partial states into `parts`, then merged in split order.
-void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts);
+void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts,
+                             unsigned* counts, const AttnStore& store);
 
 // --- The `portable` policy (cuda_portable.cu, cuda_portable_attention.cu): the CPU portable
 // kernels' bits (portable_simd.h), whatever M, batch or launch shape. ---

@@ -282,15 +282,20 @@ void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
   auto body = [&] { kernel(args...); };
   ++launches;
   const auto addr = uintptr_t(&body);
-  for (unsigned bz = 0; bz < grid.z; ++bz)
-    for (unsigned by = 0; by < grid.y; ++by)
-      for (unsigned bx = 0; bx < grid.x; ++bx) {
-        tls.block = dim3(bx, by, bz);
-        b.schedule = Schedule((launches + bx + by + bz) % 3);
-        if (dynamic_bytes > 0) std::memset(dynamic_buffer.data(), 0xff, dynamic_bytes);
-        run_block(b, block, reinterpret_cast<void (*)()>(&fiber_entry<decltype(body)>), unsigned(addr & 0xffffffffu),
-                  unsigned(addr >> 32));
-      }
+  // The GPU runs a grid's blocks in no set order, so neither does this from launch to launch:
+  // increasing, decreasing, or the even ones then the odd ones. A kernel whose blocks hand work
+  // to whichever finishes last (a counter) has a different last block in each.
+  const size_t total = size_t(grid.x) * grid.y * grid.z;
+  const unsigned order = launches % 3;
+  for (size_t i = 0; i < total; ++i) {
+    size_t k = order == 0 ? i : order == 1 ? total - 1 - i : (2 * i < total ? 2 * i : 2 * i - total + (total % 2 == 0));
+    const unsigned bx = unsigned(k % grid.x), by = unsigned(k / grid.x % grid.y), bz = unsigned(k / grid.x / grid.y);
+    tls.block = dim3(bx, by, bz);
+    b.schedule = Schedule((launches + bx + by + bz) % 3);
+    if (dynamic_bytes > 0) std::memset(dynamic_buffer.data(), 0xff, dynamic_bytes);
+    run_block(b, block, reinterpret_cast<void (*)()>(&fiber_entry<decltype(body)>), unsigned(addr & 0xffffffffu),
+              unsigned(addr >> 32));
+  }
 }
 
 // cp.async.cg.shared.global of 16 bytes (zeros when !valid), cp.async.commit_group and
@@ -562,6 +567,14 @@ inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v)
   *p = std::min(old, v);
   return old;
 }
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  const unsigned old = *p;
+  *p = old + v;
+  return old;
+}
+// Blocks run one after the other here: every write is seen at once, no fence or L1 to bypass.
+inline void __threadfence() {}
+inline float __ldcg(const float* p) { return *p; }
 using std::fmaxf;
 using std::isfinite;
 using std::isnan;

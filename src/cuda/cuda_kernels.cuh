@@ -1,0 +1,508 @@
+#pragma once
+// The Kernels interface on a CUDA GPU (DESIGN.md §4a). The `standard` policy does what GPU stacks do:
+//  matmul     cuBLAS GemmEx, fp32 accumulation (CUBLAS_COMPUTE_32F; fp32 weights stay IEEE fp32,
+//             no TF32), cuBLAS's own shape-dependent choice of algorithm (split-K included).
+//  attention  FlashAttention-style prefill and length-dependent split-KV decode (cuda_attention.cu).
+//  the rest   element-wise kernels with the CPU's rounding points (cuda_elementwise.cu).
+// The `portable` policy swaps in the kernels that compute the CPU portable kernels' bits
+// (cuda_portable.cu, cuda_portable_attention.cu): matmul, attention, RMSNorm, the activations with
+// the policy's own exp/tanh, and RoPE from the table's libm-free twin. Everything else is shared:
+// the element-wise kernels are single correctly rounded operations (the backend builds with
+// --fmad=false), the same bits as the CPU's.
+// The `invariant` policy runs the portable matmuls and attention too (invariant by construction),
+// except that fp16/bf16 passes run their matmuls on tensor cores in one K-only order
+// (cuda_invariant_gemm.cu) and, with a KV cache of their dtype, every attention row, decode steps
+// included, through the tensor-core flash kernel (cuda_attention_mma_kernel.cuh); its RMSNorm
+// (one block a row, an order fixed by the width), element-wise ops and RoPE table are standard's.
+// Weights are uploaded once, on first use, in the dtype the model holds them in (the compute
+// dtype; quantised matrices as their exact fp32 values, as the CPU computes with them; the fp16/
+// bf16 file bytes an fp32 run keeps on the host, widened to fp32 for that run's cuBLAS GEMMs, and
+// kept narrow for the fixed-order kernels, which widen them in registers as the CPU does). Small
+// per-call data (token ids, positions, per-sequence descriptors) goes through a pinned staging
+// ring (cuda_upload_ring.cuh), so a pass never waits for the GPU until its logits are copied back.
+// Every launch goes through PassGraphs (cuda_pass_graphs.cuh) with the signature of its arguments,
+// so that a pass identical to an earlier one (a decode step) is replayed as a CUDA graph; rounding
+// points and cuBLAS input conversions fold into neighbouring kernels where the bits allow
+// (cuda_fusion.cuh), since a replayed decode step costs about its number of kernel nodes.
+// The class is here so that its parts can live in files of their own: the rotations and cache
+// writes in cuda_kernels_rope_kv.cu, make_kernels in cuda_kernels.cu.
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/cuda_attention_plan.h"
+#include "cuda/cuda_common.cuh"
+#include "cuda/cuda_device_weights.cuh"
+#include "cuda/cuda_fusion.cuh"
+#include "cuda/cuda_gemm_launches.cuh"
+#include "cuda/cuda_nonfinite_hits.cuh"
+#include "cuda/cuda_op_timer.cuh"
+#include "cuda/cuda_ops.h"
+#include "cuda/cuda_pass_graphs.cuh"
+#include "cuda/cuda_rope_table.cuh"
+#include "cuda/cuda_runtime_api.h"
+#include "cuda/cuda_upload_ring.cuh"
+
+namespace kvp::cuda {
+
+class CudaKernels final : public Kernels {
+ public:
+  explicit CudaKernels(KernelPolicy policy)
+      : policy_(policy),
+        fusion_([this](uint64_t sig, std::function<void()> f) { graphs_.submit(sig, std::move(f)); },
+                &launch_round_checks),
+        gemms_(policy, graphs_),
+        graphs_(stream()) {
+    graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
+    fusion_.set_one_by_one(op_timing_on() || !launch_fusion_on());    // timed operations launch one by one
+    if (policy_ == KernelPolicy::Invariant) invariant_gemm_kernel();  // a bad $KVPARITY_CUDA_GEMM, now
+  }
+  ~CudaKernels() override { cudaStreamSynchronize(stream()); }
+
+  KernelPolicy policy() const override { return policy_; }
+  Device device() const override { return Device::Cuda; }
+
+  void matmul(const float* x, int M, const TensorView& W, DType act, float* y) override {
+    OpSpan span("matmul");
+    const int N = int(W.rows()), K = int(W.cols());
+    // The 16-bit input first: the launch still to come that rounds x may write it. fp16/bf16
+    // weights of an fp32 pass (kept narrow on the host, where the fixed-order kernels widen them in
+    // registers, as the CPU does): an fp32 copy for cuBLAS, since x holds fp32 values that a narrow
+    // GEMM input would round. Tensor cores (invariant) where x and W share a 16-bit dtype.
+    const Weight* wc = nullptr;
+    const void* xa = x;
+    bool tensor_cores = false;
+    if (M > 0 && N > 0 && K > 0) {
+      wc = &(act == DType::F32 && !fixed_order() ? weights_.f32(W) : weights_.get(W));
+      tensor_cores = on_tensor_cores(act, wc->store);
+      if (fixed_order() ? tensor_cores : wc->store != kF32) xa = converted(x, size_t(M) * K, wc->store);
+    }
+    if (M <= 0 || N <= 0) return release_held();
+    gemm_waits(x, size_t(M) * std::max(K, 0), y, size_t(M) * N);
+    if (K == 0) {
+      const size_t bytes = size_t(M) * N * sizeof(float);
+      graphs_.submit(signature(kMemset, y, bytes), [=] { KVP_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, stream())); });
+      return;
+    }
+    gemms_.gemm(x, xa, M, wc->p, wc->store, K, N, y, tensor_cores);
+  }
+
+  // One launch for the group where a kernel can store the outputs apart: the invariant tensor-core
+  // GEMM (any M; the same bits as the members alone), cuBLAS for a single row (the members' rows
+  // adjacent: one row of the product). Elsewhere one matmul each, from the same device copies.
+  void matmul_group(const float* x, int M, const MatmulOut* outs, int n, DType act) override {
+    const TensorView* Ws[3] = {};
+    int N = 0;
+    bool adjacent = n >= 2 && n <= 3 && M > 0 && group_launches_on();
+    for (int i = 0; adjacent && i < n; ++i) {
+      Ws[i] = outs[i].W;
+      adjacent = Ws[i]->rows() > 0 && (i == 0 || outs[i].y == outs[i - 1].y + size_t(M) * Ws[i - 1]->rows());
+      N += int(Ws[i]->rows());
+    }
+    const int K = adjacent ? int(Ws[0]->cols()) : 0;
+    const int store = adjacent ? store_of(Ws[0]->dtype) : kF32;
+    // The weights go up as one block on first use whatever M is (a prompt's pass comes first);
+    // cuBLAS then takes the group as one launch at M = 1 only.
+    const bool groupable =
+        K > 0 && (on_tensor_cores(act, store) || (!fixed_order() && (act != DType::F32 || store == kF32)));
+    const void* wg = groupable ? weights_.group(Ws, n) : nullptr;
+    if (wg == nullptr || (!fixed_order() && M != 1)) {
+      for (int i = 0; i < n; ++i) matmul(x, M, *outs[i].W, act, outs[i].y);
+      return;
+    }
+    OpSpan span("matmul");
+    const void* xa = store != kF32 ? converted(x, size_t(M) * K, store) : x;
+    gemm_waits(x, size_t(M) * K, outs[0].y, size_t(M) * N);
+    GemmOut y(outs[0].y);
+    if (fixed_order()) {
+      y.end0 = int(Ws[0]->rows());
+      y.y1 = outs[1].y;
+      if (n == 3) y.end1 = y.end0 + int(Ws[1]->rows()), y.y2 = outs[2].y;
+    }
+    gemms_.gemm(x, xa, M, wg, store, K, N, y, on_tensor_cores(act, store));
+  }
+
+  void attention(const AttentionParams& p) override { attention_batch(&p, 1); }
+
+  void attention_batch(const AttentionParams* p, int n) override {
+    OpSpan span("attention");
+    fusion_.flush();
+    if (n <= 0) return;
+    const AttentionParams& a = p[0];
+    if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 || a.head_dim <= 0)
+      fail_input("attention: " + std::to_string(a.n_heads) + " query heads cannot share " +
+                 std::to_string(a.n_kv_heads) + " KV heads (head_dim " + std::to_string(a.head_dim) + ")");
+    if (a.head_dim > 256)
+      fail_input("attention on CUDA: head_dim " + std::to_string(a.head_dim) + " is above the supported 256");
+    AttnShape s{a.n_heads, a.n_kv_heads,     a.head_dim,      a.score_divisor, a.score_scale,
+                a.softcap, a.sliding_window, store_of(a.act), kv_store(a.kv)};
+    for (int i = 0; i < n; ++i) wrote(p[i].out, size_t(p[i].n_rows) * p[i].n_heads * p[i].head_dim);
+    if (fixed_order()) {  // every row in an order that depends on its own keys alone
+      // invariant: the tensor-core flash kernel where it applies, its keys in chunks merged in
+      // order, and decode steps by chunk in blocks of their own, then merged the same way (the
+      // same bits: cuda_attention_mma_kernel.cuh); else (and portable) the portable kernel.
+      const bool tc = policy_ == KernelPolicy::Invariant && attention_mma_applies(s);
+      const AttentionPlan plan = plan_fixed_order_attention(p, n, tc);
+      // Never the portable kernel for some rows of a tensor-core call: the bits would part.
+      if (tc && plan.max_rows > attention_mma_max_rows())
+        fail_input("attention: " + std::to_string(plan.max_rows) +
+                   " rows in one slice, past the tensor-core kernel's " + std::to_string(attention_mma_max_rows()));
+      if (!plan.rows.empty()) {
+        const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
+        const int nr = int(plan.rows.size()), max_rows = plan.max_rows;
+        graphs_.submit(signature(kPrefill, descs, nr, max_rows, s, tc), [=] {
+          if (!tc || !launch_attention_prefill_mma(descs, nr, max_rows, s, true))
+            launch_portable_attention(descs, nr, max_rows, s);
+        });
+      }
+      if (!plan.steps.empty()) {
+        const int slots = attention_split_slots(plan.max_pos);
+        if (slots > 65535)
+          fail_input("attention: position " + std::to_string(plan.max_pos) + " is past what a decode grid holds");
+        float* parts = part_mem(plan.steps.size(), a, slots);
+        unsigned* counts = count_mem(plan.steps.size(), a.n_heads);
+        const AttnDesc* descs = upload(kAttnDecodeDescs, plan.steps.data(), plan.steps.size());
+        const int nd = int(plan.steps.size());
+        submit_decode(signature(kDecode, descs, nd, slots, s, parts, counts), plan, s, [=](const AttnStore& st) {
+          launch_attention_split_decode_mma(descs, nd, s, parts, slots, counts, st);
+        });
+      }
+      return;
+    }
+    const AttentionPlan plan = plan_standard_attention(p, n, sm_count());
+    if (!plan.rows.empty()) {
+      const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
+      const int np = int(plan.rows.size()), max_rows = plan.max_rows;
+      graphs_.submit(signature(kPrefill, descs, np, max_rows, s),
+                     [=] { launch_attention_prefill(descs, np, max_rows, s); });
+    }
+    if (!plan.steps.empty()) {
+      const int splits = plan.splits;
+      float* parts = part_mem(plan.steps.size(), a, splits);
+      unsigned* counts = count_mem(plan.steps.size(), a.n_heads);
+      const AttnDesc* descs = upload(kAttnDecodeDescs, plan.steps.data(), plan.steps.size());
+      const int nd = int(plan.steps.size());
+      submit_decode(signature(kDecode, descs, nd, splits, s, parts, counts), plan, s,
+                    [=](const AttnStore& st) { launch_attention_decode(descs, nd, splits, s, parts, counts, st); });
+    }
+  }
+
+  void rmsnorm(const float* x, int M, int dim, const float* w, float eps, DType act, float* y) override {
+    norm(x, M, dim, w, eps, act, false, y);
+  }
+  void rmsnorm_fp32_gain(const float* x, int M, int dim, const float* g, float eps, DType act, float* y) override {
+    norm(x, M, dim, g, eps, act, true, y);
+  }
+
+  void embed(const TensorView& table, const int* tokens, int M, float* x) override {
+    OpSpan span("embed");
+    fusion_.flush();
+    const Weight& w = weights_.get(table);
+    const void* tp = w.p;
+    const int store = w.store, dim = int(table.cols());
+    wrote(x, size_t(M) * dim);
+    const int* ids = upload(kTokenIds, tokens, size_t(M));
+    graphs_.submit(signature(kEmbed, tp, store, ids, M, dim, x), [=] { launch_embed(tp, store, ids, M, dim, x); });
+  }
+
+  void add_bias(float* y, int M, const TensorView& b) override {
+    OpSpan span("add_bias");
+    release_held();
+    const Weight& w = weights_.get(b);
+    if (w.store != kF32) fail_input("bias '" + b.name + "' is not stored as fp32");
+    const auto* bp = static_cast<const float*>(w.p);
+    const int N = int(b.numel());
+    fusion_.settle(y, size_t(M) * N);
+    wrote(y, size_t(M) * N);
+    graphs_.submit(signature(kBias, y, M, N, bp), [=] { launch_add_bias(y, M, N, bp); });
+  }
+
+  void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
+            RopePairs pairs) override;
+
+  void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, false); }
+  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, true); }
+  void softcap(float* x, size_t n, float cap, DType act) override {
+    OpSpan span("softcap");
+    fusion_.flush();
+    const int a = store_of(act);
+    wrote(x, n);
+    const bool pt = portable();
+    if (n)
+      graphs_.submit(signature(kSoftcap, x, n, cap, a),
+                     [=] { pt ? launch_portable_softcap(x, n, cap, a) : launch_softcap(x, n, cap, a); });
+  }
+  void scale(float* x, size_t n, float s, DType act) override {
+    OpSpan span("scale");
+    fusion_.flush();
+    const int a = store_of(act);
+    const float sr = round_to(act, s);
+    wrote(x, n);
+    if (n) graphs_.submit(signature(kScale, x, n, sr, a), [=] { launch_scale(x, n, sr, a); });
+  }
+  void add(float* x, const float* y, size_t n, DType act) override {
+    OpSpan span("add");
+    release_held();
+    const int a = store_of(act);
+    // y's pending rounding point (the projection's): rounded as the kernel reads it, unless y
+    // overlaps x otherwise than exactly.
+    const bool apart = !overlap(x, n, y, n) || x == y;
+    const InRound in = apart ? fusion_.take(y, n, a) : InRound{};
+    fusion_.settle(x, n);
+    fusion_.settle(y, n);
+    wrote(x, n);
+    auto* yw = const_cast<float*>(y);  // written back only by its pending round: an activation buffer
+    add_held_ = AddHeld{x, yw, n, a, in};
+    if (n)
+      fusion_.hold(
+          x, n, a, mix_in(signature(kAdd, x, y, n, a), in),
+          [=](NonFiniteSlot c, OutCopy) { launch_add(x, yw, n, a, c, in); }, false, kAddHeld);
+  }
+  void copy(float* dst, const float* src, size_t n) override {
+    OpSpan span("copy");
+    fusion_.flush();
+    wrote(dst, n);
+    if (n)
+      graphs_.submit(signature(kCopy, dst, src, n), [=] {
+        KVP_CUDA_CHECK(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream()));
+      });
+  }
+
+  void kv_write(const KvWrite* w, int n) override;
+
+  long round_check(DType t, float* x, size_t n, int slot) override {
+    OpSpan span("round_check");
+    if (n == 0) return -1;
+    if (!hits_.holds(slot)) {
+      fusion_.flush();  // launches still to come name the hits buffer that grows
+      end_collecting(true);
+      hits_.grow(slot);
+    }
+    const NonFiniteSlot chk = hits_.at(slot);
+    const int a = store_of(t);
+    wrote(x, n);
+    // The held operation already rounds its output to `a`: it becomes this rounding point.
+    if (fusion_.fuse_check(x, n, a, chk)) return -1;
+    release_held();
+    fusion_.settle(x, n);
+    fusion_.defer_round(x, n, a, chk);
+    return -1;
+  }
+
+  std::vector<NonFiniteHit> pending_nonfinite() override {
+    fusion_.flush();
+    end_collecting(false);
+    pass_open_ = false;
+    return hits_.read();
+  }
+
+  void begin_pass() override {
+    fusion_.flush();
+    // A pass that ended early (an error thrown mid-pass) leaves its kernels' reports behind; they
+    // must not be read as this pass's, under its slot names.
+    // (Its launches still collected are dropped with the collection, below.)
+    if (pass_open_) hits_.read();
+    pass_open_ = true;
+    ring_.begin_pass();
+    graphs_.begin_pass();
+  }
+
+  void to_host(void* host_dst, const void* src, size_t bytes) override {
+    fusion_.flush();
+    end_collecting(false);
+    KVP_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
+    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    ring_.consumed();
+  }
+  void to_device(void* dst, const void* host_src, size_t bytes) override {
+    fusion_.flush();
+    wrote(dst, bytes / sizeof(float));
+    end_collecting(false);
+    KVP_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream()));
+    KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  }
+
+ private:
+  // The decode launches' partial states: (m, l, o) for `width` slots of each step's heads (the
+  // standard split kernel's splits, invariant's chunks).
+  float* part_mem(size_t steps, const AttentionParams& a, int width) {
+    const size_t floats = steps * size_t(a.n_heads) * width * (a.head_dim + 2);
+    return static_cast<float*>(grow(parts_, floats * sizeof(float)));
+  }
+  // Their counts (cuda_ops.h): a zero a (step, head), which every launch leaves as it found it.
+  unsigned* count_mem(size_t steps, int n_heads) {
+    const size_t bytes = steps * size_t(n_heads) * sizeof(unsigned);
+    if (bytes > counts_.bytes) {
+      grow(counts_, bytes);
+      KVP_CUDA_CHECK(cudaMemsetAsync(counts_.p, 0, counts_.bytes, stream()));
+    }
+    return static_cast<unsigned*>(counts_.p);
+  }
+  // A decode launch, held as the operation that rounds the attention output when its rows are that
+  // whole output: the output's rounding point and o_proj's 16-bit copy ride in it (Fusion::hold).
+  void submit_decode(uint64_t sig, const AttentionPlan& plan, const AttnShape& s,
+                     std::function<void(const AttnStore&)> launch) {
+    const float* base = decode_output_block(plan, size_t(s.n_heads) * s.head_dim);
+    if (base == nullptr) return graphs_.submit(sig, [launch] { launch(AttnStore{}); });
+    const int act = s.act;
+    fusion_.hold(
+        base, plan.steps.size() * s.n_heads * s.head_dim, act, sig,
+        [launch, act, base](NonFiniteSlot c, OutCopy copy) {
+          launch(AttnStore{c.hits != nullptr ? act : -1, c, copy, base});
+        },
+        true);
+  }
+  // A buffer of at least n bytes. Growing frees the old one, which launches collected but not yet
+  // run may name: they run first.
+  void* grow(Block& b, size_t n) {
+    if (n > b.bytes) {
+      end_collecting(true);
+      if (&b == &xconv_) conv_ = Converted{};
+    }
+    return b.ensure(n);
+  }
+
+  void norm(const float* x, int M, int dim, const float* w, float eps, DType act, bool fp32_gain, float* y) {
+    OpSpan span("rmsnorm");
+    // invariant: the standard kernel (one block a row, its order fixed by dim) and its fusions.
+    const bool pt = portable();
+    const size_t n = size_t(std::max(M, 0)) * dim;
+    // The held residual add whose output this normalises, its check attached: one kernel.
+    AddIn add{};
+    if (!pt && add_held_.joins(x, n, y) && fusion_.take_checked(kAddHeld, &add.chk))
+      add = AddIn{add_held_.y, add_held_.act, add.chk, add_held_.in};
+    fusion_.flush();
+    if (M <= 0) return;
+    const float* g = weights_.gains(w, dim);
+    const int a = store_of(act);
+    wrote(y, n);
+    const uint64_t sig =
+        PassGraphs::mix(signature(kNorm, x, M, dim, g, eps, a, fp32_gain, y),
+                        mix_in(signature(kAdd, add.y, add.act, add.chk.hits, add.chk.slot, add.chk.any), add.y_in));
+    fusion_.hold(
+        y, n, a, sig,
+        [=](NonFiniteSlot c, OutCopy cp) {
+          pt ? launch_portable_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c)
+             : launch_rmsnorm(x, M, dim, g, eps, a, fp32_gain, y, c, cp, add);
+        },
+        !pt);
+  }
+
+  // x (n values of the compute dtype in fp32 storage) in the 16-bit storage type `store`: an exact
+  // conversion. q/k/v (and gate/up) read one input: converted once while nothing writes it. Written
+  // by the launch still to come that rounds x, if there is one.
+  const void* converted(const float* x, size_t n, int store) {
+    if (conv_.x != x || conv_.n != n || conv_.store != store) {
+      void* xs = grow(xconv_, n * 2);
+      if (!fusion_.fuse_copy(x, n, store, xs)) {
+        release_held();
+        fusion_.settle(x, n);
+        graphs_.submit(signature(kConvert, x, n, xs, store), [=] { launch_to_storage(x, n, xs, store); });
+      }
+      conv_ = Converted{x, n, store};
+    }
+    return xconv_.p;
+  }
+
+  void gated(float* gate, const float* up, size_t n, DType act, bool gelu) {
+    OpSpan span("gated_act");
+    release_held();
+    const int a = store_of(act);
+    const bool pt = portable();
+    // gate's and up's pending rounding points (the projections'): rounded as the kernel reads them.
+    InRound gin, uin;
+    if (!pt && !overlap(gate, n, up, n)) {
+      gin = fusion_.take(gate, n, a);
+      uin = fusion_.take(up, n, a);
+    }
+    fusion_.settle(gate, n);
+    fusion_.settle(up, n);
+    wrote(gate, n);
+    auto* uw = const_cast<float*>(up);  // written back only by its pending round: an activation buffer
+    if (n)
+      fusion_.hold(
+          gate, n, a, mix_in(mix_in(signature(kGated, gate, up, n, a, gelu), gin), uin),
+          [=](NonFiniteSlot c, OutCopy cp) {
+            pt ? launch_portable_gated(gate, up, n, a, gelu, c) : launch_gated(gate, uw, n, a, gelu, c, gin, uin, cp);
+          },
+          !pt);
+  }
+
+  void release_held() { fusion_.release(); }
+
+  // What a GEMM reading nx floats at x and writing ny at y is queued after: the held launch, x's
+  // and y's pending rounding points; y's 16-bit copy is stale from here.
+  void gemm_waits(const float* x, size_t nx, float* y, size_t ny) {
+    release_held();
+    fusion_.settle(x, nx);
+    fusion_.settle(y, ny);
+    wrote(y, ny);
+  }
+
+  bool on_tensor_cores(DType act, int store) const {
+    return policy_ == KernelPolicy::Invariant && act != DType::F32 && store == store_of(act);
+  }
+
+  static uint64_t mix_in(uint64_t sig, const InRound& in) {
+    if (in.act < 0) return sig;
+    return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any));
+  }
+
+  // The rotations of q and k and the cache writes (cuda_kernels_rope_kv.cu).
+  bool takes_rope(const std::vector<KvWriteDesc>& d, int heads, int hd);
+  void launch_kv(const KvHeld& k, InRound in, const float* base, int first);
+  void launch_rope_kv(const KvHeld& k, const KvWriteDesc* descs, InRound in, const float* base, int first);
+
+  // The fp16/bf16 copy of a matmul input in xconv_, valid until something writes the input.
+  struct Converted {
+    const float* x = nullptr;
+    size_t n = 0;
+    int store = -1;
+  };
+  void wrote(const void* p, size_t n_floats) {
+    const auto* b = static_cast<const char*>(p);
+    const auto* c = reinterpret_cast<const char*>(conv_.x);
+    if (conv_.x != nullptr && b < c + conv_.n * sizeof(float) && c < b + n_floats * sizeof(float)) conv_ = Converted{};
+  }
+
+  static int kv_store(const KvType& kv) {
+    if (!kv.is_dtype())
+      fail_input("--kv-dtype " + kv.name() +
+                 ": quantised KV caches are not available on CUDA yet (use fp32, fp16 or bf16, or --device cpu)");
+    return store_of(kv.dtype());
+  }
+
+  void end_collecting(bool flush) { ring_.end_collecting(flush); }
+  template <typename T>
+  const T* upload(UploadRing::Kind kind, const T* host, size_t n) {
+    return ring_.upload(kind, host, n);
+  }
+  static constexpr auto kTokenIds = UploadRing::kTokenIds, kPositions = UploadRing::kPositions,
+                        kKvDescs = UploadRing::kKvDescs, kAttnPrefillDescs = UploadRing::kAttnPrefillDescs,
+                        kAttnDecodeDescs = UploadRing::kAttnDecodeDescs;
+
+  bool portable() const { return policy_ == KernelPolicy::Portable; }
+  bool fixed_order() const { return policy_ == KernelPolicy::Portable || policy_ == KernelPolicy::Invariant; }
+
+  KernelPolicy policy_;
+  Fusion fusion_;
+  GemmLaunches gemms_;
+  DeviceWeights weights_;
+  Block xconv_, parts_, counts_;
+  DeviceRopeTable rope_table_;
+  KvHeld kv_held_;
+  RopeHeld rope_held_;
+  RopeJob rope_q_{};
+  AddHeld add_held_;
+  Converted conv_;
+  NonFiniteHits hits_;
+  bool pass_open_ = false;  // begin_pass seen, pending_nonfinite not yet
+  // (Binds the reference only.) A held launch (q's rotation, K's cache write) reads an earlier
+  // upload, which a restart rewrites: it is queued first.
+  UploadRing ring_{graphs_, [this] { release_held(); }};
+  PassGraphs graphs_;  // last: destroyed first, while the stream and buffers are still there
+};
+
+}  // namespace kvp::cuda
