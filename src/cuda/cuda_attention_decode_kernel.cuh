@@ -11,7 +11,7 @@
 // kernel, one graph node fewer a layer. It also stores the row as the attention output's rounding
 // point leaves it, when the caller hands that over (AttnStore): one more node fewer.
 // In a header so that the CPU suite runs the same source on the host (simt_host.h,
-// tests/test_cuda_attention_on_cpu.cpp); cuda_attention.cu launches it.
+// tests/test_cuda_kernels_on_cpu.cpp); cuda_attention.cu launches it.
 #include <cmath>
 
 #include "cuda/cuda_attention_score.cuh"
@@ -164,10 +164,13 @@ __global__ void decode_kernel(const AttnDesc* descs, AttnShape s, float* parts, 
   if (lane == 0) {
     unsigned* count = counts + size_t(blockIdx.y) * s.n_heads + h;
     last = atomicAdd(count, 1u) == unsigned(d.n_splits - 1);
-    if (last) *count = 0;  // every split of the row has counted: ready for the next launch
+    if (last) {
+      *count = 0;       // every split of the row has counted: ready for the next launch
+      __threadfence();  // the count seen before the states are read, for the whole warp (below)
+    }
   }
   if (__shfl_sync(0xffffffffu, last, 0)) {
-    __threadfence();
+    __syncwarp();
     merge_splits(d, s, parts, h, st);
   }
 }

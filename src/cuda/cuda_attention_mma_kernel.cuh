@@ -387,10 +387,13 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
       const int chunks = d.start_pos / kChunkKeys - window_start(s, d.start_pos) / kChunkKeys + 1;
       unsigned* count = so.counts + size_t(blockIdx.z) * s.n_heads + h;
       last = atomicAdd(count, 1u) == unsigned(chunks - 1);
-      if (last) *count = 0;  // every block of the row has counted: ready for the next launch
+      if (last) {
+        *count = 0;       // every block of the row has counted: ready for the next launch
+        __threadfence();  // the count seen before the states are read, for the whole warp (below)
+      }
     }
     if (__shfl_sync(0xffffffffu, last, 0)) {
-      __threadfence();
+      __syncwarp();
       combine_chunks<HD>(d, s, so, h);
     }
   } else {

@@ -42,13 +42,20 @@ __device__ __forceinline__ float read_rounded(const InRound& in, float* p, size_
   return v;
 }
 
-// The slice of kv.descs[0, n) whose rows hold the row at r (rows `width` floats wide); -1: none.
+// The slice of kv.descs[0, n) whose rows hold the row at r (rows `width` floats wide; the slices'
+// rows in increasing order): a binary search, since a batch may have hundreds; -1: none.
 __device__ __forceinline__ int kv_slice_of(const RopeKv& kv, const float* r, size_t width) {
-  for (int s = 0; s < kv.n; ++s) {
-    const KvWriteDesc& d = kv.descs[s];
-    if (r >= d.rows && r < d.rows + size_t(d.n_rows) * width) return s;
+  if (kv.n <= 0) return -1;
+  int lo = 0, hi = kv.n - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (kv.descs[mid].rows <= r)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
-  return -1;
+  const KvWriteDesc& d = kv.descs[lo];
+  return r >= d.rows && r < d.rows + size_t(d.n_rows) * width ? lo : -1;
 }
 
 // V's cache write in a rotation launch (RopeKv): row m, head h of the V rows, laid out as the K rows

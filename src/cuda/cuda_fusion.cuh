@@ -72,6 +72,7 @@ struct KvHeld {
   bool with_rope = false;
   RopeJob rope_q{};
   RopeHeld rope{};
+  std::vector<int> rope_pos;  // the rotation's positions on the host: uploaded again at its launch
   // Whether V's slices v can ride in the rotation launch: slice s's rows as many as K's slice s's.
   bool takes_v(const std::vector<KvWriteDesc>& v) const {
     if (v.size() != d.size()) return false;

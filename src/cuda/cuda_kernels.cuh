@@ -331,7 +331,8 @@ class CudaKernels final : public Kernels {
     const size_t floats = steps * size_t(a.n_heads) * width * (a.head_dim + 2);
     return static_cast<float*>(grow(parts_, floats * sizeof(float)));
   }
-  // Their counts (cuda_ops.h): a zero a (step, head), which every launch leaves as it found it.
+  // Their counts (cuda_ops.h): a zero a (step, head), which every launch leaves as it found it (a
+  // launch stops halfway only on a device fault, after which the context is lost anyway).
   unsigned* count_mem(size_t steps, int n_heads) {
     const size_t bytes = steps * size_t(n_heads) * sizeof(unsigned);
     if (bytes > counts_.bytes) {
@@ -346,6 +347,7 @@ class CudaKernels final : public Kernels {
                      std::function<void(const AttnStore&)> launch) {
     const float* base = decode_output_block(plan, size_t(s.n_heads) * s.head_dim);
     if (base == nullptr) return graphs_.submit(sig, [launch] { launch(AttnStore{}); });
+    sig = PassGraphs::mix(sig, uint64_t(reinterpret_cast<uintptr_t>(base)));
     const int act = s.act;
     fusion_.hold(
         base, plan.steps.size() * s.n_heads * s.head_dim, act, sig,
@@ -453,7 +455,7 @@ class CudaKernels final : public Kernels {
   // The rotations of q and k and the cache writes (cuda_kernels_rope_kv.cu).
   bool takes_rope(const std::vector<KvWriteDesc>& d, int heads, int hd);
   void launch_kv(const KvHeld& k, InRound in, const float* base, int first);
-  void launch_rope_kv(const KvHeld& k, const KvWriteDesc* descs, InRound in, const float* base, int first);
+  void launch_rope_kv(const KvHeld& k, InRound in, const float* base, int first);
 
   // The fp16/bf16 copy of a matmul input in xconv_, valid until something writes the input.
   struct Converted {
@@ -495,6 +497,7 @@ class CudaKernels final : public Kernels {
   KvHeld kv_held_;
   RopeHeld rope_held_;
   RopeJob rope_q_{};
+  std::vector<int> rope_pos_;  // the positions of the last rotation, on the host
   AddHeld add_held_;
   Converted conv_;
   NonFiniteHits hits_;

@@ -22,6 +22,7 @@ void CudaKernels::rope(float* x, int M, int n_heads, const int* row_pos, const R
   const bool adjacent = pairs == RopePairs::AdjacentPairs;
   const float* sn = cs + size_t(t.max_positions()) * half;
   const int* pos = upload(kPositions, row_pos, size_t(M));
+  rope_pos_.assign(row_pos, row_pos + M);
   const size_t n = size_t(M) * n_heads * hd;
   // The held rotation of q, its check attached, joins this one (k's: the same rows, positions
   // and table; another buffer), one launch for both.
@@ -74,7 +75,7 @@ void CudaKernels::kv_write(const KvWrite* w, int n) {
     for (const KvWriteDesc& x : d)
       joins = joins && !overlap(h.rows, size_t(h.n_rows) * width, x.rows, size_t(x.n_rows) * width);
   if (!joins && takes_rope(d, heads, hd)) {  // K's rows, just rotated: written by that launch
-    kv_held_ = KvHeld{std::move(d), max_rows, heads, hd, store, true, rope_q_, rope_held_};
+    kv_held_ = KvHeld{std::move(d), max_rows, heads, hd, store, true, rope_q_, rope_held_, rope_pos_};
     return fusion_.hold_other(kKvHeld, [this] { launch_kv(kv_held_, InRound{}, nullptr, 0); });
   }
   if (joins) {
@@ -108,35 +109,43 @@ void CudaKernels::kv_write(const KvWrite* w, int n) {
 }
 
 // Whether the cache write of K's slices d takes over the held rotation of q and k (its check
-// attached, then taken): d's rows are k's rows, all of them, and nothing is pending on them.
+// attached, then taken): d's rows are k's rows, all of them, slice after slice (rope_kernel looks a
+// row's slice up by a binary search), and nothing is pending on them.
 bool CudaKernels::takes_rope(const std::vector<KvWriteDesc>& d, int heads, int hd) {
   const RopeHeld& r = rope_held_;
   if (r.job.n_heads != heads || r.hd != hd || hd % 2 != 0) return false;
   const size_t width = size_t(heads) * hd;
   size_t rows = 0;
-  for (const KvWriteDesc& x : d) rows += size_t(x.n_rows);
-  for (const KvWriteDesc& x : d)
-    if (x.rows < r.job.x || x.rows + size_t(x.n_rows) * width > r.job.x + rows * width) return false;
+  for (const KvWriteDesc& x : d) {
+    if (x.rows != r.job.x + rows * width) return false;
+    rows += size_t(x.n_rows);
+  }
   if (rows != size_t(r.M) || fusion_.pending_over(r.job.x, rows * width)) return false;
-  for (size_t a = 0; a < d.size(); ++a)  // the slices cover the rows once each
-    for (size_t b = a + 1; b < d.size(); ++b)
-      if (overlap(d[a].rows, size_t(d[a].n_rows) * width, d[b].rows, size_t(d[b].n_rows) * width)) return false;
   return fusion_.take_checked(kRopePairHeld, &rope_held_.job.chk);
 }
 
 // Slices [first, ...) read their rows through `in` (rows of the buffer at base).
 void CudaKernels::launch_kv(const KvHeld& k, InRound in, const float* base, int first) {
+  if (k.with_rope) return launch_rope_kv(k, in, base, first);
   const KvWriteDesc* descs = upload(kKvDescs, k.d.data(), k.d.size());
   const int nd = int(k.d.size()), max_rows = k.max_rows, heads = k.heads, hd = k.hd, store = k.store;
-  if (k.with_rope) return launch_rope_kv(k, descs, in, base, first);
   graphs_.submit(mix_in(signature(kKvWrite, descs, nd, max_rows, heads, hd, store, base, first), in),
                  [=] { launch_kv_write(descs, nd, max_rows, heads, hd, store, in, base, first); });
 }
 
 // The held rotation of q and k with the cache write of K's slices and, from `first` on (0: none),
 // V's, read through `in` (rows of the buffer at base): one launch.
-void CudaKernels::launch_rope_kv(const KvHeld& k, const KvWriteDesc* descs, InRound in, const float* base, int first) {
-  const RopeHeld& r = k.rope;
+void CudaKernels::launch_rope_kv(const KvHeld& k, InRound in, const float* base, int first) {
+  RopeHeld r = k.rope;
+  // The rotation was taken out of Fusion, so a ring restart by the descriptors' upload would not
+  // launch it first: its positions are uploaded again (the earlier copy, unless the ring started
+  // over), both until neither upload started it over.
+  const KvWriteDesc* descs = nullptr;
+  for (size_t restarts = ~size_t(0); restarts != ring_.restarts();) {
+    restarts = ring_.restarts();
+    descs = upload(kKvDescs, k.d.data(), k.d.size());
+    r.pos = upload(kPositions, k.rope_pos.data(), k.rope_pos.size());
+  }
   const bool with_v = first > 0;
   const RopeKv kv{descs, with_v ? first : int(k.d.size()), k.store, with_v, in, base};
   const std::array<RopeJob, 2> jobs{k.rope_q, r.job};

@@ -65,7 +65,8 @@ struct RopeJob {
 // The cache writes a rotation launch can do too (one graph node fewer a layer): the rotated rows
 // of the last job (K) into the caches of descs[0, n) as they are stored, and, if with_v, the rows
 // of descs[n, 2n) (V: slice s's rows written as slice s's K rows) read through v_in (their pending
-// rounding point, of the buffer at v_base). Slice s holds the K rows at descs[s].rows; n == 0: none.
+// rounding point, of the buffer at v_base). Slice s holds the K rows at descs[s].rows, the slices
+// in increasing order of rows; n == 0: none.
 struct KvWriteDesc;
 struct RopeKv {
   const KvWriteDesc* descs = nullptr;

@@ -33,6 +33,9 @@ class UploadRing {
   UploadRing(const UploadRing&) = delete;
   UploadRing& operator=(const UploadRing&) = delete;
 
+  // How many times the ring has started over mid-pass: uploads made before a restart are gone.
+  size_t restarts() const { return restarts_; }
+
   // A new pass: the ring restarts (after the uploads of a pass that never waited have landed).
   void begin_pass() {
     if (off_ != 0) {
@@ -77,6 +80,7 @@ class UploadRing {
       end_collecting(true);  // collected launches read the ring as it is now
       KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
       consumed();
+      ++restarts_;
       if (bytes > bytes_) {
         const size_t cap = std::max(bytes, size_t(4) << 20);
         if (host_ != nullptr) cudaFreeHost(host_);
@@ -119,6 +123,7 @@ class UploadRing {
   size_t bytes_ = 0, off_ = 0;
   std::vector<Staged> uploads_;  // since the ring restarted
   size_t staged_end_ = 0;        // ring bytes [0, staged_end_) not yet copied (collecting)
+  size_t restarts_ = 0;
 };
 
 }  // namespace kvp::cuda
