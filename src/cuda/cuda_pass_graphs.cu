@@ -63,6 +63,12 @@ bool launch_fusion_on() { return g_fusion_on; }
 void set_group_launches(bool on) { g_group_on = on; }
 bool group_launches_on() { return g_group_on; }
 
+namespace {
+std::atomic<size_t> g_ring_bytes{0};
+}  // namespace
+void set_upload_ring_bytes(size_t bytes) { g_ring_bytes = bytes; }
+size_t upload_ring_bytes() { return g_ring_bytes == 0 ? size_t(4) << 20 : g_ring_bytes.load(); }
+
 PassGraphs::~PassGraphs() {
   for (auto& [h, e] : graphs_)
     if (e.exec != nullptr) cudaGraphExecDestroy(e.exec);

@@ -63,6 +63,11 @@ bool launch_fusion_on();
 // under `standard` cuBLAS picks its algorithm for the wider shape. Read at every group.
 void set_group_launches(bool on);
 bool group_launches_on();
+// The room of the pinned ring that a pass's small uploads go through (cuda_upload_ring.cuh), for
+// kernels made from now on: 0, the default 4 MiB. A full ring waits for the GPU and starts over
+// mid-pass, which only large batches of deep models meet; tests make it small to meet it often.
+void set_upload_ring_bytes(size_t bytes);
+size_t upload_ring_bytes();
 
 // Programmatic dependent launch (sm_90 and later): each kernel may be scheduled while the one
 // before it in the stream finishes, and waits for it at its first statement (pdl_entry), so the

@@ -14,6 +14,7 @@
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_device_weights.cuh"
 #include "cuda/cuda_pass_graphs.cuh"
+#include "cuda/cuda_runtime_api.h"
 
 namespace kvp::cuda {
 
@@ -26,7 +27,7 @@ class UploadRing {
   // before_restart runs before the ring starts over: launches held back that read earlier
   // uploads must be queued first, since the restart rewrites those bytes.
   UploadRing(PassGraphs& graphs, std::function<void()> before_restart)
-      : graphs_(graphs), before_restart_(std::move(before_restart)) {}
+      : graphs_(graphs), before_restart_(std::move(before_restart)), room_(upload_ring_bytes()) {}
   ~UploadRing() {
     if (host_ != nullptr) cudaFreeHost(host_);
   }
@@ -82,7 +83,7 @@ class UploadRing {
       consumed();
       ++restarts_;
       if (bytes > bytes_) {
-        const size_t cap = std::max(bytes, size_t(4) << 20);
+        const size_t cap = std::max(bytes, room_);
         if (host_ != nullptr) cudaFreeHost(host_);
         host_ = nullptr;
         KVP_CUDA_CHECK(cudaMallocHost(&host_, cap));
@@ -124,6 +125,7 @@ class UploadRing {
   std::vector<Staged> uploads_;  // since the ring restarted
   size_t staged_end_ = 0;        // ring bytes [0, staged_end_) not yet copied (collecting)
   size_t restarts_ = 0;
+  size_t room_;  // the ring's bytes, unless one upload needs more (set_upload_ring_bytes)
 };
 
 }  // namespace kvp::cuda

@@ -84,6 +84,28 @@ TEST(CudaFusion, FusedPassesAreBitwiseTheOneByOneOnes) {
   }
 }
 
+// A ring that starts over several times a pass (cuda_upload_ring.cuh; large batches of deep models
+// meet it): every launch still reads the uploads it was made with (held launches are queued before
+// a restart; the RoPE launch that took the cache writes over uploads its positions again), so the
+// bits are the default ring's.
+TEST(CudaFusion, UploadRingRestartsMidPassChangeNoBit) {
+  KVP_REQUIRE_GPU();
+  struct SmallRing {
+    SmallRing() { cuda::set_upload_ring_bytes(1024); }
+    ~SmallRing() { cuda::set_upload_ring_bytes(0); }
+  };
+  auto model = tiny("llama", DType::F16);
+  for (KernelPolicy policy : {KernelPolicy::Standard, KernelPolicy::Invariant}) {
+    const auto want = test::batch_logits(model, on_gpu(KvType::of(DType::F16), policy), test::mixed_prompts(), 30);
+    std::vector<std::vector<std::vector<float>>> got;
+    {
+      SmallRing small;
+      got = test::batch_logits(model, on_gpu(KvType::of(DType::F16), policy), test::mixed_prompts(), 30);
+    }
+    EXPECT_EQ(got, want) << policy_name(policy) << ": a 1 KB upload ring changed a logit";
+  }
+}
+
 // Reads (and, where asked, writes back unchanged) the rows at every point right after a matmul,
 // where a rounding point is pending.
 class Reader final : public ForwardHooks {
