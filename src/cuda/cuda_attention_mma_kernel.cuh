@@ -437,37 +437,30 @@ void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const A
 }
 
 // Every row of n slices (Whole or Chunked), or n one-row slices by chunk, merged by the last (Split).
+// True: launched.
 template <int S, int HD, class Launch>
-void launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
+bool launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
                Mode mode, const SplitOut& so) {
+  const dim3 grid = mode == Mode::Split
+                        ? dim3(unsigned(so.slots), unsigned(s.n_heads), unsigned(n))
+                        : dim3(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
   if (mode == Mode::Split)
-    return launch_mode<S, HD, Mode::Split>(launch, dim3(unsigned(so.slots), unsigned(s.n_heads), unsigned(n)), descs, s,
-                                           stages, so);
-  const dim3 grid(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
-  if (mode == Mode::Chunked)
+    launch_mode<S, HD, Mode::Split>(launch, grid, descs, s, stages, so);
+  else if (mode == Mode::Chunked)
     launch_mode<S, HD, Mode::Chunked>(launch, grid, descs, s, stages, so);
   else
     launch_mode<S, HD, Mode::Whole>(launch, grid, descs, s, stages, so);
+  return true;
 }
 
 template <int S, class Launch>
 bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
               Mode mode, const SplitOut& so) {
-  switch (s.head_dim) {
-    case 32:
-      launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode, so);
-      return true;
-    case 64:
-      launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode, so);
-      return true;
-    case 96:
-      launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode, so);
-      return true;
-    case 128:
-      launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode, so);
-      return true;
-    default: return false;
-  }
+  if (s.head_dim == 32) return launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode, so);
+  if (s.head_dim == 64) return launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode, so);
+  if (s.head_dim == 96) return launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode, so);
+  if (s.head_dim == 128) return launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode, so);
+  return false;
 }
 
 constexpr int kMaxRows = 65535 * kRows;  // a slice's rows: grid.x is at most 65535 blocks
