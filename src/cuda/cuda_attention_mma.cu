@@ -8,18 +8,22 @@
 
 namespace kvp::cuda {
 
-// $KVPARITY_CUDA_ATTN_STAGES=1 copies each K/V tile before computing it instead of overlapping the
-// next tile's copies with this one's arithmetic: the same bits, so one binary measures the two.
-static int attention_stages() {
-  static const int stages = [] {
+// One stage copies each K/V tile before computing it; two overlap the next tile's copies with this
+// one's arithmetic. The same bits, so $KVPARITY_CUDA_ATTN_STAGES=1 or 2 picks for every launch and
+// one binary measures both. Unset: two for prefill rows, one for decode steps, whose blocks are
+// many and short: with half the shared memory more of them run at once (an H100, 7B geometry:
+// a batch of 64 steps over 512 keys 645 -> 385 us a layer, one step over 2048 keys 74 -> 52 us,
+// over 512 level; docs/performance.md).
+static int attention_stages(bool decode) {
+  static const int forced = [] {
     const char* e = std::getenv("KVPARITY_CUDA_ATTN_STAGES");
-    return e && std::strcmp(e, "1") == 0 ? 1 : 2;
+    return e == nullptr ? 0 : std::strcmp(e, "1") == 0 ? 1 : 2;
   }();
-  return stages;
+  return forced != 0 ? forced : decode ? 1 : 2;
 }
 
 bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s, bool chunked) {
-  const bool ok = attn_mma::prefill(StreamLaunch{}, descs, n, max_rows, s, attention_stages(), chunked);
+  const bool ok = attn_mma::prefill(StreamLaunch{}, descs, n, max_rows, s, attention_stages(false), chunked);
   if (ok) check(cudaGetLastError(), "attention (prefill, tensor cores)");
   return ok;
 }
@@ -31,7 +35,7 @@ int attention_split_slots(int max_pos) { return attn_mma::split_slots(max_pos); 
 
 bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots,
                                        unsigned* counts, const AttnStore& store) {
-  const bool ok = attn_mma::split_decode(StreamLaunch{}, descs, n, s, parts, slots, counts, store, attention_stages());
+  const bool ok = attn_mma::split_decode(StreamLaunch{}, descs, n, s, parts, slots, counts, store, attention_stages(true));
   if (ok) check(cudaGetLastError(), "attention (decode by chunks, tensor cores)");
   return ok;
 }
