@@ -135,15 +135,17 @@ void register_bench(CLI::App& app) {
                         : std::string())
                 << bench_table(rows);
     if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda))
-      // The switches that change a GPU run's speed (and no bit, but for grouping under `standard`,
-      // where cuBLAS picks its algorithm for the wider shape), so that a figure says what ran.
-      (o->json ? std::cerr : std::cout)
-          << "cuda launches: fusion " << (cuda::launch_fusion_on() ? "on" : "off") << ", grouped projections "
-          << (cuda::group_launches_on() ? "on" : "off") << ", programmatic launch "
-          << (!cuda::programmatic_launch_on()           ? "off"
-              : cuda::programmatic_launch_available() ? "on"
-                                                      : "asked for, unavailable here")
-          << ", invariant GEMM kernel " << cuda::invariant_gemm_kernel() << "\n";
+      // The switches that change a GPU run's speed (and no bit, but for grouping and the decode
+      // split under `standard`: cuBLAS's algorithm for the wider shape, the attention's order), so
+      // that a figure says what ran.
+      (o->json ? std::cerr : std::cout) << "cuda launches: fusion " << (cuda::launch_fusion_on() ? "on" : "off")
+                                        << ", grouped projections " << (cuda::group_launches_on() ? "on" : "off")
+                                        << ", programmatic launch "
+                                        << (!cuda::programmatic_launch_on()         ? "off"
+                                            : cuda::programmatic_launch_available() ? "on"
+                                                                                    : "asked for, unavailable here")
+                                        << ", invariant GEMM kernel " << cuda::invariant_gemm_kernel()
+                                        << ", standard decode splits of " << cuda::decode_split_keys() << "+ keys\n";
     if (o->op_times) (o->json ? std::cerr : std::cout) << op_times_table();
     // What a replayed pass costs the GPU's front end (a decode step's graph, in practice).
     if (const cuda::GraphNodes g = cuda::busiest_pass_graph_nodes(); g.total > 0)

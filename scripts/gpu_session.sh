@@ -7,7 +7,7 @@
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
 #   tests [gtest filter], gemm [benchmark filter], wgmma, attention [benchmark filter], bench11b, bench7b,
-#   fusion7b, group, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k,
+#   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k,
 #   sanitize [gtest filter].
 #   Every name is checked before anything runs.
 # Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
@@ -35,7 +35,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma attention bench11b bench7b fusion7b group pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -234,6 +234,14 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_GROUP "0 1" group11b 150 "decode|graph" --kernels standard,invariant \
         --prompt-tokens 64 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
       ab KVPARITY_CUDA_GROUP "0 1" group7b 200 "decode|graph" --kernels standard,invariant --prompt-tokens 64 \
+        --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
+    split)
+      # standard's decode attention with splits of at least 64 keys (before 2026-11-26) vs 32 (now):
+      # more warps over a short cache; decode at 1.1B and 7B with a 512-token prompt.
+      stage split
+      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_SPLIT_KEYS "64 32" split11b 120 "decode|standard" --kernels standard \
+        --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
+      ab KVPARITY_CUDA_SPLIT_KEYS "64 32" split7b 150 "decode|standard" --kernels standard --prompt-tokens 512 \
         --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
     ring7b)
       # The invariant decode GEMM: shared-memory ring (auto) vs register prefetch, batch 1 and 64,

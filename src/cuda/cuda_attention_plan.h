@@ -28,8 +28,11 @@ inline AttnDesc attention_desc(const AttentionParams& x) {
 
 // `standard`: enough (head, split) warps to give every multiprocessor a few, however many
 // sequences. The launch is always shaped for `splits` (warps beyond a slice's splits return at
-// once), so that consecutive decode steps launch the same grid and replay as one graph.
-inline AttentionPlan plan_standard_attention(const AttentionParams* p, int n, int sm_count) {
+// once), so that consecutive decode steps launch the same grid and replay as one graph. A split
+// holds at least split_keys keys (a warp takes 32 at a time): 32 by default since 2026-11-26 (was
+// 64, which gave a 7B step over 512 keys 256 warps, 64 blocks on 132 multiprocessors; not yet
+// measured, `KVPARITY_CUDA_SPLIT_KEYS=64` for the earlier).
+inline AttentionPlan plan_standard_attention(const AttentionParams* p, int n, int sm_count, int split_keys = 32) {
   AttentionPlan plan;
   const int decoders = int(std::count_if(p, p + n, [](const AttentionParams& x) { return x.n_rows == 1; }));
   plan.splits = std::max(1, 8 * sm_count / std::max(1, decoders * p[0].n_heads));
@@ -44,9 +47,9 @@ inline AttentionPlan plan_standard_attention(const AttentionParams* p, int n, in
     }
     const int first = x.sliding_window > 0 ? std::max(0, x.start_pos - x.sliding_window + 1) : 0;
     const int keys = x.start_pos - first + 1;
-    // The split length follows the number of cached keys: splits of at least 64 keys, no more
-    // splits than the GPU needs.
-    const int splits = std::clamp((keys + 63) / 64, 1, plan.splits);
+    // The split length follows the number of cached keys: splits of at least split_keys keys, no
+    // more splits than the GPU needs.
+    const int splits = std::clamp((keys + split_keys - 1) / std::max(split_keys, 1), 1, plan.splits);
     d.split_len = (keys + splits - 1) / splits;
     d.n_splits = (keys + d.split_len - 1) / d.split_len;
     d.part0 = int(plan.steps.size()) * x.n_heads * plan.splits;

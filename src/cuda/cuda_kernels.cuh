@@ -171,7 +171,7 @@ class CudaKernels final : public Kernels {
       }
       return;
     }
-    const AttentionPlan plan = plan_standard_attention(p, n, sm_count());
+    const AttentionPlan plan = plan_standard_attention(p, n, sm_count(), decode_split_keys());
     if (!plan.rows.empty()) {
       const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
       const int np = int(plan.rows.size()), max_rows = plan.max_rows;

@@ -1,5 +1,6 @@
 #include "cuda/cuda_pass_graphs.cuh"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
@@ -7,6 +8,7 @@
 #include <utility>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_fail.h"
 #include "cuda/cuda_runtime_api.h"
 
 namespace kvp::cuda {
@@ -67,6 +69,22 @@ namespace {
 std::atomic<size_t> g_ring_bytes{0};
 }  // namespace
 void set_upload_ring_bytes(size_t bytes) { g_ring_bytes = bytes; }
+
+namespace {
+int split_keys_from_env() {
+  const char* e = std::getenv("KVPARITY_CUDA_SPLIT_KEYS");
+  if (e == nullptr) return 32;
+  const int v = std::atoi(e);
+  if (v < 16 || v > 4096) fail_input(std::string("KVPARITY_CUDA_SPLIT_KEYS=") + e + ": not a key count in 16..4096");
+  return v;
+}
+std::atomic<int> g_split_keys{0};  // 0: not read yet
+}  // namespace
+void set_decode_split_keys(int keys) { g_split_keys = std::clamp(keys, 16, 4096); }
+int decode_split_keys() {
+  if (g_split_keys == 0) g_split_keys = split_keys_from_env();
+  return g_split_keys;
+}
 size_t upload_ring_bytes() { return g_ring_bytes == 0 ? size_t(4) << 20 : g_ring_bytes.load(); }
 
 PassGraphs::~PassGraphs() {

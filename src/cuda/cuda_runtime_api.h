@@ -68,6 +68,11 @@ bool group_launches_on();
 // mid-pass, which only large batches of deep models meet; tests make it small to meet it often.
 void set_upload_ring_bytes(size_t bytes);
 size_t upload_ring_bytes();
+// The fewest keys a split of `standard`'s decode attention holds (cuda_attention_plan.h): 32, or
+// $KVPARITY_CUDA_SPLIT_KEYS (16 to 4096). Standard's decode bits follow it, as a GPU stack's
+// follow its split heuristic. Read at every attention call.
+void set_decode_split_keys(int keys);
+int decode_split_keys();
 
 // Programmatic dependent launch (sm_90 and later): each kernel may be scheduled while the one
 // before it in the stream finishes, and waits for it at its first statement (pdl_entry), so the

@@ -32,6 +32,8 @@ void set_group_launches(bool) {}
 bool group_launches_on() { return false; }
 void set_upload_ring_bytes(size_t) {}
 size_t upload_ring_bytes() { return 0; }
+void set_decode_split_keys(int) {}
+int decode_split_keys() { return 32; }
 size_t pass_graph_replays() { return 0; }
 GraphNodes busiest_pass_graph_nodes() { return {}; }
 void set_programmatic_launch(bool) {}
