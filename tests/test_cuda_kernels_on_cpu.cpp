@@ -361,6 +361,23 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
                      std::string(c.name) + " batch: " + std::to_string(late.second) + " rows from " +
                          std::to_string(late.first));
   }
+  {  // 9 chunks: the combine reads a decode step's chunk states in two rounds; the row is still the
+     // chunked prefill's (the last row of a 7-row chunk ending there, its own bits: above).
+    const int rows = 1100, pos = rows - 1, hd = 32;
+    Slice big({"fp16 hd32 1100 rows", DType::F16, DType::F16, hd, 1, 1, 0, rows, 0, false}, rng);
+    const cuda::AttnShape sh = big.shape();
+    std::vector<float> step_out(hd, NAN), chunk_out(7 * hd, NAN);
+    cuda::AttnDesc step = big.desc(), chunk = big.desc();
+    step.q = big.q.data() + pos * hd, step.out = step_out.data(), step.start_pos = pos, step.n_rows = 1;
+    chunk.q = big.q.data() + (pos - 6) * hd, chunk.out = chunk_out.data(), chunk.start_pos = pos - 6, chunk.n_rows = 7;
+    ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &chunk, 1, 7, sh, 2, true));
+    const int slots = cuda::attn_mma::split_slots(pos);
+    ASSERT_GT(slots, 8);
+    std::vector<float> parts(size_t(slots) * (hd + 2), NAN);
+    std::vector<unsigned> counts(1, 0u);
+    ASSERT_TRUE(cuda::attn_mma::split_decode(HostLaunch{}, &step, 1, sh, parts.data(), slots, counts.data(), {}));
+    EXPECT_SAME_BITS(step_out, std::vector<float>(chunk_out.end() - hd, chunk_out.end()), "9 chunks: decode step");
+  }
   // Where it does not apply, nothing is launched (the caller takes the portable kernel).
   Slice f32({"fp32", DType::F32, DType::F32, 64, 2, 2, 0, 3, 0, false}, rng);
   const cuda::AttnDesc fd = f32.desc();
@@ -384,10 +401,11 @@ TEST(CudaKernelsOnCpu, StandardDecodeIsOneLaunchMergedByTheLastWarp) {
       {"bf16 hd128", DType::BF16, DType::BF16, 128, 2, 2, 0, 1, 0, false},
       {"fp32 hd40 window 100", DType::F32, DType::F32, 40, 3, 1, 0, 1, 100, false},
       {"fp16 hd96 gemma, fp32 kv", DType::F16, DType::F32, 96, 2, 1, 0, 1, 0, true},
+      {"fp16 hd256", DType::F16, DType::F16, 256, 2, 1, 0, 1, 0, false},
   };
   for (const AttnCase& base : cases) {
     std::vector<Slice> slices;
-    for (int pos : {700, 5, 333}) {  // many splits, one, a few
+    for (int pos : {700, 5, 333, 1500}) {  // many splits, one, a few, more than a warp's lanes
       AttnCase c = base;
       c.start_pos = pos;
       slices.emplace_back(c, rng);
@@ -406,9 +424,12 @@ TEST(CudaKernelsOnCpu, StandardDecodeIsOneLaunchMergedByTheLastWarp) {
       cpu->attention(s.p);
       ps.push_back(s.p);
     }
-    const cuda::AttentionPlan plan = cuda::plan_standard_attention(ps.data(), n, 16);
+    const cuda::AttentionPlan plan = cuda::plan_standard_attention(ps.data(), n, 128);
     ASSERT_EQ(plan.steps.size(), size_t(n));
     ASSERT_GT(plan.steps[0].n_splits, 1) << base.name;
+    if (base.window == 0) {
+      ASSERT_GT(plan.steps[3].n_splits, 32) << base.name;  // the merge takes its splits a warp at a time
+    }
     const cuda::AttnShape sh = slices[0].shape();
     auto run = [&](const cuda::AttnStore& st, std::vector<float>& out) {
       std::vector<cuda::AttnDesc> descs = plan.steps;

@@ -23,72 +23,84 @@ namespace {
 
 constexpr int kWarps = 4;    // warps per block
 constexpr int kPerLane = 8;  // head_dim <= 256: dimensions held per lane
+constexpr int kInFlight = 8;  // loads a lane issues before it uses the first (K chunks, V rows, splits)
 constexpr float kNegInf = -INFINITY;
 
 __device__ __forceinline__ int first_key(const AttnShape& s, int pos) {
   return s.sliding_window > 0 ? max(0, pos - s.sliding_window + 1) : 0;
 }
 
-// Eight consecutive elements from index i (a multiple of 8: 16- or 32-byte aligned in a cache).
-template <int KV>
-__device__ __forceinline__ void load8(const void* base, size_t i, float (&out)[8]) {
-  if constexpr (KV == kF32) {
-    const float* p = static_cast<const float*>(base) + i;
-    const float4 a = load_raw<float4>(p), b = load_raw<float4>(p + 4);
-    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
-  } else {
-    const uint4 r = load_raw<uint4>(static_cast<const uint16_t*>(base) + i);
-    const unsigned w[4] = {r.x, r.y, r.z, r.w};
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const unsigned short lo = static_cast<unsigned short>(w[u] & 0xffffu),
-                           hi = static_cast<unsigned short>(w[u] >> 16);
-      if constexpr (KV == kF16) {
-        out[2 * u] = __half2float(__ushort_as_half(lo));
-        out[2 * u + 1] = __half2float(__ushort_as_half(hi));
-      } else {
-        out[2 * u] = __bfloat162float(__ushort_as_bfloat16(lo));
-        out[2 * u + 1] = __bfloat162float(__ushort_as_bfloat16(hi));
-      }
-    }
-  }
-}
-
 // The splits of (slice d, head h) rescaled to their common max and added in split order, by one
 // warp. The states were written by other warps: read past the L1 cache, which is not coherent
-// between multiprocessors.
+// between multiprocessors. A warp is a chain of dependent memory round trips, and a split's merge
+// is one: so each lane reads the (m, l) of a split of its own, and the accumulators of kInFlight
+// splits are read before the first is added (the additions stay one by one, in split order).
+template <int PER>
 __device__ void merge_splits(const AttnDesc& d, const AttnShape& s, const float* parts, int h, const AttnStore& st) {
-  const int hd = s.head_dim, lane = threadIdx.x & 31;
-  const float* p0 = parts + size_t(d.part0 + h * d.n_splits) * (hd + 2);
+  const int hd = s.head_dim, lane = threadIdx.x & 31, n = d.n_splits;
+  const int stride = hd + 2, per = (hd + 31) / 32, d0 = lane * per;
+  const float* p0 = parts + size_t(d.part0 + h * n) * stride;
   float mx = kNegInf;
-  for (int c = 0; c < d.n_splits; ++c) mx = fmaxf(mx, __ldcg(p0 + size_t(c) * (hd + 2)));
-  float acc[kPerLane] = {};
+  for (int c = lane; c < n; c += 32) mx = fmaxf(mx, __ldcg(p0 + size_t(c) * stride));
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float acc[PER] = {};
   float denom = 0.0f;
-  for (int c = 0; c < d.n_splits; ++c) {
-    const float* p = p0 + size_t(c) * (hd + 2);
-    const float m = __ldcg(p);
-    const float wgt = m == kNegInf ? 0.0f : expf(m - mx);
-    denom += wgt * __ldcg(p + 1);
+  for (int c0 = 0; c0 < n; c0 += 32) {
+    // Lane i: split c0 + i's weight and sum (expf of the same arguments in whichever lane).
+    const int mine = min(c0 + lane, n - 1);
+    const float m = __ldcg(p0 + size_t(mine) * stride), l = __ldcg(p0 + size_t(mine) * stride + 1);
+    const float wgt_mine = m == kNegInf ? 0.0f : expf(m - mx);
+    const int cn = min(32, n - c0);
+    for (int u0 = 0; u0 < cn; u0 += kInFlight) {
+      float pv[kInFlight][PER];
 #pragma unroll
-    for (int t = 0; t < kPerLane; ++t) {
-      const int dd = lane + 32 * t;
-      if (dd < hd) acc[t] += wgt * __ldcg(p + 2 + dd);
+      for (int u = 0; u < kInFlight; ++u) {
+        const float* p = p0 + size_t(c0 + min(u0 + u, cn - 1)) * stride + 2;
+#pragma unroll
+        for (int t = 0; t < PER; ++t) pv[u][t] = __ldcg(p + min(d0 + t, hd - 1));  // past hd: unused
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const float wgt = __shfl_sync(0xffffffffu, wgt_mine, (u0 + u) & 31),
+                    lc = __shfl_sync(0xffffffffu, l, (u0 + u) & 31);
+        if (u0 + u >= cn) continue;  // the same for the whole warp
+        denom += wgt * lc;
+#pragma unroll
+        for (int t = 0; t < PER; ++t) acc[t] += wgt * pv[u][t];  // stored for t < per, d0 + t < hd
+      }
     }
   }
   float* out = d.out + size_t(h) * hd;
 #pragma unroll
-  for (int t = 0; t < kPerLane; ++t) {
-    const int dd = lane + 32 * t;
-    if (dd < hd) store_attention(st, out + dd, acc[t] / denom);
+  for (int t = 0; t < PER; ++t)
+    if (t < per && d0 + t < hd) store_attention(st, out + d0 + t, acc[t] / denom);
+}
+
+// This lane's PER dimensions [d0, d0 + per) of row `row` of V: one vector load where they are
+// whole and aligned (per == PER, which divides head_dim), else element by element, those past the
+// lane's (or the row's) end reading the row's last element, so that no load sits behind a branch.
+template <int KV, int PER>
+__device__ __forceinline__ void load_lane(const void* vb, size_t row, int d0, int per, int hd, float (&out)[PER]) {
+  if (per == PER && hd % PER == 0) {
+    load_vec<KV, PER>(vb, row + d0, out);
+    return;
   }
+#pragma unroll
+  for (int t = 0; t < PER; ++t) out[t] = load_as_f32<KV>(vb, row + min(d0 + t, hd - 1));  // past hd: unused
 }
 
 // Partial state of (slice, head, split) at parts[(part0 + h*n_splits + c) * (hd + 2)]: m, l, acc.
 // The split's keys go 32 at a time, one per lane: each lane sums its key's whole dot product (its
 // loads independent of the other lanes', so a warp has 32 rows in flight instead of one), the
-// chunk's max and sum go across the warp, then P.V runs key by key with each lane owning
-// kPerLane consecutive dimensions. counts[slice * n_heads + h]: the warps of (slice, h) done.
-template <int KV>
+// chunk's max and sum go across the warp, then P.V runs key by key with each lane owning PER
+// (>= head_dim / 32) consecutive dimensions. counts[slice * n_heads + h]: the warps of (slice, h)
+// done.
+// A split is short (32 keys by default: cuda_attention_plan.h), so a warp's time is its chain of
+// memory round trips, not its arithmetic: the loads of kInFlight K chunks, V rows or splits are
+// issued before the first is used, straight-line (a lane past the split reads the split's last row
+// again rather than branch around the load), and the sums stay in the order they had one load at
+// a time.
+template <int KV, int PER>
 __global__ void decode_kernel(const AttnDesc* descs, AttnShape s, float* parts, unsigned* counts, AttnStore st) {
   pdl_entry();
   __shared__ float q_s[kWarps][kPerLane * 32];
@@ -110,25 +122,27 @@ __global__ void decode_kernel(const AttnDesc* descs, AttnShape s, float* parts, 
   const void* vb = static_cast<const char*>(d.v) + head_off * (KV == kF32 ? 4 : 2);
   const int per = (hd + 31) / 32, d0 = lane * per;  // this lane's dimensions in P.V
   float m = kNegInf, l = 0.0f;
-  float acc[kPerLane] = {};
+  float acc[PER] = {};
   for (int j0 = js; j0 < je; j0 += 32) {
     const int j = j0 + lane;
-    float x = kNegInf;
-    if (j < je) {
-      float dot = 0.0f;
-      const size_t row = size_t(j) * hd;
-      if (hd % 8 == 0) {
-        for (int e = 0; e < hd; e += 8) {
-          float k8[8];
-          load8<KV>(kb, row + e, k8);
+    const size_t row = size_t(min(j, je - 1)) * hd;
+    float dot = 0.0f;
+    if (hd % 8 == 0) {
+      for (int e0 = 0; e0 < hd; e0 += 8 * kInFlight) {
+        float k8[kInFlight][8];
 #pragma unroll
-          for (int u = 0; u < 8; ++u) dot = fmaf(q[e + u], k8[u], dot);
+        for (int u = 0; u < kInFlight; ++u) load_vec<KV, 8>(kb, row + min(e0 + 8 * u, hd - 8), k8[u]);
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          if (e0 + 8 * u >= hd) break;
+#pragma unroll
+          for (int v = 0; v < 8; ++v) dot = fmaf(q[e0 + 8 * u + v], k8[u][v], dot);
         }
-      } else {
-        for (int e = 0; e < hd; ++e) dot = fmaf(q[e], load_as_f32<KV>(kb, row + e), dot);
       }
-      x = attn_score(dot, s);
+    } else {
+      for (int e = 0; e < hd; ++e) dot = fmaf(q[e], load_as_f32<KV>(kb, row + e), dot);
     }
+    const float x = j < je ? attn_score(dot, s) : kNegInf;
     float cmax = x;
     for (int o = 16; o > 0; o >>= 1) cmax = fmaxf(cmax, __shfl_xor_sync(0xffffffffu, cmax, o));
     const float m_new = fmaxf(m, cmax);
@@ -138,14 +152,21 @@ __global__ void decode_kernel(const AttnDesc* descs, AttnShape s, float* parts, 
     for (int o = 16; o > 0; o >>= 1) psum += __shfl_xor_sync(0xffffffffu, psum, o);
     const float pr = round_act(p, s.act);
 #pragma unroll
-    for (int t = 0; t < kPerLane; ++t) acc[t] *= scale;
+    for (int t = 0; t < PER; ++t) acc[t] *= scale;
     const int n = min(32, je - j0);
-    for (int k = 0; k < n; ++k) {
-      const float pk = __shfl_sync(0xffffffffu, pr, k);
-      const size_t row = size_t(j0 + k) * hd;
+    for (int k0 = 0; k0 < n; k0 += kInFlight) {
+      float v[kInFlight][PER];
 #pragma unroll
-      for (int t = 0; t < kPerLane; ++t)
-        if (t < per && d0 + t < hd) acc[t] = fmaf(pk, load_as_f32<KV>(vb, row + d0 + t), acc[t]);
+      for (int u = 0; u < kInFlight; ++u)
+        load_lane<KV, PER>(vb, size_t(j0 + min(k0 + u, n - 1)) * hd, d0, per, hd, v[u]);
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const float pk = __shfl_sync(0xffffffffu, pr, (k0 + u) & 31);
+        if (k0 + u >= n) continue;  // the same for the whole warp
+#pragma unroll
+        for (int t = 0; t < PER; ++t)
+          if (t < per && d0 + t < hd) acc[t] = fmaf(pk, v[u][t], acc[t]);
+      }
     }
     l = l * scale + psum;
     m = m_new;
@@ -156,7 +177,7 @@ __global__ void decode_kernel(const AttnDesc* descs, AttnShape s, float* parts, 
     out[1] = l;
   }
 #pragma unroll
-  for (int t = 0; t < kPerLane; ++t)
+  for (int t = 0; t < PER; ++t)
     if (t < per && d0 + t < hd) out[2 + d0 + t] = acc[t];
   __threadfence();
   __syncwarp();
@@ -171,7 +192,7 @@ __global__ void decode_kernel(const AttnDesc* descs, AttnShape s, float* parts, 
   }
   if (__shfl_sync(0xffffffffu, last, 0)) {
     __syncwarp();
-    merge_splits(d, s, parts, h, st);
+    merge_splits<PER>(d, s, parts, h, st);
   }
 }
 
@@ -183,9 +204,21 @@ void decode(const Launch& launch, const AttnDesc* descs, int n, int max_splits, 
             unsigned* counts, const AttnStore& st) {
   const unsigned warps = unsigned(max_splits) * unsigned(s.n_heads);
   const dim3 grid((warps + kWarps - 1) / kWarps, unsigned(n)), block(kWarps * 32);
-  if (s.kv_store == kF32) launch(decode_kernel<kF32>, grid, block, descs, s, parts, counts, st);
-  if (s.kv_store == kF16) launch(decode_kernel<kF16>, grid, block, descs, s, parts, counts, st);
-  if (s.kv_store == kBF16) launch(decode_kernel<kBF16>, grid, block, descs, s, parts, counts, st);
+  const int per = (s.head_dim + 31) / 32;
+  auto go = [&]<int PER>() {
+    if (s.kv_store == kF32) launch(decode_kernel<kF32, PER>, grid, block, descs, s, parts, counts, st);
+    if (s.kv_store == kF16) launch(decode_kernel<kF16, PER>, grid, block, descs, s, parts, counts, st);
+    if (s.kv_store == kBF16) launch(decode_kernel<kBF16, PER>, grid, block, descs, s, parts, counts, st);
+  };
+  if (per <= 1) {
+    go.template operator()<1>();
+  } else if (per <= 2) {
+    go.template operator()<2>();
+  } else if (per <= 4) {
+    go.template operator()<4>();
+  } else {
+    go.template operator()<kPerLane>();
+  }
 }
 
 }  // namespace

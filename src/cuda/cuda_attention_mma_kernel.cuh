@@ -129,19 +129,33 @@ struct SplitOut {
 
 // A decode step's chunk states merged in order, as the prefill kernel merges them (Mode::Chunked),
 // by the Split block of (slice, head h) that finished last: one thread a column of o. The states
-// were written by other blocks: read past the L1 cache, which is not coherent between them.
+// were written by other blocks: read past the L1 cache, which is not coherent between them. The
+// states of kMergeInFlight chunks are read before the first is merged (a chunk past the last reads
+// the last again, unused), so a long cache costs a round trip per kMergeInFlight chunks, not per
+// chunk; the merges stay one by one, in chunk order.
+constexpr int kMergeInFlight = 8;
 template <int HD>
 __device__ void combine_chunks(const AttnDesc& d, const AttnShape& s, const SplitOut& so, int h) {
   const int pos = d.start_pos;
+  const int first = window_start(s, pos) / kChunkKeys, last = pos / kChunkKeys;
   for (int col = threadIdx.x; col < HD; col += kThreads<Mode::Split>) {
     float mr = kNegInf, lr = 0.0f, o = 0.0f;
-    for (int c = window_start(s, pos) / kChunkKeys; c <= pos / kChunkKeys; ++c) {
-      const float* part = so.parts + (size_t(d.part0 + h) * so.slots + c) * kPartFloats<HD>;
-      float m, fr, fc;
-      merge_scales(mr, __ldcg(part), m, fr, fc);
-      lr = merged(lr, fr, __ldcg(part + 1), fc);
-      mr = m;
-      o = merged(o, fr, __ldcg(part + 2 + col), fc);
+    for (int c0 = first; c0 <= last; c0 += kMergeInFlight) {
+      float pm[kMergeInFlight], pl[kMergeInFlight], po[kMergeInFlight];
+#pragma unroll
+      for (int u = 0; u < kMergeInFlight; ++u) {
+        const float* part = so.parts + (size_t(d.part0 + h) * so.slots + min(c0 + u, last)) * kPartFloats<HD>;
+        pm[u] = __ldcg(part), pl[u] = __ldcg(part + 1), po[u] = __ldcg(part + 2 + col);
+      }
+#pragma unroll
+      for (int u = 0; u < kMergeInFlight; ++u) {
+        if (c0 + u > last) break;
+        float m, fr, fc;
+        merge_scales(mr, pm[u], m, fr, fc);
+        lr = merged(lr, fr, pl[u], fc);
+        mr = m;
+        o = merged(o, fr, po[u], fc);
+      }
     }
     store_attention(so.store, d.out + size_t(h) * HD + col, pscalar::add(o / lr, 0.0f));
   }

@@ -69,6 +69,54 @@ __device__ __forceinline__ float load_as_f32(const void* base, size_t i) {
   return 0.0f;
 }
 
+// Two 16-bit values of S (kF16 or kBF16) packed in a word, the lower first, widened.
+template <int S>
+__device__ __forceinline__ void unpack2(unsigned w, float* out) {
+  const auto lo = static_cast<unsigned short>(w & 0xffffu), hi = static_cast<unsigned short>(w >> 16);
+  if constexpr (S == kF16) {
+    out[0] = __half2float(__ushort_as_half(lo));
+    out[1] = __half2float(__ushort_as_half(hi));
+  } else {
+    out[0] = __bfloat162float(__ushort_as_bfloat16(lo));
+    out[1] = __bfloat162float(__ushort_as_bfloat16(hi));
+  }
+}
+
+// Elements i .. i+N-1 of an S array, widened, through the widest aligned loads that hold them
+// (i a multiple of N; N = 1, 2, 4 or 8): one access where a loop of scalar loads would be N.
+template <int S, int N>
+__device__ __forceinline__ void load_vec(const void* base, size_t i, float (&out)[N]) {
+  static_assert(N == 1 || N == 2 || N == 4 || N == 8);
+  if constexpr (S == kF32) {
+    const float* p = static_cast<const float*>(base) + i;
+    if constexpr (N == 1) {
+      out[0] = *p;
+    } else if constexpr (N == 2) {
+      const float2 v = load_raw<float2>(p);
+      out[0] = v.x, out[1] = v.y;
+    } else {
+#pragma unroll
+      for (int g = 0; g < N / 4; ++g) {
+        const float4 v = load_raw<float4>(p + 4 * g);
+        out[4 * g] = v.x, out[4 * g + 1] = v.y, out[4 * g + 2] = v.z, out[4 * g + 3] = v.w;
+      }
+    }
+  } else {
+    const uint16_t* p = static_cast<const uint16_t*>(base) + i;
+    if constexpr (N == 1) {
+      out[0] = load_as_f32<S>(base, i);
+    } else if constexpr (N == 2) {
+      unpack2<S>(load_raw<uint32_t>(p), out);
+    } else if constexpr (N == 4) {
+      const uint2 r = load_raw<uint2>(p);
+      unpack2<S>(r.x, out), unpack2<S>(r.y, out + 2);
+    } else {
+      const uint4 r = load_raw<uint4>(p);
+      unpack2<S>(r.x, out), unpack2<S>(r.y, out + 2), unpack2<S>(r.z, out + 4), unpack2<S>(r.w, out + 6);
+    }
+  }
+}
+
 template <int S>
 __device__ __forceinline__ void store_from_f32(void* base, size_t i, float v) {
   if constexpr (S == kF32) static_cast<float*>(base)[i] = v;

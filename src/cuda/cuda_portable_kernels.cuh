@@ -49,24 +49,7 @@ constexpr int kPad = 4;    // keeps the 16 lanes' float4 reads of one stage row 
 template <int S, bool Vec>
 __device__ __forceinline__ void load4(const void* base, size_t at, int k, int K, float (&out)[4]) {
   if constexpr (Vec) {
-    if constexpr (S == kF32) {
-      const float4 v = *reinterpret_cast<const float4*>(static_cast<const float*>(base) + at + k);
-      out[0] = v.x, out[1] = v.y, out[2] = v.z, out[3] = v.w;
-    } else {
-      const uint2 r = *reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(base) + at + k);
-      const unsigned w[2] = {r.x, r.y};
-#pragma unroll
-      for (int u = 0; u < 2; ++u) {
-        const auto lo = static_cast<unsigned short>(w[u] & 0xffffu), hi = static_cast<unsigned short>(w[u] >> 16);
-        if constexpr (S == kF16) {
-          out[2 * u] = __half2float(__ushort_as_half(lo));
-          out[2 * u + 1] = __half2float(__ushort_as_half(hi));
-        } else {
-          out[2 * u] = __bfloat162float(__ushort_as_bfloat16(lo));
-          out[2 * u + 1] = __bfloat162float(__ushort_as_bfloat16(hi));
-        }
-      }
-    }
+    load_vec<S, 4>(base, at + size_t(k), out);
   } else {
 #pragma unroll
     for (int i = 0; i < 4; ++i) out[i] = k + i < K ? load_as_f32<S>(base, at + size_t(k + i)) : 0.0f;
