@@ -2,9 +2,11 @@
 // why the `invariant` policy may run decode steps through it).
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "cuda/cuda_attention_mma_kernel.cuh"
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_fail.h"
 
 namespace kvp::cuda {
 
@@ -17,7 +19,10 @@ namespace kvp::cuda {
 static int attention_stages(bool decode) {
   static const int forced = [] {
     const char* e = std::getenv("KVPARITY_CUDA_ATTN_STAGES");
-    return e == nullptr ? 0 : std::strcmp(e, "1") == 0 ? 1 : 2;
+    if (e == nullptr) return 0;
+    if (std::strcmp(e, "1") != 0 && std::strcmp(e, "2") != 0)
+      fail_input(std::string("KVPARITY_CUDA_ATTN_STAGES=") + e + ": not 1 or 2");
+    return e[0] - '0';
   }();
   return forced != 0 ? forced : decode ? 1 : 2;
 }

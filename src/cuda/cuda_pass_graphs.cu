@@ -74,9 +74,11 @@ namespace {
 int split_keys_from_env() {
   const char* e = std::getenv("KVPARITY_CUDA_SPLIT_KEYS");
   if (e == nullptr) return 32;
-  const int v = std::atoi(e);
-  if (v < 16 || v > 4096) fail_input(std::string("KVPARITY_CUDA_SPLIT_KEYS=") + e + ": not a key count in 16..4096");
-  return v;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (end == e || *end != '\0' || v < 16 || v > 4096)
+    fail_input(std::string("KVPARITY_CUDA_SPLIT_KEYS=") + e + ": not a key count in 16..4096");
+  return int(v);
 }
 std::atomic<int> g_split_keys{0};  // 0: not read yet
 }  // namespace
