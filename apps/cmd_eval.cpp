@@ -20,7 +20,7 @@ void register_eval(CLI::App& app) {
     std::vector<std::string> models, tokenizers;
     std::string device = "cpu", simd = "auto";
     int shots = 5, max_new_tokens = 256, limit = 0, threads = 1, batch_size = 1;
-    bool skip_long = false, no_report = false;
+    bool skip_long = false, no_report = false, no_flips = false;
   };
   auto o = std::make_shared<Opts>();
   auto* eval = app.add_subcommand("eval", "dataset studies: accuracy of two ways of running a model (default: cache "
@@ -71,6 +71,9 @@ void register_eval(CLI::App& app) {
   cmd->add_option("--shard", o->shard, "run the problems with index mod n == i (0 <= i < n)")->type_name("i/n");
   cmd->add_flag("--skip-long", o->skip_long, "record prompts longer than the context as skipped instead of failing");
   cmd->add_flag("--no-report", o->no_report, "skip writing summary.json / summary.md / report.html");
+  cmd->add_flag("--no-flips", o->no_flips,
+                "skip the teacher-forced pass that counts token flips (under a batch-variant policy a second "
+                "cache-OFF pass; records carry teacher_forced: null)");
   cmd->add_option("--out", o->out, "results directory (gsm8k.jsonl is resumed if present)")->required();
   cmd->callback([o, cmd] {
     Gsm8kOptions g;
@@ -108,6 +111,7 @@ void register_eval(CLI::App& app) {
     g.batch_size = o->batch_size;
     if (given(cmd, "--shard")) g.shard = parse_shard(o->shard);
     g.skip_long = o->skip_long;
+    g.flips = !o->no_flips;
     g.out_dir = clean_dir(o->out);
     g.progress = isatty(STDERR_FILENO);
     const auto t0 = std::chrono::steady_clock::now();

@@ -13,6 +13,7 @@
 # Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
 #   what is left, less 15 s for packing, and a command with under 20 s left is skipped),
 #   GSM8K_KERNELS (default standard; issue 14's pair is standard,invariant), GSM8K_LIMIT, GSM8K_BATCH,
+#   GSM8K_FLIPS (0: --no-flips),
 #   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
 #   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant).
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
@@ -272,17 +273,21 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       # The study at 7B shape: synthetic weights, the Llama-2 tokenizer, 0-shot, 256 new tokens,
       # greedy, cache OFF vs ON, in batches of GSM8K_BATCH (default 16: a batch's records land when
       # it ends, and a batch of 64 x 256 tokens under `standard` outlasts most calls) into a folder
-      # kept on the machine, so the stage run again on the warm machine resumes.
+      # kept on the machine, so the stage run again on the warm machine resumes: one folder per
+      # kernels / flips / GEMM setting (a folder refuses a resume with other settings).
+      # GSM8K_FLIPS=0: --no-flips (no teacher-forced pass; under standard, one cache-OFF pass not two).
       stage gsm8k
       synth7b || continue
-      t1=$(date +%s) gdir=/tmp/kvp_gsm8k
+      gk=${GSM8K_KERNELS:-standard} gf=${GSM8K_FLIPS:-1}
+      t1=$(date +%s) gdir=/tmp/kvp_gsm8k_${gk//,/+}_flips${gf}_${KVPARITY_CUDA_GEMM:-auto}
+      flips=(); [ "$gf" = 0 ] && flips=(--no-flips)
       tmo 600 "$K" eval gsm8k --data "$KVPARITY_SHARED/data/gsm8k/test.jsonl" --model /tmp/l7 \
         --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" --shots 0 --max-new-tokens 256 --limit ${GSM8K_LIMIT:-128} \
-        --batch-size ${GSM8K_BATCH:-16} --device cuda --dtypes fp16 --kernels "${GSM8K_KERNELS:-standard}" --out "$gdir" \
+        --batch-size ${GSM8K_BATCH:-16} --device cuda --dtypes fp16 --kernels "$gk" "${flips[@]}" --out "$gdir" \
         --no-report >>"$L/gsm8k.log" 2>&1
       rc=$?; t2=$(date +%s)
       echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$gdir/gsm8k.jsonl" 2>/dev/null)"; tail -5 "$L/gsm8k.log"
-      cp -r "$gdir" "$L/gsm" ;;
+      cp -r "$gdir" "$L/gsm_${gk//,/+}_flips$gf" ;;
   esac
   pack
 done

@@ -217,7 +217,9 @@ TEST(CliOptions, HelpListsChoicesAndDefaults) {
   EXPECT_NE(help_entry(b, "--bandwidth-gbs").find("(default: measured)"), std::string::npos) << b;
   EXPECT_NE(help_entry(b, "--synth").find("(default: tiny)"), std::string::npos) << b;
   EXPECT_NE(help_entry(kvparity("compare --help").out, "--seed").find("(default: 1)"), std::string::npos);
-  EXPECT_NE(help_entry(kvparity("eval gsm8k --help").out, "--dtype").find("--dtypes"), std::string::npos);
+  const std::string ev = kvparity("eval gsm8k --help").out;
+  EXPECT_NE(help_entry(ev, "--dtype").find("--dtypes"), std::string::npos);
+  EXPECT_NE(help_entry(ev, "--no-flips").find("teacher_forced: null"), std::string::npos) << ev;
 }
 
 TEST(CliOptions, UnknownSubcommandsAreNamedWithTheNearestMatch) {
@@ -257,6 +259,8 @@ TEST(CliOptions, EvalTakesDtypeLikeCompareAndDtypesAsAlias) {
   // Accepted options get as far as reading the (missing) data: exit 1, not 2.
   EXPECT_EQ(kvparity(ev + " --dtype fp16,bf16").status, 1);
   EXPECT_EQ(kvparity(ev + " --dtypes fp16").status, 1);
+  EXPECT_EQ(kvparity(ev + " --no-flips").status, 1);
+  expect_usage(ev + " --no-flips=maybe", {"--no-flips"});
 }
 
 TEST(CliOptions, PathsAreJoinedAndCountsPluralised) {

@@ -452,5 +452,117 @@ TEST(Gsm8kCli, KvDtypesAndSpecsCompareQuantisedWithFloatCaches) {
   }
 }
 
+// The cells of a markdown table column, by header, in row order.
+std::vector<std::string> md_column(const std::string& md, const std::string& header) {
+  std::vector<std::string> cells;
+  auto split = [](const std::string& line) {
+    std::vector<std::string> v;
+    for (size_t a = line.find('|'), b; a != std::string::npos && (b = line.find('|', a + 1)) != std::string::npos;
+         a = b)
+      v.push_back(line.substr(a + 2, b - a - 3));
+    return v;
+  };
+  size_t col = std::string::npos;
+  for (size_t at = 0, end; at < md.size(); at = end + 1) {
+    end = std::min(md.find('\n', at), md.size());
+    const std::string line = md.substr(at, end - at);
+    if (!line.starts_with("| ")) continue;
+    const auto v = split(line);
+    if (col == std::string::npos) {
+      col = size_t(std::find(v.begin(), v.end(), header) - v.begin());
+      if (col == v.size()) return {};
+    } else if (!line.starts_with("|---") && col < v.size()) {
+      cells.push_back(v[col]);
+    }
+  }
+  return cells;
+}
+
+// --no-flips skips only the teacher-forced pass: the free runs, and so everything but
+// teacher_forced, are the same. An fp8 candidate cache makes the sides diverge, batched in 3s so
+// the batched forced pass is what is skipped.
+TEST(Gsm8kCli, NoFlipsChangesNothingButTeacherForced) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) return;
+  TempDir t;
+  const std::string opts = "--candidate kv-dtype=fp8_e4m3 --batch-size 3";
+  CliResult r = kvparity(small_eval(shared, t.file("flips"), opts));
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = kvparity(small_eval(shared, t.file("nf"), opts + " --no-flips"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto with = records_by_key(t.file("flips")), without = records_by_key(t.file("nf"));
+  ASSERT_EQ(with.size(), 8u);
+  int diverged = 0;
+  for (auto& [k, rec] : without) {
+    ASSERT_EQ(rec["status"], "ok") << k;
+    ASSERT_TRUE(rec.contains("teacher_forced")) << k;
+    EXPECT_TRUE(rec["teacher_forced"].is_null()) << k;
+    ASSERT_TRUE(with.count(k)) << k;
+    EXPECT_TRUE(with[k]["teacher_forced"].is_object()) << k;
+    diverged += rec["diverged"].get<bool>();
+    rec.erase("teacher_forced");
+    with[k].erase("teacher_forced");
+  }
+  EXPECT_GT(diverged, 0);  // else first_divergence would agree trivially
+  EXPECT_EQ(with, without);
+  EXPECT_NE(read_text(t.file("nf/gsm8k_manifest.json")).find("\"flips\": false"), std::string::npos);
+
+  // The report: flips not measured, null in JSON and "–" in the table, never 0.
+  ASSERT_EQ(kvparity("report " + t.file("nf")).status, 0);
+  const auto rows = nlohmann::json::parse(read_text(t.file("nf/summary.json")))["gsm8k"]["rows"];
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_TRUE(row["token_flip_rate"].is_null()) << row;
+    EXPECT_EQ(row["flips_measured"], 0) << row;
+    EXPECT_GT(row["sequence_divergence_rate"].get<double>(), 0.0) << row;
+  }
+  const std::string md = read_text(t.file("nf/summary.md"));
+  EXPECT_EQ(md_column(md, "token flips"), (std::vector<std::string>{"–", "–"})) << md;
+  EXPECT_NE(md.find("not measured"), std::string::npos) << md;
+  EXPECT_NE(read_text(t.file("nf/report.html")).find("not measured"), std::string::npos);
+  // With flips the same column holds rates, and no note.
+  ASSERT_EQ(kvparity("report " + t.file("flips")).status, 0);
+  const std::string md_flips = read_text(t.file("flips/summary.md"));
+  const auto cells = md_column(md_flips, "token flips");
+  EXPECT_EQ(cells.size(), 2u) << md_flips;
+  for (const auto& cell : cells) EXPECT_TRUE(cell.ends_with("%")) << md_flips;
+  EXPECT_EQ(md_flips.find("not measured"), std::string::npos) << md_flips;
+}
+
+// Whether flips are counted is a setting: resuming either way round, or merging shards of both
+// kinds, is refused; a manifest from before the setting counted them.
+TEST(Gsm8kCli, NoFlipsIsASettingOfTheRun) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) return;
+  TempDir t;
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("flips"), "--shard 0/2")).status, 0);
+  ASSERT_EQ(kvparity(small_eval(shared, t.file("nf"), "--shard 1/2 --no-flips")).status, 0);
+  const auto before = read_text(t.file("nf/gsm8k.jsonl"));
+  for (const auto& [dir, extra] : {std::pair{"nf", "--shard 1/2"}, std::pair{"flips", "--shard 0/2 --no-flips"}}) {
+    SCOPED_TRACE(dir);
+    const CliResult r = kvparity(small_eval(shared, t.file(dir), extra));
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("settings/flips"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--no-flips"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(read_text(t.file("nf/gsm8k.jsonl")), before);
+  EXPECT_NE(kvparity(small_eval(shared, t.file("nf"), "--shard 1/2 --no-flips")).out.find("0 new records"),
+            std::string::npos);
+  const CliResult m = kvparity(fmt::format("merge {0}/flips {0}/nf --out {0}/m --no-report", t.path()));
+  EXPECT_EQ(m.status, 1) << m.err;
+  EXPECT_NE(m.err.find("flips"), std::string::npos) << m.err;
+
+  // An older manifest has no "flips": it resumes as a run that counts them, and not with --no-flips.
+  const std::string mpath = t.file("flips/gsm8k_manifest.json");
+  auto manifest = nlohmann::json::parse(read_text(mpath));
+  ASSERT_EQ(manifest["settings"].erase("flips"), 1u);
+  std::ofstream(mpath) << manifest.dump(2);
+  EXPECT_EQ(kvparity(small_eval(shared, t.file("flips"), "--shard 0/2 --no-flips")).status, 1);
+  const CliResult old = kvparity(small_eval(shared, t.file("flips"), "--shard 0/2"));
+  EXPECT_EQ(old.status, 0) << old.err;
+  EXPECT_NE(old.out.find("0 new records"), std::string::npos) << old.out;
+}
+
 }  // namespace
 }  // namespace kvp

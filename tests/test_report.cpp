@@ -335,5 +335,46 @@ TEST(ReportGsm8k, HtmlShowsSkippedCountsInvariantMarksAndTheManifest) {
   EXPECT_NE(render_gsm8k_html(bad).find("<span class=\"violated\">VIOLATED</span>"), std::string::npos);
 }
 
+// Records of a --no-flips run carry teacher_forced: null. A row counts flips over the records that
+// have them and says how many did; with none the rate is null and shown as "–", never as 0.
+TEST(ReportGsm8k, FlipsNotMeasuredAreNullNotZero) {
+  const json m = gsm8k_manifest();
+  auto unmeasured = [](int problem, const std::string& kernels, bool diverged) {
+    json r = gsm8k_record(problem, kernels, "ok", diverged, 0);
+    r["teacher_forced"] = nullptr;
+    return r;
+  };
+  // standard: none measured; invariant: one of two measured (3 flips in 16 steps).
+  const json g = summarize_gsm8k(m, {unmeasured(0, "standard", true), unmeasured(1, "standard", false),
+                                     gsm8k_record(0, "invariant", "ok", true, 3), unmeasured(1, "invariant", true)});
+  ASSERT_EQ(g["rows"].size(), 2u);
+  const json &none = g["rows"][0], &some = g["rows"][1];
+  EXPECT_EQ(none["kernels"], "standard");
+  EXPECT_TRUE(none["token_flip_rate"].is_null());
+  EXPECT_EQ(none["flips_measured"], 0);
+  EXPECT_EQ(none["steps"], 0);
+  EXPECT_DOUBLE_EQ(none["sequence_divergence_rate"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(some["token_flip_rate"].get<double>(), 3.0 / 16);
+  EXPECT_EQ(some["flips_measured"], 1);
+  EXPECT_EQ(some["n"], 2);
+  EXPECT_FALSE(some["invariant_holds"].get<bool>());
+  const std::string md = render_gsm8k_md(g), html = render_gsm8k_html(g);
+  for (const std::string* page : {&md, &html}) {
+    EXPECT_NE(page->find("18.8% (1 of 2)"), std::string::npos) << *page;
+    EXPECT_NE(page->find("not measured"), std::string::npos) << *page;
+  }
+  EXPECT_NE(md.find("| 50.0% | – | 2 |"), std::string::npos) << md;  // divergence, flips, first divergence
+  EXPECT_NE(html.find("<td>50.0%</td><td>–</td>"), std::string::npos) << html;
+
+  // Undiverged invariant records without flips keep the promise: divergence alone decides it.
+  const json ok = summarize_gsm8k(m, {unmeasured(0, "invariant", false)});
+  EXPECT_TRUE(ok["rows"][0]["invariant_holds"].get<bool>());
+  EXPECT_NE(render_gsm8k_md(ok).find("| 0.0% ✓ | – | – |"), std::string::npos) << render_gsm8k_md(ok);
+  // A record without the field at all is malformed, as before.
+  json broken = gsm8k_record(0, "standard", "ok", false, 0);
+  broken.erase("teacher_forced");
+  EXPECT_THROW(summarize_gsm8k(m, {broken}), Error);
+}
+
 }  // namespace
 }  // namespace kvp

@@ -68,25 +68,28 @@ GenerationConfig generation_config(const Item& item, const Gsm8kCondition& cond,
 
 // An item's record from both sides' free-running generations and the baseline's logits
 // teacher-forced along the candidate's trajectory (flips exactly as `compare` defines them,
-// docs/metrics.md). Divergence and flips are over everything each side sampled: a stop string cuts
+// docs/metrics.md); `forced` null: flips not measured (--no-flips), teacher_forced null, the rest
+// as it would be. Divergence and flips are over everything each side sampled: a stop string cuts
 // the tokens it straddles out of output_ids (dropped_ids), but they were still chosen, and can differ.
 nlohmann::json item_record(const Item& item, const Gsm8kCondition& cond, const Gsm8kOptions& opts, int vocab,
-                           const SideTrace& cand, const SideTrace& base, const StepLogits& forced) {
+                           const SideTrace& cand, const SideTrace& base, const StepLogits* forced) {
   const GenerationConfig g = generation_config(item, cond, opts);
   const int first_div = first_divergence(cand.trajectory, base.trajectory);
-  if (forced.size() != cand.trajectory.size())
-    fail("eval gsm8k: problem {}: {} teacher-forced steps for {} candidate tokens", item.problem->index, forced.size(),
-         cand.trajectory.size());
-  int flips = 0;
-  for (size_t s = 0; s < forced.size(); ++s)
-    flips += sample_token(forced[s].data(), vocab, cond.sampler, uniform_at(g.seed, g.sequence_id, s)) !=
-             cand.trajectory[s];
   nlohmann::json r;
   r["on"] = side_json(cand.result, item.problem->target);
   r["off"] = side_json(base.result, item.problem->target);
   r["status"] = "ok";
   r["diverged"] = first_div >= 0;
   r["first_divergence"] = first_div < 0 ? nlohmann::json(nullptr) : nlohmann::json(first_div);
+  r["teacher_forced"] = nullptr;
+  if (forced == nullptr) return r;
+  if (forced->size() != cand.trajectory.size())
+    fail("eval gsm8k: problem {}: {} teacher-forced steps for {} candidate tokens", item.problem->index, forced->size(),
+         cand.trajectory.size());
+  int flips = 0;
+  for (size_t s = 0; s < forced->size(); ++s)
+    flips += sample_token((*forced)[s].data(), vocab, cond.sampler, uniform_at(g.seed, g.sequence_id, s)) !=
+             cand.trajectory[s];
   r["teacher_forced"] = {{"steps", cand.trajectory.size()}, {"flips", flips}};
   return r;
 }
@@ -156,6 +159,12 @@ ShardSpec parse_shard(const std::string& spec) {
 
 std::string gsm8k_record_key(const nlohmann::json& r) { return r.value("key", std::string()); }
 
+nlohmann::json gsm8k_settings_with_defaults(nlohmann::json settings) {
+  // Runs before --no-flips always counted flips; they and runs that count them are the same study.
+  if (settings.is_object() && !settings.contains("flips")) settings["flips"] = true;
+  return settings;
+}
+
 int run_gsm8k(const Gsm8kOptions& opts) {
   if (opts.models.empty()) fail_usage("eval gsm8k: give at least one --model");
   if (opts.conditions.empty() || opts.dtypes.empty() || opts.kernels.empty())
@@ -215,6 +224,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   settings["max_new_tokens"] = opts.max_new_tokens;
   settings["seed"] = json_u64(opts.seed);
   settings["skip_long"] = opts.skip_long;
+  // Part of the settings so that a directory never mixes records with and without flips.
+  settings["flips"] = opts.flips;
   for (const auto& c : opts.conditions)
     settings["conditions"].push_back({{"name", c.name}, {"sampler", c.sampler.describe()}});
   for (DType d : opts.dtypes) settings["dtypes"].push_back(std::string(dtype_name(d)));
@@ -281,10 +292,16 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     std::ifstream in(manifest_path);
     const auto old = nlohmann::json::parse(in, nullptr, false);
     if (old.is_discarded() || !old.contains("settings")) fail("{}: not a kvparity gsm8k manifest", manifest_path);
-    if (auto d = json_first_difference(old["settings"], settings, "settings"); !d.empty())
-      fail("{}: this directory holds a run with different settings ({}); resume with the same settings or use "
-           "another --out",
-           manifest_path, d);
+    if (auto d = json_first_difference(gsm8k_settings_with_defaults(old["settings"]), settings, "settings");
+        !d.empty()) {
+      const char* hint = !d.starts_with("settings/flips:") ? ""
+                         : opts.flips                      ? "; it was run with --no-flips"
+                                                           : "; it was run without --no-flips";
+      fail(
+          "{}: this directory holds a run with different settings ({}{}); resume with the same settings or use "
+          "another --out",
+          manifest_path, d, hint);
+    }
     if (old.value("shard", nlohmann::json()) != shard)
       fail("{}: this directory holds shard {} but --shard is {}/{}; give each shard its own --out", manifest_path,
            old.value("shard", nlohmann::json()).dump(), opts.shard.index, opts.shard.count);
@@ -370,8 +387,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
             }
             const GenerationConfig g = generation_config(*fitting[0], cond, opts);
             cand_runs = cand->generate(group, g, L.tok.get(), want, false);
-            base_runs = base->generate(group, g, L.tok.get(), want, true);
-            forced = base->teacher_force(group, g, L.tok.get(), cand_runs, base_runs, want);
+            base_runs = base->generate(group, g, L.tok.get(), want, opts.flips);
+            if (opts.flips) forced = base->teacher_force(group, g, L.tok.get(), cand_runs, base_runs, want);
           }
           size_t k = 0;  // index into fitting / group
           for (size_t i = g0; i < g1; ++i) {
@@ -384,7 +401,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
               const size_t slot = k++;
               if (have) continue;
               r = item_record(it, cond, opts, cand->model().config.vocab_size, cand_runs[slot], base_runs[slot],
-                              forced[slot]);
+                              opts.flips ? &forced[slot] : nullptr);
             } else {
               if (have) continue;
               r["status"] = "skipped";

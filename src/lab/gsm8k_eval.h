@@ -3,8 +3,8 @@
 // kernel policy is generated on both sides of a comparison (run_spec.h; by default cache OFF as the
 // baseline and cache ON as the candidate) with the same seeded draws (sequence id from the problem
 // id), scored as lm-eval scores gsm8k, and compared token by token (the baseline teacher-forced
-// along the candidate, lab/side_runner.h). Records keep the names of the cache study: "on" is the
-// candidate's side, "off" the baseline's. One record per item goes to
+// along the candidate, lab/side_runner.h, unless flips are off). Records keep the names of the
+// cache study: "on" is the candidate's side, "off" the baseline's. One record per item goes to
 // OUT/gsm8k.jsonl (append-only, fsync'ed per item, written when the item's batch is done); a
 // restarted run skips the items already there.
 // OUT/gsm8k_manifest.json pins what makes records comparable (data, prompt, models, settings), so a
@@ -69,11 +69,19 @@ struct Gsm8kOptions {
   int batch_size = 1;
   ShardSpec shard;
   bool skip_long = false;  // prompts that do not fit the context: skipped records instead of an error
+  // Count token flips (the baseline teacher-forced along the candidate). Off (--no-flips), records
+  // carry teacher_forced: null and the baseline keeps no logits: under a batch-variant policy, where
+  // the sides part early, the forced pass is a second cache-OFF pass, and only flips need it.
+  bool flips = true;
   std::string out_dir;
   bool progress = false;
 };
 
 std::string gsm8k_record_key(const nlohmann::json& record);
+
+// A manifest's settings with the fields that older runs did not write filled in as those runs
+// behaved ("flips": true), so that a resume or a merge compares like with like.
+nlohmann::json gsm8k_settings_with_defaults(nlohmann::json settings);
 
 // Runs what is missing; returns the number of records written now.
 int run_gsm8k(const Gsm8kOptions& opts);

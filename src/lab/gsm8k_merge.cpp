@@ -23,6 +23,7 @@ nlohmann::json read_manifest(const std::string& dir) {
   auto j = nlohmann::json::parse(in, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("settings") || j.value("kind", "") != "kvparity-gsm8k")
     fail("{}: not a kvparity gsm8k manifest", path);
+  j["settings"] = gsm8k_settings_with_defaults(j["settings"]);
   return j;
 }
 

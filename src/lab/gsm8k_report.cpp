@@ -25,6 +25,8 @@ struct Group {
   int n = 0, skipped = 0, diverged = 0;
   int on_strict = 0, off_strict = 0, on_flex = 0, off_flex = 0;
   int b_strict = 0, c_strict = 0, b_flex = 0, c_flex = 0;
+  // Over the records that carry flips (teacher_forced not null); `flips_n` of the n.
+  int flips_n = 0;
   int64_t steps = 0, flips = 0;
   std::vector<double> first_div;
 };
@@ -74,6 +76,21 @@ bool any_skipped(const nlohmann::json& s) {
   return false;
 }
 
+// The token flip column: "–" when no record of the row measured flips, and how many did when only
+// some did. Summaries from before flips_measured measured every record.
+std::string flip_cell(const nlohmann::json& r) {
+  const int n = r["n"].get<int>(), measured = r.value("flips_measured", n);
+  std::string cell = pct(r["token_flip_rate"]);
+  if (measured > 0 && measured < n) cell += fmt::format(" ({} of {})", measured, n);
+  return cell;
+}
+
+bool any_flips_unmeasured(const nlohmann::json& s) {
+  for (const auto& r : s["rows"])
+    if (r.value("flips_measured", r["n"].get<int>()) < r["n"].get<int>()) return true;
+  return false;
+}
+
 // The fixed-order kernels (invariant, portable) promise bitwise equality across cache paths,
 // threads, batch and prefill chunks — portable across SIMD targets too — not across dtypes, KV
 // types or policies: a row checks the promise only when that is all its sides differ in.
@@ -101,7 +118,9 @@ SideLabels side_labels(const nlohmann::json& st) {
 
 constexpr const char* kSkippedNote =
     "Skipped items (prompt longer than the model's context, `--skip-long`) are excluded from n and every rate.";
-
+constexpr const char* kNoFlipsNote =
+    "Token flips –: not measured (`--no-flips` skips the teacher-forced pass); \"k of n\": the rate of the k "
+    "records that measured them.";
 
 }  // namespace
 
@@ -166,8 +185,15 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
         ++g.diverged;
         g.first_div.push_back(r.at("first_divergence").get<double>());
       }
-      g.steps += r.at("teacher_forced").at("steps").get<int64_t>();
-      g.flips += r.at("teacher_forced").at("flips").get<int64_t>();
+      // teacher_forced null: flips not measured (--no-flips). Such a record counts towards neither
+      // steps nor flips, so a group that mixes both kinds (records joined by hand; resume and merge
+      // refuse to) gets the rate of the records that measured it, and flips_measured says how many;
+      // none measured: null. Reading a missing flip as 0 would report agreement nobody checked.
+      if (const auto& tf = r.at("teacher_forced"); !tf.is_null()) {
+        ++g.flips_n;
+        g.steps += tf.at("steps").get<int64_t>();
+        g.flips += tf.at("flips").get<int64_t>();
+      }
     } catch (const nlohmann::json::exception& e) {
       fail("gsm8k record {}: missing or mistyped field ({})", id, e.what());
     }
@@ -175,19 +201,27 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
   nlohmann::json rows = nlohmann::json::array();
   for (const auto& g : groups) {
     if (g.n == 0 && g.skipped == 0) continue;
-    nlohmann::json row = {{"model", g.model}, {"condition", g.condition}, {"dtype", g.dtype},
-                          {"kv_dtype", g.kv_dtype}, {"kernels", g.kernels},
-                          {"baseline", g.baseline.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.baseline)},
-                          {"candidate", g.candidate.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.candidate)},
-                          {"n", g.n}, {"skipped", g.skipped},
-                          {"strict", paired(g.on_strict, g.off_strict, g.b_strict, g.c_strict, g.n)},
-                          {"flexible", paired(g.on_flex, g.off_flex, g.b_flex, g.c_flex, g.n)},
-                          {"sequence_divergence_rate", rate(g.diverged, g.n)},
-                          {"token_flip_rate", g.steps > 0 ? nlohmann::json(double(g.flips) / double(g.steps))
-                                                          : nlohmann::json(nullptr)},
-                          {"steps", g.steps},
-                          {"first_divergence_index", summarize(g.first_div).to_json()}};
-    // The invariant policy's promise (docs/metrics.md): both sides agree bit for bit.
+    nlohmann::json row = {
+        {"model", g.model},
+        {"condition", g.condition},
+        {"dtype", g.dtype},
+        {"kv_dtype", g.kv_dtype},
+        {"kernels", g.kernels},
+        {"baseline", g.baseline.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.baseline)},
+        {"candidate", g.candidate.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.candidate)},
+        {"n", g.n},
+        {"skipped", g.skipped},
+        {"strict", paired(g.on_strict, g.off_strict, g.b_strict, g.c_strict, g.n)},
+        {"flexible", paired(g.on_flex, g.off_flex, g.b_flex, g.c_flex, g.n)},
+        {"sequence_divergence_rate", rate(g.diverged, g.n)},
+        {"token_flip_rate",
+         g.flips_n > 0 && g.steps > 0 ? nlohmann::json(double(g.flips) / double(g.steps)) : nlohmann::json(nullptr)},
+        {"flips_measured", g.flips_n},
+        {"steps", g.steps},
+        {"first_divergence_index", summarize(g.first_div).to_json()}};
+    // The invariant policy's promise (docs/metrics.md): both sides agree bit for bit. Without flips
+    // divergence alone decides it: an undiverged record has no flips by construction (the forced
+    // baseline reuses its own logits along its own trajectory).
     if (invariance_applies(g)) row["invariant_holds"] = g.diverged == 0 && g.flips == 0;
     rows.push_back(row);
   }
@@ -221,12 +255,13 @@ std::string render_gsm8k_md(const nlohmann::json& s) {
     if (r.contains("invariant_holds")) div += r["invariant_holds"].get<bool>() ? " ✓" : " **VIOLATED**";
     md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
                       r["model"].get<std::string>(), r["condition"].get<std::string>(), r["dtype"].get<std::string>(),
-                      r.value("kv_dtype", r["dtype"].get<std::string>()), r["kernels"].get<std::string>(), n, pct(a["accuracy_on"]), pct(a["accuracy_off"]),
-                      signed_pct(a["delta"]), pval(a), pct(f["accuracy_on"]), pct(f["accuracy_off"]),
-                      signed_pct(f["delta"]), pval(f), div, pct(r["token_flip_rate"]),
+                      r.value("kv_dtype", r["dtype"].get<std::string>()), r["kernels"].get<std::string>(), n,
+                      pct(a["accuracy_on"]), pct(a["accuracy_off"]), signed_pct(a["delta"]), pval(a),
+                      pct(f["accuracy_on"]), pct(f["accuracy_off"]), signed_pct(f["delta"]), pval(f), div, flip_cell(r),
                       median(r["first_divergence_index"]));
   }
   if (any_skipped(s)) md += fmt::format("\n{}\n", kSkippedNote);
+  if (any_flips_unmeasured(s)) md += fmt::format("\n{}\n", kNoFlipsNote);
   return md;
 }
 
@@ -298,22 +333,24 @@ std::string render_gsm8k_html(const nlohmann::json& s) {
     if (r.contains("invariant_holds"))
       div += r["invariant_holds"].get<bool>() ? " <span class=\"invariant-holds\">✓</span>"
                                               : " <span class=\"violated\">VIOLATED</span>";
-    html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                        "</tr>\n",
-                        html_escape(r["model"].get<std::string>()), html_escape(r["condition"].get<std::string>()),
-                        html_escape(r["dtype"].get<std::string>()),
-                        html_escape(r.value("kv_dtype", r["dtype"].get<std::string>())),
-                        html_escape(r["kernels"].get<std::string>()),
-                        n_with_skipped(r), pct(a["accuracy_on"]), pct(a["accuracy_off"]), signed_pct(a["delta"]),
-                        pval(a), pct(f["accuracy_on"]), pct(f["accuracy_off"]), signed_pct(f["delta"]), pval(f), div,
-                        pct(r["token_flip_rate"]),
-                        median(r["first_divergence_index"]));
+    html += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "</tr>\n",
+        html_escape(r["model"].get<std::string>()), html_escape(r["condition"].get<std::string>()),
+        html_escape(r["dtype"].get<std::string>()), html_escape(r.value("kv_dtype", r["dtype"].get<std::string>())),
+        html_escape(r["kernels"].get<std::string>()), n_with_skipped(r), pct(a["accuracy_on"]), pct(a["accuracy_off"]),
+        signed_pct(a["delta"]), pval(a), pct(f["accuracy_on"]), pct(f["accuracy_off"]), signed_pct(f["delta"]), pval(f),
+        div, flip_cell(r), median(r["first_divergence_index"]));
   }
   html += "</table>\n";
   if (any_skipped(s))
     html += "<p class=\"skipped-note\">Skipped items (prompt longer than the model's context, <code>--skip-long</code>) "
             "are excluded from n and every rate.</p>\n";
+  if (any_flips_unmeasured(s))
+    html +=
+        "<p class=\"no-flips-note\">Token flips –: not measured (<code>--no-flips</code> skips the "
+        "teacher-forced pass); “k of n”: the rate of the k records that measured them.</p>\n";
   html += "<h2>Accuracy: " + html_escape(L.title) + "</h2>\n";
   for (const auto& k : acc_order)
     html += svg_bar_chart("Accuracy (fraction): " + k, conds, acc[k]);
