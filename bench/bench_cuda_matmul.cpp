@@ -132,7 +132,8 @@ bool register_gpu() {
       for (int M : {1, 16, 64, 256, 512, 2048, 16384}) {
         // The decode kernels and the CUDA-core GEMM take seconds a row at the largest M.
         const bool decode_kernel = v.gemm_kernel == "ring" || v.gemm_kernel == "registers" ||
-                                   v.gemm_kernel == "pipelined" || v.gemm_kernel == "wgmma64x32";
+                                   v.gemm_kernel == "pipelined" || v.gemm_kernel == "wgmma64x32" ||
+                                   v.gemm_kernel == "wgmma-tma64x32";
         if (M > 2048 && (decode_kernel || v.policy == KernelPolicy::Portable)) continue;
         const std::string name = "cuda_matmul/" + v.name + "/fp16/M" + std::to_string(M) + "/" + s.name;
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {

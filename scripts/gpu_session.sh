@@ -173,10 +173,15 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       KVPARITY_CUDA_GEMM=wgmma tmo 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
         --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
         tee "$L/wgmma7b.log" | tail -8
-      # The TMA kernel forced for every M (decode too: slow there; prefill and cache OFF are the point).
-      KVPARITY_CUDA_GEMM=wgmma-tma128x128 tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
-        --kernels invariant --prompt-tokens 512 --decode-tokens 8 --cache-off-tokens 512 --repeats 2 2>&1 |
-        tee "$L/wgmma_tma7b.log" | tail -6 ;;
+      # The TMA kernel with its tile by M (wgmma-tma: 64 x 32 up to 64 rows, untried on a GPU before
+      # 2026-11-26's second session; 128 x 128 / 128 x 256 beyond), every M: issue 14's ratios at
+      # batch 1 (decode, prefill, cache OFF) and batch 64 in one family.
+      KVPARITY_CUDA_GEMM=wgmma-tma tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
+        --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
+        tee "$L/wgmma_tma7b.log" | tail -6
+      KVPARITY_CUDA_GEMM=wgmma-tma tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
+        --kernels standard,invariant --prompt-tokens 128 --decode-tokens 64 --cache-off-tokens 1 --repeats 2 \
+        --batch-size 64 2>&1 | tee "$L/wgmma_tma7b_batch64.log" | tail -6 ;;
     bench11b)
       stage bench11b
       tmo 300 "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \

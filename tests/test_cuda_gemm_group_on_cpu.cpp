@@ -136,11 +136,13 @@ TEST(CudaGemmGroupOnCpu, WgmmaKernelsStoreEachMemberAsAlone) {
   auto make_map = [](const void* base, int rows, int K, int box_rows) {
     return simt::TensorMap2d{static_cast<const uint16_t*>(base), rows, K, box_rows, 64};
   };
-  for (bool wide : {false, true})
+  for (auto [tile, name] : {std::pair{cuda::WgmmaTile::Tma64x32, "tma 64x32"},
+                             std::pair{cuda::WgmmaTile::Tma128x128, "tma 128x128"},
+                             std::pair{cuda::WgmmaTile::Tma128x256, "tma 128x256"}})
     for (const auto* n : {&kEven, &kOdd})
-      expect_members_alone(rng, wide ? "tma 128x256" : "tma 128x128", DType::F16, 3, 128, *n,
-                           [&](const uint16_t* x, int M, const uint16_t* W, int K, int N, cuda::GemmOut y) {
-                             cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, wide);
+      expect_members_alone(rng, name, DType::F16, 3, 128, *n,
+                           [&, tile = tile](const uint16_t* x, int M, const uint16_t* W, int K, int N, cuda::GemmOut y) {
+                             cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, tile);
                            });
 }
 

@@ -92,7 +92,7 @@ TEST(CudaWgmmaOnCpu, EveryTileAndMIsTheK16OrderBitForBit) {
     });
 }
 
-// The TMA-fed kernel (one producer thread, two consumer warpgroups, "full" and "empty" mbarriers;
+// The TMA-fed kernel (one producer thread, one or two consumer warpgroups, "full" and "empty" mbarriers;
 // simt_host.h's TMA writes the box in the 128-byte swizzle at once and completes the barrier's
 // transaction): the same bits. Under the eager-copy schedule a consumer's wgmma runs only at the
 // wait that retires it, so a stage handed back to the producer too early is refilled under it.
@@ -101,14 +101,21 @@ TEST(CudaWgmmaOnCpu, TmaKernelIsTheK16OrderBitForBit) {
   auto make_map = [](const void* base, int rows, int K, int box_rows) {
     return simt::TensorMap2d{static_cast<const uint16_t*>(base), rows, K, box_rows, 64};
   };
-  for (bool wide : {false, true})
-    expect_k16_order(rng, wide ? "tma 128x256" : "tma 128x128",
-                     [&](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N, float* y) {
-                       if (store == cuda::kF16)
-                         cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, wide);
-                       else
-                         cuda::wgmma::tma_gemm_as<cuda::kBF16>(HostLaunch{}, make_map, x, M, W, K, N, y, wide);
-                     });
+  using cuda::WgmmaTile;
+  constexpr std::pair<WgmmaTile, const char*> tiles[] = {
+      {WgmmaTile::Tma64x32, "tma 64x32"},
+      {WgmmaTile::Tma128x128, "tma 128x128"},
+      {WgmmaTile::Tma128x256, "tma 128x256"},
+      {WgmmaTile::TmaAuto, "tma auto"},
+  };
+  for (auto [tile, name] : tiles)
+    expect_k16_order(rng, name, [&, tile = tile](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N,
+                                                 float* y) {
+      if (store == cuda::kF16)
+        cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, tile);
+      else
+        cuda::wgmma::tma_gemm_as<cuda::kBF16>(HostLaunch{}, make_map, x, M, W, K, N, y, tile);
+    });
 }
 
 }  // namespace

@@ -29,6 +29,8 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"wgmma64x128", GemmKernel::Wgmma64x128},
     {"wgmma128x128", GemmKernel::Wgmma128x128},
     {"wgmma128x256", GemmKernel::Wgmma128x256},
+    {"wgmma-tma", GemmKernel::WgmmaTma},
+    {"wgmma-tma64x32", GemmKernel::WgmmaTma64x32},
     {"wgmma-tma128x128", GemmKernel::WgmmaTma128x128},
     {"wgmma-tma128x256", GemmKernel::WgmmaTma128x256},
 };
@@ -39,6 +41,8 @@ WgmmaTile tile_of(GemmKernel k) {
     case GemmKernel::Wgmma64x128: return WgmmaTile::T64x128;
     case GemmKernel::Wgmma128x128: return WgmmaTile::T128x128;
     case GemmKernel::Wgmma128x256: return WgmmaTile::T128x256;
+    case GemmKernel::WgmmaTma: return WgmmaTile::TmaAuto;
+    case GemmKernel::WgmmaTma64x32: return WgmmaTile::Tma64x32;
     case GemmKernel::WgmmaTma128x128: return WgmmaTile::Tma128x128;
     case GemmKernel::WgmmaTma128x256: return WgmmaTile::Tma128x256;
     default: return WgmmaTile::Auto;

@@ -384,6 +384,8 @@ enum class GemmKernel : int {
   Wgmma128x256,
   WgmmaTma128x128,
   WgmmaTma128x256,
+  WgmmaTma64x32,
+  WgmmaTma,
 };
 constexpr bool is_wgmma(GemmKernel k) { return int(k) >= int(GemmKernel::Wgmma); }
 

@@ -173,9 +173,11 @@ int invariant_gemm_choice();
 // The wgmma family of that GEMM (cuda_wgmma_gemm.cu): its own bits, the same for every M and tile;
 // sm_90a code on a compute capability 9.0 GPU only (wgmma_kernels_available). Applies where rows
 // load as 16-byte pieces. Tma*: the producer/consumer kernel fed by TMA (cuda_wgmma_tma_gemm.cu),
-// the same bits.
-enum class WgmmaTile : int { Auto, T64x32, T64x128, T128x128, T128x256, Tma128x128, Tma128x256 };
+// the same bits; TmaAuto its tile by M.
+enum class WgmmaTile : int { Auto, T64x32, T64x128, T128x128, T128x256, Tma64x32, Tma128x128, Tma128x256, TmaAuto };
+constexpr bool is_tma(WgmmaTile t) { return int(t) >= int(WgmmaTile::Tma64x32); }
 void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y, WgmmaTile tile);
-void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y, bool wide);
+void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y,
+                           WgmmaTile tile);
 
 }  // namespace kvp::cuda

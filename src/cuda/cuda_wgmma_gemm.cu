@@ -26,8 +26,7 @@ bool wgmma_kernels_available() {
 
 void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y,
                        WgmmaTile tile) {
-  if (tile == WgmmaTile::Tma128x128 || tile == WgmmaTile::Tma128x256)
-    return launch_wgmma_tma_gemm(xh, M, W, store, K, N, y, tile == WgmmaTile::Tma128x256);
+  if (is_tma(tile)) return launch_wgmma_tma_gemm(xh, M, W, store, K, N, y, tile);
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);
   if (store == kF16) wgmma::gemm_as<kF16>(StreamLaunch{}, x16, M, w16, K, N, y, tile);

@@ -52,9 +52,10 @@ CUtensorMap tensor_map(const void* base, int rows, int K, int box_rows) {
 
 }  // namespace
 
-void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y, bool wide) {
-  if (store == kF16) wgmma::tma_gemm_as<kF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, wide);
-  if (store == kBF16) wgmma::tma_gemm_as<kBF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, wide);
+void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y,
+                           WgmmaTile tile) {
+  if (store == kF16) wgmma::tma_gemm_as<kF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile);
+  if (store == kBF16) wgmma::tma_gemm_as<kBF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile);
 }
 
 }  // namespace kvp::cuda

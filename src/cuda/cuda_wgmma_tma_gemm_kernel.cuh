@@ -1,17 +1,23 @@
 #pragma once
-// The wgmma family's large-M kernel with the copies taken off the tensor cores' warps: one
-// producer warpgroup whose first thread moves each stage's tiles by TMA (cp.async.bulk.tensor,
-// which writes the same 128-byte swizzle the descriptors read, zeros past M, N and K), two consumer
+// The wgmma family's kernel with the copies taken off the tensor cores' warps: one producer
+// warpgroup whose first thread moves each stage's tiles by TMA (cp.async.bulk.tensor, which writes
+// the same 128-byte swizzle the descriptors read, zeros past M, N and K), BM / 64 consumer
 // warpgroups of 64 rows each that only wait, multiply and release, over a ring of STAGES stages
 // with a "full" and an "empty" mbarrier each. The instructions each output sees are
-// cuda_wgmma_gemm_kernel.cuh's (mma_stage: one m64n128k16 per 16 k in increasing order, C = 0
-// first), so its bits are that family's; only who copies and how the stages are handed over differ.
-// Forced only (KVPARITY_CUDA_GEMM=wgmma-tma128x128 | wgmma-tma128x256) until timed on an H100.
+// cuda_wgmma_gemm_kernel.cuh's (mma_stage: one m64nINk16 per 16 k in increasing order, C = 0
+// first, IN = 32 or 128 columns an instruction), so its bits are that family's; only who copies
+// and how the stages are handed over differ.
+// Tiles: 128 x 128 and 128 x 256 for large M (an H100 timed them at 470-550 TFLOPS from M = 2048,
+// docs/performance.md); 64 x 32 for decode-sized M, where the time is reading W: 128 blocks at
+// N = 4096 instead of 32, each with 8 stages (32 KB of W) in flight. Forced only
+// (KVPARITY_CUDA_GEMM=wgmma-tma64x32 | wgmma-tma128x128 | wgmma-tma128x256, or wgmma-tma: the
+// tile by M) until an H100 has timed the 64 x 32 one.
 // In this header so that the CPU suite runs the same source (simt_host.h emulates the mbarriers,
 // the TMA copies and the wgmma); cuda_wgmma_tma_gemm.cu makes the tensor maps and launches it.
 #include <cstdint>
 
 #include "cuda/cuda_device_api.cuh"
+#include "cuda/cuda_ops.h"
 #include "cuda/cuda_wgmma.cuh"
 #if defined(__CUDACC__)
 #include <cuda.h>  // CUtensorMap (the driver entry point that fills it comes through the runtime)
@@ -98,32 +104,36 @@ __device__ __forceinline__ void fence_mbarrier_init() {
 }
 #endif  // KVP_HAS_WGMMA
 
-constexpr int kBM = 128;  // two consumer warpgroups of 64 rows
-
-template <int BN, int STAGES>
+template <int BM, int BN, int STAGES>
 constexpr size_t tma_smem_bytes() {
-  return size_t(STAGES) * (kBM + BN) * kRowBytes + 1024 + 2 * STAGES * sizeof(uint64_t);  // tiles, slack, barriers
+  return size_t(STAGES) * (BM + BN) * kRowBytes + 1024 + 2 * STAGES * sizeof(uint64_t);  // tiles, slack, barriers
 }
 
-template <int S, int BN, int STAGES>
-__global__ void __launch_bounds__(384, 1)
+// The producer warpgroup and BM / 64 consumer ones.
+template <int BM>
+constexpr int kTmaThreads = 128 + BM / 64 * 128;
+
+template <int S, int BM, int BN, int STAGES>
+__global__ void __launch_bounds__(kTmaThreads<BM>)
     wgmma_tma_gemm_kernel(const __grid_constant__ TensorMap map_x, const __grid_constant__ TensorMap map_w, int M,
                           int K, int N, GemmOut y) {
   pdl_entry();
 #if defined(KVP_HAS_WGMMA)
-  constexpr int IN = 128, NI = BN / IN;
-  static_assert(NI * IN == BN && STAGES >= 2);
-  constexpr int kStageBytes = (kBM + BN) * kRowBytes;
+  constexpr int IN = BN < 128 ? BN : 128, NI = BN / IN;  // instruction width, instructions a k16 step
+  static_assert(NI * IN == BN && (IN == 32 || IN == 128) && STAGES >= 2 && (BM == 64 || BM == 128));
+  constexpr int kStageBytes = (BM + BN) * kRowBytes;  // a multiple of 1024: every tile stays 1024-aligned
+  static_assert(kStageBytes % 1024 == 0 && BM * kRowBytes % 1024 == 0);
+  constexpr unsigned kConsumerWarps = BM / 64 * 4;
   KVP_DYNAMIC_SHARED(unsigned char, raw);
   const uint32_t raw_addr = unsigned(__cvta_generic_to_shared(raw));
   const uint32_t tiles = (raw_addr + 1023) & ~1023u;
   const uint32_t full = tiles + STAGES * kStageBytes, empty = full + STAGES * 8;  // mbarriers, 8 bytes each
-  const int tid = threadIdx.x, wg = tid / 128, m0 = blockIdx.y * kBM, n0 = blockIdx.x * BN;
+  const int tid = threadIdx.x, wg = tid / 128, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int steps = (K + kStageK - 1) / kStageK;
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
-      mbar_init(full + 8 * i, 1);   // the producer's expect_tx arrival (then the bytes)
-      mbar_init(empty + 8 * i, 8);  // one arrival per consumer warp
+      mbar_init(full + 8 * i, 1);                // the producer's expect_tx arrival (then the bytes)
+      mbar_init(empty + 8 * i, kConsumerWarps);  // one arrival per consumer warp
     }
     fence_mbarrier_init();
     fence_to_async_proxy();
@@ -137,7 +147,7 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t bar = full + 8 * slot, a = tiles + slot * kStageBytes;
         mbar_expect_bytes(bar, kStageBytes);  // whole boxes: TMA counts the zeros it writes past the ends
         tma_load(a, &map_x, s * kStageK, m0, bar);
-        tma_load(a + kBM * kRowBytes, &map_w, s * kStageK, n0, bar);
+        tma_load(a + BM * kRowBytes, &map_w, s * kStageK, n0, bar);
       }
     }
     return;
@@ -149,7 +159,7 @@ __global__ void __launch_bounds__(384, 1)
     mbar_wait(full + 8 * slot, unsigned(s / STAGES) & 1);
     __syncwarp();  // the lanes may leave the polling loop apart; the .aligned wgmma need them together
     const uint32_t a = tiles + slot * kStageBytes;
-    mma_stage<S, IN, NI>(d, a + cw * 64 * kRowBytes, a + kBM * kRowBytes);
+    mma_stage<S, IN, NI>(d, a + cw * 64 * kRowBytes, a + BM * kRowBytes);
     // Stage s - 1's group has completed (all but the newest): its slot goes back to the producer.
     retire_groups<1, IN, NI>(d);
     if (s > 0 && tid % 32 == 0) mbar_arrive(empty + 8 * ((s - 1) % STAGES));
@@ -163,23 +173,29 @@ __global__ void __launch_bounds__(384, 1)
 
 // make_map(base, rows, K, box_rows) describes a row-major [rows, K] matrix read in boxes of
 // box_rows x 64 (cuTensorMapEncodeTiled on the GPU; the CPU suite's own).
-template <int S, int BN, int STAGES, class Launch, class MakeMap>
+template <int S, int BM, int BN, int STAGES, class Launch, class MakeMap>
 void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
                      GemmOut y) {
-  const TensorMap mx = make_map(xh, M, K, kBM), mw = make_map(W, N, K, BN);
-  const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + kBM - 1) / kBM));
-  launch.with_smem(tma_smem_bytes<BN, STAGES>(), wgmma_tma_gemm_kernel<S, BN, STAGES>, grid, dim3(384), mx, mw, M, K,
-                   N, y);
+  const TensorMap mx = make_map(xh, M, K, BM), mw = make_map(W, N, K, BN);
+  const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + BM - 1) / BM));
+  launch.with_smem(tma_smem_bytes<BM, BN, STAGES>(), wgmma_tma_gemm_kernel<S, BM, BN, STAGES>, grid,
+                   dim3(kTmaThreads<BM>), mx, mw, M, K, N, y);
 }
 
-// The two kernels: 128 x 128 tiles with 6 stages, 128 x 256 with 4 (192 KB of tiles each).
+// The tiles: 128 x 128 with 6 stages, 128 x 256 with 4 (192 KB of tiles each), 64 x 32 with 8
+// (96 KB: two blocks a multiprocessor). TmaAuto: 64 x 32 up to 64 rows (decode, a batch of 64
+// steps), 128 x 128 up to 1024, 128 x 256 beyond (from the H100's per-GEMM times at Llama-2-7B's
+// shapes: 128 x 256 faster from M = 2048, 128 x 128 at 512). Every tile: the family's bits.
 template <int S, class Launch, class MakeMap>
 void tma_gemm_as(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
-                 GemmOut y, bool wide) {
-  if (wide)
-    launch_tma_tile<S, 256, 4>(launch, make_map, xh, M, W, K, N, y);
-  else
-    launch_tma_tile<S, 128, 6>(launch, make_map, xh, M, W, K, N, y);
+                 GemmOut y, WgmmaTile tile) {
+  if (tile == WgmmaTile::TmaAuto)
+    tile = M <= 64 ? WgmmaTile::Tma64x32 : M <= 1024 ? WgmmaTile::Tma128x128 : WgmmaTile::Tma128x256;
+  switch (tile) {
+    case WgmmaTile::Tma64x32: return launch_tma_tile<S, 64, 32, 8>(launch, make_map, xh, M, W, K, N, y);
+    case WgmmaTile::Tma128x256: return launch_tma_tile<S, 128, 256, 4>(launch, make_map, xh, M, W, K, N, y);
+    default: return launch_tma_tile<S, 128, 128, 6>(launch, make_map, xh, M, W, K, N, y);
+  }
 }
 
 }  // namespace
