@@ -147,10 +147,12 @@ void register_bench(CLI::App& app) {
                                         << ", invariant GEMM kernel " << cuda::invariant_gemm_kernel()
                                         << ", standard decode splits of " << cuda::decode_split_keys() << "+ keys\n";
     if (o->op_times) (o->json ? std::cerr : std::cout) << op_times_table();
-    // What a replayed pass costs the GPU's front end (a decode step's graph, in practice).
-    if (const cuda::GraphNodes g = cuda::busiest_pass_graph_nodes(); g.total > 0)
-      (o->json ? std::cerr : std::cout) << "cuda graph replayed most (a decode step): " << g.kernels
-                                        << " kernel nodes (" << g.total << " nodes in all)\n";
+    // What a replayed decode step costs the GPU's front end, for each configuration.
+    for (const BenchResult& r : rows)
+      if (r.decode_graph_nodes > 0)
+        (o->json ? std::cerr : std::cout)
+            << "cuda graph of a decode step (" << r.kernels << " " << r.dtype << "): " << r.decode_graph_kernel_nodes
+            << " kernel nodes (" << r.decode_graph_nodes << " nodes in all)\n";
   });
 }
 

@@ -45,6 +45,11 @@ void note_replay(size_t replays, size_t kernel_nodes, size_t nodes) {
 
 void set_pass_graphs(bool on) { g_graphs_on = on; }
 size_t pass_graph_replays() { return g_replays; }
+void reset_busiest_pass_graph() {
+  std::lock_guard<std::mutex> lock(g_busiest_mutex);
+  g_busiest = {};
+  g_busiest_replays = 0;
+}
 GraphNodes busiest_pass_graph_nodes() {
   std::lock_guard<std::mutex> lock(g_busiest_mutex);
   return g_busiest;

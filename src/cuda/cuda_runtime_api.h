@@ -46,12 +46,14 @@ void reset_op_times();
 // kernels are made. pass_graph_replays(): passes replayed so far in this process.
 void set_pass_graphs(bool on);
 size_t pass_graph_replays();
-// The nodes of the pass graph replayed most so far in this process (a decode step's, in a
-// benchmark): what a replay costs is mostly its kernel nodes. Zero before any replay.
+// The nodes of the pass graph replayed most since the last reset_busiest_pass_graph() (or in this
+// process): what a replay costs is mostly its kernel nodes. Zero before any replay. A benchmark
+// resets it before each configuration's decode steps, so that a row names its own step's graph.
 struct GraphNodes {
   size_t kernels = 0, total = 0;
 };
 GraphNodes busiest_pass_graph_nodes();
+void reset_busiest_pass_graph();
 // Rounding points and cuBLAS input conversions folded into neighbouring kernels (cuda_fusion.cuh),
 // on by default; $KVPARITY_CUDA_FUSION=0 starts with it off (the same bits, one launch per
 // operation: for measuring what the folding saves). Read when kernels are made.

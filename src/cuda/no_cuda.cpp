@@ -36,6 +36,7 @@ void set_decode_split_keys(int) {}
 int decode_split_keys() { return 32; }
 size_t pass_graph_replays() { return 0; }
 GraphNodes busiest_pass_graph_nodes() { return {}; }
+void reset_busiest_pass_graph() {}
 void set_programmatic_launch(bool) {}
 bool programmatic_launch_on() { return false; }
 bool programmatic_launch_available() { return false; }

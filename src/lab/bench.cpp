@@ -164,12 +164,17 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         engine.forward(tokens.data(), cfg.prompt_tokens, 0, whole_seq);
         run.best_prefill = std::min(run.best_prefill, now_s() - t0);
         phase("decode");
+        if (run.r.device == "cuda") cuda::reset_busiest_pass_graph();
         t0 = now_s();
         for (int s = 0; s < cfg.decode_tokens; ++s) {
           const int pos = cfg.prompt_tokens + s;
           engine.forward(tokens.data() + pos, 1, pos, fo);
         }
         run.best_decode = std::min(run.best_decode, now_s() - t0);
+        if (run.r.device == "cuda") {
+          const cuda::GraphNodes g = cuda::busiest_pass_graph_nodes();
+          run.r.decode_graph_kernel_nodes = g.kernels, run.r.decode_graph_nodes = g.total;
+        }
         phase("cache-off");
         t0 = now_s();
         engine.forward_uncached(tokens.data(), cfg.cache_off_tokens, whole_seq);
@@ -295,6 +300,8 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
                    {"batch_decode_tok_s", r.batch_decode_tok_s},
                    {"peak_rss_mb", r.peak_rss_mb},
                    {"peak_device_mb", r.peak_device_mb},
+                   {"decode_graph_kernel_nodes", r.decode_graph_kernel_nodes},
+                   {"decode_graph_nodes", r.decode_graph_nodes},
                    {"weights_huge_page_share", r.weights_huge_page_share}});
   }
   return arr.dump(2);

@@ -55,6 +55,8 @@ struct BenchResult {
   double decode_fraction_of_bound = 0;
   double peak_rss_mb = 0;
   double peak_device_mb = 0;          // cuda: peak device memory allocated by kvparity so far
+  // cuda: the nodes of the graph a decode step of this configuration replays (0: none replayed)
+  size_t decode_graph_kernel_nodes = 0, decode_graph_nodes = 0;
   int batch = 1;                      // BenchConfig::batch
   double batch_decode_tok_s = 0;      // tokens of all B sequences per second of batched decode
   // Share of the resident weight matrices mapped with 2 MiB pages after the runs (-1: unknown).

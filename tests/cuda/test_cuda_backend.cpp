@@ -261,9 +261,14 @@ TEST(CudaBackend, GraphReplayedDecodeStepsAreBitwiseTheEagerOnes) {
         Graphs off(false);
         eager = trace(model, eo, prompt, CacheMode::On, 150);
       }
+      cuda::reset_busiest_pass_graph();  // what bench does before a configuration's decode steps
+      EXPECT_EQ(cuda::busiest_pass_graph_nodes().total, 0u);
       const size_t before = cuda::pass_graph_replays();
       const Trace graphed = trace(model, eo, prompt, CacheMode::On, 150);
       const size_t replays = cuda::pass_graph_replays() - before;
+      const cuda::GraphNodes nodes = cuda::busiest_pass_graph_nodes();
+      EXPECT_GT(nodes.kernels, 0u) << fam;
+      EXPECT_GE(nodes.total, nodes.kernels) << fam;
       std::printf("[ measured ] %s %s: %zu of 150 decode passes replayed as graphs\n", fam,
                   std::string(dtype_name(dt)).c_str(), replays);
       EXPECT_GE(replays, 140u) << fam;
