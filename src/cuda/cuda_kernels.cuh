@@ -345,12 +345,13 @@ class CudaKernels final : public Kernels {
   // whole output: the output's rounding point and o_proj's 16-bit copy ride in it (Fusion::hold).
   void submit_decode(uint64_t sig, const AttentionPlan& plan, const AttnShape& s,
                      std::function<void(const AttnStore&)> launch) {
-    const float* base = decode_output_block(plan, size_t(s.n_heads) * s.head_dim);
+    const size_t width = size_t(s.n_heads) * s.head_dim;  // a row of the attention output
+    const float* base = decode_output_block(plan, width);
     if (base == nullptr) return graphs_.submit(sig, [launch] { launch(AttnStore{}); });
     sig = PassGraphs::mix(sig, uint64_t(reinterpret_cast<uintptr_t>(base)));
     const int act = s.act;
     fusion_.hold(
-        base, plan.steps.size() * s.n_heads * s.head_dim, act, sig,
+        base, plan.steps.size() * width, act, sig,
         [launch, act, base](NonFiniteSlot c, OutCopy copy) {
           launch(AttnStore{c.hits != nullptr ? act : -1, c, copy, base});
         },
