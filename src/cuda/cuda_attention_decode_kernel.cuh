@@ -33,22 +33,27 @@ __device__ __forceinline__ int first_key(const AttnShape& s, int pos) {
 // The splits of (slice d, head h) rescaled to their common max and added in split order, by one
 // warp. The states were written by other warps: read past the L1 cache, which is not coherent
 // between multiprocessors. A warp is a chain of dependent memory round trips, and a split's merge
-// is one: so each lane reads the (m, l) of a split of its own, and the accumulators of kInFlight
-// splits are read before the first is added (the additions stay one by one, in split order).
+// is one: so each lane reads the (m, l) of a split of its own (those of the first 32 splits with
+// the max pass, the usual whole), and the accumulators of kInFlight splits are read before the
+// first is added (the additions stay one by one, in split order).
 template <int PER>
 __device__ void merge_splits(const AttnDesc& d, const AttnShape& s, const float* parts, int h, const AttnStore& st) {
   const int hd = s.head_dim, lane = threadIdx.x & 31, n = d.n_splits;
   const int stride = hd + 2, per = (hd + 31) / 32, d0 = lane * per;
   const float* p0 = parts + size_t(d.part0 + h * n) * stride;
-  float mx = kNegInf;
-  for (int c = lane; c < n; c += 32) mx = fmaxf(mx, __ldcg(p0 + size_t(c) * stride));
+  const float* first = p0 + size_t(min(lane, n - 1)) * stride;
+  float m = __ldcg(first), l = __ldcg(first + 1);  // split `lane`'s (a lane past n: the last's, unused)
+  float mx = m;
+  for (int c = lane + 32; c < n; c += 32) mx = fmaxf(mx, __ldcg(p0 + size_t(c) * stride));
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   float acc[PER] = {};
   float denom = 0.0f;
   for (int c0 = 0; c0 < n; c0 += 32) {
     // Lane i: split c0 + i's weight and sum (expf of the same arguments in whichever lane).
-    const int mine = min(c0 + lane, n - 1);
-    const float m = __ldcg(p0 + size_t(mine) * stride), l = __ldcg(p0 + size_t(mine) * stride + 1);
+    if (c0 > 0) {
+      const float* mine = p0 + size_t(min(c0 + lane, n - 1)) * stride;
+      m = __ldcg(mine), l = __ldcg(mine + 1);
+    }
     const float wgt_mine = m == kNegInf ? 0.0f : expf(m - mx);
     const int cn = min(32, n - c0);
     for (int u0 = 0; u0 < cn; u0 += kInFlight) {

@@ -15,6 +15,15 @@ namespace {
 constexpr int kRowBytes = 128;  // 64 k of 16 bits: one row of the 128-byte swizzle
 constexpr int kStageK = 64;     // k a pipeline stage: one swizzle row
 
+// The columns one wgmma instruction of a BN-column tile computes (m64n32k16 for 32-column decode
+// tiles, m64n128k16 otherwise), and how many such instructions a k16 step of the tile takes.
+template <int BN>
+constexpr int kInstrCols = BN < 128 ? BN : 128;
+template <int BN>
+constexpr int kInstrs = BN / kInstrCols<BN>;
+template <int BN>
+constexpr bool kTileOfInstrs = BN % kInstrCols<BN> == 0 && (kInstrCols<BN> == 32 || kInstrCols<BN> == 128);
+
 #define KVP_WGMMA_D16                                                     \
   "{"                                                                     \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15" \

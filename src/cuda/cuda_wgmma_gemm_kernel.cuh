@@ -44,8 +44,8 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1)
   pdl_entry();
 #if defined(KVP_HAS_WGMMA)
   static_assert(BM % 64 == 0 && STAGES >= 3);
-  constexpr int IN = BN < 128 ? BN : 128, NI = BN / IN;  // instruction width, instructions a step
-  static_assert(IN * NI == BN && (IN == 32 || IN == 128));
+  constexpr int IN = kInstrCols<BN>, NI = kInstrs<BN>;
+  static_assert(kTileOfInstrs<BN>);
   constexpr int kThreads = BM / 64 * 128, kRows = BM + BN, kStageBytes = kRows * kRowBytes;
   KVP_DYNAMIC_SHARED(unsigned char, raw);
   const uint32_t raw_addr = unsigned(__cvta_generic_to_shared(raw));

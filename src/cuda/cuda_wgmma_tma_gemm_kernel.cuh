@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(kTmaThreads<BM>)
                           int K, int N, GemmOut y) {
   pdl_entry();
 #if defined(KVP_HAS_WGMMA)
-  constexpr int IN = BN < 128 ? BN : 128, NI = BN / IN;  // instruction width, instructions a k16 step
-  static_assert(NI * IN == BN && (IN == 32 || IN == 128) && STAGES >= 2 && (BM == 64 || BM == 128));
+  constexpr int IN = kInstrCols<BN>, NI = kInstrs<BN>;
+  static_assert(kTileOfInstrs<BN> && STAGES >= 2 && (BM == 64 || BM == 128));
   constexpr int kStageBytes = (BM + BN) * kRowBytes;  // a multiple of 1024: every tile stays 1024-aligned
   static_assert(kStageBytes % 1024 == 0 && BM * kRowBytes % 1024 == 0);
   constexpr unsigned kConsumerWarps = BM / 64 * 4;

@@ -214,8 +214,7 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
         {"strict", paired(g.on_strict, g.off_strict, g.b_strict, g.c_strict, g.n)},
         {"flexible", paired(g.on_flex, g.off_flex, g.b_flex, g.c_flex, g.n)},
         {"sequence_divergence_rate", rate(g.diverged, g.n)},
-        {"token_flip_rate",
-         g.flips_n > 0 && g.steps > 0 ? nlohmann::json(double(g.flips) / double(g.steps)) : nlohmann::json(nullptr)},
+        {"token_flip_rate", g.steps > 0 ? nlohmann::json(double(g.flips) / double(g.steps)) : nlohmann::json(nullptr)},
         {"flips_measured", g.flips_n},
         {"steps", g.steps},
         {"first_divergence_index", summarize(g.first_div).to_json()}};
