@@ -145,6 +145,7 @@ void register_bench(CLI::App& app) {
                                             : cuda::programmatic_launch_available() ? "on"
                                                                                     : "asked for, unavailable here")
                                         << ", invariant GEMM kernel " << cuda::invariant_gemm_kernel()
+                                        << " (tile groups of " << cuda::gemm_tile_group() << ")"
                                         << ", standard decode splits of " << cuda::decode_split_keys() << "+ keys\n";
     if (o->op_times) (o->json ? std::cerr : std::cout) << op_times_table();
     // What a replayed decode step costs the GPU's front end, for each configuration.

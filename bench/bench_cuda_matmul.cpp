@@ -5,7 +5,7 @@
 // M = 1..64 are decode steps, bound by reading W (GBps: weight bytes a second); larger M are
 // prefills, cache-OFF steps and big batches (TFLOPS). Registered only in a build with CUDA; where no
 // GPU opens, every row is skipped with the CUDA error. On the GPU machine, e.g.
-//   kvparity_bench --benchmark_filter='cuda_matmul/'      (212 rows, about a minute)
+//   kvparity_bench --benchmark_filter='cuda_matmul/'      (612 rows, a few minutes)
 // Time per call is GPU throughput: an iteration launches 32 matmuls (4 past M = 64) back to back,
 // cycling through four copies of W, then waits once; a row runs until its calls add up to 64 ms
 // (decode sizes) or 50 ms.
@@ -133,7 +133,8 @@ bool register_gpu() {
         // The decode kernels and the CUDA-core GEMM take seconds a row at the largest M.
         const bool decode_kernel = v.gemm_kernel == "ring" || v.gemm_kernel == "registers" ||
                                    v.gemm_kernel == "pipelined" || v.gemm_kernel == "wgmma64x32" ||
-                                   v.gemm_kernel == "wgmma-tma64x32";
+                                   v.gemm_kernel == "wgmma-tma64x32" || v.gemm_kernel == "wgmma-mma16" ||
+                                   v.gemm_kernel == "wgmma-mma16b";
         if (M > 2048 && (decode_kernel || v.policy == KernelPolicy::Portable)) continue;
         const std::string name = "cuda_matmul/" + v.name + "/fp16/M" + std::to_string(M) + "/" + s.name;
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {

@@ -6,7 +6,7 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], wgmma, attention [benchmark filter], bench11b, bench7b,
+#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k,
 #   sanitize [gtest filter].
 #   Every name is checked before anything runs.
@@ -15,7 +15,8 @@
 #   GSM8K_KERNELS (default standard; issue 14's pair is standard,invariant), GSM8K_LIMIT, GSM8K_BATCH,
 #   GSM8K_FLIPS (0: --no-flips),
 #   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
-#   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant).
+#   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant), WGMMA_GEMMS (the
+#   wgmma stage's 7B runs: default "wgmma-tma wgmma-tma+mma16").
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
 #   each stage and on exit, so a call cut short still returns what finished) and the console to
 #   $OUT/session.txt.
@@ -36,7 +37,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma tiles attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -167,22 +168,23 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
           >"$L/wgmma_tests.log" 2>&1
         echo "tests rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error" "$L/wgmma_tests.log" | head -40
       fi
-      # (The all-threads wgmma tiles were timed on 2026-11-26; the TMA ones, 64 x 32 new, are the question.)
-      tmo 150 "$BIN/kvparity_bench" --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-tma)' \
+      # (The all-threads wgmma tiles were timed on 2026-11-26; the TMA ones, 64 x 32 new, and mma.sync
+      # fed the family's groups (wgmma-mma16, -mma16b; written 2026-11-26 evening) are the question.)
+      tmo 150 "$BIN/kvparity_bench" \
+        --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-(tma|mma16))/fp16/M(1|16|64|512|2048)/' \
         >"$L/wgmma_gemm.log" 2>&1
       echo "bench rc=$?"; bench_rows "$L/wgmma_gemm.log"
-      KVPARITY_CUDA_GEMM=wgmma tmo 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
-        --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
-        tee "$L/wgmma7b.log" | tail -8
-      # The TMA kernel with its tile by M (wgmma-tma: 64 x 32 up to 64 rows, untried on a GPU before
-      # 2026-11-26's second session; 128 x 128 / 128 x 256 beyond), every M: issue 14's ratios at
-      # batch 1 (decode, prefill, cache OFF) and batch 64 in one family.
-      KVPARITY_CUDA_GEMM=wgmma-tma tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
-        --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
-        tee "$L/wgmma_tma7b.log" | tail -6
-      KVPARITY_CUDA_GEMM=wgmma-tma tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
-        --kernels standard,invariant --prompt-tokens 128 --decode-tokens 64 --cache-off-tokens 1 --repeats 2 \
-        --batch-size 64 2>&1 | tee "$L/wgmma_tma7b_batch64.log" | tail -6 ;;
+      # Issue 14's ratios at batch 1 (decode, prefill, cache OFF) and batch 64 in one family: the TMA
+      # kernel with its tile by M (wgmma-tma: 64 x 32 up to 64 rows; 128 x 128 / 128 x 256 beyond),
+      # then with decode-sized rows on mma.sync in the family's groups (only if the tests above hold).
+      for g in ${WGMMA_GEMMS:-wgmma-tma wgmma-tma+mma16}; do
+        KVPARITY_CUDA_GEMM=$g tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
+          --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
+          tee "$L/${g/+/_}_7b.log" | tail -6
+        KVPARITY_CUDA_GEMM=$g tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
+          --kernels standard,invariant --prompt-tokens 128 --decode-tokens 64 --cache-off-tokens 1 --repeats 2 \
+          --batch-size 64 2>&1 | tee "$L/${g/+/_}_7b_batch64.log" | tail -6
+      done ;;
     bench11b)
       stage bench11b
       tmo 300 "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
@@ -251,6 +253,21 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
         --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
       ab KVPARITY_CUDA_SPLIT_KEYS "64 32" split7b 150 "decode|standard" --kernels standard --prompt-tokens 512 \
         --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
+    tiles)
+      # The tiled GEMMs' block order (cuda_tile_order.cuh, 2026-11-26 evening, unmeasured): one tile
+      # row after another (KVPARITY_CUDA_TILE_GROUP=1, as before) vs groups of 8 tile rows sweeping
+      # W's tile columns together; per GEMM at prefill / cache-OFF sizes, then a 7B cache-OFF step
+      # and prefill with the wgmma-tma kernel. The same bits either way.
+      stage tiles
+      for v in 1 8; do
+        echo "-- KVPARITY_CUDA_TILE_GROUP=$v"
+        KVPARITY_CUDA_TILE_GROUP=$v tmo 90 "$BIN/kvparity_bench" \
+          --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-tma128x(128|256))/fp16/M(512|2048|16384)/' \
+          >"$L/tiles_gemm_$v.log" 2>&1
+        bench_rows "$L/tiles_gemm_$v.log"
+      done
+      KVPARITY_CUDA_GEMM=wgmma-tma ab KVPARITY_CUDA_TILE_GROUP "1 8" tiles7b 120 "prefill|cache-off|invariant" \
+        --kernels standard,invariant --prompt-tokens 512 --decode-tokens 8 --cache-off-tokens 512 --repeats 2 ;;
     ring7b)
       # The invariant decode GEMM: shared-memory ring (auto) vs register prefetch, batch 1 and 64,
       # beside standard: the same bits either way (gemm measures each kernel alone).

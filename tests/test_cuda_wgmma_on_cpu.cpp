@@ -10,6 +10,7 @@
 // the hardware itself: the CUDA suite runs the kernel on an H100 (CudaInvariant.Wgmma*).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -20,6 +21,8 @@
 #include "test_util.h"
 // The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
 // keywords as macros).
+#include "cuda/cuda_invariant_gemm_kernel.cuh"
+#include "cuda/cuda_tile_order.cuh"
 #include "cuda/cuda_wgmma_gemm_kernel.cuh"
 #include "cuda/cuda_wgmma_tma_gemm_kernel.cuh"
 #include "cuda_on_cpu.h"
@@ -29,10 +32,14 @@ namespace {
 
 using test::HostLaunch;
 
+// Where the emulated instruction's slot s takes its k from, within a group of 16.
+using SlotK = std::array<int, 16>;
+constexpr SlotK kSlotIsK = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
 // The family's order by definition: per output, fma over k = 0, 1, ... up to K rounded up to 64,
-// zeros past K.
-std::vector<float> k16_order(const std::vector<uint8_t>& x, const std::vector<uint8_t>& w, DType t, int M, int K,
-                             int N) {
+// zeros past K (within each group of 16, in slot order: slot s holds k slot_k[s]).
+std::vector<float> k16_order(const std::vector<uint8_t>& x, const std::vector<uint8_t>& w, DType t, int M, int K, int N,
+                             const SlotK& slot_k = kSlotIsK) {
   const int padded = (K + 63) / 64 * 64;
   std::vector<float> xf(size_t(M) * K), wf(size_t(N) * K), y(size_t(M) * N);
   to_f32(t, x.data(), xf.data(), xf.size());
@@ -40,8 +47,10 @@ std::vector<float> k16_order(const std::vector<uint8_t>& x, const std::vector<ui
   for (int m = 0; m < M; ++m)
     for (int n = 0; n < N; ++n) {
       float acc = 0.0f;
-      for (int k = 0; k < padded; ++k)
+      for (int s = 0; s < padded; ++s) {
+        const int k = s / 16 * 16 + slot_k[size_t(s % 16)];
         acc = std::fma(k < K ? xf[size_t(m) * K + k] : 0.0f, k < K ? wf[size_t(n) * K + k] : 0.0f, acc);
+      }
       y[size_t(m) * N + n] = acc;
     }
   return y;
@@ -50,17 +59,19 @@ std::vector<float> k16_order(const std::vector<uint8_t>& x, const std::vector<ui
 // Runs kernel(t, x rows from m0, rows, W, K, N, y) for every case — a partial last stage (K = 200:
 // three whole 64-k stages and 8 k) and, at K = 1000, 16 stages, past every ring of stages twice; N
 // past a whole 32-, 128- and 256-column block, M past a 64- and a 128-row one; the whole call, a
-// single row (decode) and a slice that starts mid-tile — against the family's order.
+// single row (decode) and a slice that starts mid-tile — against the family's order. M = 1100: more
+// 128-row tiles than one group of tile_of_block takes.
 template <class Kernel>
-void expect_k16_order(std::mt19937& rng, const std::string& name, const Kernel& kernel) {
+void expect_k16_order(std::mt19937& rng, const std::string& name, const Kernel& kernel,
+                      const SlotK& slot_k = kSlotIsK) {
   for (DType t : {DType::F16, DType::BF16})
-    for (auto [M, K, N] : {std::tuple{130, 200, 270}, std::tuple{67, 1000, 40}}) {
+    for (auto [M, K, N] : {std::tuple{130, 200, 270}, std::tuple{67, 1000, 40}, std::tuple{1100, 64, 40}}) {
       const auto xf = test::normals(size_t(M) * K, rng, t);
       const auto wf = test::normals(size_t(N) * K, rng, t);
       std::vector<uint8_t> xb(xf.size() * 2), wb(wf.size() * 2);
       from_f32(t, xf.data(), xb.data(), xf.size());
       from_f32(t, wf.data(), wb.data(), wf.size());
-      const auto want = k16_order(xb, wb, t, M, K, N);
+      const auto want = k16_order(xb, wb, t, M, K, N, slot_k);
       const auto* x16 = reinterpret_cast<const uint16_t*>(xb.data());
       const auto* w16 = reinterpret_cast<const uint16_t*>(wb.data());
       for (auto [m0, rows] : {std::pair{0, M}, std::pair{M - 1, 1}, std::pair{3, M - 3}}) {
@@ -116,6 +127,60 @@ TEST(CudaWgmmaOnCpu, TmaKernelIsTheK16OrderBitForBit) {
       else
         cuda::wgmma::tma_gemm_as<cuda::kBF16>(HostLaunch{}, make_map, x, M, W, K, N, y, tile);
     });
+}
+
+// The mma.sync register kernel fed the wgmma family's groups of 16 k (cuda_invariant_gemm_kernel.cuh,
+// KMap), on the register prefetch's three warp shapes (1, 64 and 127 rows and more): Slots16 puts k
+// 16g + s in slot s, as the wgmma does, so on the host, where both instructions sum their slots in
+// order, it is the family's bits exactly; Blocks16 feeds each lane 4 consecutive k (slot 2t + e: k
+// 4t + e, slot 2t + 8 + e: k 4t + 2 + e), the same 16 products of each group in another slot order.
+// Whether an H100 sums them to the wgmma's bits is the CUDA suite's question (CudaInvariant.Wgmma*).
+TEST(CudaWgmmaOnCpu, MmaSyncInTheWgmmaFamilysGroupsIsItsOrder) {
+  std::mt19937 rng(38);
+  using cuda::invariant::KMap;
+  constexpr SlotK kBlocks16 = {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15};
+  for (auto [map, name, slot_k] :
+       {std::tuple{KMap::Slots16, "mma16", kSlotIsK}, std::tuple{KMap::Blocks16, "mma16b", kBlocks16}})
+    expect_k16_order(
+        rng, name,
+        [map = map](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N, float* y) {
+          cuda::invariant::gemm_in_wgmma_order(HostLaunch{}, x, M, W, store, K, N, y, map);
+        },
+        slot_k);
+  // The dispatch: the register kernel for every M, or up to kMmaRows beside the TMA kernel.
+  using cuda::invariant::GemmKernel;
+  using cuda::invariant::wgmma_order_map;
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaMma16, 4096), KMap::Slots16);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaMma16b, 1), KMap::Blocks16);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16, cuda::invariant::kMmaRows), KMap::Slots16);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16b, cuda::invariant::kMmaRows + 1), KMap::Pairs);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTma, 1), KMap::Pairs);
+}
+
+// tile_of_block (cuda_tile_order.cuh), the order the tiled GEMMs' blocks take their tiles in:
+// every tile of the grid exactly once, whatever the grid's shape against the group, and blocks in
+// index order walk a group's tile rows, then its next tile column.
+TEST(CudaWgmmaOnCpu, BlocksTakeEveryTileOnceInGroupsOfTileRows) {
+  for (int m_tiles : {1, 2, 7, 8, 9, 17, 100})
+    for (int n_tiles : {1, 3, 86})
+      for (int group : {1, 4, cuda::kTileGroup}) {
+        std::vector<int> seen(size_t(m_tiles) * size_t(n_tiles), 0);
+        for (int b = 0; b < m_tiles * n_tiles; ++b) {
+          const cuda::TileIndex t = cuda::tile_of_block(b, m_tiles, n_tiles, group);
+          ASSERT_TRUE(t.m >= 0 && t.m < m_tiles && t.n >= 0 && t.n < n_tiles)
+              << "block " << b << " of " << m_tiles << " x " << n_tiles << ": tile " << t.m << ", " << t.n;
+          ++seen[size_t(t.m) * size_t(n_tiles) + size_t(t.n)];
+          EXPECT_EQ(t.m / group, b / (group * n_tiles)) << "block " << b << ": outside its group";
+        }
+        for (size_t i = 0; i < seen.size(); ++i)
+          EXPECT_EQ(seen[i], 1) << m_tiles << " x " << n_tiles << " tiles, groups of " << group << ": tile " << i;
+      }
+  // 3 x 2 tiles in groups of 2 rows: the first group column by column, then the last row alone.
+  const std::pair<int, int> want[] = {{0, 0}, {1, 0}, {0, 1}, {1, 1}, {2, 0}, {2, 1}};
+  for (int b = 0; b < 6; ++b) {
+    const cuda::TileIndex t = cuda::tile_of_block(b, 3, 2, 2);
+    EXPECT_EQ(std::pair(t.m, t.n), want[b]) << "block " << b;
+  }
 }
 
 }  // namespace

@@ -1,9 +1,7 @@
 // Launcher of the tensor-core flash attention (cuda_attention_mma_kernel.cuh has the kernel and
 // why the `invariant` policy may run decode steps through it).
-#include <cstdlib>
-#include <cstring>
-#include <string>
 
+#include "core/env.h"
 #include "cuda/cuda_attention_mma_kernel.cuh"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_fail.h"
@@ -16,14 +14,12 @@ namespace kvp::cuda {
 // many and short: with half the shared memory more of them run at once (an H100, 7B geometry:
 // a batch of 64 steps over 512 keys 645 -> 385 us a layer, one step over 2048 keys 74 -> 52 us,
 // over 512 level; docs/performance.md).
+int forced_attention_stages() {
+  static const int forced = env_int("KVPARITY_CUDA_ATTN_STAGES", 0, 1, 2);
+  return forced;
+}
 static int attention_stages(bool decode) {
-  static const int forced = [] {
-    const char* e = std::getenv("KVPARITY_CUDA_ATTN_STAGES");
-    if (e == nullptr) return 0;
-    if (std::strcmp(e, "1") != 0 && std::strcmp(e, "2") != 0)
-      fail_input(std::string("KVPARITY_CUDA_ATTN_STAGES=") + e + ": not 1 or 2");
-    return e[0] - '0';
-  }();
+  const int forced = forced_attention_stages();
   return forced != 0 ? forced : decode ? 1 : 2;
 }
 

@@ -1,11 +1,11 @@
 // The GPU the process runs on: opened once, one stream for all work, memory accounting, and the
 // host-facing copies of core/device.h.
 #include <atomic>
-#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
+#include "core/env.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_op_timer.cuh"
 #include "cuda/cuda_runtime_api.h"
@@ -56,10 +56,7 @@ void check(cudaError_t e, const char* what) {
 }
 
 namespace {
-std::atomic<bool> g_pdl{[] {
-  const char* e = std::getenv("KVPARITY_CUDA_PDL");
-  return e != nullptr && std::string(e) == "1";
-}()};
+EnvSwitch g_pdl{"KVPARITY_CUDA_PDL", false};
 
 // pdl_entry waits only in code compiled for sm_90 or later: a build whose kernels come from older
 // PTX (CMAKE_CUDA_ARCHITECTURES=80 on an H100) would launch early with no wait at all.
@@ -74,11 +71,11 @@ bool pdl_supported() {
 }
 }  // namespace
 
-void set_programmatic_launch(bool on) { g_pdl = on; }
-bool programmatic_launch_on() { return g_pdl; }
+void set_programmatic_launch(bool on) { g_pdl.set(on); }
+bool programmatic_launch_on() { return g_pdl.on(); }
 bool programmatic_launch_available() { return pdl_supported(); }
 // Off while operations are timed: the events between kernels would serialise them anyway.
-bool pdl_launch() { return g_pdl && pdl_supported() && !op_timing_on(); }
+bool pdl_launch() { return g_pdl.on() && pdl_supported() && !op_timing_on(); }
 
 void allow_smem(const void* kernel, size_t bytes) {
   static std::mutex mu;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/env.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_fail.h"
 #include "cuda/cuda_invariant_gemm_kernel.cuh"
@@ -33,6 +34,10 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"wgmma-tma64x32", GemmKernel::WgmmaTma64x32},
     {"wgmma-tma128x128", GemmKernel::WgmmaTma128x128},
     {"wgmma-tma128x256", GemmKernel::WgmmaTma128x256},
+    {"wgmma-mma16", GemmKernel::WgmmaMma16},
+    {"wgmma-mma16b", GemmKernel::WgmmaMma16b},
+    {"wgmma-tma+mma16", GemmKernel::WgmmaTmaMma16},
+    {"wgmma-tma+mma16b", GemmKernel::WgmmaTmaMma16b},
 };
 
 WgmmaTile tile_of(GemmKernel k) {
@@ -41,7 +46,9 @@ WgmmaTile tile_of(GemmKernel k) {
     case GemmKernel::Wgmma64x128: return WgmmaTile::T64x128;
     case GemmKernel::Wgmma128x128: return WgmmaTile::T128x128;
     case GemmKernel::Wgmma128x256: return WgmmaTile::T128x256;
-    case GemmKernel::WgmmaTma: return WgmmaTile::TmaAuto;
+    case GemmKernel::WgmmaTma:
+    case GemmKernel::WgmmaTmaMma16:
+    case GemmKernel::WgmmaTmaMma16b: return WgmmaTile::TmaAuto;
     case GemmKernel::WgmmaTma64x32: return WgmmaTile::Tma64x32;
     case GemmKernel::WgmmaTma128x128: return WgmmaTile::Tma128x128;
     case GemmKernel::WgmmaTma128x256: return WgmmaTile::Tma128x256;
@@ -87,6 +94,11 @@ std::vector<std::string> invariant_gemm_kernels() {
 
 int invariant_gemm_choice() { return int(chosen().load()); }
 
+int gemm_tile_group() {
+  static const int group = env_int("KVPARITY_CUDA_TILE_GROUP", kTileGroup, 1, 64);
+  return group;
+}
+
 // The wgmma family where it was chosen and rows load as 16-byte pieces (a property of K and of
 // buffers the backend allocates aligned, so one pass never mixes the families); elsewhere the
 // mma.sync kernels, which then also serve rows without 16-byte loads.
@@ -98,11 +110,16 @@ void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int 
                  "' needs a compute capability 9.0 GPU (H100, H200) and a build with sm_90a code "
                  "(CMAKE_CUDA_ARCHITECTURES including 90a); this GPU is sm_" +
                  std::to_string(compute_capability()));
+    if (const invariant::KMap map = invariant::wgmma_order_map(k, M); map != invariant::KMap::Pairs) {
+      invariant::gemm_in_wgmma_order(StreamLaunch{}, xh, M, W, store, K, N, y, map);
+      check(cudaGetLastError(), "matmul (invariant, mma.sync in the wgmma family's order)");
+      return;
+    }
     launch_wgmma_gemm(xh, M, W, store, K, N, y, tile_of(k));
     check(cudaGetLastError(), "matmul (invariant, wgmma)");
     return;
   }
-  invariant::gemm(StreamLaunch{}, xh, M, W, store, K, N, y, k);
+  invariant::gemm(StreamLaunch{}, xh, M, W, store, K, N, y, k, gemm_tile_group());
   check(cudaGetLastError(), "matmul (invariant, tensor cores)");
 }
 

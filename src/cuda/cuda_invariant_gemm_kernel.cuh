@@ -27,12 +27,16 @@
 // lane and issues the same two mma per chunk, so a row's bits do not depend on which kernel M
 // picked (or GemmKernel forced).
 // On an H100 or H200 a second family (cuda_wgmma_gemm_kernel.cuh: Hopper's wgmma, its products in
-// other groups of 16, so bits of its own) can be chosen instead, for a whole run, never by M.
+// other groups of 16, so bits of its own) can be chosen instead, for a whole run, never by M. The
+// register kernel can also feed each mma the wgmma family's group of 16 consecutive k (KMap below):
+// whether an mma.sync then sums them to the wgmma's bits is the hardware's to say, and the CUDA
+// suite asks it (CudaInvariant.WgmmaGemmRow*: such a kernel's rows against the wgmma family's).
 // The kernels and their dispatch live in this header so that the CPU suite runs the same source on
 // the host (simt_host.h, where an mma is emulated from the PTX fragment layout and a cp.async copy
 // lands at its issue or only at its wait, by block); cuda_invariant_gemm.cu launches them.
 #include "cuda/cuda_device_api.cuh"
 #include "cuda/cuda_gemm_out.cuh"
+#include "cuda/cuda_tile_order.cuh"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
 namespace kvp::cuda::invariant {
@@ -77,6 +81,68 @@ __device__ __forceinline__ uint4 load8(const uint16_t* base, int row, int rows, 
   }
 }
 
+// Which k of a 32-k chunk a lane feeds to which slot of the chunk's two mma (lane t holds slots
+// 2t, 2t+1 of a row in its first register and 2t+8, 2t+9 in its second).
+enum class KMap {
+  // This family's: lane t loads k 8t .. 8t+7 (one 16-byte load) and feeds k + 0..3 to the first
+  // mma, k + 4..7 to the second, so the first sums k in {0-3, 8-11, 16-19, 24-27}.
+  Pairs,
+  // The wgmma family's groups: the first mma sums k 0..15, the second 16..31. Lane t loads k
+  // 4t .. 4t+3 of each (8-byte loads): slot 2t+e holds k 4t+e, slot 2t+8+e k 4t+2+e.
+  Blocks16,
+  // The wgmma family's groups and slots: slot s of the mma for group h holds k 16h + s, as in its
+  // m64nNk16 (4-byte loads at k 2t, 8+2t, 16+2t, 24+2t).
+  Slots16,
+};
+
+// N (2 or 4) 16-bit values of row `row` (of `rows`) from column k as N / 2 words, zero past the
+// row count or K. Rows that load as 16-byte pieces (K % 8 == 0, 16-byte aligned), so a piece at a
+// multiple of N is aligned and lies wholly before K or wholly past it.
+template <int N>
+__device__ __forceinline__ void load_piece(uint32_t* out, const uint16_t* base, int row, int rows, int k, int K) {
+  static_assert(N == 2 || N == 4);
+  if (row >= rows || k >= K) {
+#pragma unroll
+    for (int i = 0; i < N / 2; ++i) out[i] = 0;
+    return;
+  }
+  const uint16_t* p = base + size_t(row) * K + k;
+  if constexpr (N == 4) {
+    const uint2 v = load_raw<uint2>(p);
+    out[0] = v.x;
+    out[1] = v.y;
+  } else {
+    out[0] = load_raw<uint32_t>(p);
+  }
+}
+
+// A lane's fragment of row `row` for the chunk at k0: registers .x, .y for the first mma, .z, .w
+// for the second, in Map's order.
+template <KMap Map, bool Vec>
+__device__ __forceinline__ uint4 load_fragment(const uint16_t* base, int row, int rows, int k0, int K, int t) {
+  if constexpr (Map == KMap::Pairs) {
+    return load8<Vec>(base, row, rows, k0 + 8 * t, K);
+  } else {
+    static_assert(Vec, "the wgmma family's order is for rows that load as 16-byte pieces");
+    uint32_t w[4];
+    if constexpr (Map == KMap::Blocks16) {
+      load_piece<4>(w, base, row, rows, k0 + 4 * t, K);
+      load_piece<4>(w + 2, base, row, rows, k0 + 16 + 4 * t, K);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) load_piece<2>(w + i, base, row, rows, k0 + 8 * i + 2 * t, K);
+    }
+    return make_uint4(w[0], w[1], w[2], w[3]);
+  }
+}
+
+// The chunks a K takes: the wgmma family's orders pad K to its whole 64-k stages, so that both
+// issue the same instructions (zero products past K) however K ends.
+template <KMap Map>
+__host__ __device__ constexpr int chunks_of(int K) {
+  return Map == KMap::Pairs ? (K + 31) / 32 : (K + 63) / 64 * 2;
+}
+
 // The one place the mma sequence is issued (so every kernel below issues the same one): the two
 // mma of a 32-k chunk for each of the warp's MT x NT tiles, k + 0..3 then k + 4..7.
 template <int S, int MT, int NT>
@@ -119,7 +185,7 @@ __device__ __forceinline__ void store_tiles(const float (&c)[MT][NT][4], GemmOut
 // are issued before this stretch's mma instead of after, so the loads in flight never drain to
 // none between stretches (twice the registers); the same mma in the same order.
 // xh: x converted to the compute dtype (exact: x holds values of it).
-template <int S, int MT, int NT, int U, bool Vec>
+template <int S, int MT, int NT, int U, bool Vec, KMap Map = KMap::Pairs>
 struct Stretch {
   uint4 b[U][NT], xa[U][MT], xb[U][MT];
   // The fragments of chunks ch0 .. ch0 + U - 1.
@@ -127,13 +193,13 @@ struct Stretch {
                                        int ch0, int g, int t) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int k = 32 * (ch0 + u) + 8 * t;
+      const int k0 = 32 * (ch0 + u);
 #pragma unroll
-      for (int j = 0; j < NT; ++j) b[u][j] = load8<Vec>(W, n0 + 8 * j + g, N, k, K);
+      for (int j = 0; j < NT; ++j) b[u][j] = load_fragment<Map, Vec>(W, n0 + 8 * j + g, N, k0, K, t);
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        xa[u][i] = load8<Vec>(xh, m0 + 16 * i + g, M, k, K);
-        xb[u][i] = load8<Vec>(xh, m0 + 16 * i + g + 8, M, k, K);
+        xa[u][i] = load_fragment<Map, Vec>(xh, m0 + 16 * i + g, M, k0, K, t);
+        xb[u][i] = load_fragment<Map, Vec>(xh, m0 + 16 * i + g + 8, M, k0, K, t);
       }
     }
   }
@@ -146,7 +212,7 @@ struct Stretch {
   }
 };
 
-template <int S, int MT, int NT, int U, bool Vec, bool Pipelined = false>
+template <int S, int MT, int NT, int U, bool Vec, bool Pipelined = false, KMap Map = KMap::Pairs>
 __global__ void __launch_bounds__(kWarps * 32)
     gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   pdl_entry();
@@ -155,9 +221,9 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int m0 = blockIdx.y * 16 * MT;
   if (n0 >= N) return;  // the whole warp (mma.sync needs all 32 lanes)
   float c[MT][NT][4] = {};
-  const int chunks = (K + 31) / 32;
+  const int chunks = chunks_of<Map>(K);
   if constexpr (Pipelined) {
-    Stretch<S, MT, NT, U, Vec> cur, next;
+    Stretch<S, MT, NT, U, Vec, Map> cur, next;
     cur.load(xh, M, W, K, N, m0, n0, 0, g, t);
     for (int ch0 = 0; ch0 < chunks; ch0 += U) {
       const bool more = ch0 + U < chunks;
@@ -167,7 +233,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   } else {
     for (int ch0 = 0; ch0 < chunks; ch0 += U) {
-      Stretch<S, MT, NT, U, Vec> st;
+      Stretch<S, MT, NT, U, Vec, Map> st;
       st.load(xh, M, W, K, N, m0, n0, ch0, g, t);
       st.multiply(c, ch0, chunks);
     }
@@ -176,11 +242,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
-template <int S, int MT, int NT, int U, bool Vec, class Launch, bool Pipelined = false>
+template <int S, int MT, int NT, int U, bool Vec, class Launch, bool Pipelined = false, KMap Map = KMap::Pairs>
 void launch_shape(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
   const int cols = kWarps * 8 * NT, rows = 16 * MT;
   const dim3 grid(unsigned((N + cols - 1) / cols), unsigned((M + rows - 1) / rows));
-  launch(gemm_kernel<S, MT, NT, U, Vec, Pipelined>, grid, dim3(kWarps * 32), xh, M, W, K, N, y);
+  launch(gemm_kernel<S, MT, NT, U, Vec, Pipelined, Map>, grid, dim3(kWarps * 32), xh, M, W, K, N, y);
 }
 
 // Decode-sized M with 16-byte loads (gemm_ring_kernel): the direct kernel's warp shapes, but each
@@ -279,7 +345,7 @@ constexpr size_t tiled_smem_bytes() {
 // fragments per mma (MT + NT loads for MT x NT tiles), at the cost of fewer blocks for a small M.
 template <int S, int BM, int BN, int WM, int STAGES, int KC = 1>
 __global__ void __launch_bounds__(kTiledWarps * 32)
-    tiled_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
+    tiled_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y, int group) {
   pdl_entry();
   constexpr int WN = kTiledWarps / WM;
   constexpr int MT = BM / WM / 16, NT = BN / WN / 8;
@@ -289,7 +355,8 @@ __global__ void __launch_bounds__(kTiledWarps * 32)
   constexpr int kPieces = 4 * KC, kRowHalves = KC * kChunk;  // 16-byte pieces and halves a row
   KVP_DYNAMIC_SHARED(uint16_t, smem);  // [STAGES][kRows][kRowHalves]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const TileIndex tile = tile_of_block(int(blockIdx.x), (M + BM - 1) / BM, (N + BN - 1) / BN, group);
+  const int m0 = tile.m * BM, n0 = tile.n * BN;
   const int wm = (warp % WM) * MT * 16, wn = (warp / WM) * NT * 8;  // the warp's corner in the tile
   const int chunks = (K + kChunk - 1) / kChunk, steps = (chunks + KC - 1) / KC;
   auto row_at = [&](int st, int row) { return smem + (size_t(st) * kRows + row) * kRowHalves; };
@@ -354,10 +421,11 @@ __global__ void __launch_bounds__(kTiledWarps * 32)
 }
 
 template <int S, int BM, int BN, int WM, int STAGES, class Launch, int KC = 1>
-void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
-  const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + BM - 1) / BM));
+void launch_tiled(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y,
+                  int group) {
+  const dim3 grid(unsigned((N + BN - 1) / BN * ((M + BM - 1) / BM)));  // tile_of_block's order
   launch.with_smem(tiled_smem_bytes<BM, BN, STAGES, KC>(), tiled_kernel<S, BM, BN, WM, STAGES, KC>, grid,
-                   dim3(kTiledWarps * 32), xh, M, W, K, N, y);
+                   dim3(kTiledWarps * 32), xh, M, W, K, N, y, group);
 }
 
 // Which kernel computes a GEMM. Every one issues the same mma sequence per output, so the choice
@@ -386,8 +454,31 @@ enum class GemmKernel : int {
   WgmmaTma128x256,
   WgmmaTma64x32,
   WgmmaTma,
+  // In the wgmma family's order on mma.sync (KMap::Slots16, Blocks16), as its bits only where the
+  // hardware sums an mma.sync's 16 products as a wgmma's (forced only, until an H100 has said so):
+  // the register kernel for every M; or for decode-sized M (kMmaRows) beside wgmma-tma above it.
+  WgmmaMma16,
+  WgmmaMma16b,
+  WgmmaTmaMma16,
+  WgmmaTmaMma16b,
 };
 constexpr bool is_wgmma(GemmKernel k) { return int(k) >= int(GemmKernel::Wgmma); }
+
+// The rows up to which WgmmaTmaMma16(b) take the register kernel: a decode step of one sequence
+// or a few, bound by reading W, where the TMA kernel's 64-row tiles multiply mostly zeros.
+constexpr int kMmaRows = 16;
+
+// Whether k computes an M-row call with the register kernel in the wgmma family's order, and in
+// which (Pairs: no, the wgmma kernels do).
+constexpr KMap wgmma_order_map(GemmKernel k, int M) {
+  switch (k) {
+    case GemmKernel::WgmmaMma16: return KMap::Slots16;
+    case GemmKernel::WgmmaMma16b: return KMap::Blocks16;
+    case GemmKernel::WgmmaTmaMma16: return M <= kMmaRows ? KMap::Slots16 : KMap::Pairs;
+    case GemmKernel::WgmmaTmaMma16b: return M <= kMmaRows ? KMap::Blocks16 : KMap::Pairs;
+    default: return KMap::Pairs;
+  }
+}
 
 // Auto, from kvparity_bench's cuda_matmul rows on an H200 (docs/performance.md, 2026-11-26; every
 // kernel forced at Llama-2-7B's shapes): decode-sized M (up to 64 rows, bound by reading W) the
@@ -398,7 +489,7 @@ constexpr bool is_wgmma(GemmKernel k) { return int(k) >= int(GemmKernel::Wgmma);
 // stay, forced only, for the next measurements.
 template <int S, bool Vec, class Launch>
 void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y,
-             GemmKernel pick) {
+             GemmKernel pick, int group) {
   if (is_wgmma(pick)) pick = GemmKernel::Auto;
   if constexpr (Vec) {
     if (pick == GemmKernel::Auto)
@@ -411,11 +502,11 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
         if (M <= 16) return launch_shape<S, 1, 1, 8, true, Launch, true>(launch, xh, M, W, K, N, y);
         if (M <= 64) return launch_shape<S, 2, 2, 4, true, Launch, true>(launch, xh, M, W, K, N, y);
         return launch_shape<S, 4, 4, 1, true, Launch, true>(launch, xh, M, W, K, N, y);
-      case GemmKernel::Tiles64x128: return launch_tiled<S, 64, 128, 2, 4>(launch, xh, M, W, K, N, y);
-      case GemmKernel::Tiles128x128: return launch_tiled<S, 128, 128, 2, 3>(launch, xh, M, W, K, N, y);
-      case GemmKernel::Tiles128x256: return launch_tiled<S, 128, 256, 2, 4>(launch, xh, M, W, K, N, y);
+      case GemmKernel::Tiles64x128: return launch_tiled<S, 64, 128, 2, 4>(launch, xh, M, W, K, N, y, group);
+      case GemmKernel::Tiles128x128: return launch_tiled<S, 128, 128, 2, 3>(launch, xh, M, W, K, N, y, group);
+      case GemmKernel::Tiles128x256: return launch_tiled<S, 128, 256, 2, 4>(launch, xh, M, W, K, N, y, group);
       case GemmKernel::Tiles128x128k64:  // two chunks a stage (3 stages, 96 KB)
-        return launch_tiled<S, 128, 128, 2, 3, Launch, 2>(launch, xh, M, W, K, N, y);
+        return launch_tiled<S, 128, 128, 2, 3, Launch, 2>(launch, xh, M, W, K, N, y, group);
       default: break;  // the register-prefetch kernel
     }
   }
@@ -427,6 +518,32 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
     launch_shape<S, 4, 4, 2, Vec>(launch, xh, M, W, K, N, y);
 }
 
+// The register kernel in the wgmma family's order (map: Blocks16 or Slots16) for rows that load
+// as 16-byte pieces, with the register prefetch's shapes.
+template <int S, KMap Map, class Launch>
+void gemm_in_wgmma_order_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N,
+                            GemmOut y) {
+  if (M <= 16)
+    launch_shape<S, 1, 1, 8, true, Launch, false, Map>(launch, xh, M, W, K, N, y);
+  else if (M <= 64)
+    launch_shape<S, 2, 2, 4, true, Launch, false, Map>(launch, xh, M, W, K, N, y);
+  else
+    launch_shape<S, 4, 4, 2, true, Launch, false, Map>(launch, xh, M, W, K, N, y);
+}
+template <class Launch>
+void gemm_in_wgmma_order(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, GemmOut y,
+                         KMap map) {
+  const auto* x16 = static_cast<const uint16_t*>(xh);
+  const auto* w16 = static_cast<const uint16_t*>(W);
+  const bool slots = map == KMap::Slots16;
+  if (store == kF16)
+    slots ? gemm_in_wgmma_order_as<kF16, KMap::Slots16>(launch, x16, M, w16, K, N, y)
+          : gemm_in_wgmma_order_as<kF16, KMap::Blocks16>(launch, x16, M, w16, K, N, y);
+  if (store == kBF16)
+    slots ? gemm_in_wgmma_order_as<kBF16, KMap::Slots16>(launch, x16, M, w16, K, N, y)
+          : gemm_in_wgmma_order_as<kBF16, KMap::Blocks16>(launch, x16, M, w16, K, N, y);
+}
+
 // Whether the rows of x and W load as 16-byte pieces: what the vector kernels (and the wgmma
 // family) need.
 inline bool rows_load_16_bytes(const void* xh, const void* W, int K) {
@@ -436,16 +553,16 @@ inline bool rows_load_16_bytes(const void* xh, const void* W, int K) {
 // xh: x in the 16-bit storage type `store` (kF16 or kBF16), as W.
 template <class Launch>
 void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, GemmOut y,
-          GemmKernel pick = GemmKernel::Auto) {
+          GemmKernel pick = GemmKernel::Auto, int group = kTileGroup) {
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);
   const bool vec = rows_load_16_bytes(xh, W, K);
   if (store == kF16)
-    vec ? gemm_as<kF16, true>(launch, x16, M, w16, K, N, y, pick)
-        : gemm_as<kF16, false>(launch, x16, M, w16, K, N, y, pick);
+    vec ? gemm_as<kF16, true>(launch, x16, M, w16, K, N, y, pick, group)
+        : gemm_as<kF16, false>(launch, x16, M, w16, K, N, y, pick, group);
   if (store == kBF16)
-    vec ? gemm_as<kBF16, true>(launch, x16, M, w16, K, N, y, pick)
-        : gemm_as<kBF16, false>(launch, x16, M, w16, K, N, y, pick);
+    vec ? gemm_as<kBF16, true>(launch, x16, M, w16, K, N, y, pick, group)
+        : gemm_as<kBF16, false>(launch, x16, M, w16, K, N, y, pick, group);
 }
 
 }  // namespace

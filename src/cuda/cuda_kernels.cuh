@@ -57,7 +57,13 @@ class CudaKernels final : public Kernels {
         graphs_(stream()) {
     graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
     fusion_.set_one_by_one(op_timing_on() || !launch_fusion_on());    // timed operations launch one by one
-    if (policy_ == KernelPolicy::Invariant) invariant_gemm_kernel();  // a bad $KVPARITY_CUDA_GEMM, now
+    // A bad $KVPARITY_CUDA_* value is refused now, not at a launch inside a pass.
+    if (policy_ == KernelPolicy::Invariant) invariant_gemm_kernel();
+    programmatic_launch_on();
+    group_launches_on();
+    decode_split_keys();
+    gemm_tile_group();
+    forced_attention_stages();
   }
   ~CudaKernels() override { cudaStreamSynchronize(stream()); }
 

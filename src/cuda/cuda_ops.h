@@ -135,6 +135,8 @@ void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const 
 // launch_attention_split_decode_mma gives a decode row.
 bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s,
                                   bool chunked = false);
+// $KVPARITY_CUDA_ATTN_STAGES (1 or 2: K/V stages of every tensor-core attention launch; 0 unset).
+int forced_attention_stages();
 // The decode launches below are one kernel each: every block (standard: every warp) writes its
 // partial state to `parts`, and the last of a (slice i, head h) to arrive, counted at
 // counts[i x n_heads + h], merges them in their fixed order and sets the count back to 0. So

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
-#include <string>
 #include <mutex>
+#include <string>
 #include <utility>
 
+#include "core/env.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_fail.h"
 #include "cuda/cuda_runtime_api.h"
@@ -57,18 +57,13 @@ GraphNodes busiest_pass_graph_nodes() {
 bool pass_graphs_on() { return g_graphs_on; }
 
 namespace {
-// A launch switch: on unless $name is "0".
-bool on_unless_zero(const char* name) {
-  const char* e = std::getenv(name);
-  return e == nullptr || std::string(e) != "0";
-}
-std::atomic<bool> g_fusion_on{on_unless_zero("KVPARITY_CUDA_FUSION")};
-std::atomic<bool> g_group_on{on_unless_zero("KVPARITY_CUDA_GROUP")};
+EnvSwitch g_fusion_on{"KVPARITY_CUDA_FUSION", true};
+EnvSwitch g_group_on{"KVPARITY_CUDA_GROUP", true};
 }  // namespace
-void set_launch_fusion(bool on) { g_fusion_on = on; }
-bool launch_fusion_on() { return g_fusion_on; }
-void set_group_launches(bool on) { g_group_on = on; }
-bool group_launches_on() { return g_group_on; }
+void set_launch_fusion(bool on) { g_fusion_on.set(on); }
+bool launch_fusion_on() { return g_fusion_on.on(); }
+void set_group_launches(bool on) { g_group_on.set(on); }
+bool group_launches_on() { return g_group_on.on(); }
 
 namespace {
 std::atomic<size_t> g_ring_bytes{0};
@@ -76,15 +71,7 @@ std::atomic<size_t> g_ring_bytes{0};
 void set_upload_ring_bytes(size_t bytes) { g_ring_bytes = bytes; }
 
 namespace {
-int split_keys_from_env() {
-  const char* e = std::getenv("KVPARITY_CUDA_SPLIT_KEYS");
-  if (e == nullptr) return 32;
-  char* end = nullptr;
-  const long v = std::strtol(e, &end, 10);
-  if (end == e || *end != '\0' || v < 16 || v > 4096)
-    fail_input(std::string("KVPARITY_CUDA_SPLIT_KEYS=") + e + ": not a key count in 16..4096");
-  return int(v);
-}
+int split_keys_from_env() { return env_int("KVPARITY_CUDA_SPLIT_KEYS", 32, 16, 4096); }
 std::atomic<int> g_split_keys{0};  // 0: not read yet
 }  // namespace
 void set_decode_split_keys(int keys) { g_split_keys = std::clamp(keys, 16, 4096); }

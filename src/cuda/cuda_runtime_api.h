@@ -91,10 +91,17 @@ bool programmatic_launch_available();
 // M ("ring", "registers", "pipelined", "tiles64x128", "tiles128x128", "tiles128x256",
 // "tiles128x128k64"); each gives the same bits, so this changes speed only (kvparity_bench's
 // cuda_matmul rows measure them). The wgmma family ("wgmma", chosen by M, or "wgmma64x32",
-// "wgmma64x128", "wgmma128x128", "wgmma128x256" forced) gives bits of its own, the same for every
-// M and tile of it: choose it for a whole run, never between the passes compared. The first read takes $KVPARITY_CUDA_GEMM; an unknown name is
-// refused (exit 2) naming where it came from.
+// "wgmma64x128", "wgmma128x128", "wgmma128x256" forced; "wgmma-tma", "wgmma-tma64x32", ... fed by
+// TMA) gives bits of its own, the same for every M and tile of it: choose it for a whole run, never
+// between the passes compared. "wgmma-mma16" and "wgmma-mma16b" (mma.sync fed the wgmma family's
+// groups of 16 k; "wgmma-tma+mma16(b)": those up to 16 rows, wgmma-tma above) belong to that family
+// only where the hardware sums both instructions alike, which the CUDA suite checks. The first read
+// takes $KVPARITY_CUDA_GEMM; an unknown name is refused (exit 2) naming where it came from.
 void set_invariant_gemm_kernel(const std::string& name);
+// How many tile rows of x the tiled GEMMs' blocks take W's tile columns together in
+// (cuda_tile_order.cuh): 8, or $KVPARITY_CUDA_TILE_GROUP (1 to 64; 1: one tile row after another,
+// as before 2026-11-26). Which block computes which tile: the same bits either way.
+int gemm_tile_group();
 std::string invariant_gemm_kernel();
 std::vector<std::string> invariant_gemm_kernels();
 // Whether the wgmma family ("wgmma", "wgmma64x32", ...: bits of its own, the same for every M)

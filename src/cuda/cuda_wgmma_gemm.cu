@@ -29,8 +29,8 @@ void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, i
   if (is_tma(tile)) return launch_wgmma_tma_gemm(xh, M, W, store, K, N, y, tile);
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);
-  if (store == kF16) wgmma::gemm_as<kF16>(StreamLaunch{}, x16, M, w16, K, N, y, tile);
-  if (store == kBF16) wgmma::gemm_as<kBF16>(StreamLaunch{}, x16, M, w16, K, N, y, tile);
+  if (store == kF16) wgmma::gemm_as<kF16>(StreamLaunch{}, x16, M, w16, K, N, y, tile, gemm_tile_group());
+  if (store == kBF16) wgmma::gemm_as<kBF16>(StreamLaunch{}, x16, M, w16, K, N, y, tile, gemm_tile_group());
 }
 
 }  // namespace kvp::cuda

@@ -27,6 +27,7 @@
 // its issue or only at its wait_group, by schedule); cuda_wgmma_gemm.cu launches them.
 #include "cuda/cuda_device_api.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_tile_order.cuh"
 #include "cuda/cuda_wgmma.cuh"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
@@ -40,7 +41,7 @@ constexpr size_t wgmma_smem_bytes() {
 
 template <int S, int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(BM / 64 * 128, 1)
-    wgmma_gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
+    wgmma_gemm_kernel(const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y, int group) {
   pdl_entry();
 #if defined(KVP_HAS_WGMMA)
   static_assert(BM % 64 == 0 && STAGES >= 3);
@@ -52,7 +53,8 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1)
   const uint32_t pad = ((raw_addr + 1023) & ~1023u) - raw_addr;
   unsigned char* tiles = raw + pad;
   const uint32_t tiles_addr = raw_addr + pad;
-  const int tid = threadIdx.x, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const TileIndex tile = tile_of_block(int(blockIdx.x), (M + BM - 1) / BM, (N + BN - 1) / BN, group);
+  const int tid = threadIdx.x, m0 = tile.m * BM, n0 = tile.n * BN;
   const int steps = (K + kStageK - 1) / kStageK;
   // Row r of a stage: x row m0 + r (r < BM), else W row n0 + r - BM; false past M or N.
   auto row_valid = [&](int r) { return r < BM ? m0 + r < M : n0 + r - BM < N; };
@@ -108,10 +110,11 @@ __global__ void __launch_bounds__(BM / 64 * 128, 1)
 
 // launch.with_smem(bytes, kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 template <int S, int BM, int BN, int STAGES, class Launch>
-void launch_tile(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y) {
-  const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + BM - 1) / BM));
-  launch.with_smem(wgmma_smem_bytes<BM, BN, STAGES>(), wgmma_gemm_kernel<S, BM, BN, STAGES>, grid,
-                   dim3(BM / 64 * 128), xh, M, W, K, N, y);
+void launch_tile(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y,
+                 int group) {
+  const dim3 grid(unsigned((N + BN - 1) / BN * ((M + BM - 1) / BM)));  // tile_of_block's order
+  launch.with_smem(wgmma_smem_bytes<BM, BN, STAGES>(), wgmma_gemm_kernel<S, BM, BN, STAGES>, grid, dim3(BM / 64 * 128),
+                   xh, M, W, K, N, y, group);
 }
 
 // Which tile by M (WgmmaTile::Auto), to be set from kvparity_bench's cuda_matmul rows once an
@@ -120,14 +123,14 @@ void launch_tile(const Launch& launch, const uint16_t* xh, int M, const uint16_t
 // 64 x 128 tiles to 256 rows, 128 x 128 beyond (128 x 256 forced only).
 template <int S, class Launch>
 void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y,
-             WgmmaTile tile) {
+             WgmmaTile tile, int group = kTileGroup) {
   if (tile == WgmmaTile::Auto)
     tile = M <= 128 ? WgmmaTile::T64x32 : M <= 256 ? WgmmaTile::T64x128 : WgmmaTile::T128x128;
   switch (tile) {
-    case WgmmaTile::T64x32: return launch_tile<S, 64, 32, 8>(launch, xh, M, W, K, N, y);
-    case WgmmaTile::T64x128: return launch_tile<S, 64, 128, 4>(launch, xh, M, W, K, N, y);
-    case WgmmaTile::T128x256: return launch_tile<S, 128, 256, 4>(launch, xh, M, W, K, N, y);
-    default: return launch_tile<S, 128, 128, 4>(launch, xh, M, W, K, N, y);
+    case WgmmaTile::T64x32: return launch_tile<S, 64, 32, 8>(launch, xh, M, W, K, N, y, group);
+    case WgmmaTile::T64x128: return launch_tile<S, 64, 128, 4>(launch, xh, M, W, K, N, y, group);
+    case WgmmaTile::T128x256: return launch_tile<S, 128, 256, 4>(launch, xh, M, W, K, N, y, group);
+    default: return launch_tile<S, 128, 128, 4>(launch, xh, M, W, K, N, y, group);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_fail.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_runtime_api.h"
 #include "cuda/cuda_wgmma_tma_gemm_kernel.cuh"
 
 namespace kvp::cuda {
@@ -54,8 +55,9 @@ CUtensorMap tensor_map(const void* base, int rows, int K, int box_rows) {
 
 void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y,
                            WgmmaTile tile) {
-  if (store == kF16) wgmma::tma_gemm_as<kF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile);
-  if (store == kBF16) wgmma::tma_gemm_as<kBF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile);
+  const int group = gemm_tile_group();
+  if (store == kF16) wgmma::tma_gemm_as<kF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile, group);
+  if (store == kBF16) wgmma::tma_gemm_as<kBF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile, group);
 }
 
 }  // namespace kvp::cuda

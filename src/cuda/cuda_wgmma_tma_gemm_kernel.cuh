@@ -18,6 +18,7 @@
 
 #include "cuda/cuda_device_api.cuh"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_tile_order.cuh"
 #include "cuda/cuda_wgmma.cuh"
 #if defined(__CUDACC__)
 #include <cuda.h>  // CUtensorMap (the driver entry point that fills it comes through the runtime)
@@ -116,7 +117,7 @@ constexpr int kTmaThreads = 128 + BM / 64 * 128;
 template <int S, int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(kTmaThreads<BM>)
     wgmma_tma_gemm_kernel(const __grid_constant__ TensorMap map_x, const __grid_constant__ TensorMap map_w, int M,
-                          int K, int N, GemmOut y) {
+                          int K, int N, GemmOut y, int group) {
   pdl_entry();
 #if defined(KVP_HAS_WGMMA)
   constexpr int IN = kInstrCols<BN>, NI = kInstrs<BN>;
@@ -128,7 +129,8 @@ __global__ void __launch_bounds__(kTmaThreads<BM>)
   const uint32_t raw_addr = unsigned(__cvta_generic_to_shared(raw));
   const uint32_t tiles = (raw_addr + 1023) & ~1023u;
   const uint32_t full = tiles + STAGES * kStageBytes, empty = full + STAGES * 8;  // mbarriers, 8 bytes each
-  const int tid = threadIdx.x, wg = tid / 128, m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const TileIndex tile = tile_of_block(int(blockIdx.x), (M + BM - 1) / BM, (N + BN - 1) / BN, group);
+  const int tid = threadIdx.x, wg = tid / 128, m0 = tile.m * BM, n0 = tile.n * BN;
   const int steps = (K + kStageK - 1) / kStageK;
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
@@ -175,11 +177,11 @@ __global__ void __launch_bounds__(kTmaThreads<BM>)
 // box_rows x 64 (cuTensorMapEncodeTiled on the GPU; the CPU suite's own).
 template <int S, int BM, int BN, int STAGES, class Launch, class MakeMap>
 void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
-                     GemmOut y) {
+                     GemmOut y, int group) {
   const TensorMap mx = make_map(xh, M, K, BM), mw = make_map(W, N, K, BN);
-  const dim3 grid(unsigned((N + BN - 1) / BN), unsigned((M + BM - 1) / BM));
+  const dim3 grid(unsigned((N + BN - 1) / BN * ((M + BM - 1) / BM)));  // tile_of_block's order
   launch.with_smem(tma_smem_bytes<BM, BN, STAGES>(), wgmma_tma_gemm_kernel<S, BM, BN, STAGES>, grid,
-                   dim3(kTmaThreads<BM>), mx, mw, M, K, N, y);
+                   dim3(kTmaThreads<BM>), mx, mw, M, K, N, y, group);
 }
 
 // The tiles: 128 x 128 with 6 stages, 128 x 256 with 4 (192 KB of tiles each), 64 x 32 with 8
@@ -188,13 +190,13 @@ void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* 
 // shapes: 128 x 256 faster from M = 2048, 128 x 128 at 512). Every tile: the family's bits.
 template <int S, class Launch, class MakeMap>
 void tma_gemm_as(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
-                 GemmOut y, WgmmaTile tile) {
+                 GemmOut y, WgmmaTile tile, int group = kTileGroup) {
   if (tile == WgmmaTile::TmaAuto)
     tile = M <= 64 ? WgmmaTile::Tma64x32 : M <= 1024 ? WgmmaTile::Tma128x128 : WgmmaTile::Tma128x256;
   switch (tile) {
-    case WgmmaTile::Tma64x32: return launch_tma_tile<S, 64, 32, 8>(launch, make_map, xh, M, W, K, N, y);
-    case WgmmaTile::Tma128x256: return launch_tma_tile<S, 128, 256, 4>(launch, make_map, xh, M, W, K, N, y);
-    default: return launch_tma_tile<S, 128, 128, 6>(launch, make_map, xh, M, W, K, N, y);
+    case WgmmaTile::Tma64x32: return launch_tma_tile<S, 64, 32, 8>(launch, make_map, xh, M, W, K, N, y, group);
+    case WgmmaTile::Tma128x256: return launch_tma_tile<S, 128, 256, 4>(launch, make_map, xh, M, W, K, N, y, group);
+    default: return launch_tma_tile<S, 128, 128, 6>(launch, make_map, xh, M, W, K, N, y, group);
   }
 }
 

@@ -34,6 +34,7 @@ void set_upload_ring_bytes(size_t) {}
 size_t upload_ring_bytes() { return 0; }
 void set_decode_split_keys(int) {}
 int decode_split_keys() { return 32; }
+int gemm_tile_group() { return 8; }
 size_t pass_graph_replays() { return 0; }
 GraphNodes busiest_pass_graph_nodes() { return {}; }
 void reset_busiest_pass_graph() {}

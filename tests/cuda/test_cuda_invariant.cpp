@@ -99,9 +99,13 @@ void check_gemm_rows(bool wgmma) {
             gpu->matmul(dx.as<float>() + size_t(m0) * K, rows, W, act, ds.as<float>());
             std::vector<float> alone(size_t(rows) * N);
             gpu->to_host(alone.data(), ds.data(), alone.size() * 4);
-            EXPECT_EQ(std::memcmp(alone.data(), big.data() + size_t(m0) * N, alone.size() * 4), 0)
-                << dtype_name(act) << " K " << K << ": rows " << m0 << ".." << m0 + rows - 1
-                << " alone vs in M = " << kBig << " (" << kernel << (pdl ? ", programmatic launches" : "") << ")";
+            size_t differ = 0;
+            for (size_t i = 0; i < alone.size(); ++i)
+              differ += std::memcmp(&alone[i], &big[size_t(m0) * N + i], 4) != 0;
+            EXPECT_EQ(differ, 0u) << dtype_name(act) << " K " << K << ": rows " << m0 << ".." << m0 + rows - 1
+                                  << " alone vs in M = " << kBig << " (" << kernel
+                                  << (pdl ? ", programmatic launches" : "") << "): " << differ << " of " << alone.size()
+                                  << " outputs differ";
           }
         }
         cuda::set_invariant_gemm_kernel("auto");
@@ -173,7 +177,8 @@ TEST(CudaInvariant, BatteryHoldsAtWidthAndStandardFailsIt) {
 
 // The wgmma family chosen for a whole run (an H100 or H200 only): the battery holds with its bits
 // too, on the wide model (the GEMMs at head_dim 128's widths, decode and prefill tiles both) and a
-// tiny one (K past the last whole 64-k stage).
+// tiny one (K past the last whole 64-k stage); and with decode-sized rows on mma.sync fed the
+// family's groups (wgmma-tma+mma16), which holds only if the hardware sums both instructions alike.
 TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
   KVP_REQUIRE_GPU();
   if (!cuda::wgmma_kernels_available()) GTEST_SKIP() << "no sm_90a code for this GPU";
@@ -181,15 +186,17 @@ TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
   const Checkpoint wide = test::wide_llama(&c);
   const Checkpoint tiny = synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32);
   const BackToDefaults back_to_defaults;
-  cuda::set_invariant_gemm_kernel("wgmma");
-  for (const auto& [name, ck] : {std::pair{"wide", &wide}, std::pair{"tiny qwen2", &tiny}})
-    for (DType dt : {DType::F16, DType::BF16}) {
-      auto model = Model::from_checkpoint(*ck, dt);
-      test::Counts inv;
-      test::run_battery("cuda " + std::string(name) + " " + std::string(dtype_name(dt)) + " invariant (wgmma)", model,
-                        KernelPolicy::Invariant, test::greedy(), 24, true, true, inv, Device::Cuda);
-      EXPECT_EQ(inv.differing, 0) << name << " " << dtype_name(dt);
-    }
+  for (const std::string gemm : {"wgmma", "wgmma-tma+mma16"}) {
+    cuda::set_invariant_gemm_kernel(gemm);
+    for (const auto& [name, ck] : {std::pair{"wide", &wide}, std::pair{"tiny qwen2", &tiny}})
+      for (DType dt : {DType::F16, DType::BF16}) {
+        auto model = Model::from_checkpoint(*ck, dt);
+        test::Counts inv;
+        test::run_battery("cuda " + std::string(name) + " " + std::string(dtype_name(dt)) + " invariant (" + gemm + ")",
+                          model, KernelPolicy::Invariant, test::greedy(), 24, true, true, inv, Device::Cuda);
+        EXPECT_EQ(inv.differing, 0) << name << " " << dtype_name(dt) << " " << gemm;
+      }
+  }
 }
 
 // Past the attention's 128-key chunks (cuda_attention_mma_kernel.cuh: a decode step computes each
