@@ -256,18 +256,21 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
     tiles)
       # The tiled GEMMs' block order (cuda_tile_order.cuh, 2026-11-26 evening, unmeasured): one tile
       # row after another (KVPARITY_CUDA_TILE_GROUP=1, as before) vs groups of 8 tile rows sweeping
-      # W's tile columns together; per GEMM at prefill / cache-OFF sizes, then a 7B cache-OFF step
-      # and prefill with the wgmma-tma kernel. The same bits either way.
+      # W's tile columns together; per GEMM at prefill / cache-OFF sizes (the persistent TMA kernel,
+      # wgmma-tmap*, beside the plain one), then a 7B cache-OFF step and prefill with the wgmma-tma
+      # kernel and with the persistent one. The same bits either way.
       stage tiles
       for v in 1 8; do
         echo "-- KVPARITY_CUDA_TILE_GROUP=$v"
         KVPARITY_CUDA_TILE_GROUP=$v tmo 90 "$BIN/kvparity_bench" \
-          --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-tma128x(128|256))/fp16/M(512|2048|16384)/' \
+          --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-tmap?128x(128|256))/fp16/M(512|2048|16384)/' \
           >"$L/tiles_gemm_$v.log" 2>&1
         bench_rows "$L/tiles_gemm_$v.log"
       done
       KVPARITY_CUDA_GEMM=wgmma-tma ab KVPARITY_CUDA_TILE_GROUP "1 8" tiles7b 120 "prefill|cache-off|invariant" \
-        --kernels standard,invariant --prompt-tokens 512 --decode-tokens 8 --cache-off-tokens 512 --repeats 2 ;;
+        --kernels standard,invariant --prompt-tokens 512 --decode-tokens 8 --cache-off-tokens 512 --repeats 2
+      KVPARITY_CUDA_GEMM=wgmma-tmap ab KVPARITY_CUDA_TILE_GROUP "8" tiles7b_persistent 120 "prefill|cache-off|invariant" \
+        --kernels invariant --prompt-tokens 512 --decode-tokens 8 --cache-off-tokens 512 --repeats 2 ;;
     ring7b)
       # The invariant decode GEMM: shared-memory ring (auto) vs register prefetch, batch 1 and 64,
       # beside standard: the same bits either way (gemm measures each kernel alone).

@@ -113,19 +113,26 @@ TEST(CudaWgmmaOnCpu, TmaKernelIsTheK16OrderBitForBit) {
     return simt::TensorMap2d{static_cast<const uint16_t*>(base), rows, K, box_rows, 64};
   };
   using cuda::WgmmaTile;
+  // The persistent kernel on 2 blocks: each walks several tiles through one ring of stages (at M =
+  // 1100, 9 tile rows: past a group of tile_of_block too).
+  constexpr int kBlocks = 2;
   constexpr std::pair<WgmmaTile, const char*> tiles[] = {
       {WgmmaTile::Tma64x32, "tma 64x32"},
       {WgmmaTile::Tma128x128, "tma 128x128"},
       {WgmmaTile::Tma128x256, "tma 128x256"},
       {WgmmaTile::TmaAuto, "tma auto"},
+      {WgmmaTile::TmaPersistent128x128, "tma persistent 128x128"},
+      {WgmmaTile::TmaPersistent128x256, "tma persistent 128x256"},
+      {WgmmaTile::TmaPersistentAuto, "tma persistent auto"},
   };
   for (auto [tile, name] : tiles)
     expect_k16_order(rng, name, [&, tile = tile](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N,
                                                  float* y) {
       if (store == cuda::kF16)
-        cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, tile);
+        cuda::wgmma::tma_gemm_as<cuda::kF16>(HostLaunch{}, make_map, x, M, W, K, N, y, tile, cuda::kTileGroup, kBlocks);
       else
-        cuda::wgmma::tma_gemm_as<cuda::kBF16>(HostLaunch{}, make_map, x, M, W, K, N, y, tile);
+        cuda::wgmma::tma_gemm_as<cuda::kBF16>(HostLaunch{}, make_map, x, M, W, K, N, y, tile, cuda::kTileGroup,
+                                              kBlocks);
     });
 }
 

@@ -38,6 +38,9 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"wgmma-mma16b", GemmKernel::WgmmaMma16b},
     {"wgmma-tma+mma16", GemmKernel::WgmmaTmaMma16},
     {"wgmma-tma+mma16b", GemmKernel::WgmmaTmaMma16b},
+    {"wgmma-tmap", GemmKernel::WgmmaTmaPersistent},
+    {"wgmma-tmap128x128", GemmKernel::WgmmaTmaPersistent128x128},
+    {"wgmma-tmap128x256", GemmKernel::WgmmaTmaPersistent128x256},
 };
 
 WgmmaTile tile_of(GemmKernel k) {
@@ -52,6 +55,9 @@ WgmmaTile tile_of(GemmKernel k) {
     case GemmKernel::WgmmaTma64x32: return WgmmaTile::Tma64x32;
     case GemmKernel::WgmmaTma128x128: return WgmmaTile::Tma128x128;
     case GemmKernel::WgmmaTma128x256: return WgmmaTile::Tma128x256;
+    case GemmKernel::WgmmaTmaPersistent128x128: return WgmmaTile::TmaPersistent128x128;
+    case GemmKernel::WgmmaTmaPersistent128x256: return WgmmaTile::TmaPersistent128x256;
+    case GemmKernel::WgmmaTmaPersistent: return WgmmaTile::TmaPersistentAuto;
     default: return WgmmaTile::Auto;
   }
 }

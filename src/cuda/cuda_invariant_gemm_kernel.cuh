@@ -461,6 +461,10 @@ enum class GemmKernel : int {
   WgmmaMma16b,
   WgmmaTmaMma16,
   WgmmaTmaMma16b,
+  // The TMA kernel made persistent (one block a multiprocessor walking the tiles; forced only).
+  WgmmaTmaPersistent128x128,
+  WgmmaTmaPersistent128x256,
+  WgmmaTmaPersistent,
 };
 constexpr bool is_wgmma(GemmKernel k) { return int(k) >= int(GemmKernel::Wgmma); }
 

@@ -176,7 +176,20 @@ int invariant_gemm_choice();
 // sm_90a code on a compute capability 9.0 GPU only (wgmma_kernels_available). Applies where rows
 // load as 16-byte pieces. Tma*: the producer/consumer kernel fed by TMA (cuda_wgmma_tma_gemm.cu),
 // the same bits; TmaAuto its tile by M.
-enum class WgmmaTile : int { Auto, T64x32, T64x128, T128x128, T128x256, Tma64x32, Tma128x128, Tma128x256, TmaAuto };
+enum class WgmmaTile : int {
+  Auto,
+  T64x32,
+  T64x128,
+  T128x128,
+  T128x256,
+  Tma64x32,
+  Tma128x128,
+  Tma128x256,
+  TmaAuto,
+  TmaPersistent128x128,
+  TmaPersistent128x256,
+  TmaPersistentAuto,
+};
 constexpr bool is_tma(WgmmaTile t) { return int(t) >= int(WgmmaTile::Tma64x32); }
 void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y, WgmmaTile tile);
 void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y,

@@ -55,9 +55,9 @@ CUtensorMap tensor_map(const void* base, int rows, int K, int box_rows) {
 
 void launch_wgmma_tma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y,
                            WgmmaTile tile) {
-  const int group = gemm_tile_group();
-  if (store == kF16) wgmma::tma_gemm_as<kF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile, group);
-  if (store == kBF16) wgmma::tma_gemm_as<kBF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile, group);
+  const int group = gemm_tile_group(), blocks = sm_count();
+  if (store == kF16) wgmma::tma_gemm_as<kF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile, group, blocks);
+  if (store == kBF16) wgmma::tma_gemm_as<kBF16>(StreamLaunch{}, tensor_map, xh, M, W, K, N, y, tile, group, blocks);
 }
 
 }  // namespace kvp::cuda
