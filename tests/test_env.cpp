@@ -72,17 +72,5 @@ TEST(Env, IntTakesADecimalInRange) {
     expect_usage_error(bad, [] { env_int(kVar, 32, 16, 4096); });
 }
 
-TEST(Env, ChoiceTakesOneOfItsNames) {
-  {
-    const EnvValue set("");
-    EXPECT_EQ(env_choice(kVar, "auto", {"auto", "ring"}), "auto");
-  }
-  {
-    const EnvValue set("ring");
-    EXPECT_EQ(env_choice(kVar, "auto", {"auto", "ring"}), "ring");
-  }
-  expect_usage_error("rings", [] { env_choice(kVar, "auto", {"auto", "ring"}); });
-}
-
 }  // namespace
 }  // namespace kvp

@@ -35,15 +35,4 @@ int env_int(const char* name, int unset, int lo, int hi) {
   return int(v);
 }
 
-std::string env_choice(const char* name, const std::string& unset, const std::vector<std::string>& choices) {
-  const char* e = value_of(name);
-  if (e == nullptr) return unset;
-  std::string names;
-  for (const std::string& c : choices) {
-    if (c == e) return c;
-    names += names.empty() ? c : ", " + c;
-  }
-  fail_usage("{}={}: not one of {}", name, e, names);
-}
-
 }  // namespace kvp

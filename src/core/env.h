@@ -3,8 +3,6 @@
 // checked like an option: one the variable does not take is a usage error naming it (exit 2),
 // never a silent default. No fmt here: the CUDA sources include this header.
 #include <atomic>
-#include <string>
-#include <vector>
 
 namespace kvp {
 
@@ -12,8 +10,6 @@ namespace kvp {
 bool env_switch(const char* name, bool unset);
 // A decimal integer in [lo, hi]; unset or empty: `unset`.
 int env_int(const char* name, int unset, int lo, int hi);
-// One of `choices`; unset or empty: `unset`.
-std::string env_choice(const char* name, const std::string& unset, const std::vector<std::string>& choices);
 
 // A switch read from the environment at its first use rather than at static initialisation, so
 // that a bad value is an error the command reports, not a crash before main; or set by code.

@@ -114,6 +114,12 @@ constexpr size_t tma_smem_bytes() {
 template <int BM>
 constexpr int kTmaThreads = 128 + BM / 64 * 128;
 
+// Block b computes tiles b, b + gridDim.x, ... in tile_of_block's order, through one ring of
+// stages across them: a grid of one block a tile gives each block its own tile; a persistent grid
+// (one block a multiprocessor) lets the producer load the next tile's first stages while the
+// consumers store this one's outputs, and fills a block's pipeline once rather than once a tile.
+// Each tile's instructions are the same either way (C = 0, one mma_stage a stage in k order): the
+// same bits for every grid.
 template <int S, int BM, int BN, int STAGES>
 __global__ void __launch_bounds__(kTmaThreads<BM>)
     wgmma_tma_gemm_kernel(const __grid_constant__ TensorMap map_x, const __grid_constant__ TensorMap map_w, int M,
@@ -129,78 +135,13 @@ __global__ void __launch_bounds__(kTmaThreads<BM>)
   const uint32_t raw_addr = unsigned(__cvta_generic_to_shared(raw));
   const uint32_t tiles = (raw_addr + 1023) & ~1023u;
   const uint32_t full = tiles + STAGES * kStageBytes, empty = full + STAGES * 8;  // mbarriers, 8 bytes each
-  const TileIndex tile = tile_of_block(int(blockIdx.x), (M + BM - 1) / BM, (N + BN - 1) / BN, group);
-  const int tid = threadIdx.x, wg = tid / 128, m0 = tile.m * BM, n0 = tile.n * BN;
-  const int steps = (K + kStageK - 1) / kStageK;
-  if (tid == 0) {
-    for (int i = 0; i < STAGES; ++i) {
-      mbar_init(full + 8 * i, 1);                // the producer's expect_tx arrival (then the bytes)
-      mbar_init(empty + 8 * i, kConsumerWarps);  // one arrival per consumer warp
-    }
-    fence_mbarrier_init();
-    fence_to_async_proxy();
-  }
-  __syncthreads();
-  if (wg == 0) {
-    if (tid == 0) {
-      for (int s = 0; s < steps; ++s) {
-        const int slot = s % STAGES;
-        if (s >= STAGES) mbar_wait(empty + 8 * slot, unsigned(s / STAGES - 1) & 1);
-        const uint32_t bar = full + 8 * slot, a = tiles + slot * kStageBytes;
-        mbar_expect_bytes(bar, kStageBytes);  // whole boxes: TMA counts the zeros it writes past the ends
-        tma_load(a, &map_x, s * kStageK, m0, bar);
-        tma_load(a + BM * kRowBytes, &map_w, s * kStageK, n0, bar);
-      }
-    }
-    return;
-  }
-  const int cw = wg - 1;  // consumer warpgroup: rows m0 + 64 cw ..
-  float d[NI][IN / 2] = {};
-  for (int s = 0; s < steps; ++s) {
-    const int slot = s % STAGES;
-    mbar_wait(full + 8 * slot, unsigned(s / STAGES) & 1);
-    __syncwarp();  // the lanes may leave the polling loop apart; the .aligned wgmma need them together
-    const uint32_t a = tiles + slot * kStageBytes;
-    mma_stage<S, IN, NI>(d, a + cw * 64 * kRowBytes, a + BM * kRowBytes);
-    // Stage s - 1's group has completed (all but the newest): its slot goes back to the producer.
-    retire_groups<1, IN, NI>(d);
-    if (s > 0 && tid % 32 == 0) mbar_arrive(empty + 8 * ((s - 1) % STAGES));
-  }
-  retire_groups<0, IN, NI>(d);
-  store_accumulators<IN, NI>(d, y, M, N, m0 + cw * 64, n0, tid % 128);
-#else
-  __trap();  // launched from a build without sm_90a code for this GPU: fail, never leave y unwritten
-#endif
-}
-
-// The same kernel made persistent: gridDim.x blocks (at most one a multiprocessor) walk the tiles
-// in tile_of_block's order, block b taking tiles b, b + gridDim.x, ..., with one ring of stages
-// across them. The producer loads the next tile's first stages while the consumers store this
-// one's outputs, and a block fills its pipeline once instead of once a tile. Each tile is the
-// kernel's above, instruction for instruction (C = 0, one mma_stage a stage in k order): the same
-// bits. Every stage's slot now goes back to the producer, the tile's last one too.
-template <int S, int BM, int BN, int STAGES>
-__global__ void __launch_bounds__(kTmaThreads<BM>)
-    wgmma_tma_persistent_kernel(const __grid_constant__ TensorMap map_x, const __grid_constant__ TensorMap map_w, int M,
-                                int K, int N, GemmOut y, int group) {
-  pdl_entry();
-#if defined(KVP_HAS_WGMMA)
-  constexpr int IN = kInstrCols<BN>, NI = kInstrs<BN>;
-  static_assert(kTileOfInstrs<BN> && STAGES >= 2 && (BM == 64 || BM == 128));
-  constexpr int kStageBytes = (BM + BN) * kRowBytes;
-  static_assert(kStageBytes % 1024 == 0 && BM * kRowBytes % 1024 == 0);
-  constexpr unsigned kConsumerWarps = BM / 64 * 4;
-  KVP_DYNAMIC_SHARED(unsigned char, raw);
-  const uint32_t raw_addr = unsigned(__cvta_generic_to_shared(raw));
-  const uint32_t tiles = (raw_addr + 1023) & ~1023u;
-  const uint32_t full = tiles + STAGES * kStageBytes, empty = full + STAGES * 8;
   const int tid = threadIdx.x, wg = tid / 128;
   const int m_tiles = (M + BM - 1) / BM, n_tiles = (N + BN - 1) / BN, count = m_tiles * n_tiles;
   const int steps = (K + kStageK - 1) / kStageK;
   if (tid == 0) {
     for (int i = 0; i < STAGES; ++i) {
-      mbar_init(full + 8 * i, 1);
-      mbar_init(empty + 8 * i, kConsumerWarps);
+      mbar_init(full + 8 * i, 1);                // the producer's expect_tx arrival (then the bytes)
+      mbar_init(empty + 8 * i, kConsumerWarps);  // one arrival per consumer warp
     }
     fence_mbarrier_init();
     fence_to_async_proxy();
@@ -215,7 +156,7 @@ __global__ void __launch_bounds__(kTmaThreads<BM>)
           const int slot = it % STAGES;
           if (it >= STAGES) mbar_wait(empty + 8 * slot, unsigned(it / STAGES - 1) & 1);
           const uint32_t bar = full + 8 * slot, a = tiles + slot * kStageBytes;
-          mbar_expect_bytes(bar, kStageBytes);
+          mbar_expect_bytes(bar, kStageBytes);  // whole boxes: TMA counts the zeros it writes past the ends
           tma_load(a, &map_x, s * kStageK, tile.m * BM, bar);
           tma_load(a + BM * kRowBytes, &map_w, s * kStageK, tile.n * BN, bar);
         }
@@ -223,17 +164,18 @@ __global__ void __launch_bounds__(kTmaThreads<BM>)
     }
     return;
   }
-  const int cw = wg - 1;
-  int it = 0;  // stages consumed so far
+  const int cw = wg - 1;  // consumer warpgroup: rows 64 cw .. of the tile
+  int it = 0;             // stages consumed so far
   for (int b = int(blockIdx.x); b < count; b += int(gridDim.x)) {
     const TileIndex tile = tile_of_block(b, m_tiles, n_tiles, group);
     float d[NI][IN / 2] = {};
     for (int s = 0; s < steps; ++s, ++it) {
       const int slot = it % STAGES;
       mbar_wait(full + 8 * slot, unsigned(it / STAGES) & 1);
-      __syncwarp();
+      __syncwarp();  // the lanes may leave the polling loop apart; the .aligned wgmma need them together
       const uint32_t a = tiles + slot * kStageBytes;
       mma_stage<S, IN, NI>(d, a + cw * 64 * kRowBytes, a + BM * kRowBytes);
+      // The previous stage's group has completed (all but the newest): its slot goes back to the producer.
       retire_groups<1, IN, NI>(d);
       if (s > 0 && tid % 32 == 0) mbar_arrive(empty + 8 * ((it - 1) % STAGES));
     }
@@ -242,31 +184,29 @@ __global__ void __launch_bounds__(kTmaThreads<BM>)
     store_accumulators<IN, NI>(d, y, M, N, tile.m * BM + cw * 64, tile.n * BN, tid % 128);
   }
 #else
-  __trap();
+  __trap();  // launched from a build without sm_90a code for this GPU: fail, never leave y unwritten
 #endif
 }
 
 // make_map(base, rows, K, box_rows) describes a row-major [rows, K] matrix read in boxes of
 // box_rows x 64 (cuTensorMapEncodeTiled on the GPU; the CPU suite's own). persistent_blocks > 0:
-// the persistent kernel on that many blocks at most (the multiprocessors: one block each).
+// that many blocks at most (the multiprocessors: one block each), each walking several tiles;
+// else one block a tile.
 template <int S, int BM, int BN, int STAGES, class Launch, class MakeMap>
 void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
                      GemmOut y, int group, int persistent_blocks = 0) {
   const TensorMap mx = make_map(xh, M, K, BM), mw = make_map(W, N, K, BN);
-  const int count = (N + BN - 1) / BN * ((M + BM - 1) / BM);  // in tile_of_block's order
-  if (persistent_blocks > 0)
-    return launch.with_smem(tma_smem_bytes<BM, BN, STAGES>(), wgmma_tma_persistent_kernel<S, BM, BN, STAGES>,
-                            dim3(unsigned(count < persistent_blocks ? count : persistent_blocks)),
-                            dim3(kTmaThreads<BM>), mx, mw, M, K, N, y, group);
-  launch.with_smem(tma_smem_bytes<BM, BN, STAGES>(), wgmma_tma_gemm_kernel<S, BM, BN, STAGES>, dim3(unsigned(count)),
+  const int count = (N + BN - 1) / BN * ((M + BM - 1) / BM);
+  const int blocks = persistent_blocks > 0 && persistent_blocks < count ? persistent_blocks : count;
+  launch.with_smem(tma_smem_bytes<BM, BN, STAGES>(), wgmma_tma_gemm_kernel<S, BM, BN, STAGES>, dim3(unsigned(blocks)),
                    dim3(kTmaThreads<BM>), mx, mw, M, K, N, y, group);
 }
 
 // The tiles: 128 x 128 with 6 stages, 128 x 256 with 4 (192 KB of tiles each), 64 x 32 with 8
 // (96 KB: two blocks a multiprocessor). TmaAuto: 64 x 32 up to 64 rows (decode, a batch of 64
 // steps), 128 x 128 up to 1024, 128 x 256 beyond (from the H100's per-GEMM times at Llama-2-7B's
-// shapes: 128 x 256 faster from M = 2048, 128 x 128 at 512). TmaPersistent*: the persistent kernel
-// on `blocks` blocks (forced only, not yet timed on a GPU). Every tile: the family's bits.
+// shapes: 128 x 256 faster from M = 2048, 128 x 128 at 512). TmaPersistent*: those tiles on
+// `blocks` blocks at most (forced only, not yet timed on a GPU). Every tile: the family's bits.
 template <int S, class Launch, class MakeMap>
 void tma_gemm_as(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
                  GemmOut y, WgmmaTile tile, int group = kTileGroup, int blocks = 132) {
