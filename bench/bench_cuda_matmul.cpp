@@ -134,7 +134,7 @@ bool register_gpu() {
         const bool decode_kernel = v.gemm_kernel == "ring" || v.gemm_kernel == "registers" ||
                                    v.gemm_kernel == "pipelined" || v.gemm_kernel == "wgmma64x32" ||
                                    v.gemm_kernel == "wgmma-tma64x32" || v.gemm_kernel == "wgmma-mma16" ||
-                                   v.gemm_kernel == "wgmma-mma16b";
+                                   v.gemm_kernel == "wgmma-mma16b" || v.gemm_kernel == "wgmma-mma16x";
         if (M > 2048 && (decode_kernel || v.policy == KernelPolicy::Portable)) continue;
         const std::string name = "cuda_matmul/" + v.name + "/fp16/M" + std::to_string(M) + "/" + s.name;
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {

@@ -16,7 +16,7 @@
 #   GSM8K_FLIPS (0: --no-flips),
 #   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
 #   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant), WGMMA_GEMMS (the
-#   wgmma stage's 7B runs: default "wgmma-tma wgmma-tma+mma16").
+#   wgmma stage's 7B runs: default "wgmma-tma+mma16x wgmma-tma+mma16b").
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
 #   each stage and on exit, so a call cut short still returns what finished) and the console to
 #   $OUT/session.txt.
@@ -168,16 +168,18 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
           >"$L/wgmma_tests.log" 2>&1
         echo "tests rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error" "$L/wgmma_tests.log" | head -40
       fi
-      # (The all-threads wgmma tiles were timed on 2026-11-26; the TMA ones, 64 x 32 new, and mma.sync
-      # fed the family's groups (wgmma-mma16, -mma16b; written 2026-11-26 evening) are the question.)
+      # (The TMA tiles and wgmma-mma16 were timed on an H100 late on 2026-11-26: mma16's four 4-byte
+      # loads a fragment made it 1.4-2x the mma.sync family's register kernel at decode sizes. The
+      # question now: whether one 16-byte load and a shuffle (mma16x) or two 8-byte loads (mma16b)
+      # run at that kernel's speed, beside auto's, at the decode-sized M where they would serve.)
       tmo 150 "$BIN/kvparity_bench" \
-        --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-(tma|mma16))/fp16/M(1|16|64|512|2048)/' \
+        --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-(tma|mma16|mma16b|mma16x))/fp16/M(1|16|64)/' \
         >"$L/wgmma_gemm.log" 2>&1
       echo "bench rc=$?"; bench_rows "$L/wgmma_gemm.log"
       # Issue 14's ratios at batch 1 (decode, prefill, cache OFF) and batch 64 in one family: the TMA
       # kernel with its tile by M (wgmma-tma: 64 x 32 up to 64 rows; 128 x 128 / 128 x 256 beyond),
       # then with decode-sized rows on mma.sync in the family's groups (only if the tests above hold).
-      for g in ${WGMMA_GEMMS:-wgmma-tma wgmma-tma+mma16}; do
+      for g in ${WGMMA_GEMMS:-wgmma-tma+mma16x wgmma-tma+mma16b}; do
         KVPARITY_CUDA_GEMM=$g tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
           --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
           tee "$L/${g/+/_}_7b.log" | tail -6

@@ -140,14 +140,18 @@ TEST(CudaWgmmaOnCpu, TmaKernelIsTheK16OrderBitForBit) {
 // KMap), on the register prefetch's three warp shapes (1, 64 and 127 rows and more): Slots16 puts k
 // 16g + s in slot s, as the wgmma does, so on the host, where both instructions sum their slots in
 // order, it is the family's bits exactly; Blocks16 feeds each lane 4 consecutive k (slot 2t + e: k
-// 4t + e, slot 2t + 8 + e: k 4t + 2 + e), the same 16 products of each group in another slot order.
-// Whether an H100 sums them to the wgmma's bits is the CUDA suite's question (CudaInvariant.Wgmma*).
+// 4t + e, slot 2t + 8 + e: k 4t + 2 + e), the same 16 products of each group in another slot order;
+// Exchange16 loads as the mma.sync family does (lane t: k 8t .. 8t + 7) and trades halves between
+// lanes t and t ^ 2 (a shuffle), a third order. An H100 sums Slots16's and Blocks16's groups to the
+// wgmma's bits (the CUDA suite, 2026-11-26: CudaInvariant.Wgmma*, every M, fp16 and bf16).
 TEST(CudaWgmmaOnCpu, MmaSyncInTheWgmmaFamilysGroupsIsItsOrder) {
   std::mt19937 rng(38);
   using cuda::invariant::KMap;
   constexpr SlotK kBlocks16 = {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15};
+  constexpr SlotK kExchange16 = {0, 1, 8, 9, 4, 5, 12, 13, 2, 3, 10, 11, 6, 7, 14, 15};
   for (auto [map, name, slot_k] :
-       {std::tuple{KMap::Slots16, "mma16", kSlotIsK}, std::tuple{KMap::Blocks16, "mma16b", kBlocks16}})
+       {std::tuple{KMap::Slots16, "mma16", kSlotIsK}, std::tuple{KMap::Blocks16, "mma16b", kBlocks16},
+        std::tuple{KMap::Exchange16, "mma16x", kExchange16}})
     expect_k16_order(
         rng, name,
         [map = map](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N, float* y) {
@@ -161,6 +165,9 @@ TEST(CudaWgmmaOnCpu, MmaSyncInTheWgmmaFamilysGroupsIsItsOrder) {
   EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaMma16b, 1), KMap::Blocks16);
   EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16, cuda::invariant::kMmaRows), KMap::Slots16);
   EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16b, cuda::invariant::kMmaRows + 1), KMap::Pairs);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaMma16x, 4096), KMap::Exchange16);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16x, 1), KMap::Exchange16);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16x, cuda::invariant::kMmaRows + 1), KMap::Pairs);
   EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTma, 1), KMap::Pairs);
 }
 

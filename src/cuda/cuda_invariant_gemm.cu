@@ -38,6 +38,8 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"wgmma-mma16b", GemmKernel::WgmmaMma16b},
     {"wgmma-tma+mma16", GemmKernel::WgmmaTmaMma16},
     {"wgmma-tma+mma16b", GemmKernel::WgmmaTmaMma16b},
+    {"wgmma-mma16x", GemmKernel::WgmmaMma16x},
+    {"wgmma-tma+mma16x", GemmKernel::WgmmaTmaMma16x},
     {"wgmma-tmap", GemmKernel::WgmmaTmaPersistent},
     {"wgmma-tmap128x128", GemmKernel::WgmmaTmaPersistent128x128},
     {"wgmma-tmap128x256", GemmKernel::WgmmaTmaPersistent128x256},
@@ -51,7 +53,8 @@ WgmmaTile tile_of(GemmKernel k) {
     case GemmKernel::Wgmma128x256: return WgmmaTile::T128x256;
     case GemmKernel::WgmmaTma:
     case GemmKernel::WgmmaTmaMma16:
-    case GemmKernel::WgmmaTmaMma16b: return WgmmaTile::TmaAuto;
+    case GemmKernel::WgmmaTmaMma16b:
+    case GemmKernel::WgmmaTmaMma16x: return WgmmaTile::TmaAuto;
     case GemmKernel::WgmmaTma64x32: return WgmmaTile::Tma64x32;
     case GemmKernel::WgmmaTma128x128: return WgmmaTile::Tma128x128;
     case GemmKernel::WgmmaTma128x256: return WgmmaTile::Tma128x256;

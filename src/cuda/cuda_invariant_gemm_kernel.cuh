@@ -30,12 +30,15 @@
 // other groups of 16, so bits of its own) can be chosen instead, for a whole run, never by M. The
 // register kernel can also feed each mma the wgmma family's group of 16 consecutive k (KMap below):
 // whether an mma.sync then sums them to the wgmma's bits is the hardware's to say, and the CUDA
-// suite asks it (CudaInvariant.WgmmaGemmRow*: such a kernel's rows against the wgmma family's).
+// suite asks it (CudaInvariant.WgmmaGemmRow*: such a kernel's rows against the wgmma family's). An
+// H100 said yes (2026-11-26) for two slot orders of the 16 (Slots16, Blocks16): the sum of an
+// instruction's 16 products does not depend on which slot holds which, which Exchange16 relies on.
 // The kernels and their dispatch live in this header so that the CPU suite runs the same source on
 // the host (simt_host.h, where an mma is emulated from the PTX fragment layout and a cp.async copy
 // lands at its issue or only at its wait, by block); cuda_invariant_gemm.cu launches them.
 #include "cuda/cuda_device_api.cuh"
 #include "cuda/cuda_gemm_out.cuh"
+#include "cuda/cuda_invariant_gemm_fragments.cuh"
 #include "cuda/cuda_tile_order.cuh"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
@@ -43,140 +46,6 @@ namespace kvp::cuda::invariant {
 namespace {
 
 constexpr int kWarps = 4;
-
-template <int S>
-__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-#if defined(__CUDACC__)
-  if constexpr (S == kF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-  }
-#else
-  simt::mma16816(S == kBF16, c, a0, a1, a2, a3, b0, b1);
-#endif
-}
-
-// Eight 16-bit values of row `row` (of `rows`) from column k, zero past the row count or K. Vec:
-// K % 8 == 0 and the base 16-byte aligned, so one load serves.
-template <bool Vec>
-__device__ __forceinline__ uint4 load8(const uint16_t* base, int row, int rows, int k, int K) {
-  if (row >= rows || k >= K) return make_uint4(0, 0, 0, 0);
-  const uint16_t* p = base + size_t(row) * K + k;
-  if constexpr (Vec) {
-    return load_raw<uint4>(p);
-  } else {
-    uint16_t h[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) h[i] = k + i < K ? p[i] : uint16_t(0);
-    return make_uint4(uint32_t(h[0]) | uint32_t(h[1]) << 16, uint32_t(h[2]) | uint32_t(h[3]) << 16,
-                      uint32_t(h[4]) | uint32_t(h[5]) << 16, uint32_t(h[6]) | uint32_t(h[7]) << 16);
-  }
-}
-
-// Which k of a 32-k chunk a lane feeds to which slot of the chunk's two mma (lane t holds slots
-// 2t, 2t+1 of a row in its first register and 2t+8, 2t+9 in its second).
-enum class KMap {
-  // This family's: lane t loads k 8t .. 8t+7 (one 16-byte load) and feeds k + 0..3 to the first
-  // mma, k + 4..7 to the second, so the first sums k in {0-3, 8-11, 16-19, 24-27}.
-  Pairs,
-  // The wgmma family's groups: the first mma sums k 0..15, the second 16..31. Lane t loads k
-  // 4t .. 4t+3 of each (8-byte loads): slot 2t+e holds k 4t+e, slot 2t+8+e k 4t+2+e.
-  Blocks16,
-  // The wgmma family's groups and slots: slot s of the mma for group h holds k 16h + s, as in its
-  // m64nNk16 (4-byte loads at k 2t, 8+2t, 16+2t, 24+2t).
-  Slots16,
-};
-
-// N (2 or 4) 16-bit values of row `row` (of `rows`) from column k as N / 2 words, zero past the
-// row count or K. Rows that load as 16-byte pieces (K % 8 == 0, 16-byte aligned), so a piece at a
-// multiple of N is aligned and lies wholly before K or wholly past it.
-template <int N>
-__device__ __forceinline__ void load_piece(uint32_t* out, const uint16_t* base, int row, int rows, int k, int K) {
-  static_assert(N == 2 || N == 4);
-  if (row >= rows || k >= K) {
-#pragma unroll
-    for (int i = 0; i < N / 2; ++i) out[i] = 0;
-    return;
-  }
-  const uint16_t* p = base + size_t(row) * K + k;
-  if constexpr (N == 4) {
-    const uint2 v = load_raw<uint2>(p);
-    out[0] = v.x;
-    out[1] = v.y;
-  } else {
-    out[0] = load_raw<uint32_t>(p);
-  }
-}
-
-// A lane's fragment of row `row` for the chunk at k0: registers .x, .y for the first mma, .z, .w
-// for the second, in Map's order.
-template <KMap Map, bool Vec>
-__device__ __forceinline__ uint4 load_fragment(const uint16_t* base, int row, int rows, int k0, int K, int t) {
-  if constexpr (Map == KMap::Pairs) {
-    return load8<Vec>(base, row, rows, k0 + 8 * t, K);
-  } else {
-    static_assert(Vec, "the wgmma family's order is for rows that load as 16-byte pieces");
-    uint32_t w[4];
-    if constexpr (Map == KMap::Blocks16) {
-      load_piece<4>(w, base, row, rows, k0 + 4 * t, K);
-      load_piece<4>(w + 2, base, row, rows, k0 + 16 + 4 * t, K);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) load_piece<2>(w + i, base, row, rows, k0 + 8 * i + 2 * t, K);
-    }
-    return make_uint4(w[0], w[1], w[2], w[3]);
-  }
-}
-
-// The chunks a K takes: the wgmma family's orders pad K to its whole 64-k stages, so that both
-// issue the same instructions (zero products past K) however K ends.
-template <KMap Map>
-__host__ __device__ constexpr int chunks_of(int K) {
-  return Map == KMap::Pairs ? (K + 31) / 32 : (K + 63) / 64 * 2;
-}
-
-// The one place the mma sequence is issued (so every kernel below issues the same one): the two
-// mma of a 32-k chunk for each of the warp's MT x NT tiles, k + 0..3 then k + 4..7.
-template <int S, int MT, int NT>
-__device__ __forceinline__ void mma_chunk(float (&c)[MT][NT][4], const uint4 (&xa)[MT], const uint4 (&xb)[MT],
-                                          const uint4 (&b)[NT]) {
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      mma16816<S>(c[i][j], xa[i].x, xb[i].x, xa[i].y, xb[i].y, b[j].x, b[j].y);  // k + 0..3
-      mma16816<S>(c[i][j], xa[i].z, xb[i].z, xa[i].w, xb[i].w, b[j].z, b[j].w);  // k + 4..7
-    }
-}
-
-// The warp's accumulators, tiles at rows m0 + 16i and columns n0 + 8j, into y (rows < M, columns
-// < N).
-template <int MT, int NT>
-__device__ __forceinline__ void store_tiles(const float (&c)[MT][NT][4], GemmOut y, int M, int N, int m0, int n0,
-                                            int lane) {
-  const int g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j) {
-      const int n = n0 + 8 * j + 2 * t;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int m = m0 + 16 * i + g + 8 * h;
-        if (m >= M) continue;
-        if (n < N) *y.at(m, n, N) = c[i][j][2 * h];
-        if (n + 1 < N) *y.at(m, n + 1, N) = c[i][j][2 * h + 1];
-      }
-    }
-}
 
 // A warp computes MT m16 tiles by NT n8 tiles; a block's four warps sit side by side along N. The
 // fragments of U chunks are loaded before their mma instructions run (a decode step is bound by
@@ -454,13 +323,16 @@ enum class GemmKernel : int {
   WgmmaTma128x256,
   WgmmaTma64x32,
   WgmmaTma,
-  // In the wgmma family's order on mma.sync (KMap::Slots16, Blocks16), as its bits only where the
-  // hardware sums an mma.sync's 16 products as a wgmma's (forced only, until an H100 has said so):
-  // the register kernel for every M; or for decode-sized M (kMmaRows) beside wgmma-tma above it.
+  // In the wgmma family's order on mma.sync (KMap::Slots16, Blocks16), its bits where the hardware
+  // sums an mma.sync's 16 products as a wgmma's (an H100 does): the register kernel for every M; or
+  // for decode-sized M (kMmaRows) beside wgmma-tma above it. Forced only, as yet.
   WgmmaMma16,
   WgmmaMma16b,
   WgmmaTmaMma16,
   WgmmaTmaMma16b,
+  // The same with Exchange16 (one 16-byte load a fragment, as the mma.sync family's own).
+  WgmmaMma16x,
+  WgmmaTmaMma16x,
   // The TMA kernel made persistent (one block a multiprocessor walking the tiles; forced only).
   WgmmaTmaPersistent128x128,
   WgmmaTmaPersistent128x256,
@@ -480,6 +352,8 @@ constexpr KMap wgmma_order_map(GemmKernel k, int M) {
     case GemmKernel::WgmmaMma16b: return KMap::Blocks16;
     case GemmKernel::WgmmaTmaMma16: return M <= kMmaRows ? KMap::Slots16 : KMap::Pairs;
     case GemmKernel::WgmmaTmaMma16b: return M <= kMmaRows ? KMap::Blocks16 : KMap::Pairs;
+    case GemmKernel::WgmmaMma16x: return KMap::Exchange16;
+    case GemmKernel::WgmmaTmaMma16x: return M <= kMmaRows ? KMap::Exchange16 : KMap::Pairs;
     default: return KMap::Pairs;
   }
 }
@@ -522,8 +396,8 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
     launch_shape<S, 4, 4, 2, Vec>(launch, xh, M, W, K, N, y);
 }
 
-// The register kernel in the wgmma family's order (map: Blocks16 or Slots16) for rows that load
-// as 16-byte pieces, with the register prefetch's shapes.
+// The register kernel in the wgmma family's order (map: Blocks16, Slots16 or Exchange16) for rows
+// that load as 16-byte pieces, with the register prefetch's shapes.
 template <int S, KMap Map, class Launch>
 void gemm_in_wgmma_order_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N,
                             GemmOut y) {
@@ -539,13 +413,16 @@ void gemm_in_wgmma_order(const Launch& launch, const void* xh, int M, const void
                          KMap map) {
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);
-  const bool slots = map == KMap::Slots16;
-  if (store == kF16)
-    slots ? gemm_in_wgmma_order_as<kF16, KMap::Slots16>(launch, x16, M, w16, K, N, y)
-          : gemm_in_wgmma_order_as<kF16, KMap::Blocks16>(launch, x16, M, w16, K, N, y);
-  if (store == kBF16)
-    slots ? gemm_in_wgmma_order_as<kBF16, KMap::Slots16>(launch, x16, M, w16, K, N, y)
-          : gemm_in_wgmma_order_as<kBF16, KMap::Blocks16>(launch, x16, M, w16, K, N, y);
+  auto as = [&]<int S>() {
+    switch (map) {
+      case KMap::Slots16: return gemm_in_wgmma_order_as<S, KMap::Slots16>(launch, x16, M, w16, K, N, y);
+      case KMap::Blocks16: return gemm_in_wgmma_order_as<S, KMap::Blocks16>(launch, x16, M, w16, K, N, y);
+      case KMap::Exchange16: return gemm_in_wgmma_order_as<S, KMap::Exchange16>(launch, x16, M, w16, K, N, y);
+      case KMap::Pairs: break;  // not this family's order
+    }
+  };
+  if (store == kF16) as.template operator()<kF16>();
+  if (store == kBF16) as.template operator()<kBF16>();
 }
 
 // Whether the rows of x and W load as 16-byte pieces: what the vector kernels (and the wgmma

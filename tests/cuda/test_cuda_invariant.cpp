@@ -178,7 +178,9 @@ TEST(CudaInvariant, BatteryHoldsAtWidthAndStandardFailsIt) {
 // The wgmma family chosen for a whole run (an H100 or H200 only): the battery holds with its bits
 // too, on the wide model (the GEMMs at head_dim 128's widths, decode and prefill tiles both) and a
 // tiny one (K past the last whole 64-k stage); and with decode-sized rows on mma.sync fed the
-// family's groups (wgmma-tma+mma16), which holds only if the hardware sums both instructions alike.
+// family's groups (wgmma-tma+mma16: held on an H100, 2026-11-26; wgmma-tma+mma16x, the mma.sync
+// family's own loads with halves traded between lanes), which holds only if the hardware sums both
+// instructions alike.
 TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
   KVP_REQUIRE_GPU();
   if (!cuda::wgmma_kernels_available()) GTEST_SKIP() << "no sm_90a code for this GPU";
@@ -186,7 +188,7 @@ TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
   const Checkpoint wide = test::wide_llama(&c);
   const Checkpoint tiny = synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32);
   const BackToDefaults back_to_defaults;
-  for (const std::string gemm : {"wgmma", "wgmma-tma+mma16"}) {
+  for (const std::string gemm : {"wgmma", "wgmma-tma+mma16", "wgmma-tma+mma16x"}) {
     cuda::set_invariant_gemm_kernel(gemm);
     for (const auto& [name, ck] : {std::pair{"wide", &wide}, std::pair{"tiny qwen2", &tiny}})
       for (DType dt : {DType::F16, DType::BF16}) {
