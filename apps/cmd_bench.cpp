@@ -20,7 +20,7 @@ void register_bench(CLI::App& app) {
                 logits = "last";
     int prompt = 64, decode = 32, cache_off = 64, repeats = 2, batch = 1;
     double bandwidth = 0;
-    bool json = false, load = false, op_times = false;
+    bool json = false, load = false, op_times = false, batch_cache_off = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd =
@@ -49,6 +49,9 @@ void register_bench(CLI::App& app) {
                                "their decode tokens per second, all sequences together (prefill excluded)"),
                1);
   int_at_least(cmd->add_option("--cache-off-tokens", o->cache_off, "sequence length of the cache-OFF step"), 1);
+  cmd->add_flag("--batch-cache-off", o->batch_cache_off,
+                "also time one cache-OFF step of the --batch-size sequences together (B x --cache-off-tokens rows "
+                "from position 0 in one pass, as each step of `eval gsm8k --batch-size B`'s cache-OFF side)");
   int_at_least(
       cmd->add_option("--repeats", o->repeats,
                       "best of N; each repeat runs every configuration and the bandwidth probe once, interleaved, "
@@ -76,6 +79,7 @@ void register_bench(CLI::App& app) {
       refuse_unless(cmd, "--device", false, "a speed run (no --load)", "loading reads the file into host memory");
       refuse_unless(cmd, "--simd", false, "a speed run (no --load)", "loading runs no kernels");
       refuse_unless(cmd, "--batch-size", false, "a speed run (no --load)", "loading decodes nothing");
+      refuse_unless(cmd, "--batch-cache-off", false, "a speed run (no --load)", "loading decodes nothing");
       refuse_unless(cmd, "--op-times", false, "a speed run (no --load)", "loading runs no kernels");
       refuse_unless(cmd, "--logits", false, "a speed run (no --load)", "loading computes no logits");
       std::vector<DType> dtypes;
@@ -113,6 +117,7 @@ void register_bench(CLI::App& app) {
     cfg.bandwidth_gbs = o->bandwidth;
     cfg.op_times = o->op_times;
     cfg.batch = o->batch;
+    cfg.batch_cache_off = o->batch_cache_off;
     cfg.all_logits = o->logits == "all";
     check_bench_config(cfg);  // before a model is synthesised or loaded
     // Synthesised in the first --dtype: the model of that dtype then uses the checkpoint's tensors

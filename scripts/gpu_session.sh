@@ -7,8 +7,8 @@
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
 #   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, attention [benchmark filter], bench11b, bench7b,
-#   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, policies11b, policies7b, compare7b, gsm8k,
-#   sanitize [gtest filter].
+#   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, study7b, policies11b, policies7b, compare7b,
+#   gsm8k, sanitize [gtest filter].
 #   Every name is checked before anything runs.
 # Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
 #   what is left, less 15 s for packing, and a command with under 20 s left is skipped),
@@ -37,7 +37,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma tiles attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma tiles attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -297,6 +297,18 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       stage batch7b
       tmo 300 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
         --cache-off-tokens 512 --repeats 2 --batch-size 64 2>&1 | tee "$L/batch7b.log" | tail -4 ;;
+    study7b)
+      # One step of the GSM8K study's cache-OFF side at batch 64: 64 sequences of 200 tokens (the
+      # 0-shot prompts' 72 plus half of the 256 new ones) from position 0 in one pass, both policies,
+      # then the same with every operation timed. On 2026-11-26 a batch of 64 problems took ~213 s
+      # (~0.83 s a step) where its GEMMs at cuBLAS's rate need ~0.29 s: this says where the rest goes.
+      stage study7b
+      tmo 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard,invariant \
+        --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 2 2>&1 |
+        tee "$L/study7b.log" | tail -6
+      tmo 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard,invariant \
+        --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 1 \
+        --op-times 2>&1 | tee "$L/study7b_ops.log" | grep "batch cache-off" | head -60 ;;
     gsm8k)
       # The study at 7B shape: synthetic weights, the Llama-2 tokenizer, 0-shot, 256 new tokens,
       # greedy, cache OFF vs ON, in batches of GSM8K_BATCH (default 16: a batch's records land when

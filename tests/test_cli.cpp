@@ -264,6 +264,31 @@ TEST(Cli, BenchPrintsJsonWithTheDocumentedFields) {
   EXPECT_NE(all.out.find("logits of every row"), std::string::npos) << all.out;
 }
 
+// --batch-cache-off: one cache-OFF step of the batch's sequences in one pass (the GSM8K study's
+// step under --batch-size), timed beside the batched decode; it needs a batch.
+TEST(Cli, BenchTimesABatchedCacheOffStep) {
+  KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
+  const std::string bench = "bench --model " + q(model) +
+                            " --prompt-tokens 4 --decode-tokens 2 --cache-off-tokens 6 --repeats 1 --bandwidth-gbs 10";
+  const CliRun j = kvparity(bench + " --batch-size 3 --batch-cache-off --json");
+  ASSERT_EQ(j.status, 0) << j.err;
+  const auto rows = nlohmann::json::parse(j.out);
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_GT(rows[0]["batch_cache_off_step_s"].get<double>(), 0.0);
+  EXPECT_GT(rows[0]["batch_decode_tok_s"].get<double>(), 0.0);
+  const CliRun t = kvparity(bench + " --batch-size 3 --batch-cache-off");
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("B=3 cache-off s"), std::string::npos) << t.out;
+  // Without it the column and the field stay out of the way.
+  const CliRun plain = kvparity(bench + " --batch-size 3 --json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)[0]["batch_cache_off_step_s"].get<double>(), 0.0);
+  const CliRun alone = kvparity(bench + " --batch-cache-off");
+  EXPECT_EQ(alone.status, 2);
+  EXPECT_NE(alone.err.find("--batch-cache-off"), std::string::npos) << alone.err;
+  EXPECT_NE(alone.err.find("error:"), std::string::npos) << alone.err;
+}
+
 TEST(Cli, QuantisedKvCachesRunAndRefuseWhatTheyCannotHold) {
   KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   const std::string gen = "generate --model " + q(model) + " --prompt 'Once upon a time' --max-new-tokens 6 ";

@@ -46,6 +46,8 @@ double peak_rss_mb() {
 void check_bench_config(const BenchConfig& cfg) {
   if (cfg.prompt_tokens < 1 || cfg.decode_tokens < 1 || cfg.cache_off_tokens < 1)
     fail_usage("bench token counts must be >= 1");
+  if (cfg.batch_cache_off && cfg.batch < 2)
+    fail_usage("--batch-cache-off times a step of the --batch-size sequences: it needs --batch-size 2 or more");
   if (cfg.op_times && std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda) == 0)
     fail_usage("--op-times times the GPU's kernels: it needs --device cuda");
 }
@@ -54,7 +56,10 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
                                    void (*progress)(const BenchResult&)) {
   check_bench_config(cfg);
   const ModelConfig& c = ckpt.config;
-  const int needed = std::max(cfg.prompt_tokens + cfg.decode_tokens, cfg.cache_off_tokens);
+  // The batched cache-OFF step's sequences take one token more: generate_batch sizes its caches
+  // for the prompt and the token it generates.
+  const int needed =
+      std::max(cfg.prompt_tokens + cfg.decode_tokens, cfg.cache_off_tokens + (cfg.batch_cache_off ? 1 : 0));
   if (needed > c.max_seq_len)
     fail("bench needs {} positions but the model's context is {}", needed, c.max_seq_len);
   // Deterministic token ids spread over the vocabulary.
@@ -99,7 +104,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       std::unique_ptr<Engine> engine;
       BenchResult r;
       SimdTarget simd = SimdTarget::Auto;
-      double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30, best_batch = 1e30;
+      double best_prefill = 1e30, best_decode = 1e30, best_off = 1e30, best_batch = 1e30, best_batch_off = 1e30;
     };
     std::vector<Run> runs;
     const std::vector<KvType> kvs = cfg.kv_types.empty() ? std::vector<KvType>{KvType::of(dt)} : cfg.kv_types;
@@ -196,6 +201,23 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
           });
           run.best_batch = std::min(run.best_batch, now_s() - decode_start);
         }
+        if (cfg.batch > 1 && cfg.batch_cache_off) {
+          // B rotations of the bench tokens' first cache_off_tokens, all from position 0 in one
+          // pass (generate_batch's first step: with cache OFF, what every later step computes too).
+          std::vector<std::vector<int>> seqs(size_t(cfg.batch));
+          for (int b = 0; b < cfg.batch; ++b)
+            for (int i = 0; i < cfg.cache_off_tokens; ++i)
+              seqs[size_t(b)].push_back(tokens[size_t((i + b) % cfg.cache_off_tokens)]);
+          GenerationConfig g;
+          g.cache = CacheMode::Off;
+          g.stop_at_eos = false;
+          g.max_new_tokens = 1;
+          phase("batch cache-off");
+          const double t1 = now_s();
+          engine.generate_batch(seqs, g, nullptr, nullptr);
+          run.best_batch_off = std::min(run.best_batch_off, now_s() - t1);
+          phase("-");
+        }
       }
     }
     const HugePageShare huge = huge_page_share(model->weights.matrix_ranges());
@@ -207,6 +229,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       r.cache_off_step_s = run.best_off;
       r.batch = cfg.batch;
       if (cfg.batch > 1) r.batch_decode_tok_s = double(cfg.batch) * cfg.decode_tokens / run.best_batch;
+      if (cfg.batch > 1 && cfg.batch_cache_off) r.batch_cache_off_step_s = run.best_batch_off;
       r.model_bytes = double(model->weights.matrix_bytes());
       r.bandwidth_gbs = bandwidth[r.device == "cpu" ? r.threads : -1];
       r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / (r.model_bytes + r.kv_bytes);
@@ -240,22 +263,26 @@ double kv_bytes_per_decode_step(const ModelConfig& cfg, const KvType& kv, int fi
 std::string bench_table(const std::vector<BenchResult>& rows) {
   const bool any_gpu = std::any_of(rows.begin(), rows.end(), [](const BenchResult& r) { return r.device != "cpu"; });
   const int batch = rows.empty() ? 1 : rows.front().batch;
-  std::string s = fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>9} {:>7} {:>11} {:>13} {:>10} {:>8} {:>9} {:>9} {:>9}{}{}\n",
-                              "device", "simd", "kernels", "dtype", "kv", "threads", "prefill t/s", "GFLOP/s", "% peak",
-                              "decode t/s", "cache-off s", "model MB", "KV MB", "BW GB/s", "bound t/s", "% bound",
-                              any_gpu ? "  peak device MB" : "",
-                              batch > 1 ? fmt::format(" {:>16}", fmt::format("B={} decode t/s", batch)) : "");
+  const bool batch_off = !rows.empty() && rows.front().batch_cache_off_step_s > 0;
+  std::string s = fmt::format(
+      "{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12} {:>9} {:>7} {:>11} {:>13} {:>10} {:>8} {:>9} {:>9} {:>9}{}{}{}\n",
+      "device", "simd", "kernels", "dtype", "kv", "threads", "prefill t/s", "GFLOP/s", "% peak", "decode t/s",
+      "cache-off s", "model MB", "KV MB", "BW GB/s", "bound t/s", "% bound", any_gpu ? "  peak device MB" : "",
+      batch > 1 ? fmt::format(" {:>16}", fmt::format("B={} decode t/s", batch)) : "",
+      batch_off ? fmt::format(" {:>15}", fmt::format("B={} cache-off s", batch)) : "");
   for (const auto& r : rows)
-    s += fmt::format("{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>9.1f} {:>7} {:>11.2f} {:>13.4f} {:>10.1f} {:>8.1f} {:>9.1f} {:>9.2f} {:>8.0f}%{}{}\n",
-                     r.device, r.simd.empty() ? "-" : r.simd, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s,
-                     r.prefill_gflops,
-                     r.peak_gflops > 0 ? fmt::format("{:.0f}%", 100.0 * r.prefill_fraction_of_peak) : std::string("-"),
-                     r.decode_tok_s,
-                     r.cache_off_step_s, r.model_bytes / 1e6, r.kv_bytes / 1e6, r.bandwidth_gbs, r.bandwidth_bound_tok_s,
-                     100.0 * r.decode_fraction_of_bound,
-                     r.device == "cpu" ? (any_gpu ? fmt::format(" {:>15}", "-") : std::string())
-                                       : fmt::format(" {:>15.0f}", r.peak_device_mb),
-                     batch > 1 ? fmt::format(" {:>16.1f}", r.batch_decode_tok_s) : std::string());
+    s += fmt::format(
+        "{:<6} {:<7} {:<10} {:<5} {:<8} {:>7} {:>12.1f} {:>9.1f} {:>7} {:>11.2f} {:>13.4f} {:>10.1f} {:>8.1f} {:>9.1f} "
+        "{:>9.2f} {:>8.0f}%{}{}{}\n",
+        r.device, r.simd.empty() ? "-" : r.simd, r.kernels, r.dtype, r.kv_dtype, r.threads, r.prefill_tok_s,
+        r.prefill_gflops,
+        r.peak_gflops > 0 ? fmt::format("{:.0f}%", 100.0 * r.prefill_fraction_of_peak) : std::string("-"),
+        r.decode_tok_s, r.cache_off_step_s, r.model_bytes / 1e6, r.kv_bytes / 1e6, r.bandwidth_gbs,
+        r.bandwidth_bound_tok_s, 100.0 * r.decode_fraction_of_bound,
+        r.device == "cpu" ? (any_gpu ? fmt::format(" {:>15}", "-") : std::string())
+                          : fmt::format(" {:>15.0f}", r.peak_device_mb),
+        batch > 1 ? fmt::format(" {:>16.1f}", r.batch_decode_tok_s) : std::string(),
+        batch_off ? fmt::format(" {:>15.4f}", r.batch_cache_off_step_s) : std::string());
   if (!rows.empty())
     s += rows.front().all_logits ? "prefill and cache-off: logits of every row (--logits all)\n"
                                  : "prefill and cache-off: logits of the last row only (--logits last)\n";
@@ -298,6 +325,7 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
                    {"decode_fraction_of_bound", r.decode_fraction_of_bound},
                    {"batch", r.batch},
                    {"batch_decode_tok_s", r.batch_decode_tok_s},
+                   {"batch_cache_off_step_s", r.batch_cache_off_step_s},
                    {"peak_rss_mb", r.peak_rss_mb},
                    {"peak_device_mb", r.peak_device_mb},
                    {"decode_graph_kernel_nodes", r.decode_graph_kernel_nodes},

@@ -29,12 +29,15 @@ struct BenchConfig {
   // > 1: also decode B sequences of prompt_tokens as one batch (generate_batch, greedy) and report
   // their tokens per second, prefill excluded.
   int batch = 1;
+  // With batch > 1: also time one cache-OFF step of the B sequences together, B x cache_off_tokens
+  // rows from position 0 in one pass: a step of the GSM8K study's cache-OFF side under --batch-size.
+  bool batch_cache_off = false;
   // Logits of every row in the prefill and the cache-OFF step, as `generate` computes them (so its
   // cache-OFF last row is the prefill's, bitwise); false: the last row's only, as serving stacks
   // and llama-bench's prompt test do (decode steps have one row either way).
   bool all_logits = false;
   // cuda: time every kernel operation with events (passes run eagerly, no graph replay); read the
-  // totals with cuda::op_times(), phases "prefill", "decode", "cache-off".
+  // totals with cuda::op_times(), phases "prefill", "decode", "cache-off" (and "batch cache-off").
   bool op_times = false;
 };
 
@@ -59,6 +62,7 @@ struct BenchResult {
   size_t decode_graph_kernel_nodes = 0, decode_graph_nodes = 0;
   int batch = 1;                      // BenchConfig::batch
   double batch_decode_tok_s = 0;      // tokens of all B sequences per second of batched decode
+  double batch_cache_off_step_s = 0;  // BenchConfig::batch_cache_off's step (0: not timed)
   // Share of the resident weight matrices mapped with 2 MiB pages after the runs (-1: unknown).
   double weights_huge_page_share = -1;
 };
