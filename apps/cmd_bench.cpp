@@ -140,9 +140,9 @@ void register_bench(CLI::App& app) {
                         : std::string())
                 << bench_table(rows);
     if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda))
-      // The switches that change a GPU run's speed (and no bit, but for grouping and the decode
-      // split under `standard`: cuBLAS's algorithm for the wider shape, the attention's order), so
-      // that a figure says what ran.
+      // The switches that change a GPU run's speed (and no bit, but for grouping, the decode GEMV
+      // and the decode split under `standard`: cuBLAS's algorithm for the wider shape, the GEMV's
+      // and the attention's orders), so that a figure says what ran.
       (o->json ? std::cerr : std::cout) << "cuda launches: fusion " << (cuda::launch_fusion_on() ? "on" : "off")
                                         << ", grouped projections " << (cuda::group_launches_on() ? "on" : "off")
                                         << ", programmatic launch "
@@ -151,7 +151,9 @@ void register_bench(CLI::App& app) {
                                                                                     : "asked for, unavailable here")
                                         << ", invariant GEMM kernel " << cuda::invariant_gemm_kernel()
                                         << " (tile groups of " << cuda::gemm_tile_group() << ")"
-                                        << ", standard decode splits of " << cuda::decode_split_keys() << "+ keys\n";
+                                        << ", standard decode splits of " << cuda::decode_split_keys() << "+ keys"
+                                        << ", standard decode GEMMs on "
+                                        << (cuda::standard_gemv_on() ? "kvparity's GEMV" : "cuBLAS") << "\n";
     if (o->op_times) (o->json ? std::cerr : std::cout) << op_times_table();
     // What a replayed decode step costs the GPU's front end, for each configuration.
     for (const BenchResult& r : rows)

@@ -79,6 +79,10 @@ GpuBuffers& gpu_buffers() {
   return b;
 }
 
+// The variant that switches standard's own decode GEMV on (cuda::set_standard_gemv) instead of
+// forcing an invariant kernel.
+const std::string kGemv = "gemv";
+
 void run_gpu_matmul(benchmark::State& state, KernelPolicy policy, const std::string& gemm_kernel, int M,
                     Shape s) {
   if (!gpu_error().empty()) {
@@ -94,7 +98,10 @@ void run_gpu_matmul(benchmark::State& state, KernelPolicy policy, const std::str
   const int calls = M <= 64 ? 32 : 4;
   double seconds = 0;  // per call, summed over the iterations
   try {
-    if (!gemm_kernel.empty()) cuda::set_invariant_gemm_kernel(gemm_kernel);
+    if (gemm_kernel == kGemv)
+      cuda::set_standard_gemv(true);
+    else if (!gemm_kernel.empty())
+      cuda::set_invariant_gemm_kernel(gemm_kernel);
     float probe = 0;
     for (const TensorView& w : W) k.matmul(x, M, w, DType::F16, y);  // uploads (once) and warms up
     k.to_host(&probe, y, sizeof probe);
@@ -109,7 +116,10 @@ void run_gpu_matmul(benchmark::State& state, KernelPolicy policy, const std::str
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
-  if (!gemm_kernel.empty()) cuda::set_invariant_gemm_kernel("auto");
+  if (gemm_kernel == kGemv)
+    cuda::set_standard_gemv(false);
+  else if (!gemm_kernel.empty())
+    cuda::set_invariant_gemm_kernel("auto");
   if (seconds <= 0) return;
   // Plain values (not Google Benchmark rates, which print with SI prefixes and "/s").
   const double n = double(state.iterations());
@@ -123,7 +133,9 @@ bool register_gpu() {
     KernelPolicy policy;
     std::string name, gemm_kernel;  // gemm_kernel: forced for the invariant policy ("" none)
   };
-  std::vector<Variant> variants = {{KernelPolicy::Standard, "standard", ""}};
+  // standard-gemv: kvparity's own decode GEMV in place of cuBLAS (up to 4 rows; cuBLAS beyond).
+  std::vector<Variant> variants = {{KernelPolicy::Standard, "standard", ""},
+                                   {KernelPolicy::Standard, "standard-gemv", kGemv}};
   for (const std::string& g : cuda::invariant_gemm_kernels())
     variants.push_back({KernelPolicy::Invariant, "invariant:" + g, g});
   variants.push_back({KernelPolicy::Portable, "portable", ""});
@@ -136,6 +148,7 @@ bool register_gpu() {
                                    v.gemm_kernel == "wgmma-tma64x32" || v.gemm_kernel == "wgmma-mma16" ||
                                    v.gemm_kernel == "wgmma-mma16b" || v.gemm_kernel == "wgmma-mma16x";
         if (M > 2048 && (decode_kernel || v.policy == KernelPolicy::Portable)) continue;
+        if (v.gemm_kernel == kGemv && M > 1) continue;  // decode; past 4 rows cuBLAS
         const std::string name = "cuda_matmul/" + v.name + "/fp16/M" + std::to_string(M) + "/" + s.name;
         benchmark::RegisterBenchmark(name.c_str(), [=](benchmark::State& st) {
           run_gpu_matmul(st, v.policy, v.gemm_kernel, M, s);

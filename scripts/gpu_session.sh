@@ -6,7 +6,7 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, attention [benchmark filter], bench11b, bench7b,
+#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, study7b, policies11b, policies7b, compare7b,
 #   gsm8k, sanitize [gtest filter].
 #   Every name is checked before anything runs.
@@ -37,7 +37,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma tiles attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma tiles gemv attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -297,6 +297,17 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       stage batch7b
       tmo 300 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
         --cache-off-tokens 512 --repeats 2 --batch-size 64 2>&1 | tee "$L/batch7b.log" | tail -4 ;;
+    gemv)
+      # standard's own decode GEMV (KVPARITY_CUDA_GEMV=1; written 2026-11-26 late, not yet timed)
+      # against cuBLAS: per GEMM at one row, then 7B and 1.1B decode both ways (issue 13's 160 and
+      # 450 tok/s). Its tests run in the tests stage (CudaGemv.*).
+      stage gemv
+      tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_matmul/standard(-gemv)?/fp16/M1/' >"$L/gemv_gemm.log" 2>&1
+      echo "bench rc=$?"; bench_rows "$L/gemv_gemm.log"
+      ab KVPARITY_CUDA_GEMV "0 1" gemv7b 150 "decode|standard" --kernels standard --prompt-tokens 512 \
+        --decode-tokens 128 --cache-off-tokens 1 --repeats 3
+      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_GEMV "0 1" gemv11b 100 "decode|standard" --kernels standard \
+        --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
     study7b)
       # One step of the GSM8K study's cache-OFF side at batch 64: 64 sequences of 200 tokens (the
       # 0-shot prompts' 72 plus half of the 256 new ones) from position 0 in one pass, both policies,

@@ -45,6 +45,13 @@ void GemmLaunches::gemm(const float* x, const void* xa, int M, const void* wp, i
                    [=] { launch_portable_matmul(x, M, wp, store, K, N, yp); });
     return;
   }
+  // A switch read when the pass is queued: a graph captured with one choice is never replayed
+  // under the other (the signature differs).
+  if (standard_gemv_takes(xa, M, wp, store, K)) {
+    graphs_.submit(signature(kGemm, wp, xa, yp, M, N, K, store, 1),
+                   [=] { launch_standard_gemv(xa, M, wp, store, K, N, yp); });
+    return;
+  }
   const cudaDataType t = cuda_type(store);
   cublasHandle_t blas = blas_;
   // Row-major y[M, N] = x[M, K] W[N, K]^T is column-major y^T[N, M] = W^T x^T.

@@ -60,6 +60,7 @@ class CudaKernels final : public Kernels {
     // A bad $KVPARITY_CUDA_* value is refused now, not at a launch inside a pass.
     if (policy_ == KernelPolicy::Invariant) invariant_gemm_kernel();
     programmatic_launch_on();
+    standard_gemv_on();
     group_launches_on();
     decode_split_keys();
     gemm_tile_group();

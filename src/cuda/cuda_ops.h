@@ -168,6 +168,11 @@ void launch_portable_softcap(float* x, size_t n, float cap, int act);
 // of fp16/bf16 passes with weights of that dtype on tensor cores, in one order that depends on K
 // alone. xh: x converted to `store` (exact).
 void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y);
+// Whether `standard`'s decode GEMM (cuda_gemv_kernel.cuh) takes a call: switched on
+// (set_standard_gemv) and a few rows of 16-bit operands that load as 16-byte pieces (else cuBLAS).
+bool standard_gemv_takes(const void* x, int M, const void* W, int store, int K);
+// It, into the plain y[M, N].
+void launch_standard_gemv(const void* x, int M, const void* W, int store, int K, int N, float* y);
 // The kernel choice launch_invariant_gemm follows now (set_invariant_gemm_kernel), for launch
 // signatures: a pass replayed as a graph must not keep the kernel of another choice.
 int invariant_gemm_choice();

@@ -85,6 +85,11 @@ int decode_split_keys();
 // launch the ordinary way.
 void set_programmatic_launch(bool on);
 bool programmatic_launch_on();
+// `standard`'s decode GEMMs (up to 4 rows) on kvparity's own GEMV kernel instead of cuBLAS
+// (cuda_gemv_kernel.cuh: a warp a row of W, many 16-byte loads in flight); off by default, or
+// $KVPARITY_CUDA_GEMV=1. Other bits than cuBLAS's, as cuBLAS's own change with M.
+void set_standard_gemv(bool on);
+bool standard_gemv_on();
 bool programmatic_launch_available();
 
 // The `invariant` policy's tensor-core GEMM kernel: "auto" (chosen by M) or one forced for every

@@ -39,6 +39,8 @@ size_t pass_graph_replays() { return 0; }
 GraphNodes busiest_pass_graph_nodes() { return {}; }
 void reset_busiest_pass_graph() {}
 void set_programmatic_launch(bool) {}
+void set_standard_gemv(bool) {}
+bool standard_gemv_on() { return false; }
 bool programmatic_launch_on() { return false; }
 bool programmatic_launch_available() { return false; }
 void set_invariant_gemm_kernel(const std::string&) { refuse(); }
