@@ -145,7 +145,8 @@ bool register_gpu() {
         // The decode kernels and the CUDA-core GEMM take seconds a row at the largest M.
         const bool decode_kernel = v.gemm_kernel == "ring" || v.gemm_kernel == "registers" ||
                                    v.gemm_kernel == "pipelined" || v.gemm_kernel == "wgmma64x32" ||
-                                   v.gemm_kernel == "wgmma-tma64x32" || v.gemm_kernel == "wgmma-mma16" ||
+                                   v.gemm_kernel == "wgmma-tma64x32" || v.gemm_kernel == "wgmma-tma64x64" ||
+                                   v.gemm_kernel == "wgmma-mma16" ||
                                    v.gemm_kernel == "wgmma-mma16b" || v.gemm_kernel == "wgmma-mma16x";
         if (M > 2048 && (decode_kernel || v.policy == KernelPolicy::Portable)) continue;
         if (v.gemm_kernel == kGemv && M > 1) continue;  // decode; past 4 rows cuBLAS

@@ -173,7 +173,7 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       # question now: whether one 16-byte load and a shuffle (mma16x) or two 8-byte loads (mma16b)
       # run at that kernel's speed, beside auto's, at the decode-sized M where they would serve.)
       tmo 150 "$BIN/kvparity_bench" \
-        --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-(tma|mma16|mma16b|mma16x))/fp16/M(1|16|64)/' \
+        --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-(tma|tma64x64|mma16|mma16b|mma16x))/fp16/M(1|16|64)/' \
         >"$L/wgmma_gemm.log" 2>&1
       echo "bench rc=$?"; bench_rows "$L/wgmma_gemm.log"
       # Issue 14's ratios at batch 1 (decode, prefill, cache OFF) and batch 64 in one family: the TMA

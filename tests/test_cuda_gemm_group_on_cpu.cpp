@@ -137,6 +137,7 @@ TEST(CudaGemmGroupOnCpu, WgmmaKernelsStoreEachMemberAsAlone) {
     return simt::TensorMap2d{static_cast<const uint16_t*>(base), rows, K, box_rows, 64};
   };
   for (auto [tile, name] : {std::pair{cuda::WgmmaTile::Tma64x32, "tma 64x32"},
+                             std::pair{cuda::WgmmaTile::Tma64x64, "tma 64x64"},
                              std::pair{cuda::WgmmaTile::Tma128x128, "tma 128x128"},
                              std::pair{cuda::WgmmaTile::Tma128x256, "tma 128x256"}})
     for (const auto* n : {&kEven, &kOdd})

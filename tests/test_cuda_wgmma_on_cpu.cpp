@@ -118,6 +118,7 @@ TEST(CudaWgmmaOnCpu, TmaKernelIsTheK16OrderBitForBit) {
   constexpr int kBlocks = 2;
   constexpr std::pair<WgmmaTile, const char*> tiles[] = {
       {WgmmaTile::Tma64x32, "tma 64x32"},
+      {WgmmaTile::Tma64x64, "tma 64x64"},
       {WgmmaTile::Tma128x128, "tma 128x128"},
       {WgmmaTile::Tma128x256, "tma 128x256"},
       {WgmmaTile::TmaAuto, "tma auto"},

@@ -32,6 +32,7 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"wgmma128x256", GemmKernel::Wgmma128x256},
     {"wgmma-tma", GemmKernel::WgmmaTma},
     {"wgmma-tma64x32", GemmKernel::WgmmaTma64x32},
+    {"wgmma-tma64x64", GemmKernel::WgmmaTma64x64},
     {"wgmma-tma128x128", GemmKernel::WgmmaTma128x128},
     {"wgmma-tma128x256", GemmKernel::WgmmaTma128x256},
     {"wgmma-mma16", GemmKernel::WgmmaMma16},
@@ -56,6 +57,7 @@ WgmmaTile tile_of(GemmKernel k) {
     case GemmKernel::WgmmaTmaMma16b:
     case GemmKernel::WgmmaTmaMma16x: return WgmmaTile::TmaAuto;
     case GemmKernel::WgmmaTma64x32: return WgmmaTile::Tma64x32;
+    case GemmKernel::WgmmaTma64x64: return WgmmaTile::Tma64x64;
     case GemmKernel::WgmmaTma128x128: return WgmmaTile::Tma128x128;
     case GemmKernel::WgmmaTma128x256: return WgmmaTile::Tma128x256;
     case GemmKernel::WgmmaTmaPersistent128x128: return WgmmaTile::TmaPersistent128x128;

@@ -337,6 +337,7 @@ enum class GemmKernel : int {
   WgmmaTmaPersistent128x128,
   WgmmaTmaPersistent128x256,
   WgmmaTmaPersistent,
+  WgmmaTma64x64,
 };
 constexpr bool is_wgmma(GemmKernel k) { return int(k) >= int(GemmKernel::Wgmma); }
 

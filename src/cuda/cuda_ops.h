@@ -194,6 +194,7 @@ enum class WgmmaTile : int {
   TmaPersistent128x128,
   TmaPersistent128x256,
   TmaPersistentAuto,
+  Tma64x64,
 };
 constexpr bool is_tma(WgmmaTile t) { return int(t) >= int(WgmmaTile::Tma64x32); }
 void launch_wgmma_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y, WgmmaTile tile);

@@ -98,9 +98,10 @@ bool programmatic_launch_available();
 // cuda_matmul rows measure them). The wgmma family ("wgmma", chosen by M, or "wgmma64x32",
 // "wgmma64x128", "wgmma128x128", "wgmma128x256" forced; "wgmma-tma", "wgmma-tma64x32", ... fed by
 // TMA) gives bits of its own, the same for every M and tile of it: choose it for a whole run, never
-// between the passes compared. "wgmma-mma16" and "wgmma-mma16b" (mma.sync fed the wgmma family's
-// groups of 16 k; "wgmma-tma+mma16(b)": those up to 16 rows, wgmma-tma above) belong to that family
-// only where the hardware sums both instructions alike, which the CUDA suite checks. The first read
+// between the passes compared. "wgmma-mma16", "wgmma-mma16b" and "wgmma-mma16x" (mma.sync fed the
+// wgmma family's groups of 16 k; "wgmma-tma+mma16(b|x)": those up to 16 rows, wgmma-tma above)
+// belong to that family where the hardware sums both instructions alike, as an H100 does (the CUDA
+// suite checks it). The first read
 // takes $KVPARITY_CUDA_GEMM; an unknown name is refused (exit 2) naming where it came from.
 void set_invariant_gemm_kernel(const std::string& name);
 // How many tile rows of x the tiled GEMMs' blocks take W's tile columns together in

@@ -15,10 +15,11 @@ namespace {
 constexpr int kRowBytes = 128;  // 64 k of 16 bits: one row of the 128-byte swizzle
 constexpr int kStageK = 64;     // k a pipeline stage: one swizzle row
 
-// The columns one wgmma instruction of a BN-column tile computes (m64n32k16 for 32-column decode
-// tiles, m64n128k16 otherwise), and how many such instructions a k16 step of the tile takes.
+// The columns one wgmma instruction of a BN-column tile computes (m64n32k16 for the 32- and
+// 64-column decode tiles, m64n128k16 otherwise), and how many such instructions a k16 step of the
+// tile takes. Which instruction covers a column never changes its output's sequence of k16 steps.
 template <int BN>
-constexpr int kInstrCols = BN < 128 ? BN : 128;
+constexpr int kInstrCols = BN < 128 ? 32 : 128;
 template <int BN>
 constexpr int kInstrs = BN / kInstrCols<BN>;
 template <int BN>
