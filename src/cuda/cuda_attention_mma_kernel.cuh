@@ -63,8 +63,6 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return uint32_t(bits_of<S>(lo)) | uint32_t(bits_of<S>(hi)) << 16;
 }
 
-__device__ __forceinline__ uint32_t pack_raw(uint16_t lo, uint16_t hi) { return uint32_t(lo) | (uint32_t(hi) << 16); }
-
 template <int S>
 __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(__CUDACC__)
@@ -81,6 +79,28 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
   }
 #else
   simt::mma16816(S == kBF16, c, a[0], a[1], a[2], a[3], b0, b1);
+#endif
+}
+
+// Four 8 x 8 matrices of 16-bit values from shared memory in one instruction (ldmatrix .x4), lane
+// 8i + r giving the address of row r of matrix i (16 bytes, 16-byte aligned): without trans, each
+// lane gets the mma fragment of a row-major tile (row lane / 4, columns 2(lane % 4), + 1); with
+// trans, of its transpose. The same operands the element-wise reads gave, in a fraction of the
+// instructions.
+template <bool Trans>
+__device__ __forceinline__ void load_matrices(uint32_t (&r)[4], const uint16_t* row) {
+#if defined(__CUDACC__)
+  const auto a = static_cast<unsigned>(__cvta_generic_to_shared(row));
+  if constexpr (Trans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#else
+  simt::ldmatrix_x4(r, row, Trans);
 #endif
 }
 
@@ -171,6 +191,7 @@ template <int S, int HD, int STAGES, Mode MODE>
 __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s, SplitOut so) {
   pdl_entry();
   constexpr int KT = HD / 16;  // k-steps over the head dimension
+  static_assert(KT % 2 == 0, "K and V fragments load two k-steps, two n-tiles at a time");
   constexpr int NT = HD / 8;   // output n-tiles
   constexpr int RS = HD + kPad;
   // Stage st: K rows at [st][0], V rows at [st][1], each kKeys x RS.
@@ -296,15 +317,19 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
     const auto& k_s = kv_s[st][0];
     const auto& v_s = kv_s[st][1];
 
-    // S = Q K^T for this warp's 16 rows and the tile's 64 keys (8 n-tiles of 8 keys).
+    // S = Q K^T for this warp's 16 rows and the tile's 64 keys (8 n-tiles of 8 keys). B = K^T, so
+    // row-major K rows are its fragments as they stand: one load gives two k-steps' (lanes 8i + r:
+    // key 8j + r, dimensions 16kk + 8i ..).
     float sc[8][4];
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       sc[j][0] = sc[j][1] = sc[j][2] = sc[j][3] = 0.0f;
 #pragma unroll
-      for (int kk = 0; kk < KT; ++kk) {
-        const uint16_t* kr = &k_s[j * 8 + g][kk * 16 + 2 * t];
-        mma<S>(sc[j], qf[kk], load_raw<uint32_t>(kr), load_raw<uint32_t>(kr + 8));
+      for (int kk = 0; kk < KT; kk += 2) {
+        uint32_t kb[4];
+        load_matrices<false>(kb, &k_s[j * 8 + lane % 8][kk * 16 + lane / 8 * 8]);
+        mma<S>(sc[j], qf[kk], kb[0], kb[1]);
+        mma<S>(sc[j], qf[kk + 1], kb[2], kb[3]);
       }
     }
     // Scores (rounded as HF rounds them), masked, and the tile's row maxima.
@@ -364,16 +389,16 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
       o[n][2] *= fb;
       o[n][3] *= fb;
     }
-    // O += P V: B operand (keys x dims) gathered from the row-major V tile.
+    // O += P V: B operand (keys x dims) from the row-major V tile, transposed as it loads: one load
+    // gives two n-tiles' fragments (lanes 16h + r: key 16kk + r, dimensions 8(n + h) ..).
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const int key = kk * 16 + 2 * t;
 #pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        const int col = n * 8 + g;
-        const uint32_t b0 = pack_raw(v_s[key][col], v_s[key + 1][col]);
-        const uint32_t b1 = pack_raw(v_s[key + 8][col], v_s[key + 9][col]);
-        mma<S>(o[n], pf[kk], b0, b1);
+      for (int n = 0; n < NT; n += 2) {
+        uint32_t vb[4];
+        load_matrices<true>(vb, &v_s[kk * 16 + lane % 16][(n + lane / 16) * 8]);
+        mma<S>(o[n], pf[kk], vb[0], vb[1]);
+        mma<S>(o[n + 1], pf[kk], vb[2], vb[3]);
       }
     }
     __syncthreads();  // every thread is done with this stage before it is refilled

@@ -393,6 +393,24 @@ inline void mma16816(bool bf16, float (&c)[4], uint32_t a0, uint32_t a1, uint32_
   }
 }
 
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lanes 8i .. 8i + 7 give the addresses of the 8
+// rows (16 bytes each) of matrix i; without trans lane l receives, from each matrix, row l / 4's
+// elements 2(l % 4) and 2(l % 4) + 1 (the lower in the low half); with trans, rows 2(l % 4) and
+// 2(l % 4) + 1 of column l / 4: an mma's A or col-major B fragment, read from row-major tiles.
+inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row, bool trans) {
+  const int lane = int(tls.thread.x % 32), g = lane / 4, t = lane % 4;
+  for (int i = 0; i < 4; ++i) {
+    if (!trans) {
+      const uint16_t* src = exchange(row, 8 * i + g);
+      r[i] = uint32_t(src[2 * t]) | uint32_t(src[2 * t + 1]) << 16;
+    } else {
+      const uint16_t* lo = exchange(row, 8 * i + 2 * t);
+      const uint16_t* hi = exchange(row, 8 * i + 2 * t + 1);
+      r[i] = uint32_t(lo[g]) | uint32_t(hi[g]) << 16;
+    }
+  }
+}
+
 // wgmma.mma_async.m64nNk16 with fp32 accumulation, both operands K-major in shared memory, from
 // the PTX ISA's definitions: a descriptor's start address (bits 0-13, in 16 bytes), stride between
 // 8-row groups (bits 32-45) and swizzle (bits 62-63; only 1, the 128-byte swizzle, with base offset
