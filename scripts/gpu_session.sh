@@ -28,7 +28,10 @@
 #   (the wgmma stage first, in a process of its own: a fault in an untried kernel ends its CUDA
 #   context, and the tests stage then leaves those tests out)
 #   then at once, on the warm machine, the rest (compare7b resumes where the first call stopped;
-#   gsm8k, resumable too, with what is left).
+#   gsm8k, resumable too, with what is left). Late on 2026-11-26 an H100 ran `info wgmma tiles
+#   tests '-CudaInvariant.Wgmma*' attention bench7b` in 302 s. What was written after that call
+#   (mma16x, the 64 x 64 TMA tile, standard's GEMV, ldmatrix in the flash kernel, study7b) takes:
+#     BUDGET_S=560 scripts/gpu_session.sh info wgmma tests '-CudaInvariant.Wgmma*' gemv attention study7b bench7b
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
 #   and every call's command starts with: mkdir -p .devbin && tar xJf .devbinz/bins.tar.xz -C .devbin &&
