@@ -131,7 +131,8 @@ bool register_gpu() {
   if (!cuda::built()) return false;
   struct Variant {
     KernelPolicy policy;
-    std::string name, gemm_kernel;  // gemm_kernel: forced for the invariant policy ("" none)
+    // gemm_kernel: forced for the invariant policy, kGemv: standard's own GEMV switched on ("" none)
+    std::string name, gemm_kernel;
   };
   // standard-gemv: kvparity's own decode GEMV in place of cuBLAS (up to 4 rows; cuBLAS beyond).
   std::vector<Variant> variants = {{KernelPolicy::Standard, "standard", ""},

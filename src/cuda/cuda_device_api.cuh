@@ -82,6 +82,18 @@ __device__ __forceinline__ void unpack2(unsigned w, float* out) {
   }
 }
 
+// Eight 16-bit values of S packed in a 16-byte piece, the lowest first, widened.
+template <int S>
+__device__ __forceinline__ void unpack8(const uint4 r, float (&out)[8]) {
+  unpack2<S>(r.x, out), unpack2<S>(r.y, out + 2), unpack2<S>(r.z, out + 4), unpack2<S>(r.w, out + 6);
+}
+
+// Whether the [rows, K] 16-bit matrices at x and W load as 16-byte pieces (K % 8 == 0, both
+// 16-byte aligned): what the vector GEMM kernels need.
+inline bool rows_load_16_bytes(const void* x, const void* W, int K) {
+  return K % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
+}
+
 // Elements i .. i+N-1 of an S array, widened, through the widest aligned loads that hold them
 // (i a multiple of N; N = 1, 2, 4 or 8): one access where a loop of scalar loads would be N.
 template <int S, int N>
@@ -111,8 +123,7 @@ __device__ __forceinline__ void load_vec(const void* base, size_t i, float (&out
       const uint2 r = load_raw<uint2>(p);
       unpack2<S>(r.x, out), unpack2<S>(r.y, out + 2);
     } else {
-      const uint4 r = load_raw<uint4>(p);
-      unpack2<S>(r.x, out), unpack2<S>(r.y, out + 2), unpack2<S>(r.z, out + 4), unpack2<S>(r.w, out + 6);
+      unpack8<S>(load_raw<uint4>(p), out);
     }
   }
 }

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int p = p0 + 32 * u + lane;
       if (p >= pieces) break;
       float wf[8];
-      unpack2<S>(wv[u].x, wf), unpack2<S>(wv[u].y, wf + 2), unpack2<S>(wv[u].z, wf + 4), unpack2<S>(wv[u].w, wf + 6);
+      unpack8<S>(wv[u], wf);
 #pragma unroll
       for (int m = 0; m < MR; ++m) {
         if (m >= M) break;
@@ -65,8 +65,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // Whether gemv serves a call: a few rows, 16-bit operands whose rows load as 16-byte pieces.
 inline bool applies(int M, int store, const void* x, const void* W, int K) {
-  return M >= 1 && M <= kMaxRows && (store == kF16 || store == kBF16) && K % 8 == 0 &&
-         reinterpret_cast<uintptr_t>(x) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
+  return M >= 1 && M <= kMaxRows && (store == kF16 || store == kBF16) && rows_load_16_bytes(x, W, K);
 }
 
 // launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU). x: M rows in W's

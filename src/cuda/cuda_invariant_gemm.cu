@@ -115,7 +115,7 @@ int gemm_tile_group() {
 // mma.sync kernels, which then also serve rows without 16-byte loads.
 void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y) {
   const GemmKernel k = chosen().load();
-  if (invariant::is_wgmma(k) && invariant::rows_load_16_bytes(xh, W, K)) {
+  if (invariant::is_wgmma(k) && rows_load_16_bytes(xh, W, K)) {
     if (!wgmma_kernels_available())
       fail_usage("invariant GEMM kernel '" + invariant_gemm_kernel() +
                  "' needs a compute capability 9.0 GPU (H100, H200) and a build with sm_90a code "

@@ -426,12 +426,6 @@ void gemm_in_wgmma_order(const Launch& launch, const void* xh, int M, const void
   if (store == kBF16) as.template operator()<kBF16>();
 }
 
-// Whether the rows of x and W load as 16-byte pieces: what the vector kernels (and the wgmma
-// family) need.
-inline bool rows_load_16_bytes(const void* xh, const void* W, int K) {
-  return K % 8 == 0 && reinterpret_cast<uintptr_t>(xh) % 16 == 0 && reinterpret_cast<uintptr_t>(W) % 16 == 0;
-}
-
 // xh: x in the 16-bit storage type `store` (kF16 or kBF16), as W.
 template <class Launch>
 void gemm(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, GemmOut y,

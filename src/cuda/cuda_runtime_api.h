@@ -101,8 +101,8 @@ bool programmatic_launch_available();
 // between the passes compared. "wgmma-mma16", "wgmma-mma16b" and "wgmma-mma16x" (mma.sync fed the
 // wgmma family's groups of 16 k; "wgmma-tma+mma16(b|x)": those up to 16 rows, wgmma-tma above)
 // belong to that family where the hardware sums both instructions alike, as an H100 does (the CUDA
-// suite checks it). The first read
-// takes $KVPARITY_CUDA_GEMM; an unknown name is refused (exit 2) naming where it came from.
+// suite checks it). The first read takes $KVPARITY_CUDA_GEMM; an unknown name is refused (exit 2)
+// naming where it came from.
 void set_invariant_gemm_kernel(const std::string& name);
 // How many tile rows of x the tiled GEMMs' blocks take W's tile columns together in
 // (cuda_tile_order.cuh): 8, or $KVPARITY_CUDA_TILE_GROUP (1 to 64; 1: one tile row after another,

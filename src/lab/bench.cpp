@@ -201,7 +201,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
           });
           run.best_batch = std::min(run.best_batch, now_s() - decode_start);
         }
-        if (cfg.batch > 1 && cfg.batch_cache_off) {
+        if (cfg.batch_cache_off) {  // with a batch of 2 or more (check_bench_config)
           // B rotations of the bench tokens' first cache_off_tokens, all from position 0 in one
           // pass (generate_batch's first step: with cache OFF, what every later step computes too).
           std::vector<std::vector<int>> seqs(size_t(cfg.batch));
@@ -229,7 +229,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
       r.cache_off_step_s = run.best_off;
       r.batch = cfg.batch;
       if (cfg.batch > 1) r.batch_decode_tok_s = double(cfg.batch) * cfg.decode_tokens / run.best_batch;
-      if (cfg.batch > 1 && cfg.batch_cache_off) r.batch_cache_off_step_s = run.best_batch_off;
+      if (cfg.batch_cache_off) r.batch_cache_off_step_s = run.best_batch_off;
       r.model_bytes = double(model->weights.matrix_bytes());
       r.bandwidth_gbs = bandwidth[r.device == "cpu" ? r.threads : -1];
       r.bandwidth_bound_tok_s = r.bandwidth_gbs * 1e9 / (r.model_bytes + r.kv_bytes);
