@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "lab/run_spec.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "runtime/generator.h"
@@ -78,6 +79,32 @@ TEST(Device, CpuBuffersAndCopies) {
   DeviceBuffer moved = std::move(b);
   EXPECT_EQ(b.data(), nullptr);
   EXPECT_EQ(moved.size(), 100u);
+}
+
+// A cache-OFF run's pass is a row longer every step: its scratch must not be reallocated at every
+// step (on a GPU each free waits for the device), only a logarithmic number of times.
+TEST(Device, ScratchGrowsByAQuarterAtLeast) {
+  EXPECT_EQ(grown_size(0, 100), 100u);
+  EXPECT_EQ(grown_size(100, 101), 125u);
+  EXPECT_EQ(grown_size(100, 125), 125u);
+  EXPECT_EQ(grown_size(100, 126), 126u);
+  EXPECT_EQ(grown_size(100, 1000), 1000u);
+
+  ActivationBuffer a;
+  a.ensure(Device::Cpu, 1000);
+  EXPECT_EQ(a.size(), 1000u);  // a fixed shape (a batch's decode steps) takes exactly what it needs
+  int reallocations = 0;
+  for (size_t n = 1001; n <= 2000; ++n) {
+    const size_t before = a.size();
+    a.ensure(Device::Cpu, n);
+    ASSERT_GE(a.size(), n);
+    ASSERT_NE(a.data(), nullptr);
+    a.data()[n - 1] = 1.0f;  // the whole size is there to be written
+    reallocations += a.size() != before;
+  }
+  EXPECT_EQ(reallocations, 4);  // to 5000, 6250, 7812 and 9765 bytes
+  a.ensure(Device::Cpu, 10);    // never shrinks
+  EXPECT_EQ(a.size(), 9765u / sizeof(float));
 }
 
 TEST(Device, RunSpecTakesTheDeviceKey) {

@@ -31,6 +31,14 @@ void device_free(Device d, void* p) noexcept;
 void device_to_host(Device d, void* host_dst, const void* dev_src, size_t bytes);
 void host_to_device(Device d, void* dev_dst, const void* host_src, size_t bytes);
 
+// The size a scratch buffer takes when it must grow from `have` to hold `need` (> have) bytes:
+// at least a quarter more than before. A cache-OFF run's passes grow by a row (a batch: a row a
+// sequence) every step; growing each time to the exact size would free and allocate every
+// activation buffer at every step, and on a GPU each free waits for the device.
+inline size_t grown_size(size_t have, size_t need) {
+  return have == 0 || need > have + have / 4 ? need : have + have / 4;
+}
+
 // An owning buffer on a device.
 class DeviceBuffer {
  public:

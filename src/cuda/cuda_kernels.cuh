@@ -364,14 +364,14 @@ class CudaKernels final : public Kernels {
         },
         true);
   }
-  // A buffer of at least n bytes. Growing frees the old one, which launches collected but not yet
+  // A buffer of at least n bytes, grown by grown_size's steps (a cache-OFF pass is a row a
+  // sequence longer each step). Growing frees the old one, which launches collected but not yet
   // run may name: they run first.
   void* grow(Block& b, size_t n) {
-    if (n > b.bytes) {
-      end_collecting(true);
-      if (&b == &xconv_) conv_ = Converted{};
-    }
-    return b.ensure(n);
+    if (n <= b.bytes) return b.p;
+    end_collecting(true);
+    if (&b == &xconv_) conv_ = Converted{};
+    return b.ensure(grown_size(b.bytes, n));
   }
 
   void norm(const float* x, int M, int dim, const float* w, float eps, DType act, bool fp32_gain, float* y) {

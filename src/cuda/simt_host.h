@@ -397,8 +397,16 @@ inline void mma16816(bool bf16, float (&c)[4], uint32_t a0, uint32_t a1, uint32_
 // rows (16 bytes each) of matrix i; without trans lane l receives, from each matrix, row l / 4's
 // elements 2(l % 4) and 2(l % 4) + 1 (the lower in the low half); with trans, rows 2(l % 4) and
 // 2(l % 4) + 1 of column l / 4: an mma's A or col-major B fragment, read from row-major tiles.
+// Each row address must be 16-byte aligned and lie in the launch's dynamic shared memory (the
+// hardware faults on a misaligned one): checked, so that a padded layout that breaks it fails here.
 inline void ldmatrix_x4(uint32_t (&r)[4], const uint16_t* row, bool trans) {
   const int lane = int(tls.thread.x % 32), g = lane / 4, t = lane % 4;
+  const auto base = reinterpret_cast<uintptr_t>(dynamic_buffer.data()), at = reinterpret_cast<uintptr_t>(row);
+  if (at < base || at + 16 > base + dynamic_bytes || (at - base) % 16 != 0) {
+    std::fprintf(stderr, "simt: ldmatrix row address %zu bytes into the dynamic shared memory of %zu: %s\n",
+                 size_t(at - base), dynamic_bytes, at < base ? "outside it" : "misaligned or past its end");
+    std::abort();  // not a throw: this runs on a fiber's stack
+  }
   for (int i = 0; i < 4; ++i) {
     if (!trans) {
       const uint16_t* src = exchange(row, 8 * i + g);
