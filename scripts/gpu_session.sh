@@ -330,6 +330,8 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       # kept on the machine, so the stage run again on the warm machine resumes: one folder per
       # kernels / flips / GEMM setting (a folder refuses a resume with other settings).
       # GSM8K_FLIPS=0: --no-flips (no teacher-forced pass; under standard, one cache-OFF pass not two).
+      # The folder's timing.jsonl (copied into the logs) splits each batch's time by side, pass time
+      # against the host's loop, with rows per second; the log's tail has the totals.
       stage gsm8k
       synth7b || continue
       gk=${GSM8K_KERNELS:-standard} gf=${GSM8K_FLIPS:-1}
@@ -340,7 +342,7 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
         --batch-size ${GSM8K_BATCH:-16} --device cuda --dtypes fp16 --kernels "$gk" "${flips[@]}" --out "$gdir" \
         --no-report >>"$L/gsm8k.log" 2>&1
       rc=$?; t2=$(date +%s)
-      echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$gdir/gsm8k.jsonl" 2>/dev/null)"; tail -5 "$L/gsm8k.log"
+      echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$gdir/gsm8k.jsonl" 2>/dev/null)"; tail -6 "$L/gsm8k.log"
       cp -r "$gdir" "$L/gsm_${gk//,/+}_flips$gf" ;;
   esac
   pack

@@ -529,6 +529,72 @@ TEST(Gsm8kCli, NoFlipsChangesNothingButTeacherForced) {
   EXPECT_EQ(md_flips.find("not measured"), std::string::npos) << md_flips;
 }
 
+// timing.jsonl: a line per group run, each side's passes and rows exactly those its engine ran
+// (cache ON: one prefill pass of the batch's prompts, then a row a sequence a step; cache OFF:
+// every step the whole of every sequence still running), its pass time within its wall time.
+TEST(Gsm8kCli, TimingFileCountsEverySidesPassesAndRows) {
+  const std::string shared = test::shared_dir();
+  if (shared.empty()) return;
+  TempDir t;
+  const std::string opts = "--batch-size 3 --no-flips";  // groups of 3 and 1, per condition
+  const CliResult r = kvparity(small_eval(shared, t.file("run"), opts));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("time of this run's 4 groups"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("baseline (cache=off)"), std::string::npos) << r.err;
+  std::map<std::pair<std::string, int>, nlohmann::json> by_problem;  // (condition, problem)
+  for (const auto& [k, rec] : records_by_key(t.file("run")))
+    by_problem[{rec["condition"].get<std::string>(), rec["problem"].get<int>()}] = rec;
+  ASSERT_EQ(by_problem.size(), 8u);
+  const auto lines = ResultsLog::read_all(t.file("run/timing.jsonl"));
+  ASSERT_EQ(lines.size(), 4u);
+  for (const auto& line : lines) {
+    const int first = line["first_problem"].get<int>();
+    ASSERT_TRUE(first == 0 || first == 3) << line;
+    const int items = line["items"].get<int>();
+    ASSERT_EQ(items, first == 0 ? 3 : 1) << line;
+    EXPECT_EQ(line["kernels"], "standard");
+    EXPECT_TRUE(line["teacher_forced"].is_null()) << line;
+    for (const char* side : {"candidate", "baseline"}) {
+      const bool off = std::string(side) == "baseline";
+      long long rows = 0, steps = 0;
+      for (int p = first; p < first + items; ++p) {
+        const auto& rec = by_problem.at({line["condition"].get<std::string>(), p});
+        ASSERT_NE(rec[off ? "off" : "on"]["stop_reason"], "stop_string") << "its dropped tokens are not recorded";
+        const long long P = rec["prompt_tokens"].get<long long>();
+        const long long n = (long long)rec[off ? "off" : "on"]["ids"].size();
+        rows += off ? n * P + n * (n - 1) / 2 : P + n - 1;
+        steps = std::max(steps, n);
+      }
+      const auto& s = line[side];
+      EXPECT_EQ(s["rows"].get<long long>(), rows) << side << " " << line;
+      EXPECT_EQ(s["passes"].get<long long>(), steps) << side << " " << line;
+      EXPECT_GT(s["pass_seconds"].get<double>(), 0.0) << side << " " << line;
+      EXPECT_GE(s["seconds"].get<double>(), s["pass_seconds"].get<double>()) << side << " " << line;
+      EXPECT_GT(s["rows_per_second"].get<double>(), 0.0) << side << " " << line;
+    }
+  }
+  // A resumed run with nothing left to do runs no group and adds no line; a line torn by a kill is
+  // cut off, so lines appended later stay readable.
+  { std::ofstream(t.file("run/timing.jsonl"), std::ios::app) << "{\"model\": \"torn"; }
+  const CliResult again = kvparity(small_eval(shared, t.file("run"), opts));
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_EQ(again.err.find("time of this run"), std::string::npos) << again.err;
+  EXPECT_EQ(ResultsLog::read_all(t.file("run/timing.jsonl")).size(), 4u);
+  EXPECT_EQ(read_text(t.file("run/timing.jsonl")).back(), '\n');
+  EXPECT_EQ(read_text(t.file("run/timing.jsonl")).find("torn"), std::string::npos);
+
+  // With flips, the teacher-forced pass is timed on its own.
+  const CliResult f = kvparity(small_eval(shared, t.file("flips"), "--batch-size 4 --limit 2"));
+  ASSERT_EQ(f.status, 0) << f.err;
+  EXPECT_NE(f.err.find("teacher-forced baseline"), std::string::npos) << f.err;
+  const auto fl = ResultsLog::read_all(t.file("flips/timing.jsonl"));
+  ASSERT_EQ(fl.size(), 2u);  // one group per condition
+  for (const auto& line : fl) {
+    ASSERT_TRUE(line["teacher_forced"].is_object()) << line;
+    EXPECT_GE(line["teacher_forced"]["seconds"].get<double>(), line["teacher_forced"]["pass_seconds"].get<double>());
+  }
+}
+
 // Whether flips are counted is a setting: resuming either way round, or merging shards of both
 // kinds, is refused; a manifest from before the setting counted them.
 TEST(Gsm8kCli, NoFlipsIsASettingOfTheRun) {

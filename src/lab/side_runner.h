@@ -38,6 +38,7 @@ class SideRunner {
 
   const RunSettings& settings() const { return settings_; }
   const Model& model() const { return *model_; }
+  PassTotals pass_totals() const { return engine_.pass_totals(); }
 
   // Free-running generations of the group (GenerationConfig's cache mode is the side's). Fills the
   // traces of every sub-batch holding a wanted prompt; logits are kept for wanted prompts when

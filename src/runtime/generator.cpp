@@ -1,10 +1,10 @@
 #include "runtime/generator.h"
 
-#include "runtime/interrupt.h"
-
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
+#include "runtime/interrupt.h"
 #include "runtime/rng.h"
 
 namespace kvp {
@@ -16,6 +16,24 @@ CacheMode parse_cache_mode(const std::string& s) {
 }
 
 namespace {
+// Adds a pass of `rows` rows, and the time until it goes out of scope, to an engine's totals.
+class PassClock {
+ public:
+  PassClock(PassTotals& t, long long rows) : t_(t), rows_(rows), t0_(std::chrono::steady_clock::now()) {}
+  ~PassClock() {
+    t_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    ++t_.passes;
+    t_.rows += rows_;
+  }
+  PassClock(const PassClock&) = delete;
+  PassClock& operator=(const PassClock&) = delete;
+
+ private:
+  PassTotals& t_;
+  long long rows_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 int capacity_for(const Model& m, const EngineOptions& o) {
   if (o.cache_capacity < 0) fail_usage("--cache-capacity must be positive (got {})", o.cache_capacity);
   return o.cache_capacity > 0 ? std::min(o.cache_capacity, m.config.max_seq_len) : m.config.max_seq_len;
@@ -34,6 +52,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& opts)
 
 const float* Engine::forward(const int* tokens, int M, int start_pos, const ForwardOptions& fo) {
   use_simd(opts_.simd);
+  PassClock clock(totals_, M);
   return kvp::forward(*model_, *kernels_, cache_, act_, tokens, M, start_pos, fo);
 }
 
@@ -45,6 +64,7 @@ const float* Engine::forward_uncached(const int* tokens, int M, const ForwardOpt
   }
   if (uncached_ == nullptr) uncached_ = std::make_unique<KVCache>(model_->config, cache_.capacity(), KvType::of(model_->dtype), opts_.device);
   uncached_->clear();
+  PassClock clock(totals_, M);
   return kvp::forward(*model_, *kernels_, *uncached_, act_, tokens, M, 0, fo);
 }
 
@@ -259,6 +279,9 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
   std::vector<SequenceSlice> slices;
   // One pass over `slices` (sequence who[i] in slice i); keeps each one's last-row logits.
   auto run_pass = [&](const std::vector<int>& who) {
+    long long rows = 0;
+    for (const auto& sl : slices) rows += sl.n_tokens;
+    PassClock clock(totals_, rows);
     const float* out = forward_batch(*model_, *kernels_, act_, slices, fo);
     for (size_t i = 0; i < who.size(); ++i)
       std::copy_n(out + i * V, V, logits.data() + size_t(who[i]) * V);

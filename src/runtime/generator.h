@@ -89,6 +89,14 @@ struct EngineOptions {
   SimdTarget simd = SimdTarget::Auto;  // CPU kernels' SIMD target, applied before each pass (simd_target.h)
 };
 
+// The forward passes an engine has run: how many, over how many rows, and the wall time inside
+// them (on a GPU a pass ends with its one wait, so this is the device's time and the host's
+// launches). A run's time less this is the loop's own: sampling, stopping rules, callbacks.
+struct PassTotals {
+  double seconds = 0.0;
+  long long passes = 0, rows = 0;
+};
+
 class Engine {
  public:
   Engine(std::shared_ptr<const Model> model, const EngineOptions& opts);
@@ -103,6 +111,7 @@ class Engine {
     return v;
   }
   Activations& activations() { return act_; }
+  PassTotals pass_totals() const { return totals_; }
   const EngineOptions& options() const { return opts_; }
 
   // Runs forward over tokens at start_pos into this engine's cache.
@@ -136,6 +145,7 @@ class Engine {
   std::unique_ptr<KVCache> uncached_;  // forward_uncached's compute-dtype cache (quantised KV only)
   Activations act_;
   std::vector<std::unique_ptr<KVCache>> batch_caches_;  // one per batch slot, sized to the batch's need
+  PassTotals totals_;
 };
 
 }  // namespace kvp
