@@ -427,6 +427,7 @@ py::object compare(const std::string& model_path, const py::object& prompts, con
       add_condition(c, point, sampler);
     }
   }
+  c.time_totals = false;  // a notebook's stderr stays quiet; the folder's timing.jsonl has them
   // Without `out`, a temporary folder holds the records and goes when the summary is read.
   std::filesystem::path tmp;
   if (out) {

@@ -230,6 +230,43 @@ TEST(LabCompareSpecs, IdenticalSidesAndInvariantThreadsGiveZeroDivergence) {
   }
 }
 
+// timing.jsonl: a line per group (groups of lcm(1, 2) = 2 prompts here), each side's passes and
+// rows those its engine ran: cache OFF solo, the whole sequence every step; cache ON in batches of
+// 2, the prompts in one pass, then a row a sequence a step.
+TEST(LabCompareSpecs, TimingFileCountsEverySidesPassesAndRows) {
+  KVP_REQUIRE_STORIES(s);
+  test::TempDir dir;
+  const CompareOptions o = spec_compare(s, dir.path(), KernelPolicy::Standard, "cache=off", "cache=on,batch-size=2");
+  ASSERT_EQ(run_compare(o), 5);
+  std::map<std::string, nlohmann::json> rec;
+  for (auto& r : ResultsLog::read_all(dir.file("results.jsonl"))) rec[r["prompt_id"].get<std::string>()] = r;
+  const auto lines = ResultsLog::read_all(dir.file("timing.jsonl"));
+  ASSERT_EQ(lines.size(), 3u);
+  const std::vector<std::vector<std::string>> groups = {{"p0", "p1"}, {"p2", "p3"}, {"p4"}};
+  for (size_t g = 0; g < 3; ++g) {
+    const auto& line = lines[g];
+    EXPECT_EQ(line["first_prompt"], groups[g][0]) << line;
+    EXPECT_EQ(line["items"], groups[g].size()) << line;
+    long long on_rows = 0, off_rows = 0, off_passes = 0, on_passes = 0;
+    for (const auto& id : groups[g]) {
+      const long long P = (long long)rec.at(id)["prompt_ids"].size();
+      const long long on = (long long)rec.at(id)["on_ids"].size(), off = (long long)rec.at(id)["off_ids"].size();
+      on_rows += P + on - 1;
+      off_rows += off * P + off * (off - 1) / 2;
+      off_passes += off;
+      on_passes = std::max(on_passes, on);
+    }
+    EXPECT_EQ(line["candidate"]["rows"].get<long long>(), on_rows) << line;
+    EXPECT_EQ(line["candidate"]["passes"].get<long long>(), on_passes) << line;
+    EXPECT_EQ(line["baseline"]["rows"].get<long long>(), off_rows) << line;
+    EXPECT_EQ(line["baseline"]["passes"].get<long long>(), off_passes) << line;
+    for (const char* side : {"candidate", "baseline", "teacher_forced"}) {
+      ASSERT_TRUE(line[side].is_object()) << side << line;
+      EXPECT_GE(line[side]["seconds"].get<double>(), line[side]["pass_seconds"].get<double>()) << side << line;
+    }
+  }
+}
+
 // A quantised cache against the compute-dtype cache: nonzero logit gaps at every prompt, and the
 // record's sides name the KV types.
 TEST(LabCompareSpecs, QuantisedKvCacheGivesNonzeroLogitGaps) {

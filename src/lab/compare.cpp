@@ -1,8 +1,8 @@
 #include "lab/compare.h"
 
+#include <cstring>
 #include <filesystem>
 #include <iostream>
-#include <cstring>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
@@ -10,9 +10,10 @@
 #include "core/json_u64.h"
 #include "lab/results_log.h"
 #include "lab/results_manifest.h"
+#include "lab/side_runner.h"
+#include "lab/side_timing.h"
 #include "lab/step_metrics.h"
 #include "model/model.h"
-#include "lab/side_runner.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
 #include "runtime/tokenizer_for_model.h"
@@ -208,6 +209,7 @@ int run_compare(const CompareOptions& opts) {
   check_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
   record_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
   ResultsLog log(path_in(opts.out_dir, kCompareResultsFile), record_key);
+  StudyTiming timing(opts.out_dir);
   const std::string name = model["name"].get<std::string>();
   int written = 0;
   const size_t n = opts.prompts.size();
@@ -244,9 +246,15 @@ int run_compare(const CompareOptions& opts) {
       for (size_t i = g0; i < g1; ++i)
         group.push_back({encode_prompt(*tok, opts.prompts[i]), sequence_id_for(opts.prompts[i].id)});
       const GenerationConfig g = generation_config(opts.prompts[g0], cond, opts);
-      const std::vector<SideTrace> cand_runs = cand->generate(group, g, tok.get(), want, true);
-      std::vector<SideTrace> base_runs = base->generate(group, g, tok.get(), want, true);
-      const std::vector<StepLogits> forced = base->teacher_force(group, g, tok.get(), cand_runs, base_runs, want);
+      std::vector<SideTrace> cand_runs, base_runs;
+      std::vector<StepLogits> forced;
+      const SideTime ct = timed(*cand, [&] { cand_runs = cand->generate(group, g, tok.get(), want, true); });
+      const SideTime bt = timed(*base, [&] { base_runs = base->generate(group, g, tok.get(), want, true); });
+      const SideTime ft =
+          timed(*base, [&] { forced = base->teacher_force(group, g, tok.get(), cand_runs, base_runs, want); });
+      timing.group(
+          {{"model", name}, {"condition", cond.key()}, {"first_prompt", opts.prompts[g0].id}, {"items", g1 - g0}}, ct,
+          bt, &ft);
       for (size_t i = g0; i < g1; ++i) {
         ++done;
         if (!want(i - g0)) continue;
@@ -261,6 +269,7 @@ int run_compare(const CompareOptions& opts) {
     }
   }
   if (opts.progress) std::cerr << "\r[compare] " << total << "/" << total << " done" << std::string(50, ' ') << "\n";
+  if (opts.time_totals) timing.print_totals(std::cerr, opts.candidate.text(), opts.baseline.text());
   return written;
 }
 

@@ -41,6 +41,7 @@ struct CompareOptions {
   bool stop_at_eos = false;  // off by default: both paths then always produce max_new_tokens
   std::string out_dir;
   bool progress = false;     // progress line on stderr
+  bool time_totals = true;   // each side's time on stderr at the end (timing.jsonl is always written)
 };
 
 inline constexpr const char* kCompareResultsFile = "results.jsonl";

@@ -315,10 +315,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   write_file_atomic(manifest_path, manifest.dump(2) + "\n");
 
   ResultsLog log(path_in(opts.out_dir, kGsm8kResultsFile), gsm8k_record_key);
-  const std::string timing_path = path_in(opts.out_dir, kGsm8kTimingFile);
-  std::ofstream timing = open_timing_log(timing_path);
-  SideTime cand_total, base_total, forced_total;
-  size_t groups_run = 0;
+  StudyTiming timing(opts.out_dir);
   int written = 0;
   size_t total = 0, done = 0;
   for (size_t i = 0; i < n_selected; ++i) total += int(i % size_t(opts.shard.count)) == opts.shard.index;
@@ -398,18 +395,14 @@ int run_gsm8k(const Gsm8kOptions& opts) {
             if (opts.flips)
               ft = timed(*base,
                          [&] { forced = base->teacher_force(group, g, L.tok.get(), cand_runs, base_runs, want); });
-            const nlohmann::json line = {
-                {"model", L.name},          {"dtype", std::string(dtype_name(pt.dtype))},
-                {"kv_dtype", pt.kv},        {"kernels", policy_name(pt.kernels)},
-                {"condition", cond.name},   {"first_problem", fitting[0]->problem->index},
-                {"items", fitting.size()},  {"candidate", ct.to_json()},
-                {"baseline", bt.to_json()}, {"teacher_forced", opts.flips ? ft.to_json() : nlohmann::json(nullptr)}};
-            timing << line.dump() << '\n' << std::flush;
-            if (!timing) fail("{}: cannot write", timing_path);
-            cand_total += ct;
-            base_total += bt;
-            forced_total += ft;
-            ++groups_run;
+            timing.group({{"model", L.name},
+                          {"dtype", std::string(dtype_name(pt.dtype))},
+                          {"kv_dtype", pt.kv},
+                          {"kernels", policy_name(pt.kernels)},
+                          {"condition", cond.name},
+                          {"first_problem", fitting[0]->problem->index},
+                          {"items", fitting.size()}},
+                         ct, bt, opts.flips ? &ft : nullptr);
           }
           size_t k = 0;  // index into fitting / group
           for (size_t i = g0; i < g1; ++i) {
@@ -450,12 +443,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     loaded.clear();
   }
   if (opts.progress) std::cerr << "\r[eval gsm8k] " << total << "/" << total << " done" << std::string(50, ' ') << "\n";
-  if (groups_run > 0) {
-    std::cerr << fmt::format("time of this run's {} groups (per group: {}):\n", groups_run, timing_path);
-    std::cerr << "  " << describe_side_time("candidate (" + opts.candidate.text() + ")", cand_total) << "\n";
-    std::cerr << "  " << describe_side_time("baseline (" + opts.baseline.text() + ")", base_total) << "\n";
-    if (opts.flips) std::cerr << "  " << describe_side_time("teacher-forced baseline", forced_total) << "\n";
-  }
+  timing.print_totals(std::cerr, opts.candidate.text(), opts.baseline.text());
   return written;
 }
 

@@ -2,18 +2,19 @@
 // Where a study's time goes, side by side: the wall time of a side's calls and the part of it its
 // engine spent in forward passes (Engine::pass_totals), with the rows those passes computed. On a
 // GPU the passes are the device's work; the rest is the host's loop (sampling, stopping rules,
-// kept logits). `eval gsm8k` writes one line per group to timing.jsonl and prints the totals, so
-// a user can size a whole study from its first groups.
+// kept logits). `compare` and `eval gsm8k` append one line per group of prompts to their folder's
+// timing.jsonl and print the totals, so a user can size a whole study from its first groups.
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 
 #include "lab/side_runner.h"
 
 namespace kvp {
 
-inline constexpr const char* kGsm8kTimingFile = "timing.jsonl";
+inline constexpr const char* kTimingFile = "timing.jsonl";
 
 struct SideTime {
   double seconds = 0.0;  // wall time of the side's calls
@@ -36,11 +37,28 @@ SideTime timed(const SideRunner& side, F&& f) {
   return t;
 }
 
-// timing.jsonl opened for appending lines, a torn last line (a run killed while writing it) cut
-// off first so that lines appended after it stay readable.
-std::ofstream open_timing_log(const std::string& path);
-
-// One line: "cache=off side 203.1 s: 198.2 s in 256 passes of 3.28M rows (16.5k rows/s)".
+// One line: "baseline (cache=off) 203.1 s: 198.2 s in 256 passes of 3.28M rows (16.5k rows/s)".
 std::string describe_side_time(const std::string& side, const SideTime& t);
+
+// A run's timing.jsonl and totals.
+class StudyTiming {
+ public:
+  // Opens dir/timing.jsonl for appending, a torn last line (a run killed while writing it) cut off
+  // first so that the lines appended after it stay readable.
+  explicit StudyTiming(const std::string& dir);
+  // Appends a group's line: `what` (the group: model, condition, first item, ...) with
+  // "candidate", "baseline" and "teacher_forced" (null when `forced` is) added.
+  void group(nlohmann::json what, const SideTime& cand, const SideTime& base, const SideTime* forced);
+  // The totals, when a group ran: a header and a line a side.
+  void print_totals(std::ostream& out, const std::string& cand, const std::string& base) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+  SideTime cand_, base_, forced_;
+  size_t groups_ = 0;
+  bool any_forced_ = false;
+};
 
 }  // namespace kvp
