@@ -32,6 +32,8 @@
 #   tests '-CudaInvariant.Wgmma*' attention bench7b` in 302 s. What was written after that call
 #   (mma16x, the 64 x 64 TMA tile, standard's GEMV, ldmatrix in the flash kernel, study7b) takes:
 #     BUDGET_S=560 scripts/gpu_session.sh info wgmma tests '-CudaInvariant.Wgmma*' gemv attention study7b bench7b
+#   (since 2026-11-27 the gsm8k stage's folder also holds timing.jsonl: each batch's time by side,
+#   pass time against the host's loop, rows per second)
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
 #   and every call's command starts with: mkdir -p .devbin && tar xJf .devbinz/bins.tar.xz -C .devbin &&
