@@ -1,6 +1,7 @@
 // `kvparity compare --baseline SPEC --candidate SPEC` (issue 17): SPEC parsing and resolution, the
 // comparisons it opens (identical sides, threads, batch vs solo, quantised KV), teacher forcing on
 // every kind of baseline, resume, and the command line.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -11,10 +12,10 @@
 #include <fstream>
 #include <functional>
 #include <map>
-#include <tuple>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
+#include "cli_run.h"
 #include "core/error.h"
 #include "lab/compare.h"
 #include "lab/report.h"
@@ -22,7 +23,9 @@
 #include "lab/run_spec.h"
 #include "lab/side_runner.h"
 #include "model/model.h"
-#include "cli_run.h"
+#include "runtime/rng.h"
+#include "runtime/sampler.h"
+#include "runtime/tokenizer_for_model.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -512,6 +515,57 @@ TEST(TeacherForcing, ForcedRunsTakeTheGivenTokensAndSkippedStepsChangeNothing) {
   bad.forced_skip = 0;
   EXPECT_NE(usage_error([&] { engine.generate(prompt, bad, nullptr); }).find("2 forced trajectories"),
             std::string::npos);
+}
+
+// eval gsm8k's flips keep no logits: teacher_force_choices gives, at every step, exactly the token
+// the same draw picks from teacher_force's logits (shared steps from the free run's own tokens,
+// the rest from forced runs), for cache-OFF, cache-ON and batched baselines and both samplers.
+TEST(TeacherForcing, ChoicesAreTheForcedLogitsSampledWithTheSameDraws) {
+  KVP_REQUIRE_STORIES(s);
+  const Checkpoint ck = open_checkpoint(s.model);
+  std::shared_ptr<const Model> model(Model::from_checkpoint(ck, DType::F16));
+  RunDefaults d;
+  d.dtype = DType::F16;
+  d.kernels = KernelPolicy::Standard;
+  d.threads = 2;
+  const auto tok = tokenizer_for_model(*model, s.tokenizer);
+  std::vector<SidePrompt> group;
+  for (const auto& p : mixed_prompts()) group.push_back({tok->encode(p.text, true), 100 + group.size()});
+  auto want = [](size_t i) { return i != 2; };  // an unwanted prompt gets nothing
+  SideRunner cand(RunSpec::parse("kv-dtype=fp8_e4m3", "--candidate").resolve(d), model);
+  int forced_steps_differ = 0;
+  for (const char* base_spec : {"cache=off", "cache=on", "cache=on,batch-size=3", "cache=off,batch-size=2"}) {
+    for (const SamplerConfig& sampler : {SamplerConfig{}, top_p()}) {
+      SCOPED_TRACE(std::string(base_spec) + " " + sampler.describe());
+      SideRunner base(RunSpec::parse(base_spec, "--baseline").resolve(d), model);
+      GenerationConfig g;
+      g.max_new_tokens = 16;
+      g.sampler = sampler;
+      g.seed = 7;
+      g.stop_at_eos = false;
+      const auto cand_runs = cand.generate(group, g, tok.get(), want, false);
+      const auto plain = base.generate(group, g, tok.get(), want, false);
+      auto with_logits = base.generate(group, g, tok.get(), want, true);
+      const auto choices = base.teacher_force_choices(group, g, tok.get(), cand_runs, plain, want);
+      const auto logits = base.teacher_force(group, g, tok.get(), cand_runs, with_logits, want);
+      ASSERT_EQ(choices.size(), group.size());
+      for (size_t i = 0; i < group.size(); ++i) {
+        if (!want(i)) {
+          EXPECT_TRUE(choices[i].empty());
+          continue;
+        }
+        ASSERT_EQ(choices[i].size(), cand_runs[i].trajectory.size()) << i;
+        ASSERT_EQ(logits[i].size(), choices[i].size()) << i;
+        for (size_t t = 0; t < choices[i].size(); ++t) {
+          const double u = uniform_at(g.seed, group[i].sequence_id, t);
+          EXPECT_EQ(choices[i][t], sample_token(logits[i][t].data(), int(logits[i][t].size()), sampler, u))
+              << "prompt " << i << " step " << t;
+          forced_steps_differ += choices[i][t] != cand_runs[i].trajectory[t];
+        }
+      }
+    }
+  }
+  EXPECT_GT(forced_steps_differ, 0) << "no flip anywhere: the forced runs were never exercised";
 }
 
 // Both SPECs overriding the swept key would run the same comparison twice: refused.

@@ -67,14 +67,14 @@ GenerationConfig generation_config(const Item& item, const Gsm8kCondition& cond,
   return g;
 }
 
-// An item's record from both sides' free-running generations and the baseline's logits
+// An item's record from both sides' free-running generations and the tokens the baseline chooses
 // teacher-forced along the candidate's trajectory (flips exactly as `compare` defines them,
-// docs/metrics.md); `forced` null: flips not measured (--no-flips), teacher_forced null, the rest
-// as it would be. Divergence and flips are over everything each side sampled: a stop string cuts
-// the tokens it straddles out of output_ids (dropped_ids), but they were still chosen, and can differ.
-nlohmann::json item_record(const Item& item, const Gsm8kCondition& cond, const Gsm8kOptions& opts, int vocab,
-                           const SideTrace& cand, const SideTrace& base, const StepLogits* forced) {
-  const GenerationConfig g = generation_config(item, cond, opts);
+// docs/metrics.md: the same draw on the forced logits; SideRunner::teacher_force_choices); `forced`
+// null: flips not measured (--no-flips), teacher_forced null, the rest as it would be. Divergence and flips are over
+// everything each side sampled: a stop string cuts the tokens it straddles out of output_ids (dropped_ids), but they
+// were still chosen, and can differ.
+nlohmann::json item_record(const Item& item, const SideTrace& cand, const SideTrace& base,
+                           const std::vector<int>* forced) {
   const int first_div = first_divergence(cand.trajectory, base.trajectory);
   nlohmann::json r;
   r["on"] = side_json(cand.result, item.problem->target);
@@ -88,9 +88,7 @@ nlohmann::json item_record(const Item& item, const Gsm8kCondition& cond, const G
     fail("eval gsm8k: problem {}: {} teacher-forced steps for {} candidate tokens", item.problem->index, forced->size(),
          cand.trajectory.size());
   int flips = 0;
-  for (size_t s = 0; s < forced->size(); ++s)
-    flips += sample_token((*forced)[s].data(), vocab, cond.sampler, uniform_at(g.seed, g.sequence_id, s)) !=
-             cand.trajectory[s];
+  for (size_t s = 0; s < forced->size(); ++s) flips += (*forced)[s] != cand.trajectory[s];
   r["teacher_forced"] = {{"steps", cand.trajectory.size()}, {"flips", flips}};
   return r;
 }
@@ -377,7 +375,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
               group.push_back({shard_items[i]->prompt_ids, generation_config(*shard_items[i], cond, opts).sequence_id});
             }
           std::vector<SideTrace> cand_runs, base_runs;
-          std::vector<StepLogits> forced;
+          std::vector<std::vector<int>> forced;
           auto want = [&](size_t k) { return !log.has(key_of(*fitting[k], cond)); };
           if (!fitting.empty()) {
             if (!cand) {  // only built when something is left to run
@@ -389,12 +387,12 @@ int run_gsm8k(const Gsm8kOptions& opts) {
             }
             const GenerationConfig g = generation_config(*fitting[0], cond, opts);
             const SideTime ct = timed(*cand, [&] { cand_runs = cand->generate(group, g, L.tok.get(), want, false); });
-            const SideTime bt =
-                timed(*base, [&] { base_runs = base->generate(group, g, L.tok.get(), want, opts.flips); });
+            const SideTime bt = timed(*base, [&] { base_runs = base->generate(group, g, L.tok.get(), want, false); });
             SideTime ft;
             if (opts.flips)
-              ft = timed(*base,
-                         [&] { forced = base->teacher_force(group, g, L.tok.get(), cand_runs, base_runs, want); });
+              ft = timed(*base, [&] {
+                forced = base->teacher_force_choices(group, g, L.tok.get(), cand_runs, base_runs, want);
+              });
             timing.group({{"model", L.name},
                           {"dtype", std::string(dtype_name(pt.dtype))},
                           {"kv_dtype", pt.kv},
@@ -414,8 +412,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
             if (it.fits) {
               const size_t slot = k++;
               if (have) continue;
-              r = item_record(it, cond, opts, cand->model().config.vocab_size, cand_runs[slot], base_runs[slot],
-                              opts.flips ? &forced[slot] : nullptr);
+              r = item_record(it, cand_runs[slot], base_runs[slot], opts.flips ? &forced[slot] : nullptr);
             } else {
               if (have) continue;
               r["status"] = "skipped";

@@ -69,9 +69,10 @@ struct Gsm8kOptions {
   int batch_size = 1;
   ShardSpec shard;
   bool skip_long = false;  // prompts that do not fit the context: skipped records instead of an error
-  // Count token flips (the baseline teacher-forced along the candidate). Off (--no-flips), records
-  // carry teacher_forced: null and the baseline keeps no logits: under a batch-variant policy, where
-  // the sides part early, the forced pass is a second cache-OFF pass, and only flips need it.
+  // Count token flips (the baseline teacher-forced along the candidate, keeping only its choices,
+  // never logits). Off (--no-flips), records carry teacher_forced: null: under a batch-variant
+  // policy, where the sides part early, the forced pass is a second cache-OFF pass, and only flips
+  // need it.
   bool flips = true;
   std::string out_dir;
   bool progress = false;

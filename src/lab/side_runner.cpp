@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/rng.h"
+#include "runtime/sampler.h"
 
 namespace kvp {
 
@@ -64,13 +66,13 @@ std::vector<SideTrace> SideRunner::generate(const std::vector<SidePrompt>& group
   return out;
 }
 
-std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>& group, GenerationConfig g,
-                                                  const Tokenizer* tok, const std::vector<SideTrace>& along,
-                                                  std::vector<SideTrace>& own,
-                                                  const std::function<bool(size_t)>& want) {
+void SideRunner::force(const std::vector<SidePrompt>& group, GenerationConfig g, const Tokenizer* tok,
+                       const std::vector<SideTrace>& along, const std::vector<SideTrace>& own,
+                       const std::function<bool(size_t)>& want, const std::function<size_t(size_t)>& own_rows,
+                       const std::function<void(size_t, size_t)>& reuse,
+                       const std::function<void(size_t, const StepInfo&)>& row) {
   if (along.size() != group.size() || own.size() != group.size())
     fail("teacher forcing: {} prompts, {} trajectories to follow, {} own runs", group.size(), along.size(), own.size());
-  std::vector<StepLogits> out(group.size());
   g.cache = settings_.cache;
   // The forced run ends with its forced tokens, where the followed run ended (its last token
   // already met that run's stopping rule).
@@ -81,14 +83,12 @@ std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>&
     const size_t s1 = std::min(group.size(), s0 + B);
     bool any = false;
     // Steps [0, shared) have the same prefixes in the free and the forced run of this sub-batch,
-    // and the same batch, so the free run's logits are the forced run's there.
+    // and the same batch, so the free run's logits (and choices) are the forced run's there.
     size_t shared = SIZE_MAX;
     for (size_t i = s0; i < s1; ++i) {
       if (!want(i)) continue;
       any = true;
       if (!own[i].ran || !along[i].ran) fail("teacher forcing: prompt {} of the group was not run", i);
-      if (own[i].logits.size() != own[i].trajectory.size())
-        fail("teacher forcing: prompt {}: {} logit rows for {} steps", i, own[i].logits.size(), own[i].trajectory.size());
     }
     if (!any) continue;
     for (size_t i = s0; i < s1; ++i) {
@@ -97,7 +97,7 @@ std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>&
     }
     if (shared == SIZE_MAX) {  // every trajectory agrees: the forced run would be the free run
       for (size_t i = s0; i < s1; ++i)
-        if (want(i)) out[i] = std::move(own[i].logits);
+        if (want(i)) reuse(i, own_rows(i));
       continue;
     }
     // With cache ON the forced run builds its cache from the first step; with cache OFF it starts
@@ -105,21 +105,16 @@ std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>&
     size_t skip = settings_.cache == CacheMode::Off ? shared : 0;
     // Each wanted prompt reuses min(skip, its trajectory) rows of its own run, which must have them.
     for (size_t i = s0; i < s1; ++i)
-      if (want(i) && own[i].logits.size() < std::min(skip, along[i].trajectory.size())) skip = own[i].logits.size();
+      if (want(i) && own_rows(i) < std::min(skip, along[i].trajectory.size())) skip = own_rows(i);
     g.forced_skip = int(skip);
     for (size_t i = s0; i < s1; ++i)
-      if (want(i)) {
-        const size_t reuse = std::min(skip, along[i].trajectory.size());
-        out[i].assign(std::make_move_iterator(own[i].logits.begin()),
-                      std::make_move_iterator(own[i].logits.begin() + std::ptrdiff_t(reuse)));
-      }
+      if (want(i)) reuse(i, std::min(skip, along[i].trajectory.size()));
     g.max_new_tokens = 0;
     for (size_t i = s0; i < s1; ++i) g.max_new_tokens = std::max(g.max_new_tokens, int(along[i].trajectory.size()));
     if (B == 1) {
       g.sequence_id = group[s0].sequence_id;
       g.forced_tokens = {along[s0].trajectory};
-      engine_.generate(group[s0].ids, g, tok,
-                       [&](const StepInfo& s) { out[s0].emplace_back(s.logits, s.logits + s.vocab); });
+      engine_.generate(group[s0].ids, g, tok, [&](const StepInfo& s) { row(s0, s); });
     } else {
       std::vector<std::vector<int>> ids;
       std::vector<uint64_t> sequence_ids;
@@ -130,14 +125,54 @@ std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>&
         g.forced_tokens.push_back(along[i].trajectory);
       }
       engine_.generate_batch(ids, sequence_ids, g, tok, [&](int b, const StepInfo& s) {
-        if (want(s0 + size_t(b))) out[s0 + size_t(b)].emplace_back(s.logits, s.logits + s.vocab);
+        if (want(s0 + size_t(b))) row(s0 + size_t(b), s);
       });
     }
-    for (size_t i = s0; i < s1; ++i)
-      if (want(i) && out[i].size() != along[i].trajectory.size())
-        fail("teacher forcing: prompt {}: {} steps forced along a trajectory of {}", i, out[i].size(),
-             along[i].trajectory.size());
   }
+}
+
+std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>& group, const GenerationConfig& g,
+                                                  const Tokenizer* tok, const std::vector<SideTrace>& along,
+                                                  std::vector<SideTrace>& own,
+                                                  const std::function<bool(size_t)>& want) {
+  std::vector<StepLogits> out(group.size());
+  for (size_t i = 0; i < std::min(group.size(), own.size()); ++i)
+    if (want(i) && own[i].ran && own[i].logits.size() != own[i].trajectory.size())
+      fail("teacher forcing: prompt {}: {} logit rows for {} steps", i, own[i].logits.size(), own[i].trajectory.size());
+  force(
+      group, g, tok, along, own, want, [&](size_t i) { return own[i].logits.size(); },
+      [&](size_t i, size_t n) {
+        out[i].assign(std::make_move_iterator(own[i].logits.begin()),
+                      std::make_move_iterator(own[i].logits.begin() + std::ptrdiff_t(n)));
+      },
+      [&](size_t i, const StepInfo& s) { out[i].emplace_back(s.logits, s.logits + s.vocab); });
+  for (size_t i = 0; i < group.size(); ++i)
+    if (want(i) && out[i].size() != along[i].trajectory.size())
+      fail("teacher forcing: prompt {}: {} steps forced along a trajectory of {}", i, out[i].size(),
+           along[i].trajectory.size());
+  return out;
+}
+
+std::vector<std::vector<int>> SideRunner::teacher_force_choices(const std::vector<SidePrompt>& group,
+                                                                const GenerationConfig& g, const Tokenizer* tok,
+                                                                const std::vector<SideTrace>& along,
+                                                                const std::vector<SideTrace>& own,
+                                                                const std::function<bool(size_t)>& want) {
+  std::vector<std::vector<int>> out(group.size());
+  force(
+      group, g, tok, along, own, want, [&](size_t i) { return own[i].trajectory.size(); },
+      // A shared step's choice is the free run's sampled token: the same logits and the same draw.
+      [&](size_t i, size_t n) {
+        out[i].assign(own[i].trajectory.begin(), own[i].trajectory.begin() + std::ptrdiff_t(n));
+      },
+      [&](size_t i, const StepInfo& s) {
+        const double u = uniform_at(g.seed, group[i].sequence_id, uint64_t(s.step));
+        out[i].push_back(sample_token(s.logits, s.vocab, g.sampler, u));
+      });
+  for (size_t i = 0; i < group.size(); ++i)
+    if (want(i) && out[i].size() != along[i].trajectory.size())
+      fail("teacher forcing: prompt {}: {} steps forced along a trajectory of {}", i, out[i].size(),
+           along[i].trajectory.size());
   return out;
 }
 

@@ -52,11 +52,28 @@ class SideRunner {
   // trajectories share, and a sub-batch whose trajectories all agree is not run again. Otherwise
   // the side runs forced along the trajectories, batched as it was: with cache ON from the start,
   // with cache OFF from the first step it cannot reuse.
-  std::vector<StepLogits> teacher_force(const std::vector<SidePrompt>& group, GenerationConfig g, const Tokenizer* tok,
-                                        const std::vector<SideTrace>& along, std::vector<SideTrace>& own,
-                                        const std::function<bool(size_t)>& want);
+  std::vector<StepLogits> teacher_force(const std::vector<SidePrompt>& group, const GenerationConfig& g,
+                                        const Tokenizer* tok, const std::vector<SideTrace>& along,
+                                        std::vector<SideTrace>& own, const std::function<bool(size_t)>& want);
+
+  // The same forcing, keeping for each step only the token this side chooses there (g's sampler,
+  // the prompt's sequence id, the step's draw) instead of its logits: what counting flips needs,
+  // without holding steps x vocab floats per prompt (a batch of 64 x 256 steps over a 256k
+  // vocabulary would hold 17 GB). A shared step's choice is the free run's own token, so `own`
+  // needs no logits.
+  std::vector<std::vector<int>> teacher_force_choices(const std::vector<SidePrompt>& group, const GenerationConfig& g,
+                                                      const Tokenizer* tok, const std::vector<SideTrace>& along,
+                                                      const std::vector<SideTrace>& own,
+                                                      const std::function<bool(size_t)>& want);
 
  private:
+  // Both forms' runs: per sub-batch, reuse(i, n) takes the first n steps of prompt i from its own
+  // run (own_rows(i): how many it can give), and row(i, step) gets each forced step after them.
+  void force(const std::vector<SidePrompt>& group, GenerationConfig g, const Tokenizer* tok,
+             const std::vector<SideTrace>& along, const std::vector<SideTrace>& own,
+             const std::function<bool(size_t)>& want, const std::function<size_t(size_t)>& own_rows,
+             const std::function<void(size_t, size_t)>& reuse, const std::function<void(size_t, const StepInfo&)>& row);
+
   RunSettings settings_;
   std::shared_ptr<const Model> model_;
   Engine engine_;
