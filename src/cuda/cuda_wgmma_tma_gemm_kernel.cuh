@@ -207,7 +207,8 @@ void launch_tma_tile(const Launch& launch, const MakeMap& make_map, const void* 
 // half the reads of x per byte of W that 64 x 32 makes, from half as many blocks). TmaAuto: 64 x
 // 32 up to 64 rows (decode, a batch of 64 steps), 128 x 128 up to 1024, 128 x 256 beyond (from
 // the H100's per-GEMM times at Llama-2-7B's shapes: 128 x 256 faster from M = 2048, 128 x 128 at
-// 512). TmaPersistent*: those tiles on `blocks` blocks at most (forced only, not yet timed on a GPU). Every tile: the family's bits.
+// 512). TmaPersistent*: those tiles on `blocks` blocks at most (forced only). Every tile: the
+// family's bits.
 template <int S, class Launch, class MakeMap>
 void tma_gemm_as(const Launch& launch, const MakeMap& make_map, const void* xh, int M, const void* W, int K, int N,
                  GemmOut y, WgmmaTile tile, int group = kTileGroup, int blocks = 132) {

@@ -70,9 +70,9 @@ GenerationConfig generation_config(const Item& item, const Gsm8kCondition& cond,
 // An item's record from both sides' free-running generations and the tokens the baseline chooses
 // teacher-forced along the candidate's trajectory (flips exactly as `compare` defines them,
 // docs/metrics.md: the same draw on the forced logits; SideRunner::teacher_force_choices); `forced`
-// null: flips not measured (--no-flips), teacher_forced null, the rest as it would be. Divergence and flips are over
-// everything each side sampled: a stop string cuts the tokens it straddles out of output_ids (dropped_ids), but they
-// were still chosen, and can differ.
+// null: flips not measured (--no-flips), teacher_forced null, the rest as it would be. Divergence
+// and flips are over everything each side sampled: a stop string cuts the tokens it straddles out
+// of output_ids (dropped_ids), but they were still chosen, and can differ.
 nlohmann::json item_record(const Item& item, const SideTrace& cand, const SideTrace& base,
                            const std::vector<int>* forced) {
   const int first_div = first_divergence(cand.trajectory, base.trajectory);

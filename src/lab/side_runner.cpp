@@ -78,6 +78,16 @@ void SideRunner::force(const std::vector<SidePrompt>& group, GenerationConfig g,
   // already met that run's stopping rule).
   g.stop_at_eos = false;
   g.stop_strings.clear();
+  // Steps each prompt got (reused and forced): its trajectory's, checked per sub-batch.
+  std::vector<size_t> given(group.size());
+  const auto take = [&](size_t i, size_t n) {
+    reuse(i, n);
+    given[i] += n;
+  };
+  const auto step = [&](size_t i, const StepInfo& s) {
+    row(i, s);
+    ++given[i];
+  };
   const size_t B = size_t(settings_.batch_size);
   for (size_t s0 = 0; s0 < group.size(); s0 += B) {
     const size_t s1 = std::min(group.size(), s0 + B);
@@ -97,7 +107,7 @@ void SideRunner::force(const std::vector<SidePrompt>& group, GenerationConfig g,
     }
     if (shared == SIZE_MAX) {  // every trajectory agrees: the forced run would be the free run
       for (size_t i = s0; i < s1; ++i)
-        if (want(i)) reuse(i, own_rows(i));
+        if (want(i)) take(i, own_rows(i));
       continue;
     }
     // With cache ON the forced run builds its cache from the first step; with cache OFF it starts
@@ -108,13 +118,13 @@ void SideRunner::force(const std::vector<SidePrompt>& group, GenerationConfig g,
       if (want(i) && own_rows(i) < std::min(skip, along[i].trajectory.size())) skip = own_rows(i);
     g.forced_skip = int(skip);
     for (size_t i = s0; i < s1; ++i)
-      if (want(i)) reuse(i, std::min(skip, along[i].trajectory.size()));
+      if (want(i)) take(i, std::min(skip, along[i].trajectory.size()));
     g.max_new_tokens = 0;
     for (size_t i = s0; i < s1; ++i) g.max_new_tokens = std::max(g.max_new_tokens, int(along[i].trajectory.size()));
     if (B == 1) {
       g.sequence_id = group[s0].sequence_id;
       g.forced_tokens = {along[s0].trajectory};
-      engine_.generate(group[s0].ids, g, tok, [&](const StepInfo& s) { row(s0, s); });
+      engine_.generate(group[s0].ids, g, tok, [&](const StepInfo& s) { step(s0, s); });
     } else {
       std::vector<std::vector<int>> ids;
       std::vector<uint64_t> sequence_ids;
@@ -125,9 +135,13 @@ void SideRunner::force(const std::vector<SidePrompt>& group, GenerationConfig g,
         g.forced_tokens.push_back(along[i].trajectory);
       }
       engine_.generate_batch(ids, sequence_ids, g, tok, [&](int b, const StepInfo& s) {
-        if (want(s0 + size_t(b))) row(s0 + size_t(b), s);
+        if (want(s0 + size_t(b))) step(s0 + size_t(b), s);
       });
     }
+    for (size_t i = s0; i < s1; ++i)
+      if (want(i) && given[i] != along[i].trajectory.size())
+        fail("teacher forcing: prompt {}: {} steps forced along a trajectory of {}", i, given[i],
+             along[i].trajectory.size());
   }
 }
 
@@ -146,10 +160,6 @@ std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>&
                       std::make_move_iterator(own[i].logits.begin() + std::ptrdiff_t(n)));
       },
       [&](size_t i, const StepInfo& s) { out[i].emplace_back(s.logits, s.logits + s.vocab); });
-  for (size_t i = 0; i < group.size(); ++i)
-    if (want(i) && out[i].size() != along[i].trajectory.size())
-      fail("teacher forcing: prompt {}: {} steps forced along a trajectory of {}", i, out[i].size(),
-           along[i].trajectory.size());
   return out;
 }
 
@@ -169,10 +179,6 @@ std::vector<std::vector<int>> SideRunner::teacher_force_choices(const std::vecto
         const double u = uniform_at(g.seed, group[i].sequence_id, uint64_t(s.step));
         out[i].push_back(sample_token(s.logits, s.vocab, g.sampler, u));
       });
-  for (size_t i = 0; i < group.size(); ++i)
-    if (want(i) && out[i].size() != along[i].trajectory.size())
-      fail("teacher forcing: prompt {}: {} steps forced along a trajectory of {}", i, out[i].size(),
-           along[i].trajectory.size());
   return out;
 }
 

@@ -3,9 +3,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <iterator>
-
-#include "core/error.h"
 
 namespace kvp {
 
@@ -41,28 +38,15 @@ std::string describe_side_time(const std::string& side, const SideTime& t) {
   return s;
 }
 
-StudyTiming::StudyTiming(const std::string& dir) : path_((std::filesystem::path(dir) / kTimingFile).string()) {
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(path_, ec);
-  if (!ec && size > 0) {
-    std::ifstream in(path_, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (!text.empty() && text.back() != '\n') {
-      const size_t nl = text.rfind('\n');
-      std::filesystem::resize_file(path_, nl == std::string::npos ? 0 : nl + 1, ec);
-      if (ec) fail("{}: cannot cut its torn last line: {}", path_, ec.message());
-    }
-  }
-  out_.open(path_, std::ios::app | std::ios::binary);
-  if (!out_) fail("{}: cannot open for appending", path_);
-}
+// Timing lines are never looked up, so they need no key.
+StudyTiming::StudyTiming(const std::string& dir)
+    : log_((std::filesystem::path(dir) / kTimingFile).string(), [](const nlohmann::json&) { return std::string(); }) {}
 
 void StudyTiming::group(nlohmann::json what, const SideTime& cand, const SideTime& base, const SideTime* forced) {
   what["candidate"] = cand.to_json();
   what["baseline"] = base.to_json();
   what["teacher_forced"] = forced != nullptr ? forced->to_json() : nlohmann::json(nullptr);
-  out_ << what.dump() << '\n' << std::flush;
-  if (!out_) fail("{}: cannot write", path_);
+  log_.append(what);
   cand_ += cand;
   base_ += base;
   if (forced != nullptr) {
@@ -74,7 +58,7 @@ void StudyTiming::group(nlohmann::json what, const SideTime& cand, const SideTim
 
 void StudyTiming::print_totals(std::ostream& out, const std::string& cand, const std::string& base) const {
   if (groups_ == 0) return;
-  out << fmt::format("time of this run's {} groups (per group: {}):\n", groups_, path_);
+  out << fmt::format("time of this run's {} groups (per group: {}):\n", groups_, path());
   out << "  " << describe_side_time("candidate (" + cand + ")", cand_) << "\n";
   out << "  " << describe_side_time("baseline (" + base + ")", base_) << "\n";
   if (any_forced_) out << "  " << describe_side_time("teacher-forced baseline", forced_) << "\n";

@@ -5,11 +5,11 @@
 // kept logits). `compare` and `eval gsm8k` append one line per group of prompts to their folder's
 // timing.jsonl and print the totals, so a user can size a whole study from its first groups.
 #include <chrono>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
 
+#include "lab/results_log.h"
 #include "lab/side_runner.h"
 
 namespace kvp {
@@ -43,19 +43,18 @@ std::string describe_side_time(const std::string& side, const SideTime& t);
 // A run's timing.jsonl and totals.
 class StudyTiming {
  public:
-  // Opens dir/timing.jsonl for appending, a torn last line (a run killed while writing it) cut off
-  // first so that the lines appended after it stay readable.
+  // Opens dir/timing.jsonl for appending, as a ResultsLog: a torn last line (a run killed while
+  // writing it) is cut off, so the lines appended after it stay readable.
   explicit StudyTiming(const std::string& dir);
   // Appends a group's line: `what` (the group: model, condition, first item, ...) with
   // "candidate", "baseline" and "teacher_forced" (null when `forced` is) added.
   void group(nlohmann::json what, const SideTime& cand, const SideTime& base, const SideTime* forced);
   // The totals, when a group ran: a header and a line a side.
   void print_totals(std::ostream& out, const std::string& cand, const std::string& base) const;
-  const std::string& path() const { return path_; }
+  const std::string& path() const { return log_.path(); }
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  ResultsLog log_;
   SideTime cand_, base_, forced_;
   size_t groups_ = 0;
   bool any_forced_ = false;

@@ -32,14 +32,11 @@ class ActivationBuffer {
   size_t size() const { return buf_.size() / sizeof(float); }
   // Grows to at least n floats on device d (the contents are not kept), by grown_size's steps.
   void ensure(Device d, size_t n) {
-    if (buf_.device() != d || buf_.data() == nullptr) {
-      buf_ = DeviceBuffer();  // the old block goes before the new one is asked for
-      buf_ = DeviceBuffer(d, n * sizeof(float));
-    } else if (size() < n) {
-      const size_t bytes = grown_size(buf_.size(), n * sizeof(float));
-      buf_ = DeviceBuffer();
-      buf_ = DeviceBuffer(d, bytes);
-    }
+    const bool here = buf_.device() == d;
+    if (here && size() >= n) return;
+    const size_t bytes = here ? grown_size(buf_.size(), n * sizeof(float)) : n * sizeof(float);
+    buf_ = DeviceBuffer();  // the old block goes before the new one is asked for
+    buf_ = DeviceBuffer(d, bytes);
   }
   void swap(ActivationBuffer& o) noexcept { std::swap(buf_, o.buf_); }
 
