@@ -34,6 +34,8 @@
 #     BUDGET_S=560 scripts/gpu_session.sh info wgmma tests '-CudaInvariant.Wgmma*' gemv attention study7b bench7b
 #   (since 2026-11-27 the gsm8k stage's folder also holds timing.jsonl: each batch's time by side,
 #   pass time against the host's loop, rows per second)
+#   (since 2026-11-27 invariant's decode attention runs four warps a chunk; the attention stage
+#   also times the one-warp block, KVPARITY_CUDA_SPLIT_WARPS=1, for the choice of default)
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
 #   and every call's command starts with: mkdir -p .devbin && tar xJf .devbinz/bins.tar.xz -C .devbin &&
@@ -163,6 +165,12 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
         KVPARITY_CUDA_ATTN_STAGES=2 tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_attention/invariant/' \
           >"$L/attention_stages2.log" 2>&1
         bench_rows "$L/attention_stages2.log"
+        # And with decode blocks of one warp (the kernel before 2026-11-27; by default four; the
+        # same bits).
+        echo "-- invariant, KVPARITY_CUDA_SPLIT_WARPS=1"
+        KVPARITY_CUDA_SPLIT_WARPS=1 tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_attention/invariant/' \
+          >"$L/attention_warps1.log" 2>&1
+        bench_rows "$L/attention_warps1.log"
       fi ;;
     wgmma)
       # The wgmma family (KVPARITY_CUDA_GEMM=wgmma; its own bits): its tests, each tile against

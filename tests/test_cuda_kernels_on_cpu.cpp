@@ -31,7 +31,7 @@
 // The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
 // keywords as macros).
 #include "cuda/cuda_attention_decode_kernel.cuh"
-#include "cuda/cuda_attention_mma_kernel.cuh"
+#include "cuda/cuda_attention_split_kernel.cuh"
 #include "cuda/cuda_invariant_gemm_kernel.cuh"
 #include "cuda/cuda_portable_attention_kernel.cuh"
 #include "cuda/cuda_portable_kernels.cuh"
@@ -288,7 +288,8 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
     };
     // The same cache, read by other calls as `invariant` makes them (one-row slices by chunk, then
     // combined; the others through the chunked prefill): a decode step at pos, a 7-row chunk.
-    auto call = [&](std::vector<std::pair<int, int>> slices, int stages = 2) {  // (first position, rows)
+    // (first position, rows); a decode block of `warps` warps (the same bits).
+    auto call = [&](std::vector<std::pair<int, int>> slices, int stages = 2, int warps = cuda::attn_mma::kSplitWarps) {
       std::vector<std::vector<float>> outs;
       std::vector<AttentionParams> ps;
       for (auto [pos, n] : slices) outs.emplace_back(size_t(n) * row, NAN);
@@ -313,7 +314,7 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
         std::vector<float> parts(plan.steps.size() * c.heads * slots * (c.hd + 2), NAN);
         std::vector<unsigned> counts(plan.steps.size() * c.heads, 0u);
         EXPECT_TRUE(cuda::attn_mma::split_decode(HostLaunch{}, plan.steps.data(), int(plan.steps.size()), sh,
-                                                 parts.data(), slots, counts.data(), {}, stages));
+                                                 parts.data(), slots, counts.data(), {}, stages, warps));
         EXPECT_EQ(counts, std::vector<unsigned>(counts.size(), 0u)) << c.name << ": counts not left at zero";
       }
       return outs;
@@ -327,6 +328,9 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
       EXPECT_SAME_BITS(call({{pos, n}})[0], part(pos, n), at + " (chunk of " + std::to_string(n) + ")");
     }
     EXPECT_SAME_BITS(call({{c.rows - 1, 1}}, 1)[0], part(c.rows - 1, 1), std::string(c.name) + " decode, one stage");
+    for (int stages : {1, 2})  // a decode block of one warp: every chain of the row its own
+      EXPECT_SAME_BITS(call({{c.rows - 1, 1}, {c.rows / 2, 1}}, stages, 1)[0], part(c.rows - 1, 1),
+                       std::string(c.name) + " decode, one warp, stages " + std::to_string(stages));
     {  // A decode step that is the output's rounding point: the row rounded, reported and copied.
       const int pos = c.rows - 1;
       std::vector<float> got(row, NAN), want = part(pos, 1);
@@ -375,8 +379,14 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
     ASSERT_GT(slots, 8);
     std::vector<float> parts(size_t(slots) * (hd + 2), NAN);
     std::vector<unsigned> counts(1, 0u);
-    ASSERT_TRUE(cuda::attn_mma::split_decode(HostLaunch{}, &step, 1, sh, parts.data(), slots, counts.data(), {}));
-    EXPECT_SAME_BITS(step_out, std::vector<float>(chunk_out.end() - hd, chunk_out.end()), "9 chunks: decode step");
+    for (int warps : {1, cuda::attn_mma::kSplitWarps}) {
+      std::fill(parts.begin(), parts.end(), NAN);
+      std::fill(step_out.begin(), step_out.end(), NAN);
+      ASSERT_TRUE(
+          cuda::attn_mma::split_decode(HostLaunch{}, &step, 1, sh, parts.data(), slots, counts.data(), {}, 2, warps));
+      EXPECT_SAME_BITS(step_out, std::vector<float>(chunk_out.end() - hd, chunk_out.end()),
+                       "9 chunks: decode step, warps " + std::to_string(warps));
+    }
   }
   // Where it does not apply, nothing is launched (the caller takes the portable kernel).
   Slice f32({"fp32", DType::F32, DType::F32, 64, 2, 2, 0, 3, 0, false}, rng);

@@ -1,8 +1,11 @@
 // Launcher of the tensor-core flash attention (cuda_attention_mma_kernel.cuh has the kernel and
-// why the `invariant` policy may run decode steps through it).
+// why the `invariant` policy may run decode steps through it; cuda_attention_split_kernel.cuh its
+// decode steps).
+
+#include <string>
 
 #include "core/env.h"
-#include "cuda/cuda_attention_mma_kernel.cuh"
+#include "cuda/cuda_attention_split_kernel.cuh"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_fail.h"
 
@@ -34,9 +37,22 @@ int attention_mma_max_rows() { return attn_mma::kMaxRows; }
 
 int attention_split_slots(int max_pos) { return attn_mma::split_slots(max_pos); }
 
+// Warps a decode block: $KVPARITY_CUDA_SPLIT_WARPS = 1 (one warp copies and multiplies a chunk alone,
+// the kernel before 2026-11-27) or 4 (the default); the same bits.
+static int split_warps() {
+  static const int warps = [] {
+    const int w = env_int("KVPARITY_CUDA_SPLIT_WARPS", attn_mma::kSplitWarps, 1, attn_mma::kSplitWarps);
+    if (w != 1 && w != attn_mma::kSplitWarps)
+      fail_usage("KVPARITY_CUDA_SPLIT_WARPS=" + std::to_string(w) + ": 1 or " + std::to_string(attn_mma::kSplitWarps));
+    return w;
+  }();
+  return warps;
+}
+
 bool launch_attention_split_decode_mma(const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots,
                                        unsigned* counts, const AttnStore& store) {
-  const bool ok = attn_mma::split_decode(StreamLaunch{}, descs, n, s, parts, slots, counts, store, attention_stages(true));
+  const bool ok = attn_mma::split_decode(StreamLaunch{}, descs, n, s, parts, slots, counts, store,
+                                         attention_stages(true), split_warps());
   if (ok) check(cudaGetLastError(), "attention (decode by chunks, tensor cores)");
   return ok;
 }

@@ -31,9 +31,8 @@
 // started empty, and the row's running state merges the chunks' states in increasing order
 // (merge_scales and merged, below). A prefill block does that in order as it walks its tiles
 // (Mode::Chunked, the running o in shared memory); a decode step computes every chunk's state in a
-// block of its own (Mode::Split, one block a chunk) and the last of them merges them all in the
-// same order with the same expressions (combine_chunks, run by whichever block of the row finishes last).
-// A chunk wholly outside a row's keys leaves its state empty (m =
+// block of its own and the last of them merges them all in the same order with the same
+// expressions (cuda_attention_split_kernel.cuh). A chunk wholly outside a row's keys leaves its state empty (m =
 // -inf, l = 0, o = 0), and merging an empty state changes nothing but a -0 of o into +0, so it does
 // not matter that a prefill block merges chunks a row of it does not see and the decode step does
 // not. `standard` keeps the one running state (Mode::Whole).
@@ -51,7 +50,7 @@ namespace {
 
 constexpr int kRows = 64;  // query rows per block
 constexpr int kKeys = 64;  // keys per tile
-// Keys per chunk (Mode::Chunked / Split): 2 tiles, so that a 7B decode step over 512 keys runs 128
+// Keys per chunk (Mode::Chunked and the decode steps): 2 tiles, so that a 7B decode step over 512 keys runs 128
 // blocks. A multiple of kKeys: a tile is never cut.
 constexpr int kChunkKeys = 128;
 static_assert(kChunkKeys % kKeys == 0);
@@ -109,8 +108,8 @@ __device__ __forceinline__ int window_start(const AttnShape& s, int pos) {
 }
 
 // Whole: one running state over all the keys (standard). Chunked: per-chunk states merged in order
-// (invariant prefill). Split: one chunk per block, its state written to parts (invariant decode).
-enum class Mode { Whole, Chunked, Split };
+// (invariant; a decode step's chunks: cuda_attention_split_kernel.cuh).
+enum class Mode { Whole, Chunked };
 
 // Shared memory of a block: STAGES x (K, V) tiles of kKeys padded rows; Chunked adds the running o
 // of the block's 64 rows (fp32, each thread's own fragment slots).
@@ -130,65 +129,14 @@ __device__ __forceinline__ void merge_scales(float mr, float mc, float& m, float
 }
 __device__ __forceinline__ float merged(float r, float fr, float c, float fc) { return r * fr + c * fc; }
 
-// Threads a block: four warps of 16 rows; Split one warp, since its slice has one row (the other
-// warps would compute rows that are not there).
-template <Mode M>
-constexpr int kThreads = M == Mode::Split ? 32 : 128;
-
-// A chunk's state in parts: m, l, then o[0..HD).
-template <int HD>
-constexpr int kPartFloats = HD + 2;
-
-// Where Mode::Split blocks leave their chunks' states and the row (cuda_ops.h, the decode launches).
-struct SplitOut {
-  float* parts = nullptr;
-  int slots = 0;
-  unsigned* counts = nullptr;
-  AttnStore store{};
-};
-
-// A decode step's chunk states merged in order, as the prefill kernel merges them (Mode::Chunked),
-// by the Split block of (slice, head h) that finished last: one thread a column of o. The states
-// were written by other blocks: read past the L1 cache, which is not coherent between them. The
-// states of kMergeInFlight chunks are read before the first is merged (a chunk past the last reads
-// the last again, unused), so a long cache costs a round trip per kMergeInFlight chunks, not per
-// chunk; the merges stay one by one, in chunk order.
-constexpr int kMergeInFlight = 8;
-template <int HD>
-__device__ void combine_chunks(const AttnDesc& d, const AttnShape& s, const SplitOut& so, int h) {
-  const int pos = d.start_pos;
-  const int first = window_start(s, pos) / kChunkKeys, last = pos / kChunkKeys;
-  for (int col = threadIdx.x; col < HD; col += kThreads<Mode::Split>) {
-    float mr = kNegInf, lr = 0.0f, o = 0.0f;
-    for (int c0 = first; c0 <= last; c0 += kMergeInFlight) {
-      float pm[kMergeInFlight], pl[kMergeInFlight], po[kMergeInFlight];
-#pragma unroll
-      for (int u = 0; u < kMergeInFlight; ++u) {
-        const float* part = so.parts + (size_t(d.part0 + h) * so.slots + min(c0 + u, last)) * kPartFloats<HD>;
-        pm[u] = __ldcg(part), pl[u] = __ldcg(part + 1), po[u] = __ldcg(part + 2 + col);
-      }
-#pragma unroll
-      for (int u = 0; u < kMergeInFlight; ++u) {
-        if (c0 + u > last) break;
-        float m, fr, fc;
-        merge_scales(mr, pm[u], m, fr, fc);
-        lr = merged(lr, fr, pl[u], fc);
-        mr = m;
-        o = merged(o, fr, po[u], fc);
-      }
-    }
-    store_attention(so.store, d.out + size_t(h) * HD + col, pscalar::add(o / lr, 0.0f));
-  }
-}
+constexpr int kThreads = 128;  // a block: four warps of 16 rows
 
 // STAGES = 2: the next tile's K and V are copied (cp.async) while this one is computed; 1: each
 // tile is copied, then computed. The same arithmetic either way.
 // Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
 // column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
-// Split: blockIdx.x is the chunk; the slice has one row; so.parts gets the chunk's state at slot
-// (d.part0 + head) * slots + chunk, and the row's last block to finish merges them.
 template <int S, int HD, int STAGES, Mode MODE>
-__global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s, SplitOut so) {
+__global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s) {
   pdl_entry();
   constexpr int KT = HD / 16;  // k-steps over the head dimension
   static_assert(KT % 2 == 0, "K and V fragments load two k-steps, two n-tiles at a time");
@@ -199,7 +147,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   auto kv_s = reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem);
 
   const AttnDesc d = descs[blockIdx.z];
-  const int r0 = MODE == Mode::Split ? 0 : blockIdx.x * kRows;
+  const int r0 = blockIdx.x * kRows;
   if (r0 >= d.n_rows) return;
   const int h = blockIdx.y, kvh = h / (s.n_heads / s.n_kv_heads);
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
@@ -236,14 +184,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
 
   const int last_row = min(d.n_rows, r0 + kRows) - 1;
   const int key_end = d.start_pos + last_row + 1;     // keys [.., key_end) hold this pass's data
-  int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
-  int tiles_end = key_end;                            // the tiles walked: [key_begin's tile, tiles_end)
-  if constexpr (MODE == Mode::Split) {                // this block's chunk only
-    const int c0 = int(blockIdx.x) * kChunkKeys;
-    if (c0 >= key_end || c0 + kChunkKeys <= key_begin) return;  // no key of the row: neither counted nor merged
-    key_begin = max(key_begin, c0);
-    tiles_end = min(key_end, c0 + kChunkKeys);
-  }
+  const int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
   const size_t head_off = size_t(kvh) * d.capacity * HD;
   const uint16_t* kg = static_cast<const uint16_t*>(d.k) + head_off;
   const uint16_t* vg = static_cast<const uint16_t*>(d.v) + head_off;
@@ -251,7 +192,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   // The tile at k0 into stage st, zeros past key_end (so a never-written slot is never read).
   auto copy_tile = [&](int k0, int st) {
     constexpr int kVecPerRow = HD / 8;
-    for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += kThreads<MODE>) {
+    for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += kThreads) {
       const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
       const bool ok = k0 + row < key_end;
       const size_t at = ok ? size_t(k0 + row) * HD + col : 0;
@@ -292,8 +233,8 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
 
   const int first = key_begin / kKeys * kKeys;
   [[maybe_unused]] int chunk = first / kChunkKeys;
-  if (STAGES == 2 && first < tiles_end) copy_tile(first, 0);
-  for (int k0 = first, tile = 0; k0 < tiles_end; k0 += kKeys, ++tile) {
+  if (STAGES == 2 && first < key_end) copy_tile(first, 0);
+  for (int k0 = first, tile = 0; k0 < key_end; k0 += kKeys, ++tile) {
     if constexpr (MODE == Mode::Chunked) {
       if (k0 / kChunkKeys != chunk) {
         merge_chunk();
@@ -304,7 +245,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
     if constexpr (STAGES == 2) {
       // The other stage was last read in the previous tile, which every thread has finished (the
       // barrier at its end). An empty group past the last tile keeps the wait's count.
-      if (k0 + kKeys < tiles_end)
+      if (k0 + kKeys < key_end)
         copy_tile(k0 + kKeys, 1 - st);
       else
         commit_copies();
@@ -404,38 +345,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
     __syncthreads();  // every thread is done with this stage before it is refilled
   }
 
-  if constexpr (MODE == Mode::Split) {  // the chunk's state; one row: ra = 0 (warp 0, g = 0)
-    if (ra < d.n_rows) {
-      float* part = so.parts + (size_t(d.part0 + h) * so.slots + blockIdx.x) * kPartFloats<HD>;
-      if (t == 0) {
-        part[0] = ma;
-        part[1] = la;
-      }
-#pragma unroll
-      for (int n = 0; n < NT; ++n) {
-        part[2 + n * 8 + 2 * t] = o[n][0];
-        part[2 + n * 8 + 2 * t + 1] = o[n][1];
-      }
-    }
-    // The row's chunks with keys (combine_chunks's), counted as their blocks finish: each writer's
-    // state is visible before its count, and the last to count merges them all.
-    __threadfence();
-    __syncwarp();
-    unsigned last = 0;
-    if (threadIdx.x == 0) {
-      const int chunks = d.start_pos / kChunkKeys - window_start(s, d.start_pos) / kChunkKeys + 1;
-      unsigned* count = so.counts + size_t(blockIdx.z) * s.n_heads + h;
-      last = atomicAdd(count, 1u) == unsigned(chunks - 1);
-      if (last) {
-        *count = 0;       // every block of the row has counted: ready for the next launch
-        __threadfence();  // the count seen before the states are read, for the whole warp (below)
-      }
-    }
-    if (__shfl_sync(0xffffffffu, last, 0)) {
-      __syncwarp();
-      combine_chunks<HD>(d, s, so, h);
-    }
-  } else {
+  {
     if constexpr (MODE == Mode::Chunked) {  // the last chunk in; o and l become the running ones
       merge_chunk();
       la = lra;
@@ -466,39 +376,33 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
 
 // launch.with_smem(bytes, kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 template <int S, int HD, Mode MODE, class Launch>
-void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const AttnShape& s, int stages,
-                 const SplitOut& so) {
-  const dim3 block(kThreads<MODE>);
+void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const AttnShape& s, int stages) {
+  const dim3 block(kThreads);
   if (stages == 2)
-    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, block, descs, s, so);
+    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, block, descs, s);
   else
-    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, block, descs, s, so);
+    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, block, descs, s);
 }
 
-// Every row of n slices (Whole or Chunked), or n one-row slices by chunk, merged by the last (Split).
-// True: launched.
+// Every row of n slices. True: launched.
 template <int S, int HD, class Launch>
 bool launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
-               Mode mode, const SplitOut& so) {
-  const dim3 grid = mode == Mode::Split
-                        ? dim3(unsigned(so.slots), unsigned(s.n_heads), unsigned(n))
-                        : dim3(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
-  if (mode == Mode::Split)
-    launch_mode<S, HD, Mode::Split>(launch, grid, descs, s, stages, so);
-  else if (mode == Mode::Chunked)
-    launch_mode<S, HD, Mode::Chunked>(launch, grid, descs, s, stages, so);
+               Mode mode) {
+  const dim3 grid(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
+  if (mode == Mode::Chunked)
+    launch_mode<S, HD, Mode::Chunked>(launch, grid, descs, s, stages);
   else
-    launch_mode<S, HD, Mode::Whole>(launch, grid, descs, s, stages, so);
+    launch_mode<S, HD, Mode::Whole>(launch, grid, descs, s, stages);
   return true;
 }
 
 template <int S, class Launch>
 bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
-              Mode mode, const SplitOut& so) {
-  if (s.head_dim == 32) return launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode, so);
-  if (s.head_dim == 64) return launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode, so);
-  if (s.head_dim == 96) return launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode, so);
-  if (s.head_dim == 128) return launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode, so);
+              Mode mode) {
+  if (s.head_dim == 32) return launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode);
+  if (s.head_dim == 64) return launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode);
+  if (s.head_dim == 96) return launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode);
+  if (s.head_dim == 128) return launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode);
   return false;
 }
 
@@ -512,35 +416,14 @@ inline bool applies(const AttnShape& s) {
 
 // Launches the kernel over every row of the n slices when it applies (false: nothing launched).
 // stages: 2 (copies of the next tile overlap this one's arithmetic) or 1; the same bits. chunked:
-// the invariant policy's chunk merges (the bits of split_decode's).
+// the invariant policy's chunk merges (the bits of split_decode's, cuda_attention_split_kernel.cuh).
 template <class Launch>
 bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages = 2,
              bool chunked = false) {
   if (!applies(s) || max_rows > kMaxRows) return false;
   const Mode mode = chunked ? Mode::Chunked : Mode::Whole;
-  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages, mode, SplitOut{})
-                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages, mode, SplitOut{});
-}
-
-// Chunk slots a decode launch needs for keys up to max_pos: a power of two, so that consecutive
-// steps launch the same grid (and replay one graph) until it doubles.
-inline int split_slots(int max_pos) {
-  int slots = 1;
-  while (slots * kChunkKeys <= max_pos) slots *= 2;
-  return slots;
-}
-
-// A decode step of n one-row slices (each desc's part0 = its index x n_heads) by chunks, merged by
-// the last block of each (slice, head) to finish: the bits prefill(..., chunked = true) gives the
-// same row, stored as `store` says. parts holds n x n_heads x slots x (head_dim + 2) floats, slots
-// >= split_slots(the largest start_pos); counts n x n_heads zeros (zeros again when it is done).
-template <class Launch>
-bool split_decode(const Launch& launch, const AttnDesc* descs, int n, const AttnShape& s, float* parts, int slots,
-                  unsigned* counts, const AttnStore& store = {}, int stages = 2) {
-  if (!applies(s) || slots > 65535) return false;
-  const SplitOut so{parts, slots, counts, store};
-  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, 1, s, stages, Mode::Split, so)
-                       : launch_s<kBF16>(launch, descs, n, 1, s, stages, Mode::Split, so);
+  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages, mode)
+                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages, mode);
 }
 
 }  // namespace

@@ -132,7 +132,7 @@ void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const 
 // The same on tensor cores where it applies (fp16/bf16 compute and KV, head_dim 32/64/96/128);
 // false (nothing launched) elsewhere. launch_attention_prefill tries it first. chunked: the
 // `invariant` policy's per-chunk states merged in order (cuda_attention_mma_kernel.cuh), the bits
-// launch_attention_split_decode_mma gives a decode row.
+// launch_attention_split_decode_mma gives a decode row (cuda_attention_split_kernel.cuh).
 bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s,
                                   bool chunked = false);
 // $KVPARITY_CUDA_ATTN_STAGES (1 or 2: K/V stages of every tensor-core attention launch; 0 unset).
@@ -144,6 +144,7 @@ int forced_attention_stages();
 // `invariant` decode steps (one row per slice, desc i's part0 = i x n_heads): each chunk of keys
 // in a block of its own, then merged in order; parts holds n x n_heads x slots x (head_dim + 2)
 // floats, slots = attention_split_slots(the largest start_pos). False where the kernel does not apply.
+// $KVPARITY_CUDA_SPLIT_WARPS: 1 or 4 (the default) warps a decode block, the same bits.
 bool attention_mma_applies(const AttnShape& s);
 int attention_mma_max_rows();  // rows of one slice the tensor-core prefill launch holds
 int attention_split_slots(int max_pos);
