@@ -119,6 +119,52 @@ constexpr size_t smem_bytes() {
          (M == Mode::Chunked ? size_t(kRows) * HD * sizeof(float) : 0);
 }
 
+// One KV head's keys [.., key_end) walked in kKeys-key tiles through STAGES shared-memory stages
+// (K rows at s[st][0], V rows at s[st][1]) by a block of THREADS threads; rows past key_end are
+// zeros, so a never-written slot is never read. STAGES = 2: the next tile's copies (cp.async) are
+// in flight while this one is computed; 1: each tile is copied, then computed.
+template <int HD, int STAGES, int THREADS>
+struct KvTiles {
+  uint16_t (*s)[2][kKeys][HD + kPad];
+  const uint16_t* k;
+  const uint16_t* v;
+  int key_end;
+
+  __device__ void copy(int k0, int st) const {
+    constexpr int kVecPerRow = HD / 8;
+    for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += THREADS) {
+      const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
+      const bool ok = k0 + row < key_end;
+      const size_t at = ok ? size_t(k0 + row) * HD + col : 0;
+      copy16(&s[st][0][row][col], k + at, ok);
+      copy16(&s[st][1][row][col], v + at, ok);
+    }
+    commit_copies();
+  }
+  // Before a walk over the tiles at first, first + kKeys, .. < end.
+  __device__ void start(int first, int end) const {
+    if (STAGES == 2 && first < end) copy(first, 0);
+  }
+  // The stage that holds the walk's tile number `tile` (at k0), landed and seen by the whole block.
+  __device__ int arrive(int k0, int tile, int end) const {
+    const int st = STAGES == 2 ? tile % 2 : 0;
+    if constexpr (STAGES == 2) {
+      // The other stage was last read in the previous tile, which every thread has finished (the
+      // barrier that ends each tile's work). An empty group past the last tile keeps the wait's count.
+      if (k0 + kKeys < end)
+        copy(k0 + kKeys, 1 - st);
+      else
+        commit_copies();
+      wait_copies<1>();  // this tile's copies have landed
+    } else {
+      copy(k0, 0);
+      wait_copies<0>();
+    }
+    __syncthreads();  // and are seen by the whole block
+    return st;
+  }
+};
+
 // Merging a chunk's state (mc, lc, oc) into the running one (mr, lr, or): the new maximum and the
 // two scales, then l and every o element as merged(r, fr, c, fc). The prefill kernel and
 // combine_chunks call exactly these, so that both paths round alike (no fma: --fmad=false).
@@ -142,9 +188,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   static_assert(KT % 2 == 0, "K and V fragments load two k-steps, two n-tiles at a time");
   constexpr int NT = HD / 8;   // output n-tiles
   constexpr int RS = HD + kPad;
-  // Stage st: K rows at [st][0], V rows at [st][1], each kKeys x RS.
-  KVP_DYNAMIC_SHARED(uint16_t, smem);
-  auto kv_s = reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem);
+  KVP_DYNAMIC_SHARED(uint16_t, smem);  // the K/V stages (KvTiles), then Chunked's running o
 
   const AttnDesc d = descs[blockIdx.z];
   const int r0 = blockIdx.x * kRows;
@@ -186,21 +230,9 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   const int key_end = d.start_pos + last_row + 1;     // keys [.., key_end) hold this pass's data
   const int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
   const size_t head_off = size_t(kvh) * d.capacity * HD;
-  const uint16_t* kg = static_cast<const uint16_t*>(d.k) + head_off;
-  const uint16_t* vg = static_cast<const uint16_t*>(d.v) + head_off;
-
-  // The tile at k0 into stage st, zeros past key_end (so a never-written slot is never read).
-  auto copy_tile = [&](int k0, int st) {
-    constexpr int kVecPerRow = HD / 8;
-    for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += kThreads) {
-      const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
-      const bool ok = k0 + row < key_end;
-      const size_t at = ok ? size_t(k0 + row) * HD + col : 0;
-      copy16(&kv_s[st][0][row][col], kg + at, ok);
-      copy16(&kv_s[st][1][row][col], vg + at, ok);
-    }
-    commit_copies();
-  };
+  const KvTiles<HD, STAGES, kThreads> tiles{reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem),
+                                            static_cast<const uint16_t*>(d.k) + head_off,
+                                            static_cast<const uint16_t*>(d.v) + head_off, key_end};
   // Chunked: the running state, merged from each chunk's (m, l, o) as the walk leaves it; this
   // thread's o slots in shared memory after the K/V stages.
   float mra = kNegInf, mrb = kNegInf, lra = 0.0f, lrb = 0.0f;
@@ -233,7 +265,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
 
   const int first = key_begin / kKeys * kKeys;
   [[maybe_unused]] int chunk = first / kChunkKeys;
-  if (STAGES == 2 && first < key_end) copy_tile(first, 0);
+  tiles.start(first, key_end);
   for (int k0 = first, tile = 0; k0 < key_end; k0 += kKeys, ++tile) {
     if constexpr (MODE == Mode::Chunked) {
       if (k0 / kChunkKeys != chunk) {
@@ -241,22 +273,9 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
         chunk = k0 / kChunkKeys;
       }
     }
-    const int st = STAGES == 2 ? tile % 2 : 0;
-    if constexpr (STAGES == 2) {
-      // The other stage was last read in the previous tile, which every thread has finished (the
-      // barrier at its end). An empty group past the last tile keeps the wait's count.
-      if (k0 + kKeys < key_end)
-        copy_tile(k0 + kKeys, 1 - st);
-      else
-        commit_copies();
-      wait_copies<1>();  // this tile's copies have landed
-    } else {
-      copy_tile(k0, 0);
-      wait_copies<0>();
-    }
-    __syncthreads();  // and are seen by the whole block
-    const auto& k_s = kv_s[st][0];
-    const auto& v_s = kv_s[st][1];
+    const int st = tiles.arrive(k0, tile, key_end);
+    const auto& k_s = tiles.s[st][0];
+    const auto& v_s = tiles.s[st][1];
 
     // S = Q K^T for this warp's 16 rows and the tile's 64 keys (8 n-tiles of 8 keys). B = K^T, so
     // row-major K rows are its fragments as they stand: one load gives two k-steps' (lanes 8i + r:

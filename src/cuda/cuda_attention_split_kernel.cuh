@@ -102,8 +102,7 @@ __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* de
   constexpr int kTilesOfS = 8 / W;             // S's n-tiles a warp computes
   static_assert(8 % W == 0, "the tile's 8 score n-tiles split evenly between the warps");
   constexpr int RS = HD + kPad;
-  KVP_DYNAMIC_SHARED(uint16_t, smem);
-  auto kv_s = reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem);
+  KVP_DYNAMIC_SHARED(uint16_t, smem);  // the K/V stages (KvTiles), the scores, the flag
   float* score_s = reinterpret_cast<float*>(smem + size_t(STAGES) * 2 * kKeys * RS);
   unsigned* last_s = reinterpret_cast<unsigned*>(score_s + kKeys);
 
@@ -137,40 +136,15 @@ __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* de
   float m = kNegInf, l = 0.0f;
 
   const size_t head_off = size_t(kvh) * d.capacity * HD;
-  const uint16_t* kg = static_cast<const uint16_t*>(d.k) + head_off;
-  const uint16_t* vg = static_cast<const uint16_t*>(d.v) + head_off;
-  // The tile at k0 into stage st, zeros past key_end (so a never-written slot is never read).
-  auto copy_tile = [&](int k0, int st) {
-    constexpr int kVecPerRow = HD / 8;
-    for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += kThreads) {
-      const int row = i / kVecPerRow, col = (i % kVecPerRow) * 8;
-      const bool ok = k0 + row < key_end;
-      const size_t at = ok ? size_t(k0 + row) * HD + col : 0;
-      copy16(&kv_s[st][0][row][col], kg + at, ok);
-      copy16(&kv_s[st][1][row][col], vg + at, ok);
-    }
-    commit_copies();
-  };
-
+  const KvTiles<HD, STAGES, kThreads> tiles{reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem),
+                                            static_cast<const uint16_t*>(d.k) + head_off,
+                                            static_cast<const uint16_t*>(d.v) + head_off, key_end};
   const int first = key_begin / kKeys * kKeys;
-  if (STAGES == 2 && first < tiles_end) copy_tile(first, 0);
+  tiles.start(first, tiles_end);
   for (int k0 = first, tile = 0; k0 < tiles_end; k0 += kKeys, ++tile) {
-    const int st = STAGES == 2 ? tile % 2 : 0;
-    if constexpr (STAGES == 2) {
-      // The other stage was last read in the previous tile, which every thread has finished (the
-      // barrier at its end). An empty group past the last tile keeps the wait's count.
-      if (k0 + kKeys < tiles_end)
-        copy_tile(k0 + kKeys, 1 - st);
-      else
-        commit_copies();
-      wait_copies<1>();  // this tile's copies have landed
-    } else {
-      copy_tile(k0, 0);
-      wait_copies<0>();
-    }
-    __syncthreads();  // and are seen by the whole block
-    const auto& k_s = kv_s[st][0];
-    const auto& v_s = kv_s[st][1];
+    const int st = tiles.arrive(k0, tile, tiles_end);
+    const auto& k_s = tiles.s[st][0];
+    const auto& v_s = tiles.s[st][1];
 
     // This warp's n-tiles of S (keys 8j ..), rounded and masked as the prefill kernel's row.
 #pragma unroll
