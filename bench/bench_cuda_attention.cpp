@@ -2,9 +2,10 @@
 // Llama-2-7B's geometry (32 heads, 32 KV heads, head_dim 128) and TinyLlama-1.1B's (32 / 4 / 64):
 // one decode step against 512, 2048 and 8192 cached keys, a batch of 64 decode steps against 512
 // keys each (one cache a sequence), and a 512-row prefill (a cache-OFF step's attention). Under
-// `standard` a decode step is the split-KV kernel pair, under `invariant` the flash kernel with one
-// (sequence, head) a block, under `portable` one warp a row: these rows say what the fixed order
-// costs a step. Registered only in a build with CUDA; where no GPU opens, skipped with the error.
+// `standard` a decode step is the split-KV kernel (one launch), under `invariant` the tensor-core
+// kernel with each 128-key chunk of a (sequence, head) in a block of four warps
+// (`KVPARITY_CUDA_SPLIT_WARPS=1`: one), under `portable` one warp a row: these rows say what the
+// fixed order costs a step. Registered only in a build with CUDA; where no GPU opens, skipped with the error.
 //   kvparity_bench --benchmark_filter='cuda_attention/'      (30 rows, a few seconds)
 #include <benchmark/benchmark.h>
 
