@@ -94,7 +94,7 @@ constexpr size_t split_smem_bytes() {
 template <int S, int HD, int STAGES, int W>
 __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* descs, AttnShape s, SplitOut so) {
   pdl_entry();
-  constexpr int kThreads = W * 32;
+  constexpr int kBlockThreads = W * 32;
   constexpr int KT = HD / 16;  // k-steps over the head dimension
   static_assert(KT % 2 == 0, "K and V fragments load two k-steps, two n-tiles at a time");
   constexpr int kPairs = HD / 16;              // O's n-tile pairs
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* de
   float m = kNegInf, l = 0.0f;
 
   const size_t head_off = size_t(kvh) * d.capacity * HD;
-  const KvTiles<HD, STAGES, kThreads> tiles{reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem),
+  const KvTiles<HD, STAGES, kBlockThreads> tiles{reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem),
                                             static_cast<const uint16_t*>(d.k) + head_off,
                                             static_cast<const uint16_t*>(d.v) + head_off, key_end};
   const int first = key_begin / kKeys * kKeys;
@@ -254,7 +254,7 @@ __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* de
     *last_s = last;
   }
   __syncthreads();
-  if (*last_s) combine_chunks<HD, kThreads>(d, s, so, h);
+  if (*last_s) combine_chunks<HD, kBlockThreads>(d, s, so, h);
 }
 
 // Warps a decode block may have: 1 (the one-warp kernel) or kSplitWarps (the default).
