@@ -17,6 +17,7 @@ reversed, and for arch "llama" the q/k rows permuted to the adjacent-pair RoPE l
 import json
 import sys
 
+sys.dont_write_bytecode = True  # the sibling modules below are the source tree's: leave no __pycache__ there
 from gguf_format import GGML_TYPES, ParseError, Report, parse
 from gguf_hf_crosscheck import check_against_hf
 from gguf_llama_checks import check_arch, check_tokenizer
