@@ -328,9 +328,12 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
       EXPECT_SAME_BITS(call({{pos, n}})[0], part(pos, n), at + " (chunk of " + std::to_string(n) + ")");
     }
     EXPECT_SAME_BITS(call({{c.rows - 1, 1}}, 1)[0], part(c.rows - 1, 1), std::string(c.name) + " decode, one stage");
-    for (int stages : {1, 2})  // a decode block of one warp: every chain of the row its own
-      EXPECT_SAME_BITS(call({{c.rows - 1, 1}, {c.rows / 2, 1}}, stages, 1)[0], part(c.rows - 1, 1),
-                       std::string(c.name) + " decode, one warp, stages " + std::to_string(stages));
+    for (int stages : {1, 2}) {  // decode blocks of one warp: every chain of the row its own
+      const auto steps = call({{c.rows - 1, 1}, {c.rows / 2, 1}}, stages, 1);
+      const std::string how = std::string(c.name) + " decode, one warp, stages " + std::to_string(stages);
+      EXPECT_SAME_BITS(steps[0], part(c.rows - 1, 1), how + ", last position");
+      EXPECT_SAME_BITS(steps[1], part(c.rows / 2, 1), how + ", middle position");
+    }
     {  // A decode step that is the output's rounding point: the row rounded, reported and copied.
       const int pos = c.rows - 1;
       std::vector<float> got(row, NAN), want = part(pos, 1);

@@ -32,10 +32,10 @@
 // (merge_scales and merged, below). A prefill block does that in order as it walks its tiles
 // (Mode::Chunked, the running o in shared memory); a decode step computes every chunk's state in a
 // block of its own and the last of them merges them all in the same order with the same
-// expressions (cuda_attention_split_kernel.cuh). A chunk wholly outside a row's keys leaves its state empty (m =
-// -inf, l = 0, o = 0), and merging an empty state changes nothing but a -0 of o into +0, so it does
-// not matter that a prefill block merges chunks a row of it does not see and the decode step does
-// not. `standard` keeps the one running state (Mode::Whole).
+// expressions (cuda_attention_split_kernel.cuh). A chunk wholly outside a row's keys leaves its
+// state empty (m = -inf, l = 0, o = 0), and merging an empty state changes nothing but a -0 of o
+// into +0, so it does not matter that a prefill block merges chunks a row of it does not see and
+// the decode step does not. `standard` keeps the one running state (Mode::Whole).
 // The kernels and their dispatch live in this header so that the CPU suite runs the same source on
 // the host (simt_host.h); cuda_attention_mma.cu launches them.
 #include <cmath>

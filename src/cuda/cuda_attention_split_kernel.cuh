@@ -162,7 +162,7 @@ __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* de
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int key = k0 + j * 8 + 2 * t + e;
-          score_s[j * 8 + 2 * t + e] = (key <= pos && key >= wpos && key < key_end) ? attn_score(sc[e], s) : kNegInf;
+          score_s[j * 8 + 2 * t + e] = (key <= pos && key >= wpos) ? attn_score(sc[e], s) : kNegInf;
         }
       }
     }
