@@ -163,6 +163,54 @@ HWY_INLINE void ScaleAccumulatePV(float* acc, const float* p, const float* v, si
   }
 }
 
+// The vector part of a row's sum of squares, shared by standard and invariant (which differ only in
+// how they finish it: their horizontal sums and scalar tails): four chains of x*x over whole groups
+// of four vectors, one more chain over single vectors, then (a0 + a1) + (a2 + a3). *end is the first
+// element the vectors left out.
+HWY_INLINE VF SquaresByLane(const float* x, size_t dim, size_t* end) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
+  size_t i = 0;
+  for (; i + 4 * L <= dim; i += 4 * L) {
+    const VF x0 = hn::LoadU(d, x + i), x1 = hn::LoadU(d, x + i + L);
+    const VF x2 = hn::LoadU(d, x + i + 2 * L), x3 = hn::LoadU(d, x + i + 3 * L);
+    a0 = hn::MulAdd(x0, x0, a0);
+    a1 = hn::MulAdd(x1, x1, a1);
+    a2 = hn::MulAdd(x2, x2, a2);
+    a3 = hn::MulAdd(x3, x3, a3);
+  }
+  for (; i + L <= dim; i += L) {
+    const VF v = hn::LoadU(d, x + i);
+    a0 = hn::MulAdd(v, v, a0);
+  }
+  *end = i;
+  return hn::Add(hn::Add(a0, a1), hn::Add(a2, a3));
+}
+
+// RMSNorm of one row from its sum of squares `ss`: HF Llama's two roundings to act (x * inv, then
+// w * that) or, with fp32_gain, Gemma-2's one ((x * inv) * g, the gain already 1 + weight in fp32).
+// Element-wise, so the lane width does not change the bits.
+HWY_INLINE void NormRowFromSquares(const float* x, size_t dim, const float* w, bool fp32_gain, float ss, float eps,
+                                   DType act, float* y) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const float inv = 1.0f / std::sqrt(ss / float(dim) + eps);
+  const VF vinv = hn::Set(d, inv);
+  size_t k = 0;
+  if (fp32_gain) {
+    for (; k + L <= dim; k += L)
+      hn::StoreU(RoundAct(d, hn::Mul(hn::Mul(hn::LoadU(d, x + k), vinv), hn::LoadU(d, w + k)), act), d, y + k);
+    for (; k < dim; ++k) y[k] = round_to(act, (x[k] * inv) * w[k]);
+    return;
+  }
+  for (; k + L <= dim; k += L) {
+    const VF n = RoundAct(d, hn::Mul(hn::LoadU(d, x + k), vinv), act);
+    hn::StoreU(RoundAct(d, hn::Mul(hn::LoadU(d, w + k), n), act), d, y + k);
+  }
+  for (; k < dim; ++k) y[k] = round_to(act, w[k] * round_to(act, x[k] * inv));
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace kvp::simd_common
 HWY_AFTER_NAMESPACE();

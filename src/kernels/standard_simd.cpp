@@ -27,13 +27,15 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
+using simd_common::HWY_NAMESPACE::ForStreamRows;
 using simd_common::HWY_NAMESPACE::kMaxLanes;
+using simd_common::HWY_NAMESPACE::kStreams;
 using simd_common::HWY_NAMESPACE::LoadF;
+using simd_common::HWY_NAMESPACE::NormRowFromSquares;
 using simd_common::HWY_NAMESPACE::RoundAct;
 using simd_common::HWY_NAMESPACE::ScalarF;
-using simd_common::HWY_NAMESPACE::ForStreamRows;
-using simd_common::HWY_NAMESPACE::kStreams;
 using simd_common::HWY_NAMESPACE::ScaleAccumulatePV;
+using simd_common::HWY_NAMESPACE::SquaresByLane;
 using simd_common::HWY_NAMESPACE::WidenKv;
 
 // ---------------------------------------------------------------------------------------------
@@ -451,49 +453,18 @@ void AttnTileImpl(const AttnTile& t) {
 
 // ---------------------------------------------------------------------------------------------
 float SumSquares(const float* x, size_t dim) {
-  const DF d;
-  const size_t L = hn::Lanes(d);
-  VF a0 = hn::Zero(d), a1 = hn::Zero(d), a2 = hn::Zero(d), a3 = hn::Zero(d);
   size_t i = 0;
-  for (; i + 4 * L <= dim; i += 4 * L) {
-    const VF x0 = hn::LoadU(d, x + i), x1 = hn::LoadU(d, x + i + L);
-    const VF x2 = hn::LoadU(d, x + i + 2 * L), x3 = hn::LoadU(d, x + i + 3 * L);
-    a0 = hn::MulAdd(x0, x0, a0);
-    a1 = hn::MulAdd(x1, x1, a1);
-    a2 = hn::MulAdd(x2, x2, a2);
-    a3 = hn::MulAdd(x3, x3, a3);
-  }
-  for (; i + L <= dim; i += L) {
-    const VF v = hn::LoadU(d, x + i);
-    a0 = hn::MulAdd(v, v, a0);
-  }
-  float ss = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a0, a1), hn::Add(a2, a3))));
+  float ss = hn::GetLane(hn::SumOfLanes(DF(), SquaresByLane(x, dim, &i)));
   for (; i < dim; ++i) ss += x[i] * x[i];
   return ss;
 }
 
 void RmsnormRow(const float* x, size_t dim, const float* w, float eps, DType act, float* y) {
-  const DF d;
-  const size_t L = hn::Lanes(d);
-  const float inv = 1.0f / std::sqrt(SumSquares(x, dim) / float(dim) + eps);
-  const VF vinv = hn::Set(d, inv);
-  size_t k = 0;
-  for (; k + L <= dim; k += L) {
-    const VF n = RoundAct(d, hn::Mul(hn::LoadU(d, x + k), vinv), act);
-    hn::StoreU(RoundAct(d, hn::Mul(hn::LoadU(d, w + k), n), act), d, y + k);
-  }
-  for (; k < dim; ++k) y[k] = round_to(act, w[k] * round_to(act, x[k] * inv));
+  NormRowFromSquares(x, dim, w, false, SumSquares(x, dim), eps, act, y);
 }
 
 void RmsnormRowFp32Gain(const float* x, size_t dim, const float* g, float eps, DType act, float* y) {
-  const DF d;
-  const size_t L = hn::Lanes(d);
-  const float inv = 1.0f / std::sqrt(SumSquares(x, dim) / float(dim) + eps);
-  const VF vinv = hn::Set(d, inv);
-  size_t k = 0;
-  for (; k + L <= dim; k += L)
-    hn::StoreU(RoundAct(d, hn::Mul(hn::Mul(hn::LoadU(d, x + k), vinv), hn::LoadU(d, g + k)), act), d, y + k);
-  for (; k < dim; ++k) y[k] = round_to(act, (x[k] * inv) * g[k]);
+  NormRowFromSquares(x, dim, g, true, SumSquares(x, dim), eps, act, y);
 }
 
 void RoundInplace(DType t, float* x, size_t n) {
