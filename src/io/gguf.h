@@ -90,5 +90,7 @@ inline constexpr const char* kRopeFreqsTensor = "rope_freqs.weight";
 std::string hf_to_gguf_name(const std::string& hf_name, const std::string& gguf_arch);
 // "llama" for Llama and Mistral (as llama.cpp's converter does), else the family name.
 std::string gguf_arch_for(Arch a);
+// Splits "<prefix>N.<rest>" (a layer's tensor name) into N and rest; false when it has another form.
+bool split_layer_name(const std::string& s, const std::string& prefix, long* layer, std::string* rest);
 
 }  // namespace kvp

@@ -1,0 +1,253 @@
+// GGUF metadata and tensors into a Checkpoint (gguf.h): the <arch>.* hyper-parameters, tensors under
+// their HF names, and the embedded vocabulary. Parsing the file's bytes is gguf.cpp's.
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/mapped_file.h"
+#include "core/quant.h"
+#include "io/gguf.h"
+
+namespace kvp {
+
+namespace {
+
+// Typed access to the metadata for the Checkpoint builder; errors name the key and file.
+class Meta {
+ public:
+  Meta(const GgufFile& g, const std::string& name) : g_(g), name_(name) {}
+  const GgufValue* find(const std::string& k) const {
+    auto it = g_.kv.find(k);
+    return it == g_.kv.end() ? nullptr : &it->second;
+  }
+  int64_t integer(const std::string& k, const GgufValue& v, int64_t lo, int64_t hi) const {
+    int64_t x;
+    if (v.type == GgufType::U8 || v.type == GgufType::U16 || v.type == GgufType::U32 || v.type == GgufType::U64) {
+      if (v.u > uint64_t(INT64_MAX)) fail("{}: key '{}' = {} is out of range", name_, k, v.u);
+      x = int64_t(v.u);
+    } else if (v.type == GgufType::I8 || v.type == GgufType::I16 || v.type == GgufType::I32 ||
+               v.type == GgufType::I64) {
+      x = v.i;
+    } else if (v.type == GgufType::Array) {
+      fail("{}: key '{}' is a per-layer array, which is not supported (one value for all layers only)", name_, k);
+    } else {
+      fail("{}: key '{}' must be an integer, is {}", name_, k, gguf_type_name(v.type));
+    }
+    if (x < lo || x > hi) fail("{}: key '{}' = {} is out of range [{}, {}]", name_, k, x, lo, hi);
+    return x;
+  }
+  int get_int(const std::string& k) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) fail("{}: missing required key '{}'", name_, k);
+    return int(integer(k, *v, 0, INT32_MAX));
+  }
+  int get_int(const std::string& k, int dflt) const {
+    const GgufValue* v = find(k);
+    return v == nullptr ? dflt : int(integer(k, *v, 0, INT32_MAX));
+  }
+  // llama.cpp writes "no such token" as 0xFFFFFFFF in a u32 (its -1 as uint32_t) and reads it back as -1.
+  int get_id(const std::string& k) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) return -1;
+    if ((v->type == GgufType::U32 && v->u == 0xFFFFFFFFu) || (v->type == GgufType::U64 && v->u == UINT64_MAX))
+      return -1;
+    return int(integer(k, *v, -1, INT32_MAX));
+  }
+  double get_num(const std::string& k, double dflt, bool required = false) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) {
+      if (required) fail("{}: missing required key '{}'", name_, k);
+      return dflt;
+    }
+    if (v->is_float()) return v->f;
+    return double(integer(k, *v, INT64_MIN, INT64_MAX));
+  }
+  bool get_bool(const std::string& k, bool dflt) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) return dflt;
+    if (v->type != GgufType::Bool) fail("{}: key '{}' must be a bool, is {}", name_, k, gguf_type_name(v->type));
+    return v->u != 0;
+  }
+  std::string get_str(const std::string& k, const std::string& dflt, bool required = false) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) {
+      if (required) fail("{}: missing required key '{}'", name_, k);
+      return dflt;
+    }
+    if (v->type != GgufType::String) fail("{}: key '{}' must be a string, is {}", name_, k, gguf_type_name(v->type));
+    return v->s;
+  }
+  const GgufValue* get_array(const std::string& k, GgufType elem) const {
+    const GgufValue* v = find(k);
+    if (v == nullptr) return nullptr;
+    if (v->type != GgufType::Array || v->elem != elem)
+      fail("{}: key '{}' must be an array of {}", name_, k, gguf_type_name(elem));
+    return v;
+  }
+
+ private:
+  const GgufFile& g_;
+  const std::string& name_;
+};
+
+}  // namespace
+
+Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t size, const std::string& name) {
+  Meta m(g, name);
+  const std::string arch = m.get_str("general.architecture", "", true);
+  if (arch != "llama" && arch != "qwen2" && arch != "gemma2")
+    fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
+  const std::string A = arch + ".";
+
+  std::string rope_scaling = m.get_str(A + "rope.scaling.type", "none");
+  if (rope_scaling != "none" && rope_scaling != "linear" && !rope_scaling.empty())
+    fail(
+        "{}: rope scaling type '{}' is not supported (key {}rope.scaling.type; linear, or llama3 as the "
+        "rope_freqs.weight tensor)",
+        name, rope_scaling, A);
+  for (const char* k : {"expert_count", "expert_used_count"})
+    if (m.get_int(A + k, 0) > 0) fail("{}: mixture-of-experts models are not supported (key {}{})", name, A, k);
+
+  ModelConfig c;
+  c.source = name;
+  c.arch = arch == "qwen2" ? Arch::Qwen2 : arch == "gemma2" ? Arch::Gemma2 : Arch::Llama;
+  c.dim = m.get_int(A + "embedding_length");
+  c.hidden_dim = m.get_int(A + "feed_forward_length");
+  c.n_layers = m.get_int(A + "block_count");
+  c.n_heads = m.get_int(A + "attention.head_count");
+  c.n_kv_heads = m.get_int(A + "attention.head_count_kv", c.n_heads);
+  if (c.n_heads <= 0) fail("{}: key '{}attention.head_count' = 0", name, A);
+  c.head_dim = m.get_int(A + "attention.key_length", c.dim / c.n_heads);
+  if (int vl = m.get_int(A + "attention.value_length", c.head_dim); vl != c.head_dim)
+    fail("{}: value_length {} differs from key_length {}, which is not supported (key {}attention.value_length)", name,
+         vl, c.head_dim, A);
+  if (int rd = m.get_int(A + "rope.dimension_count", c.head_dim); rd != c.head_dim)
+    fail("{}: partial rotary embeddings ({} of {} dims) are not supported (key {}rope.dimension_count)", name, rd,
+         c.head_dim, A);
+  c.max_seq_len = m.get_int(A + "context_length");
+  c.rope_theta = float(m.get_num(A + "rope.freq_base", 10000.0));
+  if (rope_scaling == "linear") {
+    c.rope_scaling = ModelConfig::RopeScaling::Linear;
+    c.rope_factor = float(m.get_num(A + "rope.scaling.factor", 0.0, true));
+  }
+  c.norm_eps = float(m.get_num(A + "attention.layer_norm_rms_epsilon", 0.0, true));
+  c.sliding_window = m.get_int(A + "attention.sliding_window", 0);
+  // llama.cpp stores Mistral as "llama"; a window marks it (kvparity's writer records it).
+  if (c.arch == Arch::Llama && c.sliding_window > 0) c.arch = Arch::Mistral;
+
+  Checkpoint ck;
+  ck.path = name;
+  ck.format = "gguf";
+  ck.qk_layout = arch == "llama" ? RopeLayout::Interleaved : RopeLayout::Halves;
+  if (c.arch == Arch::Gemma2) {
+    ck.norm_weights_include_one = true;
+    // Softcaps are llama.cpp keys; query_pre_attn_scalar is kvparity's own (llama.cpp derives it
+    // from the model size), present only in files kvparity wrote.
+    for (auto [key, ex] : {std::pair{"attn_logit_softcapping", "attn_logit_softcapping"},
+                           std::pair{"final_logit_softcapping", "final_logit_softcapping"},
+                           std::pair{"attention.query_pre_attn_scalar", "query_pre_attn_scalar"}})
+      if (m.find(A + key) != nullptr) ck.extras[ex] = m.get_num(A + key, 0.0);
+    // Defaults when a key is absent: llama.cpp's (softcaps 50/30; query_pre_attn_scalar = head_dim,
+    // which is what Gemma-2 2B and 9B use).
+    auto ex = [&](const char* k, double d) {
+      auto it = ck.extras.find(k);
+      return it == ck.extras.end() ? d : it->second;
+    };
+    c.query_pre_attn_scalar = float(ex("query_pre_attn_scalar", double(c.head_dim)));
+    c.attn_logit_softcapping = float(ex("attn_logit_softcapping", 50.0));
+    c.final_logit_softcapping = float(ex("final_logit_softcapping", 30.0));
+    c.sliding_window_period = 2;
+  }
+
+  for (const auto& ti : g.tensors) {
+    if (ti.name == kRopeFreqsTensor) {
+      const uint64_t n = ti.ne.empty() ? 0 : ti.ne[0];
+      if (ti.type != uint32_t(GgmlType::F32) || ti.ne.size() != 1 || n != uint64_t(c.head_dim / 2))
+        fail("{}: tensor '{}' must be F32 with head_dim/2 = {} entries", name, ti.name, c.head_dim / 2);
+      if (c.rope_scaling != ModelConfig::RopeScaling::None)
+        fail("{}: both {}rope.scaling.type and tensor '{}' scale RoPE; expected one", name, A, ti.name);
+      const uint8_t* p = data + g.data_offset + ti.offset;
+      c.rope_freq_factors.resize(size_t(n));
+      std::memcpy(c.rope_freq_factors.data(), p, size_t(n) * sizeof(float));
+      c.rope_scaling = ModelConfig::RopeScaling::FreqFactors;
+      continue;
+    }
+    std::string hf = gguf_to_hf_name(ti.name, arch);
+    if (hf.empty()) fail("{}: tensor '{}' is not part of a {} model as kvparity reads it", name, ti.name, arch);
+    long layer;
+    std::string rest;
+    if (split_layer_name(ti.name, "blk.", &layer, &rest) && layer >= c.n_layers)
+      fail("{}: tensor '{}' belongs to layer {} but {}block_count is {}", name, ti.name, layer, A, c.n_layers);
+    TensorView t;
+    t.name = hf;
+    t.dtype = ti.type == uint32_t(GgmlType::F16)    ? DType::F16
+              : ti.type == uint32_t(GgmlType::BF16) ? DType::BF16
+                                                    : DType::F32;
+    t.quant = quant_from_ggml_type(ti.type).value_or(QuantType::None);
+    for (auto it = ti.ne.rbegin(); it != ti.ne.rend(); ++it) t.shape.push_back(int64_t(*it));
+    t.data = data + g.data_offset + ti.offset;
+    if (rest == "attn_q.bias") c.qkv_bias = true;
+    ck.tensors[hf] = std::move(t);
+  }
+  c.tied_embeddings = ck.tensors.count("lm_head.weight") == 0;
+
+  // Embedded vocabulary.
+  const GgufValue* toks = m.get_array("tokenizer.ggml.tokens", GgufType::String);
+  const bool no_vocab = toks == nullptr && m.get_str("tokenizer.ggml.model", "") == "none";
+  if (!no_vocab && (m.find("tokenizer.ggml.model") != nullptr || toks != nullptr)) {
+    VocabSpec v;
+    v.model = m.get_str("tokenizer.ggml.model", "", true);
+    if (v.model != "llama" && v.model != "gpt2")
+      fail("{}: tokenizer model '{}' is not supported (key tokenizer.ggml.model; llama or gpt2)", name, v.model);
+    v.pre = m.get_str("tokenizer.ggml.pre", "");
+    if (toks == nullptr) fail("{}: missing required key 'tokenizer.ggml.tokens'", name);
+    v.tokens = toks->strings;
+    const size_t n = v.tokens.size();
+    if (const GgufValue* sc = m.get_array("tokenizer.ggml.scores", GgufType::F32)) {
+      if (sc->size() != n) fail("{}: tokenizer.ggml.scores has {} entries for {} tokens", name, sc->size(), n);
+      v.scores.resize(n);
+      std::memcpy(v.scores.data(), sc->packed.data(), n * sizeof(float));
+    }
+    if (const GgufValue* tt = m.find("tokenizer.ggml.token_type")) {
+      if (tt->type != GgufType::Array || !(tt->elem == GgufType::I32 || tt->elem == GgufType::U32))
+        fail("{}: key 'tokenizer.ggml.token_type' must be an array of i32", name);
+      if (tt->size() != n) fail("{}: tokenizer.ggml.token_type has {} entries for {} tokens", name, tt->size(), n);
+      v.token_types.resize(n);
+      std::memcpy(v.token_types.data(), tt->packed.data(), n * sizeof(int32_t));  // u32 types: same bits
+    }
+    if (const GgufValue* mg = m.get_array("tokenizer.ggml.merges", GgufType::String)) v.merges = mg->strings;
+    v.bos_id = m.get_id("tokenizer.ggml.bos_token_id");
+    v.eos_id = m.get_id("tokenizer.ggml.eos_token_id");
+    v.unk_id = m.get_id("tokenizer.ggml.unknown_token_id");
+    v.pad_id = m.get_id("tokenizer.ggml.padding_token_id");
+    for (int id : {v.bos_id, v.eos_id, v.unk_id, v.pad_id})
+      if (id >= int(n)) fail("{}: special token id {} is outside the {}-token vocabulary", name, id, n);
+    v.add_bos = m.get_bool("tokenizer.ggml.add_bos_token", true);
+    // SentencePiece vocabularies add the dummy space prefix unless told not to; byte-level BPE never does.
+    v.add_space_prefix = m.get_bool("tokenizer.ggml.add_space_prefix", v.model == "llama");
+    ck.vocab = std::move(v);
+  }
+  c.bos_id = m.get_id("tokenizer.ggml.bos_token_id");
+  c.eos_id = m.get_id("tokenizer.ggml.eos_token_id");
+
+  if (auto it = ck.tensors.find("model.embed_tokens.weight"); it != ck.tensors.end() && !it->second.shape.empty())
+    c.vocab_size = int(std::min<int64_t>(it->second.shape[0], INT32_MAX));
+  else if (ck.vocab)
+    c.vocab_size = int(ck.vocab->tokens.size());
+  else
+    fail("{}: cannot tell the vocabulary size (no token_embd.weight and no tokenizer.ggml.tokens)", name);
+  c.validate();
+  ck.config = c;
+  (void)size;
+  return ck;
+}
+
+Checkpoint load_gguf(const std::string& path) {
+  auto mf = MappedFile::open(path);
+  GgufFile g = parse_gguf(mf->data(), mf->size(), path);
+  Checkpoint ck = gguf_to_checkpoint(g, mf->data(), mf->size(), path);
+  ck.keepalive.push_back(mf);
+  return ck;
+}
+
+}  // namespace kvp
