@@ -1,6 +1,7 @@
 // `kvparity compare --baseline SPEC --candidate SPEC` (issue 17): SPEC parsing and resolution, the
 // comparisons it opens (identical sides, threads, batch vs solo, quantised KV), teacher forcing on
-// every kind of baseline, resume, and the command line.
+// every kind of baseline, resume, and the command line. The generator's own teacher forcing is
+// test_teacher_forcing.cpp's.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -16,6 +17,7 @@
 #include <tuple>
 
 #include "cli_run.h"
+#include "compare_test_util.h"
 #include "core/error.h"
 #include "lab/compare.h"
 #include "lab/report.h"
@@ -30,42 +32,6 @@
 
 namespace kvp {
 namespace {
-
-struct Stories {
-  std::string model, tokenizer;
-};
-
-// The stories260K files under $KVPARITY_SHARED, or "" with the reason in *why.
-Stories find_stories(std::string* why) {
-  const char* env = std::getenv("KVPARITY_SHARED");
-  if (env == nullptr || *env == '\0') {
-    *why = "KVPARITY_SHARED is unset; these tests need $KVPARITY_SHARED/models/stories260K/stories260K.bin and "
-           "tok512.bin";
-    return {};
-  }
-  const std::string dir = std::string(env) + "/models/stories260K/";
-  for (const char* f : {"stories260K.bin", "tok512.bin"})
-    if (!std::filesystem::exists(dir + f)) {
-      *why = "missing shared test file: " + dir + f;
-      return {};
-    }
-  return {dir + "stories260K.bin", dir + "tok512.bin"};
-}
-
-#define KVP_REQUIRE_STORIES(var)          \
-  std::string why_##var;                  \
-  const Stories var = find_stories(&why_##var); \
-  if (var.model.empty()) FAIL() << why_##var
-
-// Prompts of very different lengths (a single word up to a long sentence), so a batch prefills
-// slices of different sizes and its sequences sit at different positions while decoding.
-std::vector<Prompt> mixed_prompts() {
-  return {{"p0", "Once"},
-          {"p1", "The little girl found a shiny red ball in the garden and she wanted to show it to her mom, so"},
-          {"p2", "Tom and Sam"},
-          {"p3", "One day, a big dog"},
-          {"p4", "The sun was hot. The cat slept under the old tree near the river while the birds sang"}};
-}
 
 // A compare of the mixed prompts, fp16, 2 threads, with the given SPECs and sweep samplers.
 CompareOptions spec_compare(const Stories& s, const std::string& out, KernelPolicy pol, const std::string& baseline,
@@ -92,25 +58,6 @@ CompareOptions batch_compare(const Stories& s, const std::string& out, KernelPol
   return spec_compare(s, out, pol, "cache=on", fmt::format("batch-size={}", batch_size), std::move(samplers));
 }
 
-SamplerConfig top_p() {
-  SamplerConfig sm;
-  sm.kind = SamplerKind::TopP;
-  sm.top_p = 0.9;
-  sm.temperature = 0.8;
-  return sm;
-}
-
-std::string usage_error(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    EXPECT_EQ(e.kind(), ErrorKind::Usage) << e.what();
-    return e.what();
-  }
-  ADD_FAILURE() << "no usage error";
-  return "";
-}
-
 // Every teacher-forced metric array of a results folder, by record key.
 std::map<std::string, nlohmann::json> teacher_forced(const std::string& dir) {
   std::map<std::string, nlohmann::json> m;
@@ -124,12 +71,6 @@ std::map<std::string, nlohmann::json> by_key(const std::string& dir) {
     m[r["prompt_id"].get<std::string>() + "\n" + r["condition"].get<std::string>()] = r;
   return m;
 }
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 
 TEST(RunSpec, ParsesEveryKeyAndResolvesAgainstTheCommandsOptions) {
   const RunSpec s = RunSpec::parse(" kv-dtype=q8_0, cache=on ,threads=2,batch-size=4,prefill-chunk=16,kernels=invariant,"
@@ -440,132 +381,6 @@ TEST(LabCompareSpecs, StandardPolicyBatchFieldsAreConsistent) {
   EXPECT_DOUBLE_EQ(c["sequence_divergence_rate"].get<double>(), diverged / 5.0);
   EXPECT_DOUBLE_EQ(c["logit_difference_rate"].get<double>(), logits_differ / 5.0);
   EXPECT_EQ(c["max_abs_logit_diff"]["max"].get<double>(), max_diff);
-}
-
-// The generator's teacher forcing: a run forced along its own free-running tokens is that run; a
-// forced run takes exactly the given tokens and ends with them; with cache OFF, skipped steps leave
-// the later rows unchanged; forced batches equal forced solo runs (invariant kernels); and bad
-// forcing is refused.
-TEST(TeacherForcing, ForcedRunsTakeTheGivenTokensAndSkippedStepsChangeNothing) {
-  KVP_REQUIRE_STORIES(s);
-  const Checkpoint ck = open_checkpoint(s.model);
-  std::shared_ptr<const Model> model(Model::from_checkpoint(ck, DType::F16));
-  EngineOptions eo;
-  eo.kernels = KernelPolicy::Invariant;
-  Engine engine(model, eo);
-  const std::vector<int> prompt = {1, 403, 407, 261, 378};
-  GenerationConfig g;
-  g.max_new_tokens = 12;
-  g.sampler = top_p();
-  g.seed = 3;
-  g.sequence_id = 9;
-  g.stop_at_eos = false;
-  StepLogits free_logits, forced_logits;
-  auto into = [](StepLogits& l) { return [&l](const StepInfo& st) { l.emplace_back(st.logits, st.logits + st.vocab); }; };
-  const auto free_run = engine.generate(prompt, g, nullptr, into(free_logits));
-  g.forced_tokens = {free_run.output_ids};
-  const auto again = engine.generate(prompt, g, nullptr, into(forced_logits));
-  EXPECT_EQ(again.output_ids, free_run.output_ids);
-  EXPECT_EQ(forced_logits, free_logits);
-
-  // Arbitrary tokens, fewer than max_new_tokens: the run takes them and ends.
-  const std::vector<int> path = {5, 17, 300, 2, 44, 44, 9};
-  g.forced_tokens = {path};
-  StepLogits on, off, skipped;
-  const auto on_run = engine.generate(prompt, g, nullptr, into(on));
-  EXPECT_EQ(on_run.output_ids, path);
-  EXPECT_EQ(on_run.stop_reason, "forced_end");
-  g.cache = CacheMode::Off;
-  engine.generate(prompt, g, nullptr, into(off));
-  EXPECT_EQ(off, on);  // invariant kernels: cache ON == OFF along any trajectory
-  g.forced_skip = 4;
-  const auto skip_run = engine.generate(prompt, g, nullptr, into(skipped));
-  EXPECT_EQ(skip_run.output_ids, path);
-  ASSERT_EQ(skipped.size(), path.size() - 4);
-  for (size_t i = 0; i < skipped.size(); ++i) EXPECT_EQ(skipped[i], off[4 + i]) << "step " << 4 + i;
-
-  // A forced batch is its members' forced solo runs.
-  g.cache = CacheMode::On;
-  g.forced_skip = 0;
-  const std::vector<std::vector<int>> prompts = {prompt, {1, 22}, {1, 99, 98, 97, 96, 95, 94}};
-  const std::vector<std::vector<int>> paths = {path, {7, 7}, {100, 101, 102, 103, 104}};
-  g.forced_tokens = paths;
-  std::vector<StepLogits> batched(3);
-  const auto res = engine.generate_batch(prompts, {11, 12, 13}, g, nullptr, [&](int b, const StepInfo& st) {
-    batched[size_t(b)].emplace_back(st.logits, st.logits + st.vocab);
-  });
-  for (size_t b = 0; b < 3; ++b) {
-    EXPECT_EQ(res[b].output_ids, paths[b]);
-    GenerationConfig solo = g;
-    solo.forced_tokens = {paths[b]};
-    solo.sequence_id = 11 + b;
-    StepLogits one;
-    engine.generate(prompts[b], solo, nullptr, into(one));
-    EXPECT_EQ(one, batched[b]) << "sequence " << b;
-  }
-
-  GenerationConfig bad = g;
-  bad.forced_tokens = {{model->config.vocab_size}};
-  EXPECT_NE(usage_error([&] { engine.generate(prompt, bad, nullptr); }).find("outside the vocabulary"),
-            std::string::npos);
-  bad.forced_tokens = {path};
-  bad.forced_skip = 2;  // cache ON needs every step
-  EXPECT_NE(usage_error([&] { engine.generate(prompt, bad, nullptr); }).find("cache OFF"), std::string::npos);
-  bad.forced_tokens = {path, path};
-  bad.forced_skip = 0;
-  EXPECT_NE(usage_error([&] { engine.generate(prompt, bad, nullptr); }).find("2 forced trajectories"),
-            std::string::npos);
-}
-
-// eval gsm8k's flips keep no logits: teacher_force_choices gives, at every step, exactly the token
-// the same draw picks from teacher_force's logits (shared steps from the free run's own tokens,
-// the rest from forced runs), for cache-OFF, cache-ON and batched baselines and both samplers.
-TEST(TeacherForcing, ChoicesAreTheForcedLogitsSampledWithTheSameDraws) {
-  KVP_REQUIRE_STORIES(s);
-  const Checkpoint ck = open_checkpoint(s.model);
-  std::shared_ptr<const Model> model(Model::from_checkpoint(ck, DType::F16));
-  RunDefaults d;
-  d.dtype = DType::F16;
-  d.kernels = KernelPolicy::Standard;
-  d.threads = 2;
-  const auto tok = tokenizer_for_model(*model, s.tokenizer);
-  std::vector<SidePrompt> group;
-  for (const auto& p : mixed_prompts()) group.push_back({tok->encode(p.text, true), 100 + group.size()});
-  auto want = [](size_t i) { return i != 2; };  // an unwanted prompt gets nothing
-  SideRunner cand(RunSpec::parse("kv-dtype=fp8_e4m3", "--candidate").resolve(d), model);
-  int forced_steps_differ = 0;
-  for (const char* base_spec : {"cache=off", "cache=on", "cache=on,batch-size=3", "cache=off,batch-size=2"}) {
-    for (const SamplerConfig& sampler : {SamplerConfig{}, top_p()}) {
-      SCOPED_TRACE(std::string(base_spec) + " " + sampler.describe());
-      SideRunner base(RunSpec::parse(base_spec, "--baseline").resolve(d), model);
-      GenerationConfig g;
-      g.max_new_tokens = 16;
-      g.sampler = sampler;
-      g.seed = 7;
-      g.stop_at_eos = false;
-      const auto cand_runs = cand.generate(group, g, tok.get(), want, false);
-      const auto plain = base.generate(group, g, tok.get(), want, false);
-      auto with_logits = base.generate(group, g, tok.get(), want, true);
-      const auto choices = base.teacher_force_choices(group, g, tok.get(), cand_runs, plain, want);
-      const auto logits = base.teacher_force(group, g, tok.get(), cand_runs, with_logits, want);
-      ASSERT_EQ(choices.size(), group.size());
-      for (size_t i = 0; i < group.size(); ++i) {
-        if (!want(i)) {
-          EXPECT_TRUE(choices[i].empty());
-          continue;
-        }
-        ASSERT_EQ(choices[i].size(), cand_runs[i].trajectory.size()) << i;
-        ASSERT_EQ(logits[i].size(), choices[i].size()) << i;
-        for (size_t t = 0; t < choices[i].size(); ++t) {
-          const double u = uniform_at(g.seed, group[i].sequence_id, t);
-          EXPECT_EQ(choices[i][t], sample_token(logits[i][t].data(), int(logits[i][t].size()), sampler, u))
-              << "prompt " << i << " step " << t;
-          forced_steps_differ += choices[i][t] != cand_runs[i].trajectory[t];
-        }
-      }
-    }
-  }
-  EXPECT_GT(forced_steps_differ, 0) << "no flip anywhere: the forced runs were never exercised";
 }
 
 // Both SPECs overriding the swept key would run the same comparison twice: refused.
