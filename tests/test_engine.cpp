@@ -10,16 +10,16 @@
 #include "lab/path_comparison.h"
 #include "model/checkpoint_export.h"
 #include "model/model.h"
+#include "reference_files.h"
 #include "runtime/generator.h"
 #include "test_util.h"
 
 namespace kvp {
 namespace {
 
-nlohmann::json read_json(const std::string& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
+using test::HiddenCapture;
+using test::read_f32;
+using test::read_json;
 
 struct GoldenCase {
   std::vector<int> prompt, full;  // full = prompt + generated (llama2.c run.c ids incl. BOS)
@@ -100,32 +100,6 @@ INSTANTIATE_TEST_SUITE_P(RealModels, Golden,
                                            std::make_tuple("stories260K", "hf"),
                                            std::make_tuple("aidreams260K", "aidreams260K.bin"),
                                            std::make_tuple("aidreams260K", "hf")));
-
-// Reads a raw little-endian float32 file.
-std::vector<float> read_f32(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  const auto size = in.tellg();
-  std::vector<float> v(static_cast<size_t>(size) / 4);
-  in.seekg(0);
-  in.read(reinterpret_cast<char*>(v.data()), size);
-  return v;
-}
-
-class HiddenCapture final : public ForwardHooks {
- public:
-  HiddenCapture(int n_layers, int rows, int dim) : n_layers_(n_layers), rows_(rows), dim_(dim),
-                                                   data(size_t(n_layers + 1) * rows * dim) {}
-  void on(const HookSite& s, float* d) override {
-    int slot = -1;
-    if (s.point == HookPoint::Embed) slot = 0;
-    if (s.point == HookPoint::ResidPost && s.layer < n_layers_ - 1) slot = s.layer + 1;
-    if (s.point == HookPoint::FinalNorm) slot = n_layers_;
-    if (s.point == HookPoint::ResidPost && s.layer == n_layers_ - 1) last_layer.assign(d, d + size_t(s.rows) * dim_);
-    if (slot >= 0) std::copy(d, d + size_t(s.rows) * dim_, data.begin() + (size_t(slot) * rows_ + s.start_pos) * dim_);
-  }
-  int n_layers_, rows_, dim_;
-  std::vector<float> data, last_layer;
-};
 
 TEST(HfReference, LlamaFp32LogitsAndHiddenStatesMatchTransformers) {
   KVP_REQUIRE_SHARED(dir, "reference/llama");
