@@ -17,8 +17,6 @@
 namespace kvp {
 namespace {
 
-using test::HiddenCapture;
-using test::read_f32;
 using test::read_json;
 
 struct GoldenCase {
@@ -100,67 +98,6 @@ INSTANTIATE_TEST_SUITE_P(RealModels, Golden,
                                            std::make_tuple("stories260K", "hf"),
                                            std::make_tuple("aidreams260K", "aidreams260K.bin"),
                                            std::make_tuple("aidreams260K", "hf")));
-
-TEST(HfReference, LlamaFp32LogitsAndHiddenStatesMatchTransformers) {
-  KVP_REQUIRE_SHARED(dir, "reference/llama");
-  auto model = Model::load(dir, DType::F32);
-  const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
-  const auto ref_logits = read_f32(dir + "/logits.f32");
-  const auto ref_hidden = read_f32(dir + "/hidden.f32");
-  const auto ref_last = read_f32(dir + "/last_layer_out.f32");
-  const ModelConfig& c = model->config;
-  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
-    EngineOptions eo;
-    eo.kernels = pol;
-    Engine engine(model, eo);
-    HiddenCapture cap(c.n_layers, int(tokens.size()), c.dim);
-    ForwardOptions fo;
-    fo.hooks = &cap;
-    const float* logits = engine.forward(tokens.data(), int(tokens.size()), 0, fo);
-    ASSERT_EQ(ref_logits.size(), tokens.size() * size_t(c.vocab_size));
-    double dl = 0, dh = 0, dlast = 0;
-    for (size_t i = 0; i < ref_logits.size(); ++i) dl = std::max(dl, double(std::fabs(logits[i] - ref_logits[i])));
-    ASSERT_EQ(ref_hidden.size(), cap.data.size());
-    for (size_t i = 0; i < ref_hidden.size(); ++i) dh = std::max(dh, double(std::fabs(cap.data[i] - ref_hidden[i])));
-    for (size_t i = 0; i < ref_last.size(); ++i) dlast = std::max(dlast, double(std::fabs(cap.last_layer[i] - ref_last[i])));
-    EXPECT_LE(dl, 1e-4) << "logits, policy " << policy_name(pol);
-    EXPECT_LE(dh, 1e-4) << "hidden states, policy " << policy_name(pol);
-    EXPECT_LE(dlast, 1e-4) << "last layer output, policy " << policy_name(pol);
-  }
-}
-
-TEST(HfReference, LlamaCachedStepAndGenerationsMatchTransformers) {
-  KVP_REQUIRE_SHARED(dir, "reference/llama");
-  auto model = Model::load(dir, DType::F32);
-  const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
-  const auto step_ref = read_f32(dir + "/step_logits.f32");
-  Engine engine(model, EngineOptions{});
-  engine.forward(tokens.data(), int(tokens.size()) - 1, 0, ForwardOptions{});
-  const float* step = engine.forward(tokens.data() + tokens.size() - 1, 1, int(tokens.size()) - 1, ForwardOptions{});
-  double d = 0;
-  for (size_t i = 0; i < step_ref.size(); ++i) d = std::max(d, double(std::fabs(step[i] - step_ref[i])));
-  EXPECT_LE(d, 1e-4);
-
-  const auto gen = read_json(dir + "/generate.json");
-  const auto prompt = gen["prompt"].get<std::vector<int>>();
-  const auto gen_logits = read_f32(dir + "/gen_logits.f32");
-  for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
-    EngineOptions eo;
-    Engine e(model, eo);
-    GenerationConfig g;
-    g.max_new_tokens = gen["max_new_tokens"].get<int>();
-    g.cache = mode;
-    g.stop_at_eos = false;
-    double worst = 0;
-    const auto r = e.generate(prompt, g, nullptr, [&](const StepInfo& s) {
-      for (int v = 0; v < s.vocab; ++v)
-        worst = std::max(worst, double(std::fabs(s.logits[v] - gen_logits[size_t(s.step) * s.vocab + v])));
-    });
-    const char* key = mode == CacheMode::On ? "new_tokens_use_cache_true" : "new_tokens_use_cache_false";
-    EXPECT_EQ(r.output_ids, gen[key].get<std::vector<int>>()) << key;
-    EXPECT_LE(worst, 1e-4) << key;
-  }
-}
 
 TEST(CachePaths, Fp32ReferencePolicyAgreesWithinOneEMinus5) {
   KVP_REQUIRE_SHARED(path, "models/stories260K/stories260K.bin");

@@ -1,9 +1,10 @@
 // Model families (issue 4): Llama, Mistral, Gemma-2 and Qwen2.
-//  - Hugging Face reference outputs (../shared/reference/<family>): fp32 logits / hidden states /
+//  - Hugging Face reference outputs (../shared/reference/<family>): fp32 logits / hidden states (1 and 2 threads) /
 //    cached step / greedy generations on both paths, and a bf16 plausibility bound;
 //  - every family x {HF dir, GGUF written by `kvparity synth`} x {cache on, off} x {fp32, bf16, fp16};
 //  - export + reload round-trips bitwise; sliding-window equivalence between the cache paths for
 //    sequences longer than the window; rope_scaling (linear, llama3); refusals naming the field.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -56,27 +57,29 @@ TEST_P(FamilyReference, Fp32LogitsAndHiddenStatesMatchTransformers) {
   const auto ref_hidden = read_f32(dir + "/hidden.f32");
   const auto ref_last = read_f32(dir + "/last_layer_out.f32");
   const ModelConfig& c = model->config;
-  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
-    EngineOptions eo;
-    eo.kernels = pol;
-    eo.threads = 2;
-    Engine engine(model, eo);
-    HiddenCapture cap(c.n_layers, int(tokens.size()), c.dim);
-    ForwardOptions fo;
-    fo.hooks = &cap;
-    const float* logits = engine.forward(tokens.data(), int(tokens.size()), 0, fo);
-    ASSERT_EQ(ref_logits.size(), tokens.size() * size_t(c.vocab_size));
-    ASSERT_EQ(ref_hidden.size(), cap.data.size());
-    ASSERT_EQ(ref_last.size(), cap.last_layer.size());
-    const double dl = max_abs_diff(logits, ref_logits.data(), ref_logits.size());
-    const double dh = max_abs_diff(cap.data.data(), ref_hidden.data(), ref_hidden.size());
-    const double dlast = max_abs_diff(cap.last_layer.data(), ref_last.data(), ref_last.size());
-    std::printf("[ measured ] %s fp32 %s: max|dlogits| %.3g, max|dhidden| %.3g, last layer %.3g\n", fam.c_str(),
-                policy_name(pol).c_str(), dl, dh, dlast);
-    EXPECT_LE(dl, 1e-4) << fam << " logits, policy " << policy_name(pol);
-    EXPECT_LE(dh, 1e-4) << fam << " hidden states, policy " << policy_name(pol);
-    EXPECT_LE(dlast, 1e-4) << fam << " last layer output, policy " << policy_name(pol);
-  }
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant})
+    for (int threads : {1, 2}) {
+      EngineOptions eo;
+      eo.kernels = pol;
+      eo.threads = threads;
+      Engine engine(model, eo);
+      HiddenCapture cap(c.n_layers, int(tokens.size()), c.dim);
+      ForwardOptions fo;
+      fo.hooks = &cap;
+      const float* logits = engine.forward(tokens.data(), int(tokens.size()), 0, fo);
+      ASSERT_EQ(ref_logits.size(), tokens.size() * size_t(c.vocab_size));
+      ASSERT_EQ(ref_hidden.size(), cap.data.size());
+      ASSERT_EQ(ref_last.size(), cap.last_layer.size());
+      const double dl = max_abs_diff(logits, ref_logits.data(), ref_logits.size());
+      const double dh = max_abs_diff(cap.data.data(), ref_hidden.data(), ref_hidden.size());
+      const double dlast = max_abs_diff(cap.last_layer.data(), ref_last.data(), ref_last.size());
+      std::printf("[ measured ] %s fp32 %s, %d threads: max|dlogits| %.3g, max|dhidden| %.3g, last layer %.3g\n",
+                  fam.c_str(), policy_name(pol).c_str(), threads, dl, dh, dlast);
+      const std::string run = fmt::format("{}, policy {}, {} threads", fam, policy_name(pol), threads);
+      EXPECT_LE(dl, 1e-4) << run << ": logits";
+      EXPECT_LE(dh, 1e-4) << run << ": hidden states";
+      EXPECT_LE(dlast, 1e-4) << run << ": last layer output";
+    }
 }
 
 TEST_P(FamilyReference, Fp32CachedStepAndGreedyGenerationsMatchTransformers) {
