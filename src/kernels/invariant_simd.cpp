@@ -5,6 +5,8 @@
 // the reduction length (K, head_dim, the row's key range) and nothing else. Tiles of different
 // shapes exist only to use the registers well; each tile runs, per output, exactly the chain the
 // contract in invariant_simd.h describes, so any tile shape yields the same bits.
+#include "kernels/invariant_simd.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,9 +15,9 @@
 
 #include "core/dtype.h"
 #include "kernels/dequant_rows.h"
-#include "kernels/invariant_simd.h"
 #include "kernels/kernels.h"
 #include "kernels/prefetch_rows.h"
+#include "kernels/unroll.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/invariant_simd.cpp"
@@ -128,45 +130,47 @@ HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, c
   for (int r = 0; r < R; ++r) xp[r] = xs[r];
   for (int c = 0; c < C; ++c) wp[c] = ws[c];
   VF acc[R][C];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < R; ++r) {
+    KVP_UNROLL(16)
     for (int c = 0; c < C; ++c) acc[r][c] = hn::Zero(d);
+  }
   for (size_t v = 0; v < nv; ++v) {
     const size_t k = v * L;
     VF xv[R];
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(d, xp[r] + k);
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int c = 0; c < C; ++c) {
       const VF w = LoadF(d, wp[c] + k);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int r = 0; r < R; ++r) acc[r][c] = hn::MulAdd(xv[r], w, acc[r][c]);
     }
   }
   if (tail > 0) {
     VF xv[R];
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(d, xtails[r]);
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int c = 0; c < C; ++c) {
       const VF w = hn::Load(d, wtails + size_t(c) * L);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int r = 0; r < R; ++r) acc[r][c] = hn::MulAdd(xv[r], w, acc[r][c]);
     }
   }
   if (C == 1) {
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int r = 0; r < R; ++r) out[size_t(r) * out_stride] = Reduce(d, acc[r][0]);
     return;
   }
   // Through memory, so that no accumulator is ever indexed at run time (which would keep them
   // all on the stack during the loop above).
   HWY_ALIGN float spill[R * C * kMaxLanes];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < R; ++r) {
+    KVP_UNROLL(16)
     for (int c = 0; c < C; ++c) hn::Store(acc[r][c], d, spill + size_t(r * C + c) * L);
+  }
   VF v[kMaxLanes];
   for (int r = 0; r < R; ++r)
     for (size_t c0 = 0; c0 < size_t(C); c0 += L) {
@@ -335,28 +339,30 @@ HWY_INLINE void BlockTile(const float* xp, const float* wp, size_t kvn, float* a
   const DF d;
   const size_t L = hn::Lanes(d);
   VF acc[kBR][kBC];
-#pragma GCC unroll 16
-  for (int r = 0; r < kBR; ++r)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < kBR; ++r) {
+    KVP_UNROLL(16)
     for (int c = 0; c < kBC; ++c)
       acc[r][c] = first ? hn::Zero(d) : hn::Load(d, accb + size_t(r) * acc_stride + size_t(c) * L);
+  }
   for (size_t v = 0; v < kvn; ++v) {
     VF xv[kBR];
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int r = 0; r < kBR; ++r) xv[r] = hn::Load(d, xp + size_t(r) * L);
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int c = 0; c < kBC; ++c) {
       const VF w = hn::Load(d, wp + size_t(c) * L);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int r = 0; r < kBR; ++r) acc[r][c] = hn::MulAdd(xv[r], w, acc[r][c]);
     }
     xp += kBR * L;
     wp += kBC * L;
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < kBR; ++r)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < kBR; ++r) {
+    KVP_UNROLL(16)
     for (int c = 0; c < kBC; ++c) hn::Store(acc[r][c], d, accb + size_t(r) * acc_stride + size_t(c) * L);
+  }
 }
 
 size_t BlockedScratchFloats(size_t M, size_t K) {

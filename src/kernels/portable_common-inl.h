@@ -16,6 +16,7 @@
 #include "hwy/highway.h"
 #include "kernels/portable_simd.h"
 #include "kernels/simd_common-inl.h"
+#include "kernels/unroll.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvp::psimd {
@@ -224,60 +225,65 @@ HWY_INLINE void DirectTile(const float* const* xs, const float* const* xtails, c
       for (size_t i = 0; i < tail; ++i) wtails[size_t(c) * kLanes + i] = ScalarF(ws[c] + nv * kLanes + i);
   }
   VF acc[R][C][kSub];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < R; ++r) {
+    KVP_UNROLL(16)
+    for (int c = 0; c < C; ++c) {
+      KVP_UNROLL(16)
       for (size_t s = 0; s < kSub; ++s) acc[r][c][s] = hn::Zero(d);
+    }
+  }
   for (size_t v = 0; v < nv; ++v) {
     const size_t k = v * kLanes;
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (size_t s = 0; s < kSub; ++s) {
       VF xv[R];
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(d, xs[r] + k + s * kL);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int c = 0; c < C; ++c) {
         const VF w = LoadF(d, ws[c] + k + s * kL);
-#pragma GCC unroll 16
+        KVP_UNROLL(16)
         for (int r = 0; r < R; ++r) acc[r][c][s] = Fma(xv[r], w, acc[r][c][s]);
       }
     }
   }
   if (tail > 0) {
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (size_t s = 0; s < kSub; ++s) {
       VF xv[R];
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int r = 0; r < R; ++r) xv[r] = hn::LoadU(d, xtails[r] + s * kL);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int c = 0; c < C; ++c) {
         const VF w = hn::Load(d, wtails + size_t(c) * kLanes + s * kL);
-#pragma GCC unroll 16
+        KVP_UNROLL(16)
         for (int r = 0; r < R; ++r) acc[r][c][s] = Fma(xv[r], w, acc[r][c][s]);
       }
     }
   }
 #if KVP_PORTABLE_TREE4
   if constexpr (C % 4 == 0) {
-#pragma GCC unroll 16
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
+    for (int r = 0; r < R; ++r) {
+      KVP_UNROLL(16)
       for (int c = 0; c < C; c += 4)
         Tree4(Level1(acc[r][c]), Level1(acc[r][c + 1]), Level1(acc[r][c + 2]), Level1(acc[r][c + 3]),
               out + size_t(r) * out_stride + size_t(c));
+    }
     return;
   }
 #endif
   // Through memory, so that no accumulator's address is taken while the loop above runs.
   HWY_ALIGN float spill[R * C * kLanes];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
-    for (int c = 0; c < C; ++c)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < R; ++r) {
+    KVP_UNROLL(16)
+    for (int c = 0; c < C; ++c) {
+      KVP_UNROLL(16)
       for (size_t s = 0; s < kSub; ++s) hn::Store(acc[r][c][s], d, spill + size_t(r * C + c) * kLanes + s * kL);
+    }
+  }
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) out[size_t(r) * out_stride + size_t(c)] = Tree(spill + size_t(r * C + c) * kLanes);
 }

@@ -17,6 +17,7 @@
 
 #include "kernels/portable_parts.h"
 #include "kernels/prefetch_rows.h"
+#include "kernels/unroll.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/portable_gemm_blocked.cpp"
@@ -93,28 +94,30 @@ void PackW(const WT* W, size_t K, size_t row0, size_t rows, size_t kv0, size_t k
 HWY_INLINE void BlockTile(const float* xp, const float* wp, size_t kvn, float* accb, size_t acc_stride, bool first) {
   const DF d;
   VF acc[kBR][kBC];
-#pragma GCC unroll 16
-  for (int r = 0; r < kBR; ++r)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < kBR; ++r) {
+    KVP_UNROLL(16)
     for (int c = 0; c < kBC; ++c)
       acc[r][c] = first ? hn::Zero(d) : hn::Load(d, accb + size_t(r) * acc_stride + size_t(c) * kLanes);
+  }
   for (size_t v = 0; v < kvn; ++v) {
     VF xv[kBR];
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int r = 0; r < kBR; ++r) xv[r] = hn::Load(d, xp + size_t(r) * kL);
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int c = 0; c < kBC; ++c) {
       const VF w = hn::Load(d, wp + size_t(c) * kL);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int r = 0; r < kBR; ++r) acc[r][c] = Fma(xv[r], w, acc[r][c]);
     }
     xp += kBR * kL;
     wp += kBC * kL;
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < kBR; ++r)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < kBR; ++r) {
+    KVP_UNROLL(16)
     for (int c = 0; c < kBC; ++c) hn::Store(acc[r][c], d, accb + size_t(r) * acc_stride + size_t(c) * kLanes);
+  }
 }
 
 size_t BlockedScratchFloats(size_t M, size_t K) { return kNB * kKC + round_up(M, kBR) * kNB * kLanes + kL; }

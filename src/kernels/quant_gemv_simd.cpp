@@ -12,6 +12,7 @@
 #include "core/dtype.h"
 #include "core/quant.h"
 #include "kernels/simd_ops.h"
+#include "kernels/unroll.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/quant_gemv_simd.cpp"
@@ -106,10 +107,10 @@ HWY_INLINE void Tile(const float* x, const uint8_t* const* rows, size_t b0, size
   for (size_t b = b0; b < b1; ++b) {
     const float* xb = x + b * Fmt::kElems;
     for (size_t s = 0; s < S; ++s) Fmt::Prepare(rows[s] + b * Fmt::kBytes, st[s]);
-#pragma GCC unroll 32
+    KVP_UNROLL(32)
     for (size_t j = 0; j < Fmt::kElems; j += 2 * L) {
       const VF x0 = hn::LoadU(d, xb + j), x1 = hn::LoadU(d, xb + j + L);
-#pragma GCC unroll 4
+      KVP_UNROLL(4)
       for (size_t s = 0; s < S; ++s) {
         const uint8_t* blk = rows[s] + b * Fmt::kBytes;
         acc0[s] = hn::MulAdd(x0, Fmt::Load(blk, st[s], j), acc0[s]);

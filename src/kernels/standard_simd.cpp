@@ -10,6 +10,7 @@
 #include "kernels/dequant_rows.h"
 #include "kernels/kernels.h"
 #include "kernels/simd_ops.h"
+#include "kernels/unroll.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/standard_simd.cpp"
@@ -48,30 +49,31 @@ HWY_INLINE void DotTile(const float* const* xs, const WT* const* ws, size_t k0, 
   const DF d;
   const size_t L = hn::Lanes(d);
   VF acc0[R][C], acc1[R][C];
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < R; ++r) {
+    KVP_UNROLL(16)
     for (int c = 0; c < C; ++c) acc0[r][c] = acc1[r][c] = hn::Zero(d);
+  }
   size_t k = k0;
   for (; k + 2 * L <= k1; k += 2 * L) {
     VF w0[C], w1[C];
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int c = 0; c < C; ++c) {
       w0[c] = LoadF(d, ws[c] + k);
       w1[c] = LoadF(d, ws[c] + k + L);
     }
     if (pf != nullptr) {
       // 2L elements are 64 bytes in 16-bit types on AVX-512 (one line per step), more in fp32.
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int c = 0; c < C; ++c)
         for (size_t b = 0; b < 2 * L * sizeof(WT); b += 64)
           __builtin_prefetch(reinterpret_cast<const char*>(pf[c] + k) + b, 0, 3);
     }
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int r = 0; r < R; ++r) {
       const VF x0 = hn::LoadU(d, xs[r] + k);
       const VF x1 = hn::LoadU(d, xs[r] + k + L);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int c = 0; c < C; ++c) {
         acc0[r][c] = hn::MulAdd(x0, w0[c], acc0[r][c]);
         acc1[r][c] = hn::MulAdd(x1, w1[c], acc1[r][c]);
@@ -79,22 +81,23 @@ HWY_INLINE void DotTile(const float* const* xs, const WT* const* ws, size_t k0, 
     }
   }
   if (k + L <= k1) {
-#pragma GCC unroll 16
+    KVP_UNROLL(16)
     for (int c = 0; c < C; ++c) {
       const VF w0 = LoadF(d, ws[c] + k);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (int r = 0; r < R; ++r) acc0[r][c] = hn::MulAdd(hn::LoadU(d, xs[r] + k), w0, acc0[r][c]);
     }
     k += L;
   }
-#pragma GCC unroll 16
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 16
+  KVP_UNROLL(16)
+  for (int r = 0; r < R; ++r) {
+    KVP_UNROLL(16)
     for (int c = 0; c < C; ++c) {
       float s = hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[r][c], acc1[r][c])));
       for (size_t kk = k; kk < k1; ++kk) s += xs[r][kk] * ScalarF(ws[c] + kk);
       out[r * out_row_stride + c] = s;
     }
+  }
 }
 
 // Decode streams W from memory once, so what matters is how the reads look to the hardware
@@ -268,29 +271,31 @@ HWY_INLINE void PackedTile(const float* xp, const float* wp, size_t kc, float* a
   const DF d;
   const size_t L = hn::Lanes(d);
   VF c[kNR][MV];
-#pragma GCC unroll 16
-  for (size_t i = 0; i < kNR; ++i)
-#pragma GCC unroll 4
+  KVP_UNROLL(16)
+  for (size_t i = 0; i < kNR; ++i) {
+    KVP_UNROLL(4)
     for (size_t v = 0; v < MV; ++v) c[i][v] = first ? hn::Zero(d) : hn::Load(d, acc + (i * MV + v) * L);
+  }
   for (size_t k0 = 0; k0 < kc; k0 += kPrefetchEvery) {
     const size_t k1 = std::min(kc, k0 + kPrefetchEvery);
     for (size_t k = k0; k < k1; ++k) {
       VF xv[MV];
-#pragma GCC unroll 4
+      KVP_UNROLL(4)
       for (size_t v = 0; v < MV; ++v) xv[v] = hn::Load(d, xp + (k * MV + v) * L);
-#pragma GCC unroll 16
+      KVP_UNROLL(16)
       for (size_t i = 0; i < kNR; ++i) {
         const VF b = hn::Set(d, wp[i * kc + k]);
-#pragma GCC unroll 4
+        KVP_UNROLL(4)
         for (size_t v = 0; v < MV; ++v) c[i][v] = hn::MulAdd(xv[v], b, c[i][v]);
       }
     }
     prefetch.upto(++step, steps);
   }
-#pragma GCC unroll 16
-  for (size_t i = 0; i < kNR; ++i)
-#pragma GCC unroll 4
+  KVP_UNROLL(16)
+  for (size_t i = 0; i < kNR; ++i) {
+    KVP_UNROLL(4)
     for (size_t v = 0; v < MV; ++v) hn::Store(c[i][v], d, acc + (i * MV + v) * L);
+  }
   if (!last) return;
   // Row by row: each x row's nr outputs are contiguous in y (the other order strides N floats per
   // store, a new line and often a new page each time: 5% of a 7B GEMM at M = 64).
@@ -506,7 +511,7 @@ float ReadSum(const float* p, size_t n) {
   VF a[kStreams][2];
   for (auto& s : a) s[0] = s[1] = hn::Zero(d);
   for (size_t i = 0; i < per; i += 2 * L) {
-#pragma GCC unroll 8
+    KVP_UNROLL(8)
     for (size_t s = 0; s < kStreams; ++s) {
       a[s][0] = hn::Add(a[s][0], hn::LoadU(d, p + s * per + i));
       a[s][1] = hn::Add(a[s][1], hn::LoadU(d, p + s * per + i + L));
