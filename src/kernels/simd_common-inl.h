@@ -1,6 +1,7 @@
 // Per-target SIMD helpers shared by the standard, invariant and portable kernels: exact widening
-// loads of fp32/fp16/bf16 and of KV cache rows, and the vector RNE rounding that matches round_to()
-// bit for bit.
+// loads of fp32/fp16/bf16 and of KV cache rows, the vector RNE rounding that matches round_to()
+// bit for bit, the P.V step of an attention tile, and the parts of an RMSNorm row that standard and
+// invariant share.
 // Included once per Highway target (the toggle guard below is Highway's -inl.h convention), after
 // hwy/highway.h, by files that go through foreach_target.h.
 #if defined(KVP_KERNELS_SIMD_COMMON_INL_H_) == defined(HWY_TARGET_TOGGLE)
