@@ -1,16 +1,15 @@
 // Tokenizer tests: llama2.c references, handmade tokenizer.json files (both styles), streaming
 // UTF-8, the synthetic vocabulary and malformed inputs.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstring>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
-#include <sys/stat.h>
-
-#include <nlohmann/json.hpp>
-
+#include "../fuzz/fuzz_targets.h"
 #include "core/error.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
@@ -365,33 +364,12 @@ TEST(TokenizerJson, MetaspacePreTokenizer) {
 
 // ---- handmade tokenizer.json: byte level ----------------------------------------------------------
 
-// Ids 0..255 are the GPT-2 characters of bytes 0..255, then Ġt he Ġthe in ca cat, <|endoftext|>.
+// Ids 0..255 are the GPT-2 characters of bytes 0..255, then Ġt he Ġthe in ca cat, <|endoftext|>
+// (262), 12 (263). The fuzz_tokenize target's tokenizer, so that what these tests pin down is what
+// the fuzzer runs.
 json byte_json() {
-  json vocab = json::object();
-  const auto& b2u = tok::byte_to_unicode();
-  auto ch = [&](uint8_t b) {
-    std::string s;
-    tok::append_utf8(s, b2u[b]);
-    return s;
-  };
-  for (int b = 0; b < 256; ++b) vocab[ch(uint8_t(b))] = b;
-  std::string G = ch(' ');
-  EXPECT_EQ(G, "\xC4\xA0");  // "Ġ"
-  vocab[G + "t"] = 256;
-  vocab["he"] = 257;
-  vocab[G + "the"] = 258;
-  vocab["in"] = 259;
-  vocab["ca"] = 260;
-  vocab["cat"] = 261;
-  vocab["12"] = 263;
-  json j;
-  j["added_tokens"] = json::array({{{"id", 262}, {"content", "<|endoftext|>"}, {"special", true}}});
-  j["normalizer"] = nullptr;
-  j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-  j["post_processor"] = {{"type", "ByteLevel"}};
-  j["decoder"] = {{"type", "ByteLevel"}};
-  j["model"] = {{"type", "BPE"}, {"vocab", vocab},
-                {"merges", {G + " t", "h e", G + "t he", "i n", "c a", "ca t", "1 2"}}};
+  json j = json::parse(fuzz::detail_tokenize::byte_level_json());
+  EXPECT_EQ(j["model"]["vocab"]["\xC4\xA0t"], 256);  // the space byte is "Ġ" (U+0120)
   return j;
 }
 
