@@ -130,6 +130,13 @@ struct KvTiles {
   const uint16_t* v;
   int key_end;
 
+  // KV head kvh of d's cache, through stages at the start of the block's dynamic shared memory.
+  __device__ static KvTiles of(uint16_t* smem, const AttnDesc& d, int kvh, int key_end) {
+    const size_t head = size_t(kvh) * d.capacity * HD;
+    return {reinterpret_cast<uint16_t(*)[2][kKeys][HD + kPad]>(smem), static_cast<const uint16_t*>(d.k) + head,
+            static_cast<const uint16_t*>(d.v) + head, key_end};
+  }
+
   __device__ void copy(int k0, int st) const {
     constexpr int kVecPerRow = HD / 8;
     for (int i = threadIdx.x; i < kKeys * kVecPerRow; i += THREADS) {
@@ -229,10 +236,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   const int last_row = min(d.n_rows, r0 + kRows) - 1;
   const int key_end = d.start_pos + last_row + 1;     // keys [.., key_end) hold this pass's data
   const int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
-  const size_t head_off = size_t(kvh) * d.capacity * HD;
-  const KvTiles<HD, STAGES, kThreads> tiles{reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem),
-                                            static_cast<const uint16_t*>(d.k) + head_off,
-                                            static_cast<const uint16_t*>(d.v) + head_off, key_end};
+  const auto tiles = KvTiles<HD, STAGES, kThreads>::of(smem, d, kvh, key_end);
   // Chunked: the running state, merged from each chunk's (m, l, o) as the walk leaves it; this
   // thread's o slots in shared memory after the K/V stages.
   float mra = kNegInf, mrb = kNegInf, lra = 0.0f, lrb = 0.0f;

@@ -135,10 +135,7 @@ __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* de
   for (int n = 0; n < 2 * kMine; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m = kNegInf, l = 0.0f;
 
-  const size_t head_off = size_t(kvh) * d.capacity * HD;
-  const KvTiles<HD, STAGES, kBlockThreads> tiles{reinterpret_cast<uint16_t(*)[2][kKeys][RS]>(smem),
-                                            static_cast<const uint16_t*>(d.k) + head_off,
-                                            static_cast<const uint16_t*>(d.v) + head_off, key_end};
+  const auto tiles = KvTiles<HD, STAGES, kBlockThreads>::of(smem, d, kvh, key_end);
   const int first = key_begin / kKeys * kKeys;
   tiles.start(first, tiles_end);
   for (int k0 = first, tile = 0; k0 < tiles_end; k0 += kKeys, ++tile) {
