@@ -150,6 +150,9 @@ void register_bench(CLI::App& app) {
                                             : cuda::programmatic_launch_available() ? "on"
                                                                                     : "asked for, unavailable here")
                                         << ", invariant GEMM kernel " << cuda::invariant_gemm_kernel()
+                                        << (cuda::invariant_gemm_kernel() == cuda::invariant_gemm_kernel_here()
+                                                ? std::string()
+                                                : " = " + cuda::invariant_gemm_kernel_here())
                                         << " (tile groups of " << cuda::gemm_tile_group() << ")"
                                         << ", standard decode splits of " << cuda::decode_split_keys() << "+ keys"
                                         << ", standard decode GEMMs on "

@@ -1,7 +1,8 @@
 // The GPU's matmuls at Llama-2-7B's shapes, fp16 weights and activations, through the runtime's
 // Kernels interface: cuBLAS (`standard`), each kernel of the `invariant` policy's tensor-core GEMM
 // forced for every M (they give the same bits, so cuda_invariant_gemm_kernel.cuh's dispatch can
-// pick by speed alone; `invariant:auto` is that dispatch), and the `portable` CUDA-core GEMM.
+// pick by speed alone; `invariant:mma` is that dispatch, `invariant:auto` the family this GPU runs
+// by default: wgmma-tma+mma16b on an H100 or H200), and the `portable` CUDA-core GEMM.
 // M = 1..64 are decode steps, bound by reading W (GBps: weight bytes a second); larger M are
 // prefills, cache-OFF steps and big batches (TFLOPS). Registered only in a build with CUDA; where no
 // GPU opens, every row is skipped with the CUDA error. On the GPU machine, e.g.

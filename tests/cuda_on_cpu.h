@@ -22,6 +22,7 @@ struct HostLaunch {
 
 inline constexpr std::pair<cuda::invariant::GemmKernel, const char*> kMmaSyncGemmKernels[] = {
     {cuda::invariant::GemmKernel::Auto, "auto"},
+    {cuda::invariant::GemmKernel::Mma, "mma"},
     {cuda::invariant::GemmKernel::Ring, "ring"},
     {cuda::invariant::GemmKernel::Registers, "registers"},
     {cuda::invariant::GemmKernel::Pipelined, "pipelined"},

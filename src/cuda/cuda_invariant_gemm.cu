@@ -18,6 +18,7 @@ using invariant::GemmKernel;
 
 constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"auto", GemmKernel::Auto},
+    {"mma", GemmKernel::Mma},
     {"ring", GemmKernel::Ring},
     {"registers", GemmKernel::Registers},
     {"pipelined", GemmKernel::Pipelined},
@@ -86,24 +87,38 @@ std::atomic<GemmKernel>& chosen() {
   return k;
 }
 
-}  // namespace
-
-void set_invariant_gemm_kernel(const std::string& name) {
-  chosen() = parse_gemm_kernel(name, "invariant GEMM kernel");
+// What Auto stands for on this GPU. An H100 or H200 (the wgmma family's sm_90a code on a compute
+// capability 9.0 GPU): wgmma-tma+mma16b, the TMA wgmma kernel above 16 rows and mma.sync fed the
+// family's 16-k blocks up to 16, one family with its own bits for every M (the CUDA suite's
+// WgmmaGemmRow* and WgmmaFamilyHoldsTheBattery check it on the GPU). Chosen from the whole
+// passes on an H100 on 2026-11-27 (docs/performance.md), 7B shape, against standard: batch-1
+// decode 0.89-0.91x (the mma.sync family: 0.96x), batch-64 decode 1.00x (0.85x), prefill 512
+// 1.13x, a cache-OFF step 1.20x; the mma.sync family's batch-64 cache-OFF step of the GSM8K study
+// (12,800 rows) took 3.4x standard's, nearly all of it in its GEMMs. Elsewhere the mma.sync family.
+GemmKernel resolved(GemmKernel k) {
+  if (k != GemmKernel::Auto) return k;
+  static const GemmKernel here = wgmma_kernels_available() ? GemmKernel::WgmmaTmaMma16b : GemmKernel::Mma;
+  return here;
 }
-std::string invariant_gemm_kernel() {
-  const GemmKernel k = chosen();
+
+std::string name_of(GemmKernel k) {
   for (const auto& [n, v] : kGemmKernels)
     if (v == k) return n;
   return "auto";
 }
+
+}  // namespace
+
+void set_invariant_gemm_kernel(const std::string& name) { chosen() = parse_gemm_kernel(name, "invariant GEMM kernel"); }
+std::string invariant_gemm_kernel() { return name_of(chosen()); }
+std::string invariant_gemm_kernel_here() { return name_of(resolved(chosen())); }
 std::vector<std::string> invariant_gemm_kernels() {
   std::vector<std::string> v;
   for (const auto& [n, k] : kGemmKernels) v.emplace_back(n);
   return v;
 }
 
-int invariant_gemm_choice() { return int(chosen().load()); }
+int invariant_gemm_choice() { return int(resolved(chosen())); }
 
 int gemm_tile_group() {
   static const int group = env_int("KVPARITY_CUDA_TILE_GROUP", kTileGroup, 1, 64);
@@ -114,7 +129,7 @@ int gemm_tile_group() {
 // buffers the backend allocates aligned, so one pass never mixes the families); elsewhere the
 // mma.sync kernels, which then also serve rows without 16-byte loads.
 void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y) {
-  const GemmKernel k = chosen().load();
+  const GemmKernel k = resolved(chosen());
   if (invariant::is_wgmma(k) && rows_load_16_bytes(xh, W, K)) {
     if (!wgmma_kernels_available())
       fail_usage("invariant GEMM kernel '" + invariant_gemm_kernel() +

@@ -312,6 +312,10 @@ enum class GemmKernel : int {
   Tiles128x128,
   Tiles128x256,
   Tiles128x128k64,
+  // The mma.sync family's choice by M ("mma"): what Auto is wherever the wgmma family cannot run.
+  // Auto resolves to it or to WgmmaTmaMma16b in launch_invariant_gemm (cuda_invariant_gemm.cu);
+  // in this file both pick by M.
+  Mma,
   // The wgmma family (cuda_wgmma_gemm.cu, launched by cuda_invariant_gemm.cu): bits of its own.
   // Here, where it does not apply, the mma.sync family's Auto.
   Wgmma,
@@ -325,7 +329,8 @@ enum class GemmKernel : int {
   WgmmaTma,
   // In the wgmma family's order on mma.sync (KMap::Slots16, Blocks16), its bits where the hardware
   // sums an mma.sync's 16 products as a wgmma's (an H100 does): the register kernel for every M; or
-  // for decode-sized M (kMmaRows) beside wgmma-tma above it. Forced only, as yet.
+  // for decode-sized M (kMmaRows) beside wgmma-tma above it. WgmmaTmaMma16b is Auto on an H100 or
+  // H200 (cuda_invariant_gemm.cu says why); the others are forced only.
   WgmmaMma16,
   WgmmaMma16b,
   WgmmaTmaMma16,
@@ -369,7 +374,7 @@ constexpr KMap wgmma_order_map(GemmKernel k, int M) {
 template <int S, bool Vec, class Launch>
 void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N, GemmOut y,
              GemmKernel pick, int group) {
-  if (is_wgmma(pick)) pick = GemmKernel::Auto;
+  if (is_wgmma(pick) || pick == GemmKernel::Mma) pick = GemmKernel::Auto;
   if constexpr (Vec) {
     if (pick == GemmKernel::Auto)
       pick = M <= 64 ? GemmKernel::Registers : M <= 256 ? GemmKernel::Tiles64x128 : GemmKernel::Tiles128x128;

@@ -92,10 +92,11 @@ void set_standard_gemv(bool on);
 bool standard_gemv_on();
 bool programmatic_launch_available();
 
-// The `invariant` policy's tensor-core GEMM kernel: "auto" (chosen by M) or one forced for every
-// M ("ring", "registers", "pipelined", "tiles64x128", "tiles128x128", "tiles128x256",
-// "tiles128x128k64"); each gives the same bits, so this changes speed only (kvparity_bench's
-// cuda_matmul rows measure them). The wgmma family ("wgmma", chosen by M, or "wgmma64x32",
+// The `invariant` policy's tensor-core GEMM kernel: "auto" (on an H100 or H200 the wgmma family's
+// "wgmma-tma+mma16b", elsewhere "mma"), "mma" (the mma.sync family, chosen by M) or one of that
+// family forced for every M ("ring", "registers", "pipelined", "tiles64x128", "tiles128x128",
+// "tiles128x256", "tiles128x128k64"); each gives the mma.sync family's bits, so this changes speed
+// only (kvparity_bench's cuda_matmul rows measure them). The wgmma family ("wgmma", chosen by M, or "wgmma64x32",
 // "wgmma64x128", "wgmma128x128", "wgmma128x256" forced; "wgmma-tma", "wgmma-tma64x32", ... fed by
 // TMA) gives bits of its own, the same for every M and tile of it: choose it for a whole run, never
 // between the passes compared. "wgmma-mma16", "wgmma-mma16b" and "wgmma-mma16x" (mma.sync fed the
@@ -109,6 +110,8 @@ void set_invariant_gemm_kernel(const std::string& name);
 // as before 2026-11-26). Which block computes which tile: the same bits either way.
 int gemm_tile_group();
 std::string invariant_gemm_kernel();
+// The kernel the chosen one stands for here ("auto" resolved on this GPU; others as they are).
+std::string invariant_gemm_kernel_here();
 std::vector<std::string> invariant_gemm_kernels();
 // Whether the wgmma family ("wgmma", "wgmma64x32", ...: bits of its own, the same for every M)
 // can run here: sm_90a code on a compute capability 9.0 GPU. Forcing it elsewhere is refused at

@@ -45,6 +45,7 @@ bool programmatic_launch_on() { return false; }
 bool programmatic_launch_available() { return false; }
 void set_invariant_gemm_kernel(const std::string&) { refuse(); }
 std::string invariant_gemm_kernel() { return "auto"; }
+std::string invariant_gemm_kernel_here() { return "auto"; }
 std::vector<std::string> invariant_gemm_kernels() { return {}; }
 bool wgmma_kernels_available() { return false; }
 std::unique_ptr<Kernels> make_kernels(KernelPolicy) { refuse(); }

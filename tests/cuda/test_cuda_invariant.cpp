@@ -38,10 +38,23 @@ struct BackToDefaults {
   }
 };
 
+// What "auto" stands for on this GPU (the wgmma family's wgmma-tma+mma16b on an H100 or H200).
+std::string auto_gemm_here() {
+  const BackToDefaults back_to_defaults;
+  cuda::set_invariant_gemm_kernel("auto");
+  return cuda::invariant_gemm_kernel_here();
+}
+
 // A row of the tensor-core GEMM computed in a call of any M is the same bits, with every kernel of
 // the family forced, and close to the fp32 reference. wgmma: that family (an H100 or H200 only),
 // whose bits are its own; it also prints how many outputs differ from the mma.sync family's.
+// "auto" belongs to the family it stands for here.
 void check_gemm_rows(bool wgmma) {
+  const std::string auto_is = auto_gemm_here();
+  EXPECT_EQ(auto_is, cuda::wgmma_kernels_available() ? "wgmma-tma+mma16b" : "mma");
+  const auto in_wgmma_family = [&](const std::string& kernel) {
+    return (kernel == "auto" ? auto_is : kernel).rfind("wgmma", 0) == 0;
+  };
   auto ref = make_kernels(KernelPolicy::Reference, nullptr, Device::Cpu);
   std::mt19937 rng(21);
   const int kBig = 300, N = 300;
@@ -83,16 +96,16 @@ void check_gemm_rows(bool wgmma) {
           cuda::set_invariant_gemm_kernel("auto");
           return big;
         };
-        const std::vector<float> big = big_of(wgmma ? "wgmma" : "auto");
+        const std::vector<float> big = big_of(wgmma ? "wgmma" : "mma");
         if (wgmma && K % 8 == 0) {
-          const std::vector<float> other = big_of("auto");
+          const std::vector<float> other = big_of("mma");
           size_t differ = 0;
           for (size_t i = 0; i < big.size(); ++i) differ += std::memcmp(&big[i], &other[i], 4) != 0;
           std::printf("[ measured ] %s K %d: wgmma vs mma.sync family, %zu of %zu outputs differ\n",
                       std::string(dtype_name(act)).c_str(), K, differ, big.size());
         }
         for (const std::string& kernel : cuda::invariant_gemm_kernels()) {
-          if ((kernel.rfind("wgmma", 0) == 0) != wgmma) continue;
+          if (in_wgmma_family(kernel) != wgmma) continue;
           cuda::set_invariant_gemm_kernel(kernel);
           for (auto [m0, rows] : slices) {
             DeviceBuffer ds(Device::Cuda, size_t(rows) * N * 4);
@@ -179,8 +192,8 @@ TEST(CudaInvariant, BatteryHoldsAtWidthAndStandardFailsIt) {
 // too, on the wide model (the GEMMs at head_dim 128's widths, decode and prefill tiles both) and a
 // tiny one (K past the last whole 64-k stage); and with decode-sized rows on mma.sync fed the
 // family's groups (wgmma-tma+mma16: held on an H100, 2026-11-26; wgmma-tma+mma16x, the mma.sync
-// family's own loads with halves traded between lanes), which holds only if the hardware sums both
-// instructions alike.
+// family's own loads with halves traded between lanes; wgmma-tma+mma16b, two 8-byte loads, auto
+// there since 2026-11-27), which holds only if the hardware sums both instructions alike.
 TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
   KVP_REQUIRE_GPU();
   if (!cuda::wgmma_kernels_available()) GTEST_SKIP() << "no sm_90a code for this GPU";
@@ -188,7 +201,7 @@ TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
   const Checkpoint wide = test::wide_llama(&c);
   const Checkpoint tiny = synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32);
   const BackToDefaults back_to_defaults;
-  for (const std::string gemm : {"wgmma", "wgmma-tma+mma16", "wgmma-tma+mma16x"}) {
+  for (const std::string gemm : {"wgmma", "wgmma-tma+mma16", "wgmma-tma+mma16b", "wgmma-tma+mma16x"}) {
     cuda::set_invariant_gemm_kernel(gemm);
     for (const auto& [name, ck] : {std::pair{"wide", &wide}, std::pair{"tiny qwen2", &tiny}})
       for (DType dt : {DType::F16, DType::BF16}) {
@@ -199,6 +212,26 @@ TEST(CudaInvariant, WgmmaFamilyHoldsTheBattery) {
         EXPECT_EQ(inv.differing, 0) << name << " " << dtype_name(dt) << " " << gemm;
       }
   }
+}
+
+// The mma.sync family forced (auto wherever the wgmma family cannot run, so that on an H100 or H200,
+// where auto is the wgmma family, its battery still runs there too).
+TEST(CudaInvariant, MmaFamilyHoldsTheBattery) {
+  KVP_REQUIRE_GPU();
+  ModelConfig c;
+  const Checkpoint wide = test::wide_llama(&c);
+  const Checkpoint tiny = synthesize_checkpoint(synthetic_config("qwen2", "tiny"), DType::F32);
+  const BackToDefaults back_to_defaults;
+  cuda::set_invariant_gemm_kernel("mma");
+  for (const auto& [name, ck] : {std::pair{"wide", &wide}, std::pair{"tiny qwen2", &tiny}})
+    for (DType dt : {DType::F16, DType::BF16}) {
+      auto model = Model::from_checkpoint(*ck, dt);
+      test::Counts inv;
+      test::run_battery("cuda " + std::string(name) + " " + std::string(dtype_name(dt)) + " invariant (mma)", model,
+                        KernelPolicy::Invariant, test::greedy(), 24, true, true, inv, Device::Cuda);
+      EXPECT_EQ(inv.differing, 0) << name << " " << dtype_name(dt);
+      EXPECT_GT(inv.comparisons, 2);
+    }
 }
 
 // Past the attention's 128-key chunks (cuda_attention_mma_kernel.cuh: a decode step computes each
