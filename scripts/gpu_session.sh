@@ -16,7 +16,7 @@
 #   GSM8K_FLIPS (0: --no-flips),
 #   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
 #   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant), WGMMA_GEMMS (the
-#   wgmma stage's 7B runs: default "wgmma-tma+mma16x wgmma-tma+mma16b").
+#   wgmma stage's 7B runs: default "auto mma", the two families' defaults).
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
 #   each stage and on exit, so a call cut short still returns what finished) and the console to
 #   $OUT/session.txt.
@@ -36,6 +36,13 @@
 #   pass time against the host's loop, rows per second)
 #   (since 2026-11-27 invariant's decode attention runs four warps a chunk; the attention stage
 #   also times the one-warp block, KVPARITY_CUDA_SPLIT_WARPS=1, for the choice of default)
+#   On 2026-11-27 an H100 ran that call in 292 s, then on the warm machine `GSM8K_KERNELS=
+#   standard,invariant GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=500 ... gsm8k compare7b` (487 s: the
+#   standard half's two batches of 64 only). Since then invariant's auto on sm_90 is the wgmma
+#   family (wgmma-tma+mma16b; KVPARITY_CUDA_GEMM=mma the mma.sync family). Next:
+#     BUDGET_S=560 scripts/gpu_session.sh info tests study7b bench7b policies7b
+#   then on the warm machine, without the teacher-forced pass (issue 13's figure):
+#     GSM8K_KERNELS=standard,invariant GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=... gsm8k compare7b
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
 #   and every call's command starts with: mkdir -p .devbin && tar xJf .devbinz/bins.tar.xz -C .devbin &&
@@ -174,25 +181,23 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       fi ;;
     wgmma)
       # The wgmma family (KVPARITY_CUDA_GEMM=wgmma; its own bits): its tests, each tile against
-      # cuBLAS and the mma.sync kernels' auto at 7B shapes, then a 7B pass with it (standard beside).
+      # cuBLAS and both families' choices (auto: wgmma-tma+mma16b on sm_90; mma: the mma.sync
+      # kernels') at 7B shapes, then 7B passes with each (standard beside).
       stage wgmma
       if [ -z "${ran_all_tests:-}" ]; then  # else the tests stage ran them
         tmo 200 "$BIN/kvparity_cuda_tests" --gtest_filter='CudaInvariant.GemmRow*:CudaInvariant.Wgmma*' \
           >"$L/wgmma_tests.log" 2>&1
         echo "tests rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error" "$L/wgmma_tests.log" | head -40
       fi
-      # (The TMA tiles and wgmma-mma16 were timed on an H100 late on 2026-11-26: mma16's four 4-byte
-      # loads a fragment made it 1.4-2x the mma.sync family's register kernel at decode sizes. The
-      # question now: whether one 16-byte load and a shuffle (mma16x) or two 8-byte loads (mma16b)
-      # run at that kernel's speed, beside auto's, at the decode-sized M where they would serve.)
+      # (At one row on an H100, 2026-11-27: mma16b within 5-7% of the mma.sync family's register
+      # kernel, mma16x 1.2-1.5x slower, mma16 1.3x; docs/performance.md.)
       tmo 150 "$BIN/kvparity_bench" \
-        --benchmark_filter='cuda_matmul/(standard|invariant:auto|invariant:wgmma-(tma|tma64x64|mma16|mma16b|mma16x))/fp16/M(1|16|64)/' \
+        --benchmark_filter='cuda_matmul/(standard|invariant:(auto|mma)|invariant:wgmma-(tma|tma64x64|mma16|mma16b|mma16x))/fp16/M(1|16|64)/' \
         >"$L/wgmma_gemm.log" 2>&1
       echo "bench rc=$?"; bench_rows "$L/wgmma_gemm.log"
-      # Issue 14's ratios at batch 1 (decode, prefill, cache OFF) and batch 64 in one family: the TMA
-      # kernel with its tile by M (wgmma-tma: 64 x 32 up to 64 rows; 128 x 128 / 128 x 256 beyond),
-      # then with decode-sized rows on mma.sync in the family's groups (only if the tests above hold).
-      for g in ${WGMMA_GEMMS:-wgmma-tma+mma16x wgmma-tma+mma16b}; do
+      # Issue 14's ratios at batch 1 (decode, prefill, cache OFF) and batch 64 with each family's
+      # choice (WGMMA_GEMMS: any KVPARITY_CUDA_GEMM names, e.g. wgmma-tma wgmma-tma+mma16x).
+      for g in ${WGMMA_GEMMS:-auto mma}; do
         KVPARITY_CUDA_GEMM=$g tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
           --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
           tee "$L/${g/+/_}_7b.log" | tail -6
@@ -332,7 +337,12 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
         tee "$L/study7b.log" | tail -6
       tmo 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard,invariant \
         --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 1 \
-        --op-times 2>&1 | tee "$L/study7b_ops.log" | grep "batch cache-off" | head -60 ;;
+        --op-times 2>&1 | tee "$L/study7b_ops.log" | grep "batch cache-off" | head -60
+      # The rotation a block a unit, as before 2026-11-27 (RopeShape; the same bits), standard only.
+      echo "-- KVPARITY_CUDA_ROPE_BLOCK=1"
+      KVPARITY_CUDA_ROPE_BLOCK=1 tmo 120 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
+        --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 2 2>&1 |
+        tee "$L/study7b_rope_block.log" | tail -4 ;;
     gsm8k)
       # The study at 7B shape: synthetic weights, the Llama-2 tokenizer, 0-shot, 256 new tokens,
       # greedy, cache OFF vs ON, in batches of GSM8K_BATCH (default 16: a batch's records land when

@@ -383,6 +383,83 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
       }
 }
 
+// RoPE's units laid out several a block, in one round or several (RopeLayout), against a block
+// per (row, head): every buffer, both caches and every NaN/Inf report the same, for head sizes
+// whose pairs fill their lanes or leave some idle (96: 48 pairs on 64 lanes), both pair layouts,
+// pending inputs, V in the launch or not, and launches whose last block is partly empty.
+TEST(CudaFusionOnCpu, RopeBlocksOfSeveralUnitsAreABlockPerUnitsBits) {
+  std::mt19937 rng(12);
+  const int hq = 4, hk = 2, capacity = 12, positions = capacity;
+  const int rows[] = {3, 1, 3}, starts[] = {0, 7, 4};
+  const int M = 7;
+  const std::vector<int> pos = {0, 1, 2, 7, 4, 5, 6};
+  for (int hd : {16, 64, 96, 128})
+    for (DType t : kAllTypes)
+      for (bool adjacent : {false, true})
+        for (int mode = 0; mode < 3; ++mode) {  // no cache write; K and V (V pending); K and V as they are
+          const int a = cuda::store_of(t), half = hd / 2, width = hk * hd;
+          std::vector<float> cs(size_t(positions) * half), sn(cs.size());
+          std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+          for (size_t i = 0; i < cs.size(); ++i) cs[i] = u(rng), sn[i] = u(rng);
+          const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * width, rng, true);
+          const auto v0 = raw(size_t(M) * width, rng, mode == 1);
+          struct Run {
+            std::vector<float> q, k, v;
+            std::vector<std::vector<float>> kc, vc;
+            Hits hits;
+          };
+          auto run = [&](ew::RopeLayout layout) {
+            Run r{q0, k0, v0, {}, {}, {}};
+            const size_t cache_n = size_t(hk) * capacity * hd;
+            r.kc.assign(3, std::vector<float>(cache_n, 0.0f));
+            r.vc = r.kc;
+            std::vector<KvWriteDesc> d;
+            int row0 = 0;
+            for (int sq = 0; sq < 3; ++sq) {
+              d.push_back(KvWriteDesc{r.kc[size_t(sq)].data(), r.k.data() + size_t(row0) * width, rows[sq], starts[sq],
+                                      capacity});
+              row0 += rows[sq];
+            }
+            row0 = 0;
+            for (int sq = 0; sq < 3; ++sq) {
+              d.push_back(KvWriteDesc{r.vc[size_t(sq)].data(), r.v.data() + size_t(row0) * width, rows[sq], starts[sq],
+                                      capacity});
+              row0 += rows[sq];
+            }
+            const cuda::RopeJob jobs[2] = {{r.q.data(), hq, r.hits.at(2), InRound{a, r.hits.at(1)}},
+                                           {r.k.data(), hk, r.hits.at(4), InRound{a, r.hits.at(3)}}};
+            const cuda::RopeKv kv =
+                mode == 0
+                    ? cuda::RopeKv{}
+                    : cuda::RopeKv{d.data(),  3, cuda::kF16, true, mode == 1 ? InRound{a, r.hits.at(5)} : InRound{},
+                                   r.v.data()};
+            ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, adjacent, kv, layout);
+            return r;
+          };
+          const Run want = run(ew::RopeLayout::OneUnit);
+          EXPECT_NE(want.hits.slot[1], ~0ull) << "the inputs must hold a NaN/Inf";
+          for (auto layout : {ew::RopeLayout::Auto, ew::RopeLayout::Rounds}) {
+            const Run got = run(layout);
+            const std::string what = name(t, "rope") + " hd " + std::to_string(hd) +
+                                     (adjacent ? " adjacent" : " halves") + " mode " + std::to_string(mode) +
+                                     (layout == ew::RopeLayout::Auto ? " (auto)" : " (rounds)");
+            EXPECT_SAME_BITS(got.q, want.q, what + ": q");
+            EXPECT_SAME_BITS(got.k, want.k, what + ": k");
+            EXPECT_SAME_BITS(got.v, want.v, what + ": v");
+            for (int sq = 0; sq < 3; ++sq) {
+              EXPECT_SAME_BITS(got.kc[size_t(sq)], want.kc[size_t(sq)], what + ": K cache " + std::to_string(sq));
+              EXPECT_SAME_BITS(got.vc[size_t(sq)], want.vc[size_t(sq)], what + ": V cache " + std::to_string(sq));
+            }
+            expect_same_hits(got.hits, want.hits, what);
+          }
+          if (mode != 0) {  // the caches were written at all
+            bool any = false;
+            for (float x : want.kc[0]) any |= x != 0.0f;
+            EXPECT_TRUE(any) << "hd " << hd << ": K's cache untouched";
+          }
+        }
+}
+
 // cuda_fusion.cuh's bookkeeping, with launches that run at once on the host.
 std::vector<std::string> g_log;
 void host_rounds(const RoundJob* jobs, int n) {

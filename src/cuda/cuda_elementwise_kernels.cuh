@@ -60,7 +60,9 @@ __device__ __forceinline__ int kv_slice_of(const RopeKv& kv, const float* r, siz
 
 // V's cache write in a rotation launch (RopeKv): row m, head h of the V rows, laid out as the K rows
 // of the last job (x, heads); each value read through the pending round, as kv_write_kernel does.
-__device__ void rope_kv_write_v(const RopeKv& kv, const float* kx, int heads, int hd, int m, int h) {
+// lane / lanes: this thread's place among the threads that share the (row, head).
+__device__ void rope_kv_write_v(const RopeKv& kv, const float* kx, int heads, int hd, int m, int h, int lane,
+                                int lanes) {
   const size_t width = size_t(heads) * hd;
   const float* kr = kx + size_t(m) * width;
   const int s = kv_slice_of(kv, kr, width);
@@ -71,61 +73,87 @@ __device__ void rope_kv_write_v(const RopeKv& kv, const float* kx, int heads, in
   float* vr = const_cast<float*>(dv.rows) + r * width + size_t(h) * hd;  // written only through a pending round
   const size_t first = kv.v_in.act < 0 ? 0 : size_t(vr - kv.v_base);
   const size_t at = (size_t(h) * dv.capacity + size_t(dv.start_pos) + r) * hd;
-  for (int e = threadIdx.x; e < hd; e += blockDim.x)
+  for (int e = lane; e < hd; e += lanes)
     copy_out(OutCopy{dv.cache, kv.store}, at + e, read_rounded(kv.v_in, vr, e, first + e));
 }
 
-// One block per (job, row, head), one thread per rotated pair: every term is read before any is
-// written, so pairs read from adjacent slots can be written to the halves in place. hd even where
-// a job has an InRound (the pairs then cover the head, so the rounded input is all overwritten).
-// With kv.n > 0 the last job's rotated rows also go to the cache as they are stored, and with
-// kv.with_v the blocks past the rotations' (one per row and head of V) write V's.
+// The rotation's shape: units (job, row, head), the rotations' first (job by job, each row's heads
+// in order) then, with V's cache write, one per row and head of V; `lanes` threads a unit (a warp's
+// multiple, one a rotated pair), `per_round` units side by side in a block, `rounds` such rows of
+// units one after another. A block of several units, each thread's loads for all its rounds issued
+// before any is used: one unit a block (the layout before 2026-11-27, KVPARITY_CUDA_ROPE_BLOCK=1)
+// gives a 7B cache-OFF step of 64 x 200 tokens 1.2 million blocks of 64 threads a layer, each
+// waiting on its position's table entry after its position. Which thread rotates which pair never
+// changes an operation or its order, so the bits are those of one unit a block.
+constexpr int kRopeMaxRounds = 4;
+struct RopeShape {
+  int lanes, per_round, rounds;
+};
+
+// Every term of a unit is read (phase 1) before any is written (phase 2, after a barrier), so pairs
+// read from adjacent slots can be written to the halves in place. hd even where a job has an
+// InRound (the pairs then cover the head, so the rounded input is all overwritten). With kv.n > 0
+// the last job's rotated rows also go to the cache as they are stored.
 __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                            int act, int adjacent, RopeKv kv) {
+                            int act, int adjacent, RopeKv kv, RopeShape shape) {
   pdl_entry();
   int heads = 0;
   for (int t = 0; t < jobs.n; ++t) heads += jobs.job[t].n_heads;
   const int last = jobs.n - 1;
-  if (int(blockIdx.x) >= M * heads) {
-    const int b = int(blockIdx.x) - M * heads, kvh = jobs.job[last].n_heads;
-    return rope_kv_write_v(kv, jobs.job[last].x, kvh, hd, b / kvh, b % kvh);
-  }
-  int b = blockIdx.x, j = 0;
-  while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
-  const int n_heads = jobs.job[j].n_heads;
-  float* x = jobs.job[j].x;
-  const NonFiniteSlot chk = jobs.job[j].chk;
-  const InRound in = jobs.job[j].in;
-  const int row = b / n_heads, head = b % n_heads;
-  const int half = hd / 2, i = threadIdx.x;
-  const size_t base = (size_t(row) * n_heads + head) * hd;
-  float* v = x + base;
-  float o0 = 0.0f, o1 = 0.0f;
-  if (i < half) {
+  const int rotations = M * heads, v_units = kv.n > 0 && kv.with_v ? M * jobs.job[last].n_heads : 0;
+  const int lane = int(threadIdx.x) % shape.lanes, half = hd / 2;
+  const int unit0 = int(blockIdx.x) * shape.rounds * shape.per_round + int(threadIdx.x) / shape.lanes;
+  float o0[kRopeMaxRounds], o1[kRopeMaxRounds];
+#pragma unroll
+  for (int r = 0; r < kRopeMaxRounds; ++r) {
+    const int u = unit0 + r * shape.per_round;
+    if (r >= shape.rounds || u >= rotations || lane >= half) continue;
+    int b = u, j = 0;
+    while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
+    const int n_heads = jobs.job[j].n_heads, row = b / n_heads, head = b % n_heads;
+    const size_t base = (size_t(row) * n_heads + head) * hd;
+    float* v = jobs.job[j].x + base;
     const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
-    const int ia = i * a_step, ib = i * a_step + b_off;
-    const float a = read_rounded(in, v, ia, base + ia), b = read_rounded(in, v, ib, base + ib);
-    const size_t at = size_t(pos[row]) * half + i;
-    const float c = round_act(cos_t[at], act), s = round_act(sin_t[at], act);
-    const float t0 = round_act(a * c, act), t1 = round_act(-b * s, act);
-    const float t2 = round_act(b * c, act), t3 = round_act(a * s, act);
-    o0 = round_act(t0 + t1, act);
-    o1 = round_act(t2 + t3, act);
+    const int ia = lane * a_step, ib = lane * a_step + b_off;
+    const InRound in = jobs.job[j].in;
+    const float a = read_rounded(in, v, ia, base + ia), bv = read_rounded(in, v, ib, base + ib);
+    const size_t at = size_t(pos[row]) * half + lane;
+    const float c = round_act(cos_t[at], act), sn = round_act(sin_t[at], act);
+    const float t0 = round_act(a * c, act), t1 = round_act(-bv * sn, act);
+    const float t2 = round_act(bv * c, act), t3 = round_act(a * sn, act);
+    o0[r] = round_act(t0 + t1, act);
+    o1[r] = round_act(t2 + t3, act);
   }
   __syncthreads();
-  if (i < half) {
-    v[i] = o0;
-    v[i + half] = o1;
-    note_nonfinite(chk, base + i, o0);
-    note_nonfinite(chk, base + i + half, o1);
+#pragma unroll
+  for (int r = 0; r < kRopeMaxRounds; ++r) {
+    const int u = unit0 + r * shape.per_round;
+    if (r >= shape.rounds) continue;
+    if (u >= rotations) {
+      const int vb = u - rotations, kvh = jobs.job[last].n_heads;
+      if (vb < v_units) rope_kv_write_v(kv, jobs.job[last].x, kvh, hd, vb / kvh, vb % kvh, lane, shape.lanes);
+      continue;
+    }
+    if (lane >= half) continue;
+    int b = u, j = 0;
+    while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
+    const int n_heads = jobs.job[j].n_heads, row = b / n_heads, head = b % n_heads;
+    const size_t base = (size_t(row) * n_heads + head) * hd;
+    float* x = jobs.job[j].x;
+    float* v = x + base;
+    const NonFiniteSlot chk = jobs.job[j].chk;
+    v[lane] = o0[r];
+    v[lane + half] = o1[r];
+    note_nonfinite(chk, base + lane, o0[r]);
+    note_nonfinite(chk, base + lane + half, o1[r]);
     const size_t width = size_t(n_heads) * hd;
     const int s = kv.n > 0 && j == last ? kv_slice_of(kv, x + size_t(row) * width, width) : -1;
     if (s >= 0) {  // K's cache write, of the values just stored
       const KvWriteDesc& d = kv.descs[s];
-      const size_t r = size_t(x + size_t(row) * width - d.rows) / width;
-      const size_t at = (size_t(head) * d.capacity + size_t(d.start_pos) + r) * hd;
-      copy_out(OutCopy{d.cache, kv.store}, at + i, o0);
-      copy_out(OutCopy{d.cache, kv.store}, at + i + half, o1);
+      const size_t rr = size_t(x + size_t(row) * width - d.rows) / width;
+      const size_t at = (size_t(head) * d.capacity + size_t(d.start_pos) + rr) * hd;
+      copy_out(OutCopy{d.cache, kv.store}, at + lane, o0[r]);
+      copy_out(OutCopy{d.cache, kv.store}, at + lane + half, o1[r]);
     }
   }
 }
@@ -266,13 +294,19 @@ __global__ void kv_write_kernel(const KvWriteDesc* descs, int n_kv_heads, int hd
   }
 }
 
+// How rope() lays its units out in blocks: Auto (several a block, several rounds where the launch
+// is large), OneUnit (a block per (row, head), as before RopeShape), Rounds (several rounds at any
+// size, for the CPU suite, whose launches are small). The same bits in each.
+enum class RopeLayout { Auto, OneUnit, Rounds };
+
 // The dispatch: launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 // Up to kMaxRopeJobs buffers of M rows each (the same positions and table) in one launch; with kv
 // (n <= kMaxRopeJobs), the cache writes of the last job's rows and of V's too.
 template <class Launch>
 void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t,
-          const float* sin_t, int act, bool adjacent_pairs, const RopeKv& kv = {}) {
-  const unsigned threads = unsigned((hd / 2 + 31) / 32 * 32);
+          const float* sin_t, int act, bool adjacent_pairs, const RopeKv& kv = {},
+          RopeLayout layout = RopeLayout::Auto) {
+  const int lanes = (hd / 2 + 31) / 32 * 32;
   for (int j0 = 0; j0 < n; j0 += kMaxRopeJobs) {
     RopeJobs js{};
     int heads = 0;
@@ -281,9 +315,15 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
       heads += jobs[j].n_heads;
     }
     const bool writes = j0 + kMaxRopeJobs >= n && kv.n > 0;
-    const int v_blocks = writes && kv.with_v ? M * js.job[js.n - 1].n_heads : 0;
-    launch(rope_kernel, dim3(unsigned(M * heads + v_blocks)), dim3(threads), js, M, hd, pos, cos_t, sin_t, act,
-           adjacent_pairs ? 1 : 0, writes ? kv : RopeKv{});
+    const int units = M * heads + (writes && kv.with_v ? M * js.job[js.n - 1].n_heads : 0);
+    // Blocks of about 256 threads; several rounds only where the launch still fills every
+    // multiprocessor many times over (a decode step's few units keep a round a block).
+    RopeShape shape{lanes, layout == RopeLayout::OneUnit || lanes >= 256 ? 1 : 256 / lanes, 1};
+    if (layout == RopeLayout::Rounds || (layout == RopeLayout::Auto && units >= 64 * 132 * shape.per_round))
+      shape.rounds = kRopeMaxRounds;
+    const int per_block = shape.per_round * shape.rounds;
+    launch(rope_kernel, dim3(unsigned((units + per_block - 1) / per_block)), dim3(unsigned(lanes * shape.per_round)),
+           js, M, hd, pos, cos_t, sin_t, act, adjacent_pairs ? 1 : 0, writes ? kv : RopeKv{}, shape);
   }
 }
 
