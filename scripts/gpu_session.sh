@@ -16,7 +16,7 @@
 #   GSM8K_FLIPS (0: --no-flips),
 #   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
 #   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant), WGMMA_GEMMS (the
-#   wgmma stage's 7B runs: default "auto mma", the two families' defaults).
+#   wgmma stage's 7B runs: default "auto wgmma-tma+mma16b-deep"; mma: the mma.sync family).
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
 #   each stage and on exit, so a call cut short still returns what finished) and the console to
 #   $OUT/session.txt.
@@ -40,7 +40,9 @@
 #   standard,invariant GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=500 ... gsm8k compare7b` (487 s: the
 #   standard half's two batches of 64 only). Since then invariant's auto on sm_90 is the wgmma
 #   family (wgmma-tma+mma16b; KVPARITY_CUDA_GEMM=mma the mma.sync family). Next:
-#     BUDGET_S=560 scripts/gpu_session.sh info tests study7b bench7b policies7b
+#     BUDGET_S=560 scripts/gpu_session.sh info tests wgmma study7b bench7b
+#   (tests: the whole suite with the new default in one process; wgmma: the deep-prefetch decode
+#   kernel, mma16b-deep, per GEMM and at 7B; study7b: the rotation's new blocks against the old)
 #   then on the warm machine, without the teacher-forced pass (issue 13's figure):
 #     GSM8K_KERNELS=standard,invariant GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=... gsm8k compare7b
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
@@ -192,12 +194,12 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       # (At one row on an H100, 2026-11-27: mma16b within 5-7% of the mma.sync family's register
       # kernel, mma16x 1.2-1.5x slower, mma16 1.3x; docs/performance.md.)
       tmo 150 "$BIN/kvparity_bench" \
-        --benchmark_filter='cuda_matmul/(standard|invariant:(auto|mma)|invariant:wgmma-(tma|tma64x64|mma16|mma16b|mma16x))/fp16/M(1|16|64)/' \
+        --benchmark_filter='cuda_matmul/(standard|invariant:(auto|mma)|invariant:wgmma-(tma|mma16b|mma16b-deep))/fp16/M(1|16|64)/' \
         >"$L/wgmma_gemm.log" 2>&1
       echo "bench rc=$?"; bench_rows "$L/wgmma_gemm.log"
       # Issue 14's ratios at batch 1 (decode, prefill, cache OFF) and batch 64 with each family's
       # choice (WGMMA_GEMMS: any KVPARITY_CUDA_GEMM names, e.g. wgmma-tma wgmma-tma+mma16x).
-      for g in ${WGMMA_GEMMS:-auto mma}; do
+      for g in ${WGMMA_GEMMS:-auto wgmma-tma+mma16b-deep}; do
         KVPARITY_CUDA_GEMM=$g tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
           --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
           tee "$L/${g/+/_}_7b.log" | tail -6

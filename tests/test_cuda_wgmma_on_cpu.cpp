@@ -150,13 +150,14 @@ TEST(CudaWgmmaOnCpu, MmaSyncInTheWgmmaFamilysGroupsIsItsOrder) {
   using cuda::invariant::KMap;
   constexpr SlotK kBlocks16 = {0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15};
   constexpr SlotK kExchange16 = {0, 1, 8, 9, 4, 5, 12, 13, 2, 3, 10, 11, 6, 7, 14, 15};
-  for (auto [map, name, slot_k] :
-       {std::tuple{KMap::Slots16, "mma16", kSlotIsK}, std::tuple{KMap::Blocks16, "mma16b", kBlocks16},
-        std::tuple{KMap::Exchange16, "mma16x", kExchange16}})
+  for (auto [map, name, slot_k, deep] :
+       {std::tuple{KMap::Slots16, "mma16", kSlotIsK, false}, std::tuple{KMap::Blocks16, "mma16b", kBlocks16, false},
+        std::tuple{KMap::Blocks16, "mma16b-deep", kBlocks16, true},
+        std::tuple{KMap::Exchange16, "mma16x", kExchange16, false}})
     expect_k16_order(
         rng, name,
-        [map = map](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N, float* y) {
-          cuda::invariant::gemm_in_wgmma_order(HostLaunch{}, x, M, W, store, K, N, y, map);
+        [map = map, deep = deep](int store, const uint16_t* x, int M, const uint16_t* W, int K, int N, float* y) {
+          cuda::invariant::gemm_in_wgmma_order(HostLaunch{}, x, M, W, store, K, N, y, map, deep);
         },
         slot_k);
   // The dispatch: the register kernel for every M, or up to kMmaRows beside the TMA kernel.
@@ -170,6 +171,10 @@ TEST(CudaWgmmaOnCpu, MmaSyncInTheWgmmaFamilysGroupsIsItsOrder) {
   EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16x, 1), KMap::Exchange16);
   EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16x, cuda::invariant::kMmaRows + 1), KMap::Pairs);
   EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTma, 1), KMap::Pairs);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16bDeep, 1), KMap::Blocks16);
+  EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16bDeep, cuda::invariant::kMmaRows + 1), KMap::Pairs);
+  EXPECT_TRUE(cuda::invariant::deep_prefetch(GemmKernel::WgmmaTmaMma16bDeep));
+  EXPECT_FALSE(cuda::invariant::deep_prefetch(GemmKernel::WgmmaTmaMma16b));
 }
 
 // tile_of_block (cuda_tile_order.cuh), the order the tiled GEMMs' blocks take their tiles in:

@@ -43,6 +43,8 @@ constexpr std::pair<const char*, GemmKernel> kGemmKernels[] = {
     {"wgmma-mma16x", GemmKernel::WgmmaMma16x},
     {"wgmma-tma+mma16x", GemmKernel::WgmmaTmaMma16x},
     {"wgmma-tmap", GemmKernel::WgmmaTmaPersistent},
+    {"wgmma-mma16b-deep", GemmKernel::WgmmaMma16bDeep},
+    {"wgmma-tma+mma16b-deep", GemmKernel::WgmmaTmaMma16bDeep},
     {"wgmma-tmap128x128", GemmKernel::WgmmaTmaPersistent128x128},
     {"wgmma-tmap128x256", GemmKernel::WgmmaTmaPersistent128x256},
 };
@@ -56,6 +58,7 @@ WgmmaTile tile_of(GemmKernel k) {
     case GemmKernel::WgmmaTma:
     case GemmKernel::WgmmaTmaMma16:
     case GemmKernel::WgmmaTmaMma16b:
+    case GemmKernel::WgmmaTmaMma16bDeep:
     case GemmKernel::WgmmaTmaMma16x: return WgmmaTile::TmaAuto;
     case GemmKernel::WgmmaTma64x32: return WgmmaTile::Tma64x32;
     case GemmKernel::WgmmaTma64x64: return WgmmaTile::Tma64x64;
@@ -137,7 +140,7 @@ void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int 
                  "(CMAKE_CUDA_ARCHITECTURES including 90a); this GPU is sm_" +
                  std::to_string(compute_capability()));
     if (const invariant::KMap map = invariant::wgmma_order_map(k, M); map != invariant::KMap::Pairs) {
-      invariant::gemm_in_wgmma_order(StreamLaunch{}, xh, M, W, store, K, N, y, map);
+      invariant::gemm_in_wgmma_order(StreamLaunch{}, xh, M, W, store, K, N, y, map, invariant::deep_prefetch(k));
       check(cudaGetLastError(), "matmul (invariant, mma.sync in the wgmma family's order)");
       return;
     }

@@ -343,6 +343,12 @@ enum class GemmKernel : int {
   WgmmaTmaPersistent128x256,
   WgmmaTmaPersistent,
   WgmmaTma64x64,
+  // WgmmaMma16b and WgmmaTmaMma16b with 16 chunks of W in flight a stretch at decode-sized M instead
+  // of 8 (forced only, not yet timed): at N = 4096 (q, o, down) a 7B decode GEMM is 128 blocks of 4
+  // warps, one a multiprocessor, and each warp waits out a load latency per stretch (down: 43
+  // stretches of 8 chunks over K = 11008, 52.7 us on an H100 where cuBLAS takes 36.9).
+  WgmmaMma16bDeep,
+  WgmmaTmaMma16bDeep,
 };
 constexpr bool is_wgmma(GemmKernel k) { return int(k) >= int(GemmKernel::Wgmma); }
 
@@ -355,9 +361,13 @@ constexpr int kMmaRows = 16;
 constexpr KMap wgmma_order_map(GemmKernel k, int M) {
   switch (k) {
     case GemmKernel::WgmmaMma16: return KMap::Slots16;
-    case GemmKernel::WgmmaMma16b: return KMap::Blocks16;
+    case GemmKernel::WgmmaMma16b:
+    case GemmKernel::WgmmaMma16bDeep:
+      return KMap::Blocks16;
     case GemmKernel::WgmmaTmaMma16: return M <= kMmaRows ? KMap::Slots16 : KMap::Pairs;
-    case GemmKernel::WgmmaTmaMma16b: return M <= kMmaRows ? KMap::Blocks16 : KMap::Pairs;
+    case GemmKernel::WgmmaTmaMma16b:
+    case GemmKernel::WgmmaTmaMma16bDeep:
+      return M <= kMmaRows ? KMap::Blocks16 : KMap::Pairs;
     case GemmKernel::WgmmaMma16x: return KMap::Exchange16;
     case GemmKernel::WgmmaTmaMma16x: return M <= kMmaRows ? KMap::Exchange16 : KMap::Pairs;
     default: return KMap::Pairs;
@@ -402,28 +412,42 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
     launch_shape<S, 4, 4, 2, Vec>(launch, xh, M, W, K, N, y);
 }
 
+// Whether k's decode-sized calls stream 16 chunks a stretch (the Deep kernels) rather than 8.
+constexpr bool deep_prefetch(GemmKernel k) {
+  return k == GemmKernel::WgmmaMma16bDeep || k == GemmKernel::WgmmaTmaMma16bDeep;
+}
+
 // The register kernel in the wgmma family's order (map: Blocks16, Slots16 or Exchange16) for rows
-// that load as 16-byte pieces, with the register prefetch's shapes.
-template <int S, KMap Map, class Launch>
+// that load as 16-byte pieces, with the register prefetch's shapes; Deep: 16 chunks a stretch up
+// to 16 rows (U changes nothing but speed: Stretch).
+template <int S, KMap Map, bool Deep, class Launch>
 void gemm_in_wgmma_order_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W, int K, int N,
                             GemmOut y) {
-  if (M <= 16)
-    launch_shape<S, 1, 1, 8, true, Launch, false, Map>(launch, xh, M, W, K, N, y);
-  else if (M <= 64)
+  if (M <= 16) {
+    if constexpr (Deep)
+      launch_shape<S, 1, 1, 16, true, Launch, false, Map>(launch, xh, M, W, K, N, y);
+    else
+      launch_shape<S, 1, 1, 8, true, Launch, false, Map>(launch, xh, M, W, K, N, y);
+  } else if (M <= 64)
     launch_shape<S, 2, 2, 4, true, Launch, false, Map>(launch, xh, M, W, K, N, y);
   else
     launch_shape<S, 4, 4, 2, true, Launch, false, Map>(launch, xh, M, W, K, N, y);
 }
+// deep: 16 chunks a stretch at decode-sized M (Blocks16 only; the other maps ignore it).
 template <class Launch>
 void gemm_in_wgmma_order(const Launch& launch, const void* xh, int M, const void* W, int store, int K, int N, GemmOut y,
-                         KMap map) {
+                         KMap map, bool deep = false) {
   const auto* x16 = static_cast<const uint16_t*>(xh);
   const auto* w16 = static_cast<const uint16_t*>(W);
   auto as = [&]<int S>() {
     switch (map) {
-      case KMap::Slots16: return gemm_in_wgmma_order_as<S, KMap::Slots16>(launch, x16, M, w16, K, N, y);
-      case KMap::Blocks16: return gemm_in_wgmma_order_as<S, KMap::Blocks16>(launch, x16, M, w16, K, N, y);
-      case KMap::Exchange16: return gemm_in_wgmma_order_as<S, KMap::Exchange16>(launch, x16, M, w16, K, N, y);
+      case KMap::Slots16:
+        return gemm_in_wgmma_order_as<S, KMap::Slots16, false>(launch, x16, M, w16, K, N, y);
+      case KMap::Blocks16:
+        return deep ? gemm_in_wgmma_order_as<S, KMap::Blocks16, true>(launch, x16, M, w16, K, N, y)
+                    : gemm_in_wgmma_order_as<S, KMap::Blocks16, false>(launch, x16, M, w16, K, N, y);
+      case KMap::Exchange16:
+        return gemm_in_wgmma_order_as<S, KMap::Exchange16, false>(launch, x16, M, w16, K, N, y);
       case KMap::Pairs: break;  // not this family's order
     }
   };

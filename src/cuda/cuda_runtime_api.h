@@ -100,7 +100,8 @@ bool programmatic_launch_available();
 // "wgmma64x128", "wgmma128x128", "wgmma128x256" forced; "wgmma-tma", "wgmma-tma64x32", ... fed by
 // TMA) gives bits of its own, the same for every M and tile of it: choose it for a whole run, never
 // between the passes compared. "wgmma-mma16", "wgmma-mma16b" and "wgmma-mma16x" (mma.sync fed the
-// wgmma family's groups of 16 k; "wgmma-tma+mma16(b|x)": those up to 16 rows, wgmma-tma above)
+// wgmma family's groups of 16 k; "wgmma-tma+mma16(b|x)": those up to 16 rows, wgmma-tma above;
+// "-deep" after mma16b: 16 chunks of W in flight a stretch at decode-sized M instead of 8)
 // belong to that family where the hardware sums both instructions alike, as an H100 does (the CUDA
 // suite checks it). The first read takes $KVPARITY_CUDA_GEMM; an unknown name is refused (exit 2)
 // naming where it came from.
