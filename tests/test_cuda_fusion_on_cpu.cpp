@@ -413,19 +413,11 @@ TEST(CudaFusionOnCpu, RopeBlocksOfSeveralUnitsAreABlockPerUnitsBits) {
             const size_t cache_n = size_t(hk) * capacity * hd;
             r.kc.assign(3, std::vector<float>(cache_n, 0.0f));
             r.vc = r.kc;
-            std::vector<KvWriteDesc> d;
-            int row0 = 0;
-            for (int sq = 0; sq < 3; ++sq) {
-              d.push_back(KvWriteDesc{r.kc[size_t(sq)].data(), r.k.data() + size_t(row0) * width, rows[sq], starts[sq],
-                                      capacity});
-              row0 += rows[sq];
-            }
-            row0 = 0;
-            for (int sq = 0; sq < 3; ++sq) {
-              d.push_back(KvWriteDesc{r.vc[size_t(sq)].data(), r.v.data() + size_t(row0) * width, rows[sq], starts[sq],
-                                      capacity});
-              row0 += rows[sq];
-            }
+            std::vector<KvWriteDesc> d;  // K's three slices, then V's
+            for (auto [cache, x] : {std::pair{&r.kc, r.k.data()}, std::pair{&r.vc, r.v.data()}})
+              for (int sq = 0, row0 = 0; sq < 3; row0 += rows[sq++])
+                d.push_back(
+                    KvWriteDesc{(*cache)[size_t(sq)].data(), x + size_t(row0) * width, rows[sq], starts[sq], capacity});
             const cuda::RopeJob jobs[2] = {{r.q.data(), hq, r.hits.at(2), InRound{a, r.hits.at(1)}},
                                            {r.k.data(), hk, r.hits.at(4), InRound{a, r.hits.at(3)}}};
             const cuda::RopeKv kv =

@@ -90,6 +90,18 @@ struct RopeShape {
   int lanes, per_round, rounds;
 };
 
+// Rotation unit u of a launch: its job, row, head and the offset of its head in the job's buffer.
+struct RopeUnit {
+  int job, row, head;
+  size_t base;
+};
+__device__ __forceinline__ RopeUnit rope_unit(const RopeJobs& jobs, int M, int hd, int u) {
+  int j = 0;
+  while (j + 1 < jobs.n && u >= M * jobs.job[j].n_heads) u -= M * jobs.job[j++].n_heads;
+  const int n_heads = jobs.job[j].n_heads, row = u / n_heads, head = u % n_heads;
+  return RopeUnit{j, row, head, (size_t(row) * n_heads + head) * hd};
+}
+
 // Every term of a unit is read (phase 1) before any is written (phase 2, after a barrier), so pairs
 // read from adjacent slots can be written to the halves in place. hd even where a job has an
 // InRound (the pairs then cover the head, so the rounded input is all overwritten). With kv.n > 0
@@ -108,16 +120,13 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
   for (int r = 0; r < kRopeMaxRounds; ++r) {
     const int u = unit0 + r * shape.per_round;
     if (r >= shape.rounds || u >= rotations || lane >= half) continue;
-    int b = u, j = 0;
-    while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
-    const int n_heads = jobs.job[j].n_heads, row = b / n_heads, head = b % n_heads;
-    const size_t base = (size_t(row) * n_heads + head) * hd;
-    float* v = jobs.job[j].x + base;
+    const RopeUnit un = rope_unit(jobs, M, hd, u);
+    float* v = jobs.job[un.job].x + un.base;
     const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
     const int ia = lane * a_step, ib = lane * a_step + b_off;
-    const InRound in = jobs.job[j].in;
-    const float a = read_rounded(in, v, ia, base + ia), bv = read_rounded(in, v, ib, base + ib);
-    const size_t at = size_t(pos[row]) * half + lane;
+    const InRound in = jobs.job[un.job].in;
+    const float a = read_rounded(in, v, ia, un.base + ia), bv = read_rounded(in, v, ib, un.base + ib);
+    const size_t at = size_t(pos[un.row]) * half + lane;
     const float c = round_act(cos_t[at], act), sn = round_act(sin_t[at], act);
     const float t0 = round_act(a * c, act), t1 = round_act(-bv * sn, act);
     const float t2 = round_act(bv * c, act), t3 = round_act(a * sn, act);
@@ -135,23 +144,20 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
       continue;
     }
     if (lane >= half) continue;
-    int b = u, j = 0;
-    while (j + 1 < jobs.n && b >= M * jobs.job[j].n_heads) b -= M * jobs.job[j++].n_heads;
-    const int n_heads = jobs.job[j].n_heads, row = b / n_heads, head = b % n_heads;
-    const size_t base = (size_t(row) * n_heads + head) * hd;
-    float* x = jobs.job[j].x;
-    float* v = x + base;
-    const NonFiniteSlot chk = jobs.job[j].chk;
+    const RopeUnit un = rope_unit(jobs, M, hd, u);
+    float* x = jobs.job[un.job].x;
+    float* v = x + un.base;
+    const NonFiniteSlot chk = jobs.job[un.job].chk;
     v[lane] = o0[r];
     v[lane + half] = o1[r];
-    note_nonfinite(chk, base + lane, o0[r]);
-    note_nonfinite(chk, base + lane + half, o1[r]);
-    const size_t width = size_t(n_heads) * hd;
-    const int s = kv.n > 0 && j == last ? kv_slice_of(kv, x + size_t(row) * width, width) : -1;
+    note_nonfinite(chk, un.base + lane, o0[r]);
+    note_nonfinite(chk, un.base + lane + half, o1[r]);
+    const size_t width = size_t(jobs.job[un.job].n_heads) * hd;
+    const int s = kv.n > 0 && un.job == last ? kv_slice_of(kv, x + size_t(un.row) * width, width) : -1;
     if (s >= 0) {  // K's cache write, of the values just stored
       const KvWriteDesc& d = kv.descs[s];
-      const size_t rr = size_t(x + size_t(row) * width - d.rows) / width;
-      const size_t at = (size_t(head) * d.capacity + size_t(d.start_pos) + rr) * hd;
+      const size_t rr = size_t(x + size_t(un.row) * width - d.rows) / width;
+      const size_t at = (size_t(un.head) * d.capacity + size_t(d.start_pos) + rr) * hd;
       copy_out(OutCopy{d.cache, kv.store}, at + lane, o0[r]);
       copy_out(OutCopy{d.cache, kv.store}, at + lane + half, o1[r]);
     }
@@ -317,9 +323,11 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
     const bool writes = j0 + kMaxRopeJobs >= n && kv.n > 0;
     const int units = M * heads + (writes && kv.with_v ? M * js.job[js.n - 1].n_heads : 0);
     // Blocks of about 256 threads; several rounds only where the launch still fills every
-    // multiprocessor many times over (a decode step's few units keep a round a block).
+    // multiprocessor many times over (64 blocks each of an H100's 132; a decode step's few units
+    // keep a round a block).
+    constexpr int kManyBlocks = 64 * 132;
     RopeShape shape{lanes, layout == RopeLayout::OneUnit || lanes >= 256 ? 1 : 256 / lanes, 1};
-    if (layout == RopeLayout::Rounds || (layout == RopeLayout::Auto && units >= 64 * 132 * shape.per_round))
+    if (layout == RopeLayout::Rounds || (layout == RopeLayout::Auto && units >= kManyBlocks * shape.per_round))
       shape.rounds = kRopeMaxRounds;
     const int per_block = shape.per_round * shape.rounds;
     launch(rope_kernel, dim3(unsigned((units + per_block - 1) / per_block)), dim3(unsigned(lanes * shape.per_round)),
