@@ -405,7 +405,8 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
 // of its warps finishes last, in split order, so the bits do not depend on which (three block
 // orders), the counts are left at zero, and an early merge would read the NaN the partial states
 // start as. Handed the output's rounding point, the rows are rounded, copied and their first
-// NaN/Inf reported as launch_round_checks would.
+// NaN/Inf reported as launch_round_checks would. Both load paths: whole rows in one round trip
+// (16-bit K/V, head_dim 32, 64, 128; with a window and Gemma-2's scores too) and the general one.
 TEST(CudaKernelsOnCpu, StandardDecodeIsOneLaunchMergedByTheLastWarp) {
   auto cpu = make_kernels(KernelPolicy::Standard, nullptr);
   std::mt19937 rng(36);
@@ -415,6 +416,9 @@ TEST(CudaKernelsOnCpu, StandardDecodeIsOneLaunchMergedByTheLastWarp) {
       {"fp32 hd40 window 100", DType::F32, DType::F32, 40, 3, 1, 0, 1, 100, false},
       {"fp16 hd96 gemma, fp32 kv", DType::F16, DType::F32, 96, 2, 1, 0, 1, 0, true},
       {"fp16 hd256", DType::F16, DType::F16, 256, 2, 1, 0, 1, 0, false},
+      {"bf16 hd32 gqa", DType::BF16, DType::BF16, 32, 4, 1, 0, 1, 0, false},
+      {"fp16 hd128 gemma window 300", DType::F16, DType::F16, 128, 2, 1, 0, 1, 300, true},
+      {"fp32 hd64, fp16 kv", DType::F32, DType::F16, 64, 2, 2, 0, 1, 0, false},
   };
   for (const AttnCase& base : cases) {
     std::vector<Slice> slices;
