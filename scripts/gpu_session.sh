@@ -6,7 +6,7 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, attention [benchmark filter], bench11b, bench7b,
+#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, whole, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, study7b, policies11b, policies7b, compare7b,
 #   gsm8k, sanitize [gtest filter].
 #   Every name is checked before anything runs.
@@ -40,9 +40,10 @@
 #   standard,invariant GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=500 ... gsm8k compare7b` (487 s: the
 #   standard half's two batches of 64 only). Since then invariant's auto on sm_90 is the wgmma
 #   family (wgmma-tma+mma16b; KVPARITY_CUDA_GEMM=mma the mma.sync family). Next:
-#     BUDGET_S=560 scripts/gpu_session.sh info tests wgmma study7b bench7b
+#     BUDGET_S=560 scripts/gpu_session.sh info tests wgmma whole study7b bench7b
 #   (tests: the whole suite with the new default in one process; wgmma: the deep-prefetch decode
-#   kernel, mma16b-deep, per GEMM and at 7B; study7b: the rotation's new blocks against the old)
+#   kernel, mma16b-deep, per GEMM and at 7B; whole: standard's decode attention with whole-row
+#   loads against 8 a round; study7b: the rotation's new blocks against the old)
 #   then on the warm machine, without the teacher-forced pass (issue 13's figure):
 #     GSM8K_KERNELS=standard,invariant GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=... gsm8k compare7b
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
@@ -53,7 +54,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma tiles gemv attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma tiles gemv whole attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -180,7 +181,25 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
         KVPARITY_CUDA_SPLIT_WARPS=1 tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_attention/invariant/' \
           >"$L/attention_warps1.log" 2>&1
         bench_rows "$L/attention_warps1.log"
+        # standard's decode with 16-bit K/V through the 8-loads-a-round path (before 2026-11-27's
+        # whole-row loads; the same bits).
+        echo "-- standard, KVPARITY_CUDA_DECODE_WHOLE=0"
+        KVPARITY_CUDA_DECODE_WHOLE=0 tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_attention/standard/' \
+          >"$L/attention_whole0.log" 2>&1
+        bench_rows "$L/attention_whole0.log"
       fi ;;
+    whole)
+      # standard's decode attention: a lane's whole K row and its share of a chunk's 32 V rows in
+      # one round trip (default since 2026-11-27, unmeasured) vs 8 loads a round
+      # (KVPARITY_CUDA_DECODE_WHOLE=0); decode at 1.1B and 7B after a 512-token prompt (issue 13's
+      # 450 and 160 tok/s), then batch 64 at 7B. The same bits either way.
+      stage whole
+      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_DECODE_WHOLE "0 1" whole11b 100 "decode|standard" --kernels standard \
+        --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
+      ab KVPARITY_CUDA_DECODE_WHOLE "0 1" whole7b 150 "decode|standard" --kernels standard --prompt-tokens 512 \
+        --decode-tokens 128 --cache-off-tokens 1 --repeats 3
+      ab KVPARITY_CUDA_DECODE_WHOLE "0 1" whole7b_batch64 150 "decode|standard" --kernels standard \
+        --prompt-tokens 128 --decode-tokens 64 --cache-off-tokens 1 --repeats 2 --batch-size 64 ;;
     wgmma)
       # The wgmma family (KVPARITY_CUDA_GEMM=wgmma; its own bits): its tests, each tile against
       # cuBLAS and both families' choices (auto: wgmma-tma+mma16b on sm_90; mma: the mma.sync

@@ -10,6 +10,7 @@
 // compute dtype (the CPU standard policy does the same, standard_simd.cpp).
 #include <cmath>
 
+#include "core/env.h"
 #include "cuda/cuda_attention_decode_kernel.cuh"
 #include "cuda/cuda_attention_score.cuh"
 #include "cuda/cuda_common.cuh"
@@ -121,9 +122,16 @@ void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const 
   check(cudaGetLastError(), "attention (prefill)");
 }
 
+// $KVPARITY_CUDA_DECODE_WHOLE=0: 16-bit K/V through the 8-loads-a-round path as before
+// 2026-11-27 (the same bits), for scripts/gpu_session.sh to time both.
+bool decode_whole_rows() {
+  static const bool whole = env_int("KVPARITY_CUDA_DECODE_WHOLE", 1, 0, 1) != 0;
+  return whole;
+}
+
 void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts,
                              unsigned* counts, const AttnStore& store) {
-  attn_decode::decode(StreamLaunch{}, descs, n, max_splits, s, parts, counts, store);
+  attn_decode::decode(StreamLaunch{}, descs, n, max_splits, s, parts, counts, store, decode_whole_rows());
   check(cudaGetLastError(), "attention (decode)");
 }
 

@@ -282,13 +282,14 @@ inline bool whole_rows(const AttnShape& s, int per) { return s.kv_store != kF32 
 // n one-row slices, each cut into its desc's splits, the grid shaped for max_splits (a slice's
 // warps past its own splits return at once). parts: n x n_heads x max_splits x (head_dim + 2)
 // floats (desc i's part0 = i x n_heads x max_splits); counts: n x n_heads zeros, zeros again after.
+// whole_ok = false keeps 16-bit K/V on the general path too (the same bits), for timing the two.
 template <class Launch>
 void decode(const Launch& launch, const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts,
-            unsigned* counts, const AttnStore& st) {
+            unsigned* counts, const AttnStore& st, bool whole_ok = true) {
   const unsigned warps = unsigned(max_splits) * unsigned(s.n_heads);
   const dim3 grid((warps + kWarps - 1) / kWarps, unsigned(n)), block(kWarps * 32);
   const int per = (s.head_dim + 31) / 32;
-  const bool whole = whole_rows(s, per);
+  const bool whole = whole_ok && whole_rows(s, per);
   auto go = [&]<int PER>() {
     if (s.kv_store == kF32) launch(decode_kernel<kF32, PER, false>, grid, block, descs, s, parts, counts, st);
     if constexpr (PER <= 4) {

@@ -65,6 +65,7 @@ class CudaKernels final : public Kernels {
     decode_split_keys();
     gemm_tile_group();
     forced_attention_stages();
+    decode_whole_rows();
   }
   ~CudaKernels() override { cudaStreamSynchronize(stream()); }
 
