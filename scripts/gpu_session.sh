@@ -6,7 +6,7 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, whole, attention [benchmark filter], bench11b, bench7b,
+#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, whole, ncu, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, study7b, policies11b, policies7b, compare7b,
 #   gsm8k, sanitize [gtest filter].
 #   Every name is checked before anything runs.
@@ -40,12 +40,14 @@
 #   standard,invariant GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=500 ... gsm8k compare7b` (487 s: the
 #   standard half's two batches of 64 only). Since then invariant's auto on sm_90 is the wgmma
 #   family (wgmma-tma+mma16b; KVPARITY_CUDA_GEMM=mma the mma.sync family). Next:
-#     BUDGET_S=560 scripts/gpu_session.sh info tests wgmma whole study7b bench7b
-#   (tests: the whole suite with the new default in one process; wgmma: the deep-prefetch decode
-#   kernel, mma16b-deep, per GEMM and at 7B; whole: standard's decode attention with whole-row
-#   loads against 8 a round; study7b: the rotation's new blocks against the old)
+#     BUDGET_S=560 scripts/gpu_session.sh info tests whole study7b wgmma ncu
+#   (tests: the whole suite with the new defaults in one process; whole: standard's decode
+#   attention with whole-row loads against 8 a round, issue 13's 160 tok/s; study7b: the rotation's
+#   new blocks against the old, the GSM8K step; wgmma: the deep-prefetch decode kernel,
+#   mma16b-deep, per GEMM and at 7B, issue 14's 0.9x; ncu: hardware counters of the kernels in
+#   question, the first read of them; whatever the budget leaves out goes first in the next call)
 #   then on the warm machine, without the teacher-forced pass (issue 13's figure):
-#     GSM8K_KERNELS=standard,invariant GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=... gsm8k compare7b
+#     GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=... gsm8k
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
 #   and every call's command starts with: mkdir -p .devbin && tar xJf .devbinz/bins.tar.xz -C .devbin &&
@@ -54,7 +56,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma tiles gemv whole attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma tiles gemv whole ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -188,6 +190,47 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
           >"$L/attention_whole0.log" 2>&1
         bench_rows "$L/attention_whole0.log"
       fi ;;
+    ncu)
+      # Hardware counters (Nsight Compute; a Firecracker machine lets it read them, gVisor does not,
+      # and then this says so and goes on) for the kernels whose time the wall-clock rows leave in
+      # question: kvparity_bench's attention rows time eager calls, host planning and descriptor
+      # uploads included, so "13.4 us a decode call" may be mostly host. Per kernel: duration, DRAM
+      # and SM throughput, occupancy, registers, warp stalls; ncu_*.txt whole in the logs.
+      # 1) attention alone, 7B geometry, standard and invariant: decode over 512 keys, a batch of
+      #    64 steps, a 512-row prefill (the second launch of each: the first plans and uploads);
+      # 2) decode GEMMs at one row (cuBLAS and invariant's auto; q and down are invariant's
+      #    slowest against cuBLAS);
+      # 3) the large-M kernels of a batch-64 pass at 7B (the prefill of 64 x 128 tokens: the
+      #    GSM8K study's cache-OFF step has the same kernels at 12,800 rows), the first layers' worth.
+      stage ncu
+      if ! command -v ncu >/dev/null; then echo "no ncu here"; continue; fi
+      NCU=(ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy
+        --section WarpStateStats --section MemoryWorkloadAnalysis)
+      ncu_rows() {
+        grep -E "Context [0-9]+, Stream|^ +Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per Thread|Warp Cycles Per Issued|being stalled|==ERROR==|==WARNING==" "$1" |
+          sed -E 's/^ +//; s/\(([^()]|\([^()]*\))*\) \(/ (/; s/ {2,}/ /g' | cut -c1-150 | head -${2:-60}
+      }
+      for c in standard/fp16/7b/decode_512 invariant/fp16/7b/decode_512 standard/fp16/7b/batch64_decode_512 \
+        invariant/fp16/7b/batch64_decode_512 standard/fp16/7b/prefill_512 invariant/fp16/7b/prefill_512; do
+        f=$L/ncu_attention_${c//\//_}.txt
+        echo "-- $c"
+        tmo 60 "${NCU[@]}" -k 'regex:decode_kernel|prefill_mma_kernel' --launch-skip 1 --launch-count 1 \
+          "$BIN/kvparity_bench" --benchmark_filter="^cuda_attention/$c/" >"$f" 2>&1
+        ncu_rows "$f" 12
+      done
+      for c in standard/fp16/M1/7b_q invariant:auto/fp16/M1/7b_q standard/fp16/M1/7b_down invariant:auto/fp16/M1/7b_down \
+        standard/fp16/M1/7b_gate; do
+        f=$L/ncu_gemm_${c//[\/:]/_}.txt
+        echo "-- $c"
+        tmo 45 "${NCU[@]}" -k 'regex:gemm|gemv|mma|Kernel' --launch-skip 2 --launch-count 1 "$BIN/kvparity_bench" \
+          --benchmark_filter="^cuda_matmul/$c" >"$f" 2>&1
+        ncu_rows "$f" 12
+      done
+      echo "-- a batch-64 pass at 7B, large-M kernels"
+      tmo 200 "${NCU[@]}" -k 'regex:rope_kernel|gated_kernel|rmsnorm_kernel|prefill_mma_kernel|kv_write_kernel|add_kernel|round_check_kernel|to_storage_kernel|gemm|Kernel' \
+        --launch-skip 40 --launch-count 24 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
+        --prompt-tokens 128 --decode-tokens 2 --cache-off-tokens 1 --batch-size 64 --repeats 1 >"$L/ncu_batch64.txt" 2>&1
+      ncu_rows "$L/ncu_batch64.txt" 150 ;;
     whole)
       # standard's decode attention: a lane's whole K row and its share of a chunk's 32 V rows in
       # one round trip (default since 2026-11-27, unmeasured) vs 8 loads a round
