@@ -163,7 +163,8 @@ void register_bench(CLI::App& app) {
       if (r.decode_graph_nodes > 0)
         (o->json ? std::cerr : std::cout)
             << "cuda graph of a decode step (" << r.kernels << " " << r.dtype << "): " << r.decode_graph_kernel_nodes
-            << " kernel nodes (" << r.decode_graph_nodes << " nodes in all)\n";
+            << " kernel nodes (" << r.decode_graph_nodes << " nodes in all)"
+            << (r.decode_graph_kernels.empty() ? "" : ": " + r.decode_graph_kernels) << "\n";
   });
 }
 

@@ -1,4 +1,4 @@
-#include "cuda/cuda_pass_graphs.cuh"
+#include <cuda.h>
 
 #include <algorithm>
 #include <atomic>
@@ -9,7 +9,9 @@
 #include "core/env.h"
 #include "cuda/cuda_common.cuh"
 #include "cuda/cuda_fail.h"
+#include "cuda/cuda_pass_graphs.cuh"
 #include "cuda/cuda_runtime_api.h"
+#include "cuda/kernel_names.h"
 
 namespace kvp::cuda {
 namespace {
@@ -20,26 +22,55 @@ std::mutex g_busiest_mutex;
 GraphNodes g_busiest;  // of the graph replayed most so far
 size_t g_busiest_replays = 0;
 
-// Counts what a replay of `graph` launches (before it is instantiated): {kernel nodes, all}.
-std::pair<size_t, size_t> count_nodes(cudaGraph_t graph) {
+// A kernel node's function name, through the driver (cuBLAS launches through it too, where the
+// runtime's cudaGraphKernelNodeGetParams knows only this program's kernels), its entry points
+// looked up at run time so that nothing links libcuda; "?" where the driver cannot say.
+std::string kernel_node_name(cudaGraphNode_t node) {
+  using GetParams = CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
+  using FuncName = CUresult (*)(const char**, CUfunction);
+  using KernelName = CUresult (*)(const char**, CUkernel);
+  static const auto entry = [](const char* name) -> void* {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion(name, &f, 12030, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    cudaGetLastError();  // a missing entry point is no error of the pass
+    return f;
+  };
+  static const auto get_params = reinterpret_cast<GetParams>(entry("cuGraphKernelNodeGetParams"));
+  static const auto func_name = reinterpret_cast<FuncName>(entry("cuFuncGetName"));
+  static const auto kernel_name = reinterpret_cast<KernelName>(entry("cuKernelGetName"));
+  CUDA_KERNEL_NODE_PARAMS p{};
+  if (get_params == nullptr || get_params(node, &p) != CUDA_SUCCESS) return "?";
+  const char* name = nullptr;
+  if (p.func != nullptr && func_name != nullptr && func_name(&name, p.func) != CUDA_SUCCESS) name = nullptr;
+  if (p.func == nullptr && p.kern != nullptr && kernel_name != nullptr && kernel_name(&name, p.kern) != CUDA_SUCCESS)
+    name = nullptr;
+  return short_kernel_name(name);
+}
+
+// Counts what a replay of `graph` launches (before it is instantiated): the kernel nodes, all
+// nodes, and the kernels' names tallied.
+GraphNodes count_nodes(cudaGraph_t graph) {
   size_t n = 0;
   check(cudaGraphGetNodes(graph, nullptr, &n), "counting a CUDA graph's nodes");
   std::vector<cudaGraphNode_t> nodes(n);
   if (n > 0) check(cudaGraphGetNodes(graph, nodes.data(), &n), "counting a CUDA graph's nodes");
-  size_t kernels = 0;
+  std::vector<std::string> names;
   for (cudaGraphNode_t node : nodes) {
     cudaGraphNodeType t;
     check(cudaGraphNodeGetType(node, &t), "counting a CUDA graph's nodes");
-    kernels += t == cudaGraphNodeTypeKernel ? 1 : 0;
+    if (t == cudaGraphNodeTypeKernel) names.push_back(kernel_node_name(node));
   }
-  return {kernels, n};
+  return GraphNodes{names.size(), n, kernel_tally(names)};
 }
 
-void note_replay(size_t replays, size_t kernel_nodes, size_t nodes) {
+void note_replay(size_t replays, const GraphNodes& g) {
   std::lock_guard<std::mutex> lock(g_busiest_mutex);
   if (replays <= g_busiest_replays) return;
   g_busiest_replays = replays;
-  g_busiest = GraphNodes{kernel_nodes, nodes};
+  g_busiest = g;
 }
 }  // namespace
 
@@ -117,7 +148,7 @@ void PassGraphs::end_pass() {
   if (e.exec != nullptr) {
     pending_.clear();
     check(cudaGraphLaunch(e.exec, stream_), "replaying the pass's CUDA graph");
-    note_replay(++e.replays, e.kernel_nodes, e.nodes);
+    note_replay(++e.replays, e.nodes);
     ++replays_;
     ++g_replays;
     order_.remove(hash_);
@@ -139,7 +170,7 @@ void PassGraphs::end_pass() {
     throw;
   }
   check(cudaStreamEndCapture(stream_, &graph), "ending a CUDA graph capture");
-  std::pair<size_t, size_t> counted;
+  GraphNodes counted;
   try {
     counted = count_nodes(graph);
   } catch (...) {
@@ -151,8 +182,7 @@ void PassGraphs::end_pass() {
   cudaGraphDestroy(graph);
   check(err, "instantiating a CUDA graph");
   e.exec = exec;
-  e.kernel_nodes = counted.first;
-  e.nodes = counted.second;
+  e.nodes = std::move(counted);
   ++captures_;
   order_.push_back(hash_);
   while (order_.size() > kKeptGraphs) {

@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda/cuda_runtime_api.h"
 #include "cuda/cuda_signature_mix.h"
 
 namespace kvp::cuda {
@@ -80,7 +81,8 @@ class PassGraphs {
   struct Entry {
     cudaGraphExec_t exec = nullptr;
     int seen = 0;
-    size_t replays = 0, kernel_nodes = 0, nodes = 0;
+    size_t replays = 0;
+    GraphNodes nodes;  // what a replay launches
   };
   cudaStream_t stream_;
   bool enabled_ = true, collecting_ = false;

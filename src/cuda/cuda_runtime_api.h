@@ -51,6 +51,7 @@ size_t pass_graph_replays();
 // resets it before each configuration's decode steps, so that a row names its own step's graph.
 struct GraphNodes {
   size_t kernels = 0, total = 0;
+  std::string kernel_names;  // "name xN, ..." (cuda/kernel_names.h), the most frequent first
 };
 GraphNodes busiest_pass_graph_nodes();
 void reset_busiest_pass_graph();

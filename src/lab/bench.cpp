@@ -179,6 +179,7 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
         if (run.r.device == "cuda") {
           const cuda::GraphNodes g = cuda::busiest_pass_graph_nodes();
           run.r.decode_graph_kernel_nodes = g.kernels, run.r.decode_graph_nodes = g.total;
+          run.r.decode_graph_kernels = g.kernel_names;
         }
         phase("cache-off");
         t0 = now_s();
@@ -330,6 +331,7 @@ std::string bench_json(const std::vector<BenchResult>& rows) {
                    {"peak_device_mb", r.peak_device_mb},
                    {"decode_graph_kernel_nodes", r.decode_graph_kernel_nodes},
                    {"decode_graph_nodes", r.decode_graph_nodes},
+                   {"decode_graph_kernels", r.decode_graph_kernels},
                    {"weights_huge_page_share", r.weights_huge_page_share}});
   }
   return arr.dump(2);

@@ -60,6 +60,7 @@ struct BenchResult {
   double peak_device_mb = 0;          // cuda: peak device memory allocated by kvparity so far
   // cuda: the nodes of the graph a decode step of this configuration replays (0: none replayed)
   size_t decode_graph_kernel_nodes = 0, decode_graph_nodes = 0;
+  std::string decode_graph_kernels;   // the kernel nodes by name: "name xN, ..."
   int batch = 1;                      // BenchConfig::batch
   double batch_decode_tok_s = 0;      // tokens of all B sequences per second of batched decode
   double batch_cache_off_step_s = 0;  // BenchConfig::batch_cache_off's step (0: not timed)
