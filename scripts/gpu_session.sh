@@ -6,7 +6,7 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, whole, ncu, attention [benchmark filter], bench11b, bench7b,
+#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, whole, workspace, ncu, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, study7b, policies11b, policies7b, compare7b,
 #   gsm8k, sanitize [gtest filter].
 #   Every name is checked before anything runs.
@@ -40,9 +40,10 @@
 #   standard,invariant GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=500 ... gsm8k compare7b` (487 s: the
 #   standard half's two batches of 64 only). Since then invariant's auto on sm_90 is the wgmma
 #   family (wgmma-tma+mma16b; KVPARITY_CUDA_GEMM=mma the mma.sync family). Next:
-#     BUDGET_S=560 scripts/gpu_session.sh info tests whole study7b wgmma ncu
+#     BUDGET_S=560 scripts/gpu_session.sh info tests whole workspace study7b wgmma ncu
 #   (tests: the whole suite with the new defaults in one process; whole: standard's decode
-#   attention with whole-row loads against 8 a round, issue 13's 160 tok/s; study7b: the rotation's
+#   attention with whole-row loads against 8 a round, issue 13's 160 tok/s; workspace: cuBLAS
+#   without split-K, and the decode graph's 357 nodes by name; study7b: the rotation's
 #   new blocks against the old, the GSM8K step; wgmma: the deep-prefetch decode kernel,
 #   mma16b-deep, per GEMM and at 7B, issue 14's 0.9x; ncu: hardware counters of the kernels in
 #   question, the first read of them; whatever the budget leaves out goes first in the next call)
@@ -56,7 +57,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma tiles gemv whole ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma tiles gemv whole workspace ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -231,6 +232,15 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
         --launch-skip 40 --launch-count 24 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
         --prompt-tokens 128 --decode-tokens 2 --cache-off-tokens 1 --batch-size 64 --repeats 1 >"$L/ncu_batch64.txt" 2>&1
       ncu_rows "$L/ncu_batch64.txt" 150 ;;
+    workspace)
+      # standard's decode step with cuBLAS's 32 MiB workspace (default, PyTorch's on Hopper) and with
+      # none (KVPARITY_CUDA_BLAS_WORKSPACE_MB=0: no split-K, whose reductions are graph nodes of
+      # their own): 7B and 1.1B decode after a 512-token prompt, each graph's kernel nodes by name.
+      stage workspace
+      ab KVPARITY_CUDA_BLAS_WORKSPACE_MB "32 0" workspace7b 150 "decode|graph" --kernels standard --prompt-tokens 512 \
+        --decode-tokens 128 --cache-off-tokens 1 --repeats 3
+      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_BLAS_WORKSPACE_MB "32 0" workspace11b 100 "decode|graph" \
+        --kernels standard --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
     whole)
       # standard's decode attention: a lane's whole K row and its share of a chunk's 32 V rows in
       # one round trip (default since 2026-11-27, unmeasured) vs 8 loads a round

@@ -1,12 +1,20 @@
 #include <string>
 
+#include "core/env.h"
 #include "cuda/cuda_gemm_launches.cuh"
 #include "cuda/cuda_ops.h"
 
 namespace kvp::cuda {
 namespace {
 
-constexpr size_t kBlasWorkspace = size_t(32) << 20;
+// cuBLAS's workspace, as PyTorch gives it on Hopper (32 MiB): what lets it pick split-K
+// algorithms, whose reductions are kernels of their own. $KVPARITY_CUDA_BLAS_WORKSPACE_MB (0 to
+// 1024) sets another size, for measuring what those extra graph nodes cost a decode step; cuBLAS
+// chooses its algorithm for each shape either way.
+size_t blas_workspace_bytes() {
+  static const size_t mb = size_t(env_int("KVPARITY_CUDA_BLAS_WORKSPACE_MB", 32, 0, 1024));
+  return mb << 20;
+}
 
 void cublas_check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
@@ -24,7 +32,8 @@ GemmLaunches::GemmLaunches(KernelPolicy policy, PassGraphs& graphs) : policy_(po
   // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it never is).
   cublas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   // A workspace of our own: cuBLAS must not allocate while a graph is being captured.
-  cublas_check(cublasSetWorkspace(blas_, workspace_.ensure(kBlasWorkspace), kBlasWorkspace), "cublasSetWorkspace");
+  const size_t ws = blas_workspace_bytes();
+  cublas_check(cublasSetWorkspace(blas_, ws > 0 ? workspace_.ensure(ws) : nullptr, ws), "cublasSetWorkspace");
 }
 
 GemmLaunches::~GemmLaunches() { cublasDestroy(blas_); }
