@@ -235,24 +235,21 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
     workspace)
       # standard's decode step with cuBLAS's 32 MiB workspace (default, PyTorch's on Hopper) and with
       # none (KVPARITY_CUDA_BLAS_WORKSPACE_MB=0: no split-K, whose reductions are graph nodes of
-      # their own): 7B and 1.1B decode after a 512-token prompt, each graph's kernel nodes by name.
+      # their own): 7B decode after a 512-token prompt, each graph's kernel nodes by name.
       stage workspace
       ab KVPARITY_CUDA_BLAS_WORKSPACE_MB "32 0" workspace7b 150 "decode|graph" --kernels standard --prompt-tokens 512 \
-        --decode-tokens 128 --cache-off-tokens 1 --repeats 3
-      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_BLAS_WORKSPACE_MB "32 0" workspace11b 100 "decode|graph" \
-        --kernels standard --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
+        --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
     whole)
       # standard's decode attention: a lane's whole K row and its share of a chunk's 32 V rows in
       # one round trip (default since 2026-11-27, unmeasured) vs 8 loads a round
       # (KVPARITY_CUDA_DECODE_WHOLE=0); decode at 1.1B and 7B after a 512-token prompt (issue 13's
-      # 450 and 160 tok/s), then batch 64 at 7B. The same bits either way.
+      # 450 and 160 tok/s; the attention stage has the per-call rows, batch 64 included). The same
+      # bits either way.
       stage whole
       AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_DECODE_WHOLE "0 1" whole11b 100 "decode|standard" --kernels standard \
         --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
       ab KVPARITY_CUDA_DECODE_WHOLE "0 1" whole7b 150 "decode|standard" --kernels standard --prompt-tokens 512 \
-        --decode-tokens 128 --cache-off-tokens 1 --repeats 3
-      ab KVPARITY_CUDA_DECODE_WHOLE "0 1" whole7b_batch64 150 "decode|standard" --kernels standard \
-        --prompt-tokens 128 --decode-tokens 64 --cache-off-tokens 1 --repeats 2 --batch-size 64 ;;
+        --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
     wgmma)
       # The wgmma family (KVPARITY_CUDA_GEMM=wgmma; its own bits): its tests, each tile against
       # cuBLAS and both families' choices (auto: wgmma-tma+mma16b on sm_90; mma: the mma.sync
