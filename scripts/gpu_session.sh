@@ -122,6 +122,14 @@ ab() {
     unset "$var"
   done
 }
+# ab_decode VAR "VALUES" NAME: standard's decode after a 512-token prompt (issue 13's 450 and 160
+# tok/s), at 1.1B then 7B shape, once per value of VAR (logs NAME11b_*, NAME7b_*).
+ab_decode() {
+  AB_SYNTH=tinyllama-1.1b ab "$1" "$2" "${3}11b" 120 "decode|standard" --kernels standard --prompt-tokens 512 \
+    --decode-tokens 128 --cache-off-tokens 1 --repeats 3
+  ab "$1" "$2" "${3}7b" 150 "decode|standard" --kernels standard --prompt-tokens 512 --decode-tokens 128 \
+    --cache-off-tokens 1 --repeats 3
+}
 # The 7B-shape checkpoint on disk (compare7b, gsm8k), written once per machine (into a .part
 # directory first, so that a cut write is never taken for a checkpoint).
 synth7b() {
@@ -246,10 +254,7 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       # 450 and 160 tok/s; the attention stage has the per-call rows, batch 64 included). The same
       # bits either way.
       stage whole
-      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_DECODE_WHOLE "0 1" whole11b 100 "decode|standard" --kernels standard \
-        --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
-      ab KVPARITY_CUDA_DECODE_WHOLE "0 1" whole7b 150 "decode|standard" --kernels standard --prompt-tokens 512 \
-        --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
+      ab_decode KVPARITY_CUDA_DECODE_WHOLE "0 1" whole ;;
     wgmma)
       # The wgmma family (KVPARITY_CUDA_GEMM=wgmma; its own bits): its tests, each tile against
       # cuBLAS and both families' choices (auto: wgmma-tma+mma16b on sm_90; mma: the mma.sync
@@ -340,10 +345,7 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       # more warps over a short cache; decode at 1.1B and 7B with a 512-token prompt (H100,
       # 2026-11-26: 427 -> 486 and 138 -> 144 tok/s).
       stage split
-      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_SPLIT_KEYS "64 32" split11b 120 "decode|standard" --kernels standard \
-        --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3
-      ab KVPARITY_CUDA_SPLIT_KEYS "64 32" split7b 150 "decode|standard" --kernels standard --prompt-tokens 512 \
-        --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
+      ab_decode KVPARITY_CUDA_SPLIT_KEYS "64 32" split ;;
     tiles)
       # The tiled GEMMs' block order (cuda_tile_order.cuh, 2026-11-26 evening, unmeasured): one tile
       # row after another (KVPARITY_CUDA_TILE_GROUP=1, as before) vs groups of 8 tile rows sweeping
@@ -393,10 +395,7 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       stage gemv
       tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_matmul/standard(-gemv)?/fp16/M1/' >"$L/gemv_gemm.log" 2>&1
       echo "bench rc=$?"; bench_rows "$L/gemv_gemm.log"
-      ab KVPARITY_CUDA_GEMV "0 1" gemv7b 150 "decode|standard" --kernels standard --prompt-tokens 512 \
-        --decode-tokens 128 --cache-off-tokens 1 --repeats 3
-      AB_SYNTH=tinyllama-1.1b ab KVPARITY_CUDA_GEMV "0 1" gemv11b 100 "decode|standard" --kernels standard \
-        --prompt-tokens 512 --decode-tokens 128 --cache-off-tokens 1 --repeats 3 ;;
+      ab_decode KVPARITY_CUDA_GEMV "0 1" gemv ;;
     study7b)
       # One step of the GSM8K study's cache-OFF side at batch 64: 64 sequences of 200 tokens (the
       # 0-shot prompts' 72 plus half of the 256 new ones) from position 0 in one pass, both policies,

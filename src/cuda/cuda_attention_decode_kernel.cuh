@@ -23,7 +23,7 @@ namespace {
 
 constexpr int kWarps = 4;    // warps per block
 constexpr int kPerLane = 8;  // head_dim <= 256: dimensions held per lane
-constexpr int kInFlight = 8;  // loads a lane issues before it uses the first (K chunks, V rows, splits)
+constexpr int kInFlight = 8;  // the general path: loads a lane issues before it uses the first (K chunks, V rows)
 constexpr float kNegInf = -INFINITY;
 
 __device__ __forceinline__ int first_key(const AttnShape& s, int pos) {
