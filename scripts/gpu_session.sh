@@ -209,12 +209,54 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
       #    64 steps, a 512-row prefill (the second launch of each: the first plans and uploads);
       # 2) decode GEMMs at one row (cuBLAS and invariant's auto; q and down are invariant's
       #    slowest against cuBLAS);
-      # 3) the large-M kernels of a batch-64 pass at 7B (the prefill of 64 x 128 tokens: the
-      #    GSM8K study's cache-OFF step has the same kernels at 12,800 rows), the first layers' worth.
+      # 3) every kernel of one 7B decode step, summed by name (issue 13's 160 tok/s: where a step's
+      #    device time goes, against its wall time), and the kernels of a few layers of the batch-64
+      #    cache-OFF step (the GSM8K study's), each alone: bench's phases are NVTX ranges.
       stage ncu
       if ! command -v ncu >/dev/null; then echo "no ncu here"; continue; fi
       NCU=(ncu --clock-control none --section SpeedOfLight --section LaunchStats --section Occupancy
         --section WarpStateStats --section MemoryWorkloadAnalysis)
+      # Device time by kernel name over a whole report (ncu's text output), the longest first.
+      ncu_sum() {
+        python3 - "$1" <<'PY'
+import collections, re, sys
+def short(n):
+    n = n.replace("(anonymous namespace)::", "")
+    d = 0
+    for i, c in enumerate(n):
+        d += c == "<"
+        d -= c == ">"
+        if c == "(" and d == 0:
+            n = n[:i]
+            break
+    d, start = 0, 0
+    for i, c in enumerate(n):
+        d += c == "<"
+        d -= c == ">"
+        if c == " " and d == 0:
+            start = i + 1
+    n = n[start:]
+    lt = n.find("<")
+    k = n.rfind("::", 0, lt if lt >= 0 else len(n))
+    return (n[k + 2:] if k >= 0 else n)[:70]
+tot, cnt, name = collections.defaultdict(float), collections.Counter(), None
+for line in open(sys.argv[1], errors="replace"):
+    m = re.match(r"  (\S.*) \(\d+, \d+, \d+\)x\(\d+, \d+, \d+\), Context", line)
+    if m:
+        name = short(m.group(1))
+        continue
+    m = re.match(r"\s+Duration\s+(\S+)\s+([\d.,]+)", line)
+    if m and name:
+        v = float(m.group(2).replace(",", ""))
+        tot[name] += {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6}.get(m.group(1), 1.0) * v
+        cnt[name] += 1
+        name = None
+print("%-70s %6s %11s %9s" % ("kernel", "calls", "total us", "mean us"))
+for n, t in sorted(tot.items(), key=lambda x: -x[1]):
+    print("%-70s %6d %11.1f %9.2f" % (n, cnt[n], t, t / cnt[n]))
+print("%-70s %6d %11.1f" % ("all", sum(cnt.values()), sum(tot.values())))
+PY
+      }
       ncu_rows() {
         grep -E "Context [0-9]+, Stream|^ +Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per Thread|Warp Cycles Per Issued|being stalled|==ERROR==|==WARNING==" "$1" |
           sed -E 's/^ +//; s/\(([^()]|\([^()]*\))*\) \(/ (/; s/ {2,}/ /g' | cut -c1-150 | head -${2:-60}
@@ -235,11 +277,17 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
           --benchmark_filter="^cuda_matmul/$c" >"$f" 2>&1
         ncu_rows "$f" 12
       done
-      echo "-- a batch-64 pass at 7B, large-M kernels"
-      tmo 200 "${NCU[@]}" -k 'regex:rope_kernel|gated_kernel|rmsnorm_kernel|prefill_mma_kernel|kv_write_kernel|add_kernel|round_check_kernel|to_storage_kernel|gemm|Kernel' \
-        --launch-skip 40 --launch-count 24 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
-        --prompt-tokens 128 --decode-tokens 2 --cache-off-tokens 1 --batch-size 64 --repeats 1 >"$L/ncu_batch64.txt" 2>&1
-      ncu_rows "$L/ncu_batch64.txt" 150 ;;
+      echo "-- one 7B decode step (standard, after a 512-token prompt), every kernel: device time by name"
+      tmo 150 ncu --clock-control none --section SpeedOfLight --nvtx --nvtx-include "decode/" "$K" bench --device cuda \
+        --synth llama2-7b --dtype fp16 --kernels standard --prompt-tokens 512 --decode-tokens 1 --cache-off-tokens 1 \
+        --repeats 1 >"$L/ncu_decode7b.txt" 2>&1
+      ncu_sum "$L/ncu_decode7b.txt"
+      echo "-- the batch-64 cache-OFF step at 7B (64 x 200 rows, the GSM8K study's), layers 4-6's kernels"
+      tmo 200 "${NCU[@]}" --nvtx --nvtx-include "batch-cache-off/" --launch-skip 40 --launch-count 30 "$K" bench \
+        --device cuda --synth llama2-7b --dtype fp16 --kernels standard --prompt-tokens 16 --decode-tokens 2 \
+        --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 1 >"$L/ncu_study7b.txt" 2>&1
+      ncu_sum "$L/ncu_study7b.txt"
+      ncu_rows "$L/ncu_study7b.txt" 200 ;;
     workspace)
       # standard's decode step with cuBLAS's 32 MiB workspace (default, PyTorch's on Hopper) and with
       # none (KVPARITY_CUDA_BLAS_WORKSPACE_MB=0: no split-K, whose reductions are graph nodes of

@@ -39,6 +39,9 @@ struct OpTime {
 };
 void set_op_timing(bool on);
 void op_timing_phase(const std::string& phase);
+// The GPU work from here on belongs to `phase` (spaces become '-'), as an NVTX range a profiler
+// can filter on; "-" ends it (cuda_profile_ranges.cu). Free without a profiler attached.
+void profile_phase(const std::string& phase);
 std::vector<OpTime> op_times();  // by phase, then by time, longest first
 void reset_op_times();
 

@@ -23,6 +23,7 @@ void reset_peak_allocated() {}
 double read_bandwidth(size_t, int) { refuse(); }
 void set_op_timing(bool) {}
 void op_timing_phase(const std::string&) {}
+void profile_phase(const std::string&) {}
 std::vector<OpTime> op_times() { return {}; }
 void reset_op_times() {}
 void set_pass_graphs(bool) {}

@@ -151,7 +151,9 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
     const bool by_policy = cfg.policies.size() > 1;
     std::string kernels;
     const auto phase = [&](const char* name) {
-      if (cfg.op_times) cuda::op_timing_phase(by_policy && name != std::string("-") ? kernels + " " + name : name);
+      const std::string tagged = by_policy && name != std::string("-") ? kernels + " " + name : name;
+      if (cfg.op_times) cuda::op_timing_phase(tagged);
+      if (on_gpu) cuda::profile_phase(tagged);
     };
     for (int rep = 0; rep < std::max(1, cfg.repeats); ++rep) {
       probe_bandwidth();
@@ -197,10 +199,12 @@ std::vector<BenchResult> run_bench(const Checkpoint& ckpt, const BenchConfig& cf
           g.stop_at_eos = false;
           g.max_new_tokens = cfg.decode_tokens + 1;
           double decode_start = 0;
+          phase("batch decode");
           engine.generate_batch(prompts, g, nullptr, [&](int, const StepInfo& st) {
             if (st.step == 0) decode_start = now_s();
           });
           run.best_batch = std::min(run.best_batch, now_s() - decode_start);
+          phase("-");
         }
         if (cfg.batch_cache_off) {  // with a batch of 2 or more (check_bench_config)
           // B rotations of the bench tokens' first cache_off_tokens, all from position 0 in one
