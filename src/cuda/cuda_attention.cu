@@ -8,12 +8,14 @@
 // Scores are rounded where HF's eager code rounds them (attention_score in kernels.h); as in
 // FlashAttention the softmax sum keeps the fp32 probabilities while P.V uses them rounded to the
 // compute dtype (the CPU standard policy does the same, standard_simd.cpp).
+#include <atomic>
 #include <cmath>
 
 #include "core/env.h"
 #include "cuda/cuda_attention_decode_kernel.cuh"
 #include "cuda/cuda_attention_score.cuh"
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_runtime_api.h"
 
 namespace kvp::cuda {
 namespace {
@@ -123,10 +125,21 @@ void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const 
 }
 
 // $KVPARITY_CUDA_DECODE_WHOLE=0: 16-bit K/V through the 8-loads-a-round path as before
-// 2026-11-27 (the same bits), for scripts/gpu_session.sh to time both.
+// 2026-11-27 (the same bits), for scripts/gpu_session.sh to time both; set_decode_whole_rows for
+// the CUDA suite to compare them.
+namespace {
+std::atomic<int> g_whole{-1};  // -1: not yet read from the environment
+}  // namespace
+void set_decode_whole_rows(bool on) { g_whole = on ? 1 : 0; }
 bool decode_whole_rows() {
-  static const bool whole = env_int("KVPARITY_CUDA_DECODE_WHOLE", 1, 0, 1) != 0;
-  return whole;
+  int w = g_whole.load();
+  if (w < 0) {
+    w = env_int("KVPARITY_CUDA_DECODE_WHOLE", 1, 0, 1);
+    int unset = -1;
+    g_whole.compare_exchange_strong(unset, w);  // a setter that ran meanwhile wins
+    w = g_whole.load();
+  }
+  return w != 0;
 }
 
 void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts,

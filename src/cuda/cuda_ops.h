@@ -137,9 +137,6 @@ bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, co
                                   bool chunked = false);
 // $KVPARITY_CUDA_ATTN_STAGES (1 or 2: K/V stages of every tensor-core attention launch; 0 unset).
 int forced_attention_stages();
-// Whether standard's decode attention loads whole rows where it can ($KVPARITY_CUDA_DECODE_WHOLE,
-// default 1; 0: eight loads a round, the same bits), read once.
-bool decode_whole_rows();
 // The decode launches below are one kernel each: every block (standard: every warp) writes its
 // partial state to `parts`, and the last of a (slice i, head h) to arrive, counted at
 // counts[i x n_heads + h], merges them in their fixed order and sets the count back to 0. So

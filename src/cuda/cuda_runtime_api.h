@@ -79,6 +79,12 @@ size_t upload_ring_bytes();
 // follow its split heuristic. Read at every attention call.
 void set_decode_split_keys(int keys);
 int decode_split_keys();
+// Whether `standard`'s decode attention loads a lane's whole K row and its share of a chunk's V
+// rows at once where K/V are 16-bit and head_dim is 32, 64 or 128 (on by default), or eight loads a
+// round as elsewhere ($KVPARITY_CUDA_DECODE_WHOLE=0): the same bits, for timing the two. Read at
+// every launch (a graph replays the path it was captured with, which gives the same bits).
+void set_decode_whole_rows(bool on);
+bool decode_whole_rows();
 
 // Programmatic dependent launch (sm_90 and later): each kernel may be scheduled while the one
 // before it in the stream finishes, and waits for it at its first statement (pdl_entry), so the

@@ -24,6 +24,8 @@ double read_bandwidth(size_t, int) { refuse(); }
 void set_op_timing(bool) {}
 void op_timing_phase(const std::string&) {}
 void profile_phase(const std::string&) {}
+void set_decode_whole_rows(bool) {}
+bool decode_whole_rows() { return true; }
 std::vector<OpTime> op_times() { return {}; }
 void reset_op_times() {}
 void set_pass_graphs(bool) {}
