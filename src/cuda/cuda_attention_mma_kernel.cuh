@@ -122,7 +122,9 @@ constexpr size_t smem_bytes() {
 // One KV head's keys [.., key_end) walked in kKeys-key tiles through STAGES shared-memory stages
 // (K rows at s[st][0], V rows at s[st][1]) by a block of THREADS threads; rows past key_end are
 // zeros, so a never-written slot is never read. STAGES = 2: the next tile's copies (cp.async) are
-// in flight while this one is computed; 1: each tile is copied, then computed.
+// in flight while this one is computed; 1: each tile is copied, then computed. Either way the
+// first tile's copies go out at start(), which the kernels call before they load q: the two
+// round trips overlap (a decode block has few tiles, so that is one of its few round trips).
 template <int HD, int STAGES, int THREADS>
 struct KvTiles {
   uint16_t (*s)[2][kKeys][HD + kPad];
@@ -148,9 +150,9 @@ struct KvTiles {
     }
     commit_copies();
   }
-  // Before a walk over the tiles at first, first + kKeys, .. < end.
+  // Before a walk over the tiles at first, first + kKeys, .. < end: the first tile's copies.
   __device__ void start(int first, int end) const {
-    if (STAGES == 2 && first < end) copy(first, 0);
+    if (first < end) copy(first, 0);
   }
   // The stage that holds the walk's tile number `tile` (at k0), landed and seen by the whole block.
   __device__ int arrive(int k0, int tile, int end) const {
@@ -164,7 +166,7 @@ struct KvTiles {
         commit_copies();
       wait_copies<1>();  // this tile's copies have landed
     } else {
-      copy(k0, 0);
+      if (tile > 0) copy(k0, 0);  // the first went out at start()
       wait_copies<0>();
     }
     __syncthreads();  // and are seen by the whole block
@@ -204,6 +206,13 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int q_stride = s.n_heads * HD;
 
+  const int last_row = min(d.n_rows, r0 + kRows) - 1;
+  const int key_end = d.start_pos + last_row + 1;           // keys [.., key_end) hold this pass's data
+  const int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
+  const auto tiles = KvTiles<HD, STAGES, kThreads>::of(smem, d, kvh, key_end);
+  const int first = key_begin / kKeys * kKeys;
+  tiles.start(first, key_end);  // before q's loads, which then overlap the copies
+
   // This warp's rows: ra = r0 + 16*warp + g and rb = ra + 8 (positions start_pos + row).
   const int ra = r0 + warp * 16 + g, rb = ra + 8;
   const int pa = d.start_pos + ra, pb = d.start_pos + rb;
@@ -233,10 +242,6 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
   for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float ma = kNegInf, mb = kNegInf, la = 0.0f, lb = 0.0f;
 
-  const int last_row = min(d.n_rows, r0 + kRows) - 1;
-  const int key_end = d.start_pos + last_row + 1;     // keys [.., key_end) hold this pass's data
-  const int key_begin = window_start(s, d.start_pos + r0);  // no row of the block looks further back
-  const auto tiles = KvTiles<HD, STAGES, kThreads>::of(smem, d, kvh, key_end);
   // Chunked: the running state, merged from each chunk's (m, l, o) as the walk leaves it; this
   // thread's o slots in shared memory after the K/V stages.
   float mra = kNegInf, mrb = kNegInf, lra = 0.0f, lrb = 0.0f;
@@ -267,9 +272,7 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
     for (int n = 0; n < NT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   };
 
-  const int first = key_begin / kKeys * kKeys;
   [[maybe_unused]] int chunk = first / kChunkKeys;
-  tiles.start(first, key_end);
   for (int k0 = first, tile = 0; k0 < key_end; k0 += kKeys, ++tile) {
     if constexpr (MODE == Mode::Chunked) {
       if (k0 / kChunkKeys != chunk) {

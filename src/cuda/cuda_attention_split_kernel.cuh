@@ -113,6 +113,9 @@ __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* de
   const int c0 = int(blockIdx.x) * kChunkKeys;
   if (c0 >= key_end || c0 + kChunkKeys <= wpos) return;  // no key of the row: neither counted nor merged
   const int key_begin = max(wpos, c0), tiles_end = min(key_end, c0 + kChunkKeys);
+  const auto tiles = KvTiles<HD, STAGES, kBlockThreads>::of(smem, d, kvh, key_end);
+  const int first = key_begin / kKeys * kKeys;
+  tiles.start(first, tiles_end);  // before q's loads, which then overlap the copies
 
   uint32_t qf[KT][4];
   const float* q = d.q + size_t(h) * HD;
@@ -135,9 +138,6 @@ __global__ void __launch_bounds__(W * 32) split_decode_kernel(const AttnDesc* de
   for (int n = 0; n < 2 * kMine; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m = kNegInf, l = 0.0f;
 
-  const auto tiles = KvTiles<HD, STAGES, kBlockThreads>::of(smem, d, kvh, key_end);
-  const int first = key_begin / kKeys * kKeys;
-  tiles.start(first, tiles_end);
   for (int k0 = first, tile = 0; k0 < tiles_end; k0 += kKeys, ++tile) {
     const int st = tiles.arrive(k0, tile, tiles_end);
     const auto& k_s = tiles.s[st][0];
