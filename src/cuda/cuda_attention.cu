@@ -8,7 +8,6 @@
 // Scores are rounded where HF's eager code rounds them (attention_score in kernels.h); as in
 // FlashAttention the softmax sum keeps the fp32 probabilities while P.V uses them rounded to the
 // compute dtype (the CPU standard policy does the same, standard_simd.cpp).
-#include <atomic>
 #include <cmath>
 
 #include "core/env.h"
@@ -128,19 +127,10 @@ void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const 
 // 2026-11-27 (the same bits), for scripts/gpu_session.sh to time both; set_decode_whole_rows for
 // the CUDA suite to compare them.
 namespace {
-std::atomic<int> g_whole{-1};  // -1: not yet read from the environment
+EnvSwitch g_whole{"KVPARITY_CUDA_DECODE_WHOLE", true};
 }  // namespace
-void set_decode_whole_rows(bool on) { g_whole = on ? 1 : 0; }
-bool decode_whole_rows() {
-  int w = g_whole.load();
-  if (w < 0) {
-    w = env_int("KVPARITY_CUDA_DECODE_WHOLE", 1, 0, 1);
-    int unset = -1;
-    g_whole.compare_exchange_strong(unset, w);  // a setter that ran meanwhile wins
-    w = g_whole.load();
-  }
-  return w != 0;
-}
+void set_decode_whole_rows(bool on) { g_whole.set(on); }
+bool decode_whole_rows() { return g_whole.on(); }
 
 void launch_attention_decode(const AttnDesc* descs, int n, int max_splits, const AttnShape& s, float* parts,
                              unsigned* counts, const AttnStore& store) {
