@@ -145,6 +145,7 @@ void register_bench(CLI::App& app) {
       // and the attention's orders), so that a figure says what ran.
       (o->json ? std::cerr : std::cout) << "cuda launches: fusion " << (cuda::launch_fusion_on() ? "on" : "off")
                                         << ", grouped projections " << (cuda::group_launches_on() ? "on" : "off")
+                                        << ", dead write-backs " << (cuda::skip_dead_writes_on() ? "skipped" : "kept")
                                         << ", programmatic launch "
                                         << (!cuda::programmatic_launch_on()         ? "off"
                                             : cuda::programmatic_launch_available() ? "on"

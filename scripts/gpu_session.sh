@@ -16,7 +16,8 @@
 #   GSM8K_FLIPS (0: --no-flips),
 #   OPS_KERNELS (ops stages; e.g. standard,invariant), COMPARE_PROMPTS / COMPARE_TOKENS /
 #   COMPARE_BATCH / COMPARE_KERNELS (compare7b: 64, 128, 16, standard,invariant), WGMMA_GEMMS (the
-#   wgmma stage's 7B runs: default "auto wgmma-tma+mma16b-deep"; mma: the mma.sync family).
+#   wgmma stage's 7B runs: default "auto wgmma-tma+mma16b", Auto's choice against the kernel named
+#   without the deep stretch of single rows; mma: the mma.sync family).
 # The device returns at most 8 files from $OUT: every log goes to $OUT/logs.tgz (rewritten after
 #   each stage and on exit, so a call cut short still returns what finished) and the console to
 #   $OUT/session.txt.
@@ -39,15 +40,18 @@
 #   On 2026-11-27 an H100 ran that call in 292 s, then on the warm machine `GSM8K_KERNELS=
 #   standard,invariant GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=500 ... gsm8k compare7b` (487 s: the
 #   standard half's two batches of 64 only). Since then invariant's auto on sm_90 is the wgmma
-#   family (wgmma-tma+mma16b; KVPARITY_CUDA_GEMM=mma the mma.sync family). Next:
-#     BUDGET_S=560 scripts/gpu_session.sh info tests whole workspace study7b wgmma ncu
-#   (tests: the whole suite with the new defaults in one process; whole: standard's decode
-#   attention with whole-row loads against 8 a round, issue 13's 160 tok/s; workspace: cuBLAS
-#   without split-K, and the decode graph's 357 nodes by name; study7b: the rotation's
-#   new blocks against the old, the GSM8K step; wgmma: the deep-prefetch decode kernel,
-#   mma16b-deep, per GEMM and at 7B, issue 14's 0.9x; ncu: hardware counters of the kernels in
-#   question, the first read of them; whatever the budget leaves out goes first in the next call)
-#   then on the warm machine, without the teacher-forced pass (issue 13's figure):
+#   family (wgmma-tma+mma16b; KVPARITY_CUDA_GEMM=mma the mma.sync family). Late on 2026-11-27 an
+#   H100 ran `info tests whole workspace study7b wgmma ncu` in 506 s (all 50 tests passed), then
+#   on the warm machine `GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64
+#   BUDGET_S=285 ... gsm8k` in 244 s (docs/performance.md has the figures). Written after it,
+#   untimed: the rotation's pairs a thread, RMSNorm's shares in registers, Auto's deep stretch on
+#   single rows with K >= N, dead write-backs skipped. Next:
+#     BUDGET_S=540 scripts/gpu_session.sh info tests study7b wgmma ncu
+#   (tests: CudaFusion.* with the dead write-backs skipped; study7b: the rotation, two pairs a
+#   thread against KVPARITY_CUDA_ROPE_BLOCK=1's one unit a block, and KVPARITY_CUDA_SKIP_DEAD_WRITES=0;
+#   wgmma: Auto against wgmma-tma+mma16b without the deep stretch, issue 14's 0.9x; ncu:
+#   the RMSNorm of a decode step, and the whole step by kernel name)
+#   then on the warm machine, as before (issue 13's 40 a minute):
 #     GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=... gsm8k
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
@@ -245,7 +249,7 @@ for line in open(sys.argv[1], errors="replace"):
     if m:
         name = short(m.group(1))
         continue
-    m = re.match(r"\s+Duration\s+(\S+)\s+([\d.,]+)", line)
+    m = re.match(r"\s+(?:Duration|gpu__time_duration.sum)\s+(\S+)\s+([\d.,]+)", line)
     if m and name:
         v = float(m.group(2).replace(",", ""))
         tot[name] += {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6}.get(m.group(1), 1.0) * v
@@ -273,12 +277,14 @@ PY
         standard/fp16/M1/7b_gate; do
         f=$L/ncu_gemm_${c//[\/:]/_}.txt
         echo "-- $c"
-        tmo 45 "${NCU[@]}" -k 'regex:gemm|gemv|mma|Kernel' --launch-skip 2 --launch-count 1 "$BIN/kvparity_bench" \
+        tmo 45 "${NCU[@]}" -k 'regex:gemm|gemv|mma|Kernel|nvjet' --launch-skip 2 --launch-count 1 "$BIN/kvparity_bench" \
           --benchmark_filter="^cuda_matmul/$c" >"$f" 2>&1
         ncu_rows "$f" 12
       done
+      # (one metric, one replay a kernel: with the SpeedOfLight section, 10 each, the 2026-11-27
+      # call's 150 s reached 117 of the step's 357 kernels)
       echo "-- one 7B decode step (standard, after a 512-token prompt), every kernel: device time by name"
-      tmo 150 ncu --clock-control none --section SpeedOfLight --nvtx --nvtx-include "decode/" "$K" bench --device cuda \
+      tmo 150 ncu --clock-control none --metrics gpu__time_duration.sum --nvtx --nvtx-include "decode/" "$K" bench --device cuda \
         --synth llama2-7b --dtype fp16 --kernels standard --prompt-tokens 512 --decode-tokens 1 --cache-off-tokens 1 \
         --repeats 1 >"$L/ncu_decode7b.txt" 2>&1
       ncu_sum "$L/ncu_decode7b.txt"
@@ -321,7 +327,7 @@ PY
       echo "bench rc=$?"; bench_rows "$L/wgmma_gemm.log"
       # Issue 14's ratios at batch 1 (decode, prefill, cache OFF) and batch 64 with each family's
       # choice (WGMMA_GEMMS: any KVPARITY_CUDA_GEMM names, e.g. wgmma-tma wgmma-tma+mma16x).
-      for g in ${WGMMA_GEMMS:-auto wgmma-tma+mma16b-deep}; do
+      for g in ${WGMMA_GEMMS:-auto wgmma-tma+mma16b}; do
         KVPARITY_CUDA_GEMM=$g tmo 150 "$K" bench --device cuda --synth llama2-7b --dtype fp16 \
           --kernels standard,invariant --prompt-tokens 512 --decode-tokens 64 --cache-off-tokens 512 --repeats 2 2>&1 |
           tee "$L/${g/+/_}_7b.log" | tail -6
@@ -456,11 +462,18 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       tmo 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard,invariant \
         --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 1 \
         --op-times 2>&1 | tee "$L/study7b_ops.log" | grep "batch cache-off" | head -60
-      # The rotation a block a unit, as before 2026-11-27 (RopeShape; the same bits), standard only.
+      # The rotation a block a unit and a pair a thread, as before 2026-11-27 (RopeShape; the same
+      # bits), standard only.
       echo "-- KVPARITY_CUDA_ROPE_BLOCK=1"
       KVPARITY_CUDA_ROPE_BLOCK=1 tmo 120 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
         --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 2 2>&1 |
-        tee "$L/study7b_rope_block.log" | tail -4 ;;
+        tee "$L/study7b_rope_block.log" | tail -4
+      # Every rounded input written back, as before 2026-11-27 evening (Kernels::last_read; the
+      # same bits), standard only.
+      echo "-- KVPARITY_CUDA_SKIP_DEAD_WRITES=0"
+      KVPARITY_CUDA_SKIP_DEAD_WRITES=0 tmo 120 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
+        --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 2 2>&1 |
+        tee "$L/study7b_dead_writes.log" | tail -4 ;;
     gsm8k)
       # The study at 7B shape: synthetic weights, the Llama-2 tokenizer, 0-shot, 256 new tokens,
       # greedy, cache OFF vs ON, in batches of GSM8K_BATCH (default 16: a batch's records land when

@@ -124,8 +124,8 @@ TEST(CudaFusionOnCpu, AddRoundsItsPendingOperandAndWritesItBack) {
   for (DType t : kAllTypes) {
     const int a = cuda::store_of(t);
     const size_t n = 1000;
-    auto xw = test::normals(n, rng, t), yw = raw(n, rng, true);
-    auto xg = xw, yg = yw;
+    const auto x0 = test::normals(n, rng, t), y0 = raw(n, rng, true);
+    auto xw = x0, yw = y0, xg = x0, yg = y0;
     Hits hw, hg;
     round_all(yw.data(), n, a, hw.at(3));
     ew::add(HostLaunch{}, xw.data(), yw.data(), n, a, hw.at(4), InRound{});
@@ -133,6 +133,13 @@ TEST(CudaFusionOnCpu, AddRoundsItsPendingOperandAndWritesItBack) {
     EXPECT_SAME_BITS(xg, xw, name(t, "add: x"));
     EXPECT_SAME_BITS(yg, yw, name(t, "add: y written back rounded"));
     expect_same_hits(hg, hw, name(t, "add"));
+    // y not written back (InRound::write_back): the same sum and reports, y as it was.
+    auto xn = x0, yn = y0;
+    Hits hn;
+    ew::add(HostLaunch{}, xn.data(), yn.data(), n, a, hn.at(4), InRound{a, hn.at(3), false});
+    EXPECT_SAME_BITS(xn, xw, name(t, "add, no write-back: x"));
+    EXPECT_SAME_BITS(yn, y0, name(t, "add, no write-back: y as it was"));
+    expect_same_hits(hn, hw, name(t, "add, no write-back"));
     // In place (y == x).
     auto zw = raw(n, rng, true), zg = zw;
     Hits iw, ig;
@@ -161,6 +168,7 @@ TEST(CudaFusionOnCpu, GatedRoundsGateAndUpAndWritesTheCopy) {
         auto gw = raw(n, rng, true, 3.0f), uw = raw(n, rng, false, 3.0f);
         uw[n - 5] = std::numeric_limits<float>::infinity();
         uw[n - 9] = std::numeric_limits<float>::quiet_NaN();
+        const auto g0 = gw, u0 = uw;
         auto gg = gw, ug = uw;
         Hits hw, hg;
         round_all(gw.data(), n, a, hw.at(1));
@@ -175,6 +183,16 @@ TEST(CudaFusionOnCpu, GatedRoundsGateAndUpAndWritesTheCopy) {
         EXPECT_SAME_BITS(ug, uw, what + ": up written back rounded");
         EXPECT_SAME_BITS(copy_g, copy_w, what + ": 16-bit copy");
         expect_same_hits(hg, hw, what);
+        // Neither input written back (InRound::write_back): gate holds the result all the same.
+        auto gn = g0, un = u0;
+        std::vector<float> copy_n(n, 0.0f);
+        Hits hn;
+        ew::gated(HostLaunch{}, gn.data(), un.data(), n, a, gelu, hn.at(3), InRound{a, hn.at(1), false},
+                  InRound{a, hn.at(2), false}, OutCopy{copy_n.data(), store});
+        EXPECT_SAME_BITS(gn, gw, what + ", no write-back: gate");
+        EXPECT_SAME_BITS(un, u0, what + ", no write-back: up as it was");
+        EXPECT_SAME_BITS(copy_n, copy_w, what + ", no write-back: 16-bit copy");
+        expect_same_hits(hn, hw, what + ", no write-back");
       }
 }
 
@@ -190,7 +208,8 @@ TEST(CudaFusionOnCpu, RmsnormWritesTheCopyOfWhatItStores) {
         const auto w = test::normals(dim, rng, t, 4.0f);
         std::vector<float> yw(x.size()), yg(x.size()), copy_g(x.size(), 0.0f);
         Hits hw, hg;
-        ew::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, yw.data(), hw.at(0), OutCopy{}, cuda::AddIn{});
+        ew::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, yw.data(), hw.at(0), OutCopy{},
+                    cuda::AddIn{}, false);
         const auto copy_w = stored_copy(yw, store);
         ew::rmsnorm(HostLaunch{}, x.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, yg.data(), hg.at(0),
                     OutCopy{copy_g.data(), store}, cuda::AddIn{});
@@ -202,11 +221,13 @@ TEST(CudaFusionOnCpu, RmsnormWritesTheCopyOfWhatItStores) {
 }
 
 // The residual add before an RMSNorm of its output, in the norm's kernel: round the pending
-// projection, add it, then normalise (rows wider than a block: a thread's share is strided).
+// projection, add it, then normalise (rows wider than a block: a thread's share is strided), each
+// thread's share and gains held in registers against the kernel that reads them twice (wider than
+// kNormHeld shares, 9000: read twice in both).
 TEST(CudaFusionOnCpu, RmsnormTakesOverTheResidualAddBeforeIt) {
   std::mt19937 rng(11);
   const int M = 3;
-  for (int dim : {96, 2500})
+  for (int dim : {96, 2500, 9000})
     for (DType t : kAllTypes)
       for (bool fp32_gain : {false, true}) {
         const int a = cuda::store_of(t);
@@ -218,7 +239,7 @@ TEST(CudaFusionOnCpu, RmsnormTakesOverTheResidualAddBeforeIt) {
         round_all(yw.data(), yw.size(), a, hw.at(1));
         ew::add(HostLaunch{}, xw.data(), yw.data(), xw.size(), a, hw.at(2), InRound{});
         ew::rmsnorm(HostLaunch{}, xw.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, ow.data(), hw.at(3), OutCopy{},
-                    cuda::AddIn{});
+                    cuda::AddIn{}, false);
         const auto copy_w = stored_copy(ow, cuda::kBF16);
         ew::rmsnorm(HostLaunch{}, xg.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, og.data(), hg.at(3),
                     OutCopy{copy_g.data(), cuda::kBF16}, cuda::AddIn{yg.data(), a, hg.at(2), InRound{a, hg.at(1)}});
@@ -228,13 +249,23 @@ TEST(CudaFusionOnCpu, RmsnormTakesOverTheResidualAddBeforeIt) {
         EXPECT_SAME_BITS(og, ow, what + ": normalised");
         EXPECT_SAME_BITS(copy_g, copy_w, what + ": 16-bit copy");
         expect_same_hits(hg, hw, what);
+        // The projection not written back (InRound::write_back): the same residual and norm.
+        auto xn = x0, yn = y0;
+        std::vector<float> on(x0.size());
+        Hits hn;
+        ew::rmsnorm(HostLaunch{}, xn.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, on.data(), hn.at(3), OutCopy{},
+                    cuda::AddIn{yn.data(), a, hn.at(2), InRound{a, hn.at(1), false}});
+        EXPECT_SAME_BITS(xn, xw, what + ", no write-back: residual");
+        EXPECT_SAME_BITS(yn, y0, what + ", no write-back: projection as it was");
+        EXPECT_SAME_BITS(on, ow, what + ", no write-back: normalised");
+        expect_same_hits(hn, hw, what + ", no write-back");
         // In place (x + x), x pending.
         auto zw = y0, zg = y0;
         Hits iw, ig;
         round_all(zw.data(), zw.size(), a, iw.at(1));
         ew::add(HostLaunch{}, zw.data(), zw.data(), zw.size(), a, iw.at(2), InRound{});
         ew::rmsnorm(HostLaunch{}, zw.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, ow.data(), iw.at(3), OutCopy{},
-                    cuda::AddIn{});
+                    cuda::AddIn{}, false);
         ew::rmsnorm(HostLaunch{}, zg.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, og.data(), ig.at(3), OutCopy{},
                     cuda::AddIn{zg.data(), a, ig.at(2), InRound{a, ig.at(1)}});
         EXPECT_SAME_BITS(zg, zw, what + " in place: residual");
@@ -313,12 +344,25 @@ TEST(CudaFusionOnCpu, KvWriteOfKAndPendingVInOneLaunch) {
       }
       EXPECT_SAME_BITS(vg, vw, what + ": v written back rounded");
       expect_same_hits(hg, hw, what);
+      // V's rows not written back (InRound::write_back): the same caches, v as it was.
+      auto vn = v0;
+      std::vector<std::vector<float>> kc_n(3, std::vector<float>(cache_n, 0.0f)), vc_n = kc_n;
+      auto both_n = descs(kc_n, k);
+      const auto dvn = descs(vc_n, vn);
+      both_n.insert(both_n.end(), dvn.begin(), dvn.end());
+      Hits hn;
+      ew::kv_write(HostLaunch{}, both_n.data(), 6, 3, heads, hd, store, InRound{a, hn.at(5), false}, vn.data(), 3);
+      for (int s = 0; s < 3; ++s)
+        EXPECT_SAME_BITS(vc_n[size_t(s)], vc_w[size_t(s)], what + ", no write-back: V cache " + std::to_string(s));
+      EXPECT_SAME_BITS(vn, v0, what + ", no write-back: v as it was");
+      expect_same_hits(hn, hw, what + ", no write-back");
     }
 }
 
 // The rotations of q and k with the cache writes of K and V in one launch (RopeKv), each pending
 // projection rounded as it is read, against: round q, rotate q, round k, rotate k, write K, round
-// v, write V. Without V (its write launched apart), and with V's rows read as they are.
+// v, write V. Without V (its write launched apart), with V's rows read as they are, and with no
+// input written back (InRound::write_back: q and k hold the rotation all the same, v what it held).
 TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
   std::mt19937 rng(11);
   const int hq = 4, hk = 2, hd = 16, capacity = 12, half = hd / 2, width = hk * hd, positions = capacity;
@@ -331,8 +375,9 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
   const size_t cache_n = size_t(hk) * capacity * hd;
   for (DType t : kAllTypes)
     for (int store : {cuda::kF32, cuda::kF16, cuda::kBF16})
-      for (int mode = 0; mode < 3; ++mode) {  // V in the launch with its pending round; apart; as it is
-        const int a = cuda::store_of(t);
+      for (int mode = 0; mode < 4; ++mode) {  // V in the launch with its pending round; apart; as it is;
+        const int a = cuda::store_of(t);      // as mode 0, nothing written back
+        const bool back = mode != 3;
         const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * width, rng, true);
         const auto v0 = mode == 2 ? test::normals(size_t(M) * width, rng, t) : raw(size_t(M) * width, rng, true);
         auto qw = q0, kw = k0, vw = v0, qg = q0, kg = k0, vg = v0;
@@ -362,9 +407,9 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
         auto both = descs(kc_g, kg);
         const auto dvg = descs(vc_g, vg);
         both.insert(both.end(), dvg.begin(), dvg.end());
-        const cuda::RopeJob jobs[2] = {{qg.data(), hq, hg.at(2), InRound{a, hg.at(1)}},
-                                       {kg.data(), hk, hg.at(4), InRound{a, hg.at(3)}}};
-        const InRound v_in = mode == 0 ? InRound{a, hg.at(5)} : InRound{};
+        const cuda::RopeJob jobs[2] = {{qg.data(), hq, hg.at(2), InRound{a, hg.at(1), back}},
+                                       {kg.data(), hk, hg.at(4), InRound{a, hg.at(3), back}}};
+        const InRound v_in = mode == 0 || mode == 3 ? InRound{a, hg.at(5), back} : InRound{};
         const cuda::RopeKv kv{both.data(), 3, store, mode != 1, v_in, vg.data()};
         ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, false, kv);
         if (mode == 1) ew::kv_write(HostLaunch{}, dvg.data(), 3, 3, hk, hd, store, InRound{a, hg.at(5)}, vg.data(), 0);
@@ -373,7 +418,7 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
             name(t, "rope + kv_write, cache ") + std::to_string(store) + " mode " + std::to_string(mode);
         EXPECT_SAME_BITS(qg, qw, what + ": q");
         EXPECT_SAME_BITS(kg, kw, what + ": k");
-        EXPECT_SAME_BITS(vg, vw, what + ": v");
+        EXPECT_SAME_BITS(vg, back ? vw : v0, what + (back ? ": v" : ": v as it was"));
         for (int s = 0; s < 3; ++s) {
           EXPECT_SAME_BITS(kc_g[size_t(s)], kc_w[size_t(s)], what + ": K cache " + std::to_string(s));
           EXPECT_SAME_BITS(vc_g[size_t(s)], vc_w[size_t(s)], what + ": V cache " + std::to_string(s));
@@ -383,10 +428,11 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
       }
 }
 
-// RoPE's units laid out several a block, in one round or several (RopeLayout), against a block
-// per (row, head): every buffer, both caches and every NaN/Inf report the same, for head sizes
-// whose pairs fill their lanes or leave some idle (96: 48 pairs on 64 lanes), both pair layouts,
-// pending inputs, V in the launch or not, and launches whose last block is partly empty.
+// RoPE's units laid out several a block, in one round or several with two pairs a thread
+// (RopeLayout), against a block per (row, head) and a pair a thread: every buffer, both caches and
+// every NaN/Inf report the same, for head sizes whose pairs fill their lanes or leave some idle
+// (96: 48 pairs on 64 lanes), both pair layouts, pending inputs, V in the launch or not, and
+// launches whose last block is partly empty.
 TEST(CudaFusionOnCpu, RopeBlocksOfSeveralUnitsAreABlockPerUnitsBits) {
   std::mt19937 rng(12);
   const int hq = 4, hk = 2, capacity = 12, positions = capacity;
@@ -434,7 +480,7 @@ TEST(CudaFusionOnCpu, RopeBlocksOfSeveralUnitsAreABlockPerUnitsBits) {
             const Run got = run(layout);
             const std::string what = name(t, "rope") + " hd " + std::to_string(hd) +
                                      (adjacent ? " adjacent" : " halves") + " mode " + std::to_string(mode) +
-                                     (layout == ew::RopeLayout::Auto ? " (auto)" : " (rounds)");
+                                     (layout == ew::RopeLayout::Auto ? " (auto)" : " (rounds, pairs)");
             EXPECT_SAME_BITS(got.q, want.q, what + ": q");
             EXPECT_SAME_BITS(got.k, want.k, what + ": k");
             EXPECT_SAME_BITS(got.v, want.v, what + ": v");

@@ -175,6 +175,16 @@ TEST(CudaWgmmaOnCpu, MmaSyncInTheWgmmaFamilysGroupsIsItsOrder) {
   EXPECT_EQ(wgmma_order_map(GemmKernel::WgmmaTmaMma16bDeep, cuda::invariant::kMmaRows + 1), KMap::Pairs);
   EXPECT_TRUE(cuda::invariant::deep_prefetch(GemmKernel::WgmmaTmaMma16bDeep));
   EXPECT_FALSE(cuda::invariant::deep_prefetch(GemmKernel::WgmmaTmaMma16b));
+  // Auto's per-shape choice: single rows with K >= N; a kernel named is streamed as named.
+  using cuda::invariant::deep_prefetch_for;
+  const GemmKernel a = GemmKernel::Auto, t = GemmKernel::WgmmaTmaMma16b, d = GemmKernel::WgmmaTmaMma16bDeep;
+  EXPECT_TRUE(deep_prefetch_for(a, t, 1, 11008, 4096));
+  EXPECT_TRUE(deep_prefetch_for(a, t, 1, 4096, 4096));
+  EXPECT_FALSE(deep_prefetch_for(a, t, 1, 4096, 11008));
+  EXPECT_FALSE(deep_prefetch_for(a, t, 2, 11008, 4096));
+  EXPECT_FALSE(deep_prefetch_for(t, t, 1, 11008, 4096));
+  EXPECT_TRUE(deep_prefetch_for(d, d, 16, 4096, 11008));
+  EXPECT_FALSE(deep_prefetch_for(a, GemmKernel::Mma, 1, 11008, 4096));
 }
 
 // tile_of_block (cuda_tile_order.cuh), the order the tiled GEMMs' blocks take their tiles in:

@@ -37,7 +37,7 @@ __device__ __forceinline__ float read_rounded(const InRound& in, float* p, size_
   float v = p[i];
   if (in.act < 0) return v;
   v = round_act(v, in.act);
-  p[i] = v;
+  if (in.write_back) p[i] = v;
   note_nonfinite(in.chk, at, v);
   return v;
 }
@@ -78,16 +78,22 @@ __device__ void rope_kv_write_v(const RopeKv& kv, const float* kx, int heads, in
 }
 
 // The rotation's shape: units (job, row, head), the rotations' first (job by job, each row's heads
-// in order) then, with V's cache write, one per row and head of V; `lanes` threads a unit (a warp's
-// multiple, one a rotated pair), `per_round` units side by side in a block, `rounds` such rows of
+// in order) then, with V's cache write, one per row and head of V; `lanes` threads a unit (on the GPU a
+// warp's multiple), `per_round` units side by side in a block, `rounds` such rows of
 // units one after another. A block of several units, each thread's loads for all its rounds issued
 // before any is used: one unit a block (the layout before 2026-11-27, KVPARITY_CUDA_ROPE_BLOCK=1)
 // gives a 7B cache-OFF step of 64 x 200 tokens 1.2 million blocks of 64 threads a layer, each
 // waiting on its position's table entry after its position. Which thread rotates which pair never
 // changes an operation or its order, so the bits are those of one unit a block.
+// `pairs`: a thread rotates that many of its unit's pairs (lane, lane + lanes, ...; one before
+// 2026-11-27 evening), so that a large launch pays each unit's bookkeeping (its job, row and head,
+// the cache slice's binary search, the table's row) once for several pairs: Nsight Compute timed
+// that step's rotation at 1.27 ms a layer on an H100, SM throughput 67% and DRAM 34%, where its
+// ~1.45 GB take ~0.45 ms: bound by issued instructions, not bytes.
 constexpr int kRopeMaxRounds = 4;
+constexpr int kRopeMaxPairs = 2;  // 4 took ptxas from 48 to 80 registers
 struct RopeShape {
-  int lanes, per_round, rounds;
+  int lanes, per_round, rounds, pairs;
 };
 
 // Rotation unit u of a launch: its job, row, head and the offset of its head in the job's buffer.
@@ -115,23 +121,28 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
   const int rotations = M * heads, v_units = kv.n > 0 && kv.with_v ? M * jobs.job[last].n_heads : 0;
   const int lane = int(threadIdx.x) % shape.lanes, half = hd / 2;
   const int unit0 = int(blockIdx.x) * shape.rounds * shape.per_round + int(threadIdx.x) / shape.lanes;
-  float o0[kRopeMaxRounds], o1[kRopeMaxRounds];
+  float o0[kRopeMaxRounds][kRopeMaxPairs], o1[kRopeMaxRounds][kRopeMaxPairs];
+  const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
 #pragma unroll
   for (int r = 0; r < kRopeMaxRounds; ++r) {
     const int u = unit0 + r * shape.per_round;
     if (r >= shape.rounds || u >= rotations || lane >= half) continue;
     const RopeUnit un = rope_unit(jobs, M, hd, u);
     float* v = jobs.job[un.job].x + un.base;
-    const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
-    const int ia = lane * a_step, ib = lane * a_step + b_off;
     const InRound in = jobs.job[un.job].in;
-    const float a = read_rounded(in, v, ia, un.base + ia), bv = read_rounded(in, v, ib, un.base + ib);
-    const size_t at = size_t(pos[un.row]) * half + lane;
-    const float c = round_act(cos_t[at], act), sn = round_act(sin_t[at], act);
-    const float t0 = round_act(a * c, act), t1 = round_act(-bv * sn, act);
-    const float t2 = round_act(bv * c, act), t3 = round_act(a * sn, act);
-    o0[r] = round_act(t0 + t1, act);
-    o1[r] = round_act(t2 + t3, act);
+    const size_t row_at = size_t(pos[un.row]) * half;
+#pragma unroll
+    for (int k = 0; k < kRopeMaxPairs; ++k) {
+      const int p = lane + k * shape.lanes;
+      if (k >= shape.pairs || p >= half) continue;
+      const int ia = p * a_step, ib = p * a_step + b_off;
+      const float a = read_rounded(in, v, ia, un.base + ia), bv = read_rounded(in, v, ib, un.base + ib);
+      const float c = round_act(cos_t[row_at + p], act), sn = round_act(sin_t[row_at + p], act);
+      const float t0 = round_act(a * c, act), t1 = round_act(-bv * sn, act);
+      const float t2 = round_act(bv * c, act), t3 = round_act(a * sn, act);
+      o0[r][k] = round_act(t0 + t1, act);
+      o1[r][k] = round_act(t2 + t3, act);
+    }
   }
   __syncthreads();
 #pragma unroll
@@ -148,18 +159,27 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
     float* x = jobs.job[un.job].x;
     float* v = x + un.base;
     const NonFiniteSlot chk = jobs.job[un.job].chk;
-    v[lane] = o0[r];
-    v[lane + half] = o1[r];
-    note_nonfinite(chk, un.base + lane, o0[r]);
-    note_nonfinite(chk, un.base + lane + half, o1[r]);
     const size_t width = size_t(jobs.job[un.job].n_heads) * hd;
     const int s = kv.n > 0 && un.job == last ? kv_slice_of(kv, x + size_t(un.row) * width, width) : -1;
-    if (s >= 0) {  // K's cache write, of the values just stored
+    size_t cache_at = 0;
+    if (s >= 0) {
       const KvWriteDesc& d = kv.descs[s];
       const size_t rr = size_t(x + size_t(un.row) * width - d.rows) / width;
-      const size_t at = (size_t(un.head) * d.capacity + size_t(d.start_pos) + rr) * hd;
-      copy_out(OutCopy{d.cache, kv.store}, at + lane, o0[r]);
-      copy_out(OutCopy{d.cache, kv.store}, at + lane + half, o1[r]);
+      cache_at = (size_t(un.head) * d.capacity + size_t(d.start_pos) + rr) * hd;
+    }
+#pragma unroll
+    for (int k = 0; k < kRopeMaxPairs; ++k) {
+      const int p = lane + k * shape.lanes;
+      if (k >= shape.pairs || p >= half) continue;
+      v[p] = o0[r][k];
+      v[p + half] = o1[r][k];
+      note_nonfinite(chk, un.base + p, o0[r][k]);
+      note_nonfinite(chk, un.base + p + half, o1[r][k]);
+      if (s >= 0) {  // K's cache write, of the values just stored
+        const OutCopy to{kv.descs[s].cache, kv.store};
+        copy_out(to, cache_at + p, o0[r][k]);
+        copy_out(to, cache_at + p + half, o1[r][k]);
+      }
     }
   }
 }
@@ -241,44 +261,83 @@ __global__ void round_check_kernel(RoundJobs jobs) {
 // One block per row: each thread sums the squares of a strided share, then a fixed tree across
 // the block (warp shuffles, then the warps' sums in order). With an AddIn, each thread first adds
 // its share of the row, as add_kernel would, and reads back only what it wrote itself.
-__global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y,
-                               NonFiniteSlot chk, OutCopy copy, AddIn add) {
+// Where a thread's share is at most kNormHeld values (rows up to 8192 wide), the share and its
+// gains stay in registers: a decode step's single row is a chain of memory round trips on one
+// multiprocessor (Nsight Compute, H100: 8.7 us a call at 7B), and this drops two of them, the
+// gain's (a weight no earlier kernel writes, so its loads go out even before the wait on that
+// kernel) and the row's second read. The same operations on the same values.
+constexpr int kNormHeld = 8;
+template <bool HELD>
+__device__ __forceinline__ void rmsnorm_row(const float* x, int dim, const float* w, float eps, int act, int fp32_gain,
+                                            float* y, NonFiniteSlot chk, OutCopy copy, AddIn add) {
+  const size_t row = blockIdx.x;
+  const float* xr = x + row * dim;
+  float* yr = y + row * dim;
+  const int t = int(threadIdx.x), step = int(blockDim.x);
+  [[maybe_unused]] float wv[HELD ? kNormHeld : 1], xv[HELD ? kNormHeld : 1];
+  if constexpr (HELD) {
+#pragma unroll
+    for (int k = 0; k < kNormHeld; ++k)
+      if (t + k * step < dim) wv[k] = w[t + k * step];
+  }
   pdl_entry();
-  const float* xr = x + size_t(blockIdx.x) * dim;
-  float* yr = y + size_t(blockIdx.x) * dim;
+  auto load = [&](int i) {
+    if (add.y == nullptr) return xr[i];
+    // y first: it may be x itself, rounded in place
+    const size_t at = row * dim + i;
+    const float yv = read_rounded(add.y_in, add.y, at, at);
+    const float v = round_act(xr[i] + yv, add.act);
+    const_cast<float*>(xr)[i] = v;  // x is the residual stream the add updates in place
+    note_nonfinite(add.chk, at, v);
+    return v;
+  };
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    float v;
-    if (add.y == nullptr) {
-      v = xr[i];
-    } else {  // y first: it may be x itself, rounded in place
-      const size_t at = size_t(blockIdx.x) * dim + i;
-      const float yv = read_rounded(add.y_in, add.y, at, at);
-      v = round_act(xr[i] + yv, add.act);
-      const_cast<float*>(xr)[i] = v;  // x is the residual stream the add updates in place
-      note_nonfinite(add.chk, at, v);
+  if constexpr (HELD) {
+#pragma unroll
+    for (int k = 0; k < kNormHeld; ++k)
+      if (t + k * step < dim) {
+        xv[k] = load(t + k * step);
+        ss += xv[k] * xv[k];
+      }
+  } else {
+    for (int i = t; i < dim; i += step) {
+      const float v = load(i);
+      ss += v * v;
     }
-    ss += v * v;
   }
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   __shared__ float warp_sums[32];
   __shared__ float inv_s;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp = t / 32, lane = t % 32;
   if (lane == 0) warp_sums[warp] = ss;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    float t = 0.0f;
-    for (int k = 0; k < int(blockDim.x / 32); ++k) t += warp_sums[k];
-    inv_s = 1.0f / sqrtf(t / float(dim) + eps);
+  if (t == 0) {
+    float s = 0.0f;
+    for (int k = 0; k < step / 32; ++k) s += warp_sums[k];
+    inv_s = 1.0f / sqrtf(s / float(dim) + eps);
   }
   __syncthreads();
   const float inv = inv_s;
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
-    const float r = fp32_gain ? round_act((xr[i] * inv) * w[i], act) : round_act(w[i] * round_act(xr[i] * inv, act), act);
+  auto store = [&](int i, float xi, float wi) {
+    const float r = fp32_gain ? round_act((xi * inv) * wi, act) : round_act(wi * round_act(xi * inv, act), act);
     yr[i] = r;
-    note_nonfinite(chk, size_t(blockIdx.x) * dim + i, r);
-    copy_out(copy, size_t(blockIdx.x) * dim + i, r);
+    note_nonfinite(chk, row * dim + i, r);
+    copy_out(copy, row * dim + i, r);
+  };
+  if constexpr (HELD) {
+#pragma unroll
+    for (int k = 0; k < kNormHeld; ++k)
+      if (t + k * step < dim) store(t + k * step, xv[k], wv[k]);
+  } else {
+    for (int i = t; i < dim; i += step) store(i, xr[i], w[i]);
   }
+}
+
+// HELD: dim <= kNormHeld * blockDim.x.
+template <bool HELD>
+__global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y,
+                               NonFiniteSlot chk, OutCopy copy, AddIn add) {
+  rmsnorm_row<HELD>(x, dim, w, eps, act, fp32_gain, y, chk, copy, add);
 }
 
 // Slice blockIdx.y; slices from in_first on read their rows through `in` (a pending rounding point
@@ -300,9 +359,11 @@ __global__ void kv_write_kernel(const KvWriteDesc* descs, int n_kv_heads, int hd
   }
 }
 
-// How rope() lays its units out in blocks: Auto (several a block, several rounds where the launch
-// is large), OneUnit (a block per (row, head), as before RopeShape), Rounds (several rounds at any
-// size, for the CPU suite, whose launches are small). The same bits in each.
+// How rope() lays its units out in blocks: Auto (several a block; several rounds, and several pairs
+// a thread at head_dim >= 128, where the launch is large), OneUnit (a block per (row, head), a pair
+// a thread, as before RopeShape), Rounds (several rounds and pairs a thread, on one lane more than
+// they need, so that some threads' last slots fall past the head's pairs, at any size: for the CPU
+// suite, whose launches are small). The same bits in each.
 enum class RopeLayout { Auto, OneUnit, Rounds };
 
 // The dispatch: launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
@@ -312,7 +373,7 @@ template <class Launch>
 void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t,
           const float* sin_t, int act, bool adjacent_pairs, const RopeKv& kv = {},
           RopeLayout layout = RopeLayout::Auto) {
-  const int lanes = (hd / 2 + 31) / 32 * 32;
+  const int half = hd / 2;
   for (int j0 = 0; j0 < n; j0 += kMaxRopeJobs) {
     RopeJobs js{};
     int heads = 0;
@@ -326,12 +387,24 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
     // multiprocessor many times over (64 blocks each of an H100's 132; a decode step's few units
     // keep a round a block).
     constexpr int kManyBlocks = 64 * 132;
-    RopeShape shape{lanes, layout == RopeLayout::OneUnit || lanes >= 256 ? 1 : 256 / lanes, 1};
-    if (layout == RopeLayout::Rounds || (layout == RopeLayout::Auto && units >= kManyBlocks * shape.per_round))
+    auto shaped = [&](int pairs, bool whole_warps) {
+      int lanes = (half + pairs - 1) / pairs;
+      lanes = whole_warps ? (lanes + 31) / 32 * 32 : lanes + 1;
+      return RopeShape{lanes, layout == RopeLayout::OneUnit || lanes >= 256 ? 1 : 256 / lanes, 1, pairs};
+    };
+    RopeShape shape = shaped(1, true);
+    if (layout == RopeLayout::Rounds) {
+      shape = shaped(kRopeMaxPairs, false);
       shape.rounds = kRopeMaxRounds;
+    } else if (layout == RopeLayout::Auto && units >= kManyBlocks * shape.per_round) {
+      const int pairs = half / 32;
+      shape = shaped(pairs < 1 ? 1 : (pairs > kRopeMaxPairs ? kRopeMaxPairs : pairs), true);
+      shape.rounds = kRopeMaxRounds;
+    }
     const int per_block = shape.per_round * shape.rounds;
-    launch(rope_kernel, dim3(unsigned((units + per_block - 1) / per_block)), dim3(unsigned(lanes * shape.per_round)),
-           js, M, hd, pos, cos_t, sin_t, act, adjacent_pairs ? 1 : 0, writes ? kv : RopeKv{}, shape);
+    launch(rope_kernel, dim3(unsigned((units + per_block - 1) / per_block)),
+           dim3(unsigned(shape.lanes * shape.per_round)), js, M, hd, pos, cos_t, sin_t, act, adjacent_pairs ? 1 : 0,
+           writes ? kv : RopeKv{}, shape);
   }
 }
 
@@ -369,11 +442,17 @@ void round_checks(const Launch& launch, const RoundJob* jobs, int n) {
   }
 }
 
+// held = false: the row read twice and the gains after the sum at any width (the kernel before
+// 2026-11-27 evening; the CPU suite's reference for the held shares).
 template <class Launch>
 void rmsnorm(const Launch& launch, const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain,
-             float* y, NonFiniteSlot chk, OutCopy copy, AddIn add) {
+             float* y, NonFiniteSlot chk, OutCopy copy, AddIn add, bool held = true) {
   const unsigned threads = dim >= 1024 ? 1024u : unsigned((dim + 31) / 32 * 32);
-  launch(rmsnorm_kernel, dim3(unsigned(M)), dim3(threads), x, dim, w, eps, act, fp32_gain ? 1 : 0, y, chk, copy, add);
+  const int g = fp32_gain ? 1 : 0;
+  if (held && dim <= kNormHeld * int(threads))
+    launch(rmsnorm_kernel<true>, dim3(unsigned(M)), dim3(threads), x, dim, w, eps, act, g, y, chk, copy, add);
+  else
+    launch(rmsnorm_kernel<false>, dim3(unsigned(M)), dim3(threads), x, dim, w, eps, act, g, y, chk, copy, add);
 }
 
 template <class Launch>

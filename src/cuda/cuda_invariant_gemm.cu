@@ -98,6 +98,8 @@ std::atomic<GemmKernel>& chosen() {
 // decode 0.89-0.91x (the mma.sync family: 0.96x), batch-64 decode 1.00x (0.85x), prefill 512
 // 1.13x, a cache-OFF step 1.20x; the mma.sync family's batch-64 cache-OFF step of the GSM8K study
 // (12,800 rows) took 3.4x standard's, nearly all of it in its GEMMs. Elsewhere the mma.sync family.
+// Since 2026-11-27 evening (untimed as a whole pass) Auto streams deeper on single rows with K >= N
+// (deep_prefetch_for); KVPARITY_CUDA_GEMM=wgmma-tma+mma16b names the kernel without that.
 GemmKernel resolved(GemmKernel k) {
   if (k != GemmKernel::Auto) return k;
   static const GemmKernel here = wgmma_kernels_available() ? GemmKernel::WgmmaTmaMma16b : GemmKernel::Mma;
@@ -132,7 +134,7 @@ int gemm_tile_group() {
 // buffers the backend allocates aligned, so one pass never mixes the families); elsewhere the
 // mma.sync kernels, which then also serve rows without 16-byte loads.
 void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int K, int N, const GemmOut& y) {
-  const GemmKernel k = resolved(chosen());
+  const GemmKernel c = chosen(), k = resolved(c);
   if (invariant::is_wgmma(k) && rows_load_16_bytes(xh, W, K)) {
     if (!wgmma_kernels_available())
       fail_usage("invariant GEMM kernel '" + invariant_gemm_kernel() +
@@ -140,7 +142,8 @@ void launch_invariant_gemm(const void* xh, int M, const void* W, int store, int 
                  "(CMAKE_CUDA_ARCHITECTURES including 90a); this GPU is sm_" +
                  std::to_string(compute_capability()));
     if (const invariant::KMap map = invariant::wgmma_order_map(k, M); map != invariant::KMap::Pairs) {
-      invariant::gemm_in_wgmma_order(StreamLaunch{}, xh, M, W, store, K, N, y, map, invariant::deep_prefetch(k));
+      invariant::gemm_in_wgmma_order(StreamLaunch{}, xh, M, W, store, K, N, y, map,
+                                     invariant::deep_prefetch_for(c, k, M, K, N));
       check(cudaGetLastError(), "matmul (invariant, mma.sync in the wgmma family's order)");
       return;
     }

@@ -416,6 +416,15 @@ void gemm_as(const Launch& launch, const uint16_t* xh, int M, const uint16_t* W,
 constexpr bool deep_prefetch(GemmKernel k) {
   return k == GemmKernel::WgmmaMma16bDeep || k == GemmKernel::WgmmaTmaMma16bDeep;
 }
+// Whether a call of M rows, K deep and N wide streams 16 chunks a stretch, the kernel `chosen`
+// (Auto or a name) having resolved to `k`. Auto's wgmma-tma+mma16b does for a single row whose K
+// is at least N (7B's o and down projections): on an H100 (2026-11-27, kvparity_bench, one row)
+// 16 chunks took down (K 11008, N 4096) from 52.8 to 48.4 us and q/o (4096 x 4096) from 22.1 to
+// 20.9, but gate (N 11008) from 37.7 to 46.9, and every GEMM of 16 rows slower. The same bits
+// either way (the stretch changes when loads are issued, not the order of the sums).
+constexpr bool deep_prefetch_for(GemmKernel chosen, GemmKernel k, int M, int K, int N) {
+  return deep_prefetch(k) || (chosen == GemmKernel::Auto && k == GemmKernel::WgmmaTmaMma16b && M == 1 && K >= N);
+}
 
 // The register kernel in the wgmma family's order (map: Blocks16, Slots16 or Exchange16) for rows
 // that load as 16-byte pieces, with the register prefetch's shapes; Deep: 16 chunks a stretch up

@@ -256,8 +256,9 @@ class CudaKernels final : public Kernels {
     const int a = store_of(act);
     // y's pending rounding point (the projection's): rounded as the kernel reads it, unless y
     // overlaps x otherwise than exactly.
+    // (In place, x == y, the kernel reads back what the round wrote.)
     const bool apart = !overlap(x, n, y, n) || x == y;
-    const InRound in = apart ? fusion_.take(y, n, a) : InRound{};
+    const InRound in = !apart ? InRound{} : x == y ? fusion_.take(y, n, a) : take_input(y, n, a);
     fusion_.settle(x, n);
     fusion_.settle(y, n);
     wrote(x, n);
@@ -306,8 +307,13 @@ class CudaKernels final : public Kernels {
     return hits_.read();
   }
 
+  void last_read(const float* x, size_t n) override {
+    if (skip_dead_writes_on()) dead_ = DeadRange{x, n};
+  }
+
   void begin_pass() override {
     fusion_.flush();
+    dead_ = DeadRange{};
     // A pass that ended early (an error thrown mid-pass) leaves its kernels' reports behind; they
     // must not be read as this pass's, under its slot names.
     // (Its launches still collected are dropped with the collection, below.)
@@ -426,7 +432,8 @@ class CudaKernels final : public Kernels {
     InRound gin, uin;
     if (!pt && !overlap(gate, n, up, n)) {
       gin = fusion_.take(gate, n, a);
-      uin = fusion_.take(up, n, a);
+      gin.write_back = !skip_dead_writes_on();  // else the kernel stores its result over it
+      uin = take_input(up, n, a);
     }
     fusion_.settle(gate, n);
     fusion_.settle(up, n);
@@ -458,7 +465,18 @@ class CudaKernels final : public Kernels {
 
   static uint64_t mix_in(uint64_t sig, const InRound& in) {
     if (in.act < 0) return sig;
-    return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any));
+    return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any, in.write_back));
+  }
+
+  // x's pending round taken by the kernel that reads x next (Fusion::take), not written back where
+  // last_read said this is x's last read before it is written again.
+  InRound take_input(const float* x, size_t n, int act) {
+    InRound in = fusion_.take(x, n, act);
+    if (dead_.x == x && dead_.n == n) {
+      in.write_back = false;
+      dead_ = DeadRange{};
+    }
+    return in;
   }
 
   // The rotations of q and k and the cache writes (cuda_kernels_rope_kv.cu).
@@ -473,6 +491,7 @@ class CudaKernels final : public Kernels {
     int store = -1;
   };
   void wrote(const void* p, size_t n_floats) {
+    if (dead_.x != nullptr && overlap(dead_.x, dead_.n, p, n_floats)) dead_ = DeadRange{};
     const auto* b = static_cast<const char*>(p);
     const auto* c = reinterpret_cast<const char*>(conv_.x);
     if (conv_.x != nullptr && b < c + conv_.n * sizeof(float) && c < b + n_floats * sizeof(float)) conv_ = Converted{};
@@ -509,6 +528,11 @@ class CudaKernels final : public Kernels {
   std::vector<int> rope_pos_;  // the positions of the last rotation, on the host
   AddHeld add_held_;
   Converted conv_;
+  // last_read's range, until a pending round of exactly that range is taken or anything writes it.
+  struct DeadRange {
+    const float* x = nullptr;
+    size_t n = 0;
+  } dead_;
   NonFiniteHits hits_;
   bool pass_open_ = false;  // begin_pass seen, pending_nonfinite not yet
   // (Binds the reference only.) A held launch (q's rotation, K's cache write) reads an earlier

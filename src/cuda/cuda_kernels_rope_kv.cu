@@ -33,7 +33,8 @@ void CudaKernels::rope(float* x, int M, int n_heads, const int* row_pos, const R
   release_held();
   // x's pending rounding point (a q/k projection's): rounded as the kernel reads it. The pairs
   // must cover every element of a head for that (hd even).
-  const InRound in = hd % 2 == 0 ? fusion_.take(x, n, a) : InRound{};
+  InRound in = hd % 2 == 0 ? fusion_.take(x, n, a) : InRound{};
+  in.write_back = !skip_dead_writes_on();  // else the rotated pairs are stored over every value of x
   fusion_.settle(x, n);
   wrote(x, n);
   rope_held_ = mine;
@@ -96,7 +97,7 @@ void CudaKernels::kv_write(const KvWrite* w, int n) {
     contiguous = contiguous && x->rows == base + total;
     total += size_t(x->n_rows) * width;
   }
-  const InRound in = contiguous ? fusion_.take(base, total, -1) : InRound{};
+  const InRound in = contiguous ? take_input(base, total, -1) : InRound{};
   for (const KvWriteDesc& x : d) fusion_.settle(x.rows, size_t(x.n_rows) * width);
   const int first = int(k.d.size());
   k.d.insert(k.d.end(), d.begin(), d.end());

@@ -22,9 +22,12 @@ struct NonFiniteSlot {
 // A rounding point not yet launched (cuda_fusion.cuh), folded into the kernel that reads its
 // buffer next: that kernel rounds each value of the buffer as it reads it, writes it back and
 // reports it into chk, exactly as launch_round_checks would have (act < 0: the input is read as is).
+// write_back = false: not written back, where nothing reads the buffer before it is written again
+// (Kernels::last_read) or the kernel stores its own output over it.
 struct InRound {
   int act = -1;
   NonFiniteSlot chk{};
+  bool write_back = true;
 };
 // The 16-bit copy of a kernel's rounded output (a cuBLAS input), written by that kernel from the
 // value it stores (dst == nullptr: none). The same conversion as launch_to_storage's.

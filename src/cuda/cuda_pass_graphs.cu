@@ -90,7 +90,10 @@ bool pass_graphs_on() { return g_graphs_on; }
 namespace {
 EnvSwitch g_fusion_on{"KVPARITY_CUDA_FUSION", true};
 EnvSwitch g_group_on{"KVPARITY_CUDA_GROUP", true};
+EnvSwitch g_skip_dead{"KVPARITY_CUDA_SKIP_DEAD_WRITES", true};
 }  // namespace
+void set_skip_dead_writes(bool on) { g_skip_dead.set(on); }
+bool skip_dead_writes_on() { return g_skip_dead.on(); }
 void set_launch_fusion(bool on) { g_fusion_on.set(on); }
 bool launch_fusion_on() { return g_fusion_on.on(); }
 void set_group_launches(bool on) { g_group_on.set(on); }

@@ -69,6 +69,11 @@ bool launch_fusion_on();
 // under `standard` cuBLAS picks its algorithm for the wider shape. Read at every group.
 void set_group_launches(bool on);
 bool group_launches_on();
+// Rounded inputs left unwritten where nothing reads them again (Kernels::last_read, InRound::
+// write_back): on by default; $KVPARITY_CUDA_SKIP_DEAD_WRITES=0 starts with every one written
+// back, as before 2026-11-27 evening (the same bits; for timing both). Read at every call.
+void set_skip_dead_writes(bool on);
+bool skip_dead_writes_on();
 // The room of the pinned ring that a pass's small uploads go through (cuda_upload_ring.cuh), for
 // kernels made from now on: 0, the default 4 MiB. A full ring waits for the GPU and starts over
 // mid-pass, which only large batches of deep models meet; tests make it small to meet it often.

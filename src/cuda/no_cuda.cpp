@@ -33,6 +33,8 @@ void set_launch_fusion(bool) {}
 bool launch_fusion_on() { return false; }
 void set_group_launches(bool) {}
 bool group_launches_on() { return false; }
+void set_skip_dead_writes(bool) {}
+bool skip_dead_writes_on() { return false; }
 void set_upload_ring_bytes(size_t) {}
 size_t upload_ring_bytes() { return 0; }
 void set_decode_split_keys(int) {}

@@ -176,6 +176,8 @@ class Pass {
           w.n_rows = sl.n_tokens;
           w.start_pos = sl.start_pos;
         }
+        // V's rows live on only in the cache (k's feed the rotation's hook points, read before).
+        if (is_v) kn_.last_read(v, size_t(M_) * kvd);
         kn_.kv_write(kv_writes.data(), int(kv_writes.size()));
       }
 
@@ -210,6 +212,7 @@ class Pass {
         materialise(a_.proj.data(), M_, dim, "post_attn_norm", l);
       }
       hook(HookPoint::AttnOut, l, a_.proj.data(), dim);
+      kn_.last_read(a_.proj.data(), M * dim);
       kn_.add(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_mid", l);
       hook(HookPoint::ResidMid, l, a_.x.data(), dim);
@@ -221,6 +224,7 @@ class Pass {
       kn_.matmul_group(a_.xb.data(), M_, gate_up, 2, P_);
       linear_out(gate, hid, nullptr, "gate_proj", l);
       linear_out(up, hid, nullptr, "up_proj", l);
+      kn_.last_read(up, M * hid);
       if (gemma_)
         kn_.gelu_tanh_mul(gate, up, M * hid, P_);
       else
@@ -233,6 +237,7 @@ class Pass {
         materialise(a_.proj.data(), M_, dim, "post_ffn_norm", l);
       }
       hook(HookPoint::MlpOut, l, a_.proj.data(), dim);
+      kn_.last_read(a_.proj.data(), M * dim);
       kn_.add(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_post", l);
       hook(HookPoint::ResidPost, l, a_.x.data(), dim);
