@@ -193,6 +193,15 @@ TEST(CudaFusionOnCpu, GatedRoundsGateAndUpAndWritesTheCopy) {
         EXPECT_SAME_BITS(un, u0, what + ", no write-back: up as it was");
         EXPECT_SAME_BITS(copy_n, copy_w, what + ", no write-back: 16-bit copy");
         expect_same_hits(hn, hw, what + ", no write-back");
+        // The copy all that is read (OutCopy::only): gate left as it was too.
+        auto go = g0, uo = u0;
+        std::vector<float> copy_o(n, 0.0f);
+        Hits ho;
+        ew::gated(HostLaunch{}, go.data(), uo.data(), n, a, gelu, ho.at(3), InRound{a, ho.at(1), false},
+                  InRound{a, ho.at(2), false}, OutCopy{copy_o.data(), store, true});
+        EXPECT_SAME_BITS(go, g0, what + ", copy only: gate as it was");
+        EXPECT_SAME_BITS(copy_o, copy_w, what + ", copy only: 16-bit copy");
+        expect_same_hits(ho, hw, what + ", copy only");
       }
 }
 
@@ -259,6 +268,17 @@ TEST(CudaFusionOnCpu, RmsnormTakesOverTheResidualAddBeforeIt) {
         EXPECT_SAME_BITS(yn, y0, what + ", no write-back: projection as it was");
         EXPECT_SAME_BITS(on, ow, what + ", no write-back: normalised");
         expect_same_hits(hn, hw, what + ", no write-back");
+        // The copy all that is read of the output (OutCopy::only): the output left as it was.
+        auto xo = x0, yo = y0;
+        std::vector<float> oo(x0.size(), 0.0f), copy_o(x0.size(), 0.0f);
+        Hits ho;
+        ew::rmsnorm(HostLaunch{}, xo.data(), M, dim, w.data(), 1e-5f, a, fp32_gain, oo.data(), ho.at(3),
+                    OutCopy{copy_o.data(), cuda::kBF16, true},
+                    cuda::AddIn{yo.data(), a, ho.at(2), InRound{a, ho.at(1), false}});
+        EXPECT_SAME_BITS(xo, xw, what + ", copy only: residual");
+        EXPECT_SAME_BITS(oo, std::vector<float>(x0.size(), 0.0f), what + ", copy only: output untouched");
+        EXPECT_SAME_BITS(copy_o, copy_w, what + ", copy only: 16-bit copy");
+        expect_same_hits(ho, hw, what + ", copy only");
         // In place (x + x), x pending.
         auto zw = y0, zg = y0;
         Hits iw, ig;
@@ -286,6 +306,7 @@ TEST(CudaFusionOnCpu, RoundChecksOfSeveralBuffersInOneLaunchWithCopies) {
       w.push_back(raw(lens[i] + 1, rng, true));
       g.push_back(w.back());
     }
+    const std::vector<std::vector<float>> g0 = g;
     Hits hw, hg;
     std::vector<RoundJob> jobs;
     for (size_t i = 0; i < w.size(); ++i) {
@@ -293,12 +314,13 @@ TEST(CudaFusionOnCpu, RoundChecksOfSeveralBuffersInOneLaunchWithCopies) {
       round_all(w[i].data() + off, lens[i], a, hw.at(int(i)));
       copies_w.push_back(i == 2 ? std::vector<float>(lens[i], 0.0f) : stored_copy(std::vector<float>(w[i].begin() + off, w[i].begin() + off + lens[i]), cuda::kF16));
       copies_g.push_back(std::vector<float>(lens[i], 0.0f));
+      // Buffers 3 to 5: the copy is all that is read (OutCopy::only), the buffer left as it was.
       jobs.push_back(RoundJob{g[i].data() + off, lens[i], a, hg.at(int(i)),
-                              i == 2 ? OutCopy{} : OutCopy{copies_g.back().data(), cuda::kF16}});
+                              i == 2 ? OutCopy{} : OutCopy{copies_g.back().data(), cuda::kF16, i >= 3}});
     }
     ew::round_checks(HostLaunch{}, jobs.data(), int(jobs.size()));
     for (size_t i = 0; i < w.size(); ++i) {
-      EXPECT_SAME_BITS(g[i], w[i], name(t, "round checks: buffer ") + std::to_string(i));
+      EXPECT_SAME_BITS(g[i], i >= 3 ? g0[i] : w[i], name(t, "round checks: buffer ") + std::to_string(i));
       EXPECT_SAME_BITS(copies_g[i], copies_w[i], name(t, "round checks: copy ") + std::to_string(i));
     }
     expect_same_hits(hg, hw, name(t, "round checks"));

@@ -200,7 +200,7 @@ __global__ void gated_kernel(float* gate, float* up, size_t n, int act, int gelu
       a = g / (1.0f + expf(-g));
     }
     const float r = round_act(round_act(a, act) * u, act);
-    gate[i] = r;
+    if (!copy.only) gate[i] = r;
     note_nonfinite(chk, i, r);
     copy_out(copy, i, r);
   }
@@ -233,6 +233,7 @@ __global__ void round_check_kernel(RoundJobs jobs) {
   float* x = j.x;
   const size_t n = j.n;
   const int act = j.act;
+  const bool keep = !j.copy.only;  // else the copy is all that is read of x
   auto one = [&](size_t i, float v) {
     note_nonfinite(j.chk, i, v);
     copy_out(j.copy, i, v);
@@ -242,18 +243,19 @@ __global__ void round_check_kernel(RoundJobs jobs) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n / 4; i += size_t(gridDim.x) * blockDim.x) {
       float4 v = x4[i];
       v.x = round_act(v.x, act), v.y = round_act(v.y, act), v.z = round_act(v.z, act), v.w = round_act(v.w, act);
-      x4[i] = v;
+      if (keep) x4[i] = v;
       one(4 * i, v.x), one(4 * i + 1, v.y), one(4 * i + 2, v.z), one(4 * i + 3, v.w);
     }
     for (size_t i = n / 4 * 4 + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-      x[i] = round_act(x[i], act);
-      one(i, x[i]);
+      const float v = round_act(x[i], act);
+      if (keep) x[i] = v;
+      one(i, v);
     }
     return;
   }
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float v = round_act(x[i], act);
-    x[i] = v;
+    if (keep) x[i] = v;
     one(i, v);
   }
 }
@@ -320,7 +322,7 @@ __device__ __forceinline__ void rmsnorm_row(const float* x, int dim, const float
   const float inv = inv_s;
   auto store = [&](int i, float xi, float wi) {
     const float r = fp32_gain ? round_act((xi * inv) * wi, act) : round_act(wi * round_act(xi * inv, act), act);
-    yr[i] = r;
+    if (!copy.only) yr[i] = r;
     note_nonfinite(chk, row * dim + i, r);
     copy_out(copy, row * dim + i, r);
   };

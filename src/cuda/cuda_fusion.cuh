@@ -145,7 +145,8 @@ class Fusion {
       for (uint64_t v : {uint64_t(0x5e7c), uint64_t(h.chk.hits), uint64_t(h.chk.slot), uint64_t(h.chk.any)})
         sig = signature_mix(sig, v);
     if (h.copy.dst != nullptr)
-      for (uint64_t v : {uint64_t(0xc0b7), uint64_t(h.copy.dst), uint64_t(h.copy.store)}) sig = signature_mix(sig, v);
+      for (uint64_t v : {uint64_t(0xc0b7), uint64_t(h.copy.dst), uint64_t(h.copy.store), uint64_t(h.copy.only)})
+        sig = signature_mix(sig, v);
     submit_(sig, [f = std::move(h.launch), chk = h.chk, copy = h.copy] { f(chk, copy); });
   }
 
@@ -157,10 +158,11 @@ class Fusion {
   }
 
   // The 16-bit copy of [x, x + n) into dst, written by the launch still to come that rounds x last
-  // (the held operation's, or x's pending round, then launched): true if there was one.
-  bool fuse_copy(const float* x, size_t n, int store, void* dst) {
+  // (the held operation's, or x's pending round, then launched): true if there was one. only: the
+  // copy is all that will be read of x (OutCopy::only).
+  bool fuse_copy(const float* x, size_t n, int store, void* dst, bool only = false) {
     if (held_.launch && held_.copies && held_.out == x && held_.n == n) {
-      held_.copy = OutCopy{dst, store};
+      held_.copy = OutCopy{dst, store, only};
       release();
       return true;
     }
@@ -168,7 +170,7 @@ class Fusion {
       if (pending_[i].x == x && pending_[i].n == n) {
         RoundJob j = pending_[i];
         pending_.erase(pending_.begin() + long(i));
-        j.copy = OutCopy{dst, store};
+        j.copy = OutCopy{dst, store, only};
         launch({j});
         return true;
       }
@@ -236,7 +238,7 @@ class Fusion {
     uint64_t sig = 0x70d5;
     for (const RoundJob& j : jobs)
       for (uint64_t v : {uint64_t(j.x), uint64_t(j.n), uint64_t(j.act), uint64_t(j.chk.hits), uint64_t(j.chk.slot),
-                         uint64_t(j.chk.any), uint64_t(j.copy.dst), uint64_t(j.copy.store)})
+                         uint64_t(j.chk.any), uint64_t(j.copy.dst), uint64_t(j.copy.store), uint64_t(j.copy.only)})
         sig = signature_mix(sig, v);
     Rounds r = rounds_;
     submit_(sig, [r, jobs = std::move(jobs)] { r(jobs.data(), int(jobs.size())); });

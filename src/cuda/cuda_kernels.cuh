@@ -411,9 +411,13 @@ class CudaKernels final : public Kernels {
   // conversion. q/k/v (and gate/up) read one input: converted once while nothing writes it. Written
   // by the launch still to come that rounds x, if there is one.
   const void* converted(const float* x, size_t n, int store) {
+    // last_read's range: the GEMM reads the copy alone, so the launch that writes it may leave x's
+    // fp32 values out (the copy stays valid while nothing writes x, and nothing reads x before).
+    const bool only = dead_.x == x && dead_.n == n;
+    if (only) dead_ = DeadRange{};
     if (conv_.x != x || conv_.n != n || conv_.store != store) {
       void* xs = grow(xconv_, n * 2);
-      if (!fusion_.fuse_copy(x, n, store, xs)) {
+      if (!fusion_.fuse_copy(x, n, store, xs, only)) {
         release_held();
         fusion_.settle(x, n);
         graphs_.submit(signature(kConvert, x, n, xs, store), [=] { launch_to_storage(x, n, xs, store); });

@@ -28,7 +28,7 @@ __device__ __forceinline__ void copy_out(const OutCopy& c, size_t i, float v) {
 // reported and copied at its flat index from base, as launch_round_checks would have done after it.
 __device__ __forceinline__ void store_attention(const AttnStore& st, float* out, float v) {
   if (st.act >= 0) v = round_act(v, st.act);
-  *out = v;
+  if (!st.copy.only) *out = v;
   if (st.base == nullptr) return;
   const size_t at = size_t(out - st.base);
   note_nonfinite(st.chk, at, v);

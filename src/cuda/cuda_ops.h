@@ -31,9 +31,12 @@ struct InRound {
 };
 // The 16-bit copy of a kernel's rounded output (a cuBLAS input), written by that kernel from the
 // value it stores (dst == nullptr: none). The same conversion as launch_to_storage's.
+// only: the copy is all that is read of the output (Kernels::last_read), so the kernel leaves the
+// fp32 store out.
 struct OutCopy {
   void* dst = nullptr;
   int store = 0;
+  bool only = false;
 };
 // The residual add x = round(x + y) (y read through y_in), reported into chk, that the RMSNorm of
 // x takes over: each row added before it is normalised (y == nullptr: none).

@@ -69,9 +69,10 @@ bool launch_fusion_on();
 // under `standard` cuBLAS picks its algorithm for the wider shape. Read at every group.
 void set_group_launches(bool on);
 bool group_launches_on();
-// Rounded inputs left unwritten where nothing reads them again (Kernels::last_read, InRound::
-// write_back): on by default; $KVPARITY_CUDA_SKIP_DEAD_WRITES=0 starts with every one written
-// back, as before 2026-11-27 evening (the same bits; for timing both). Read at every call.
+// Rounded inputs not written back, and fp32 outputs not stored where their 16-bit copy is all
+// that is read, where nothing reads them again (Kernels::last_read, InRound::write_back,
+// OutCopy::only): on by default; $KVPARITY_CUDA_SKIP_DEAD_WRITES=0 starts with every one stored,
+// as before 2026-11-27 evening (the same bits; for timing both). Read at every call.
 void set_skip_dead_writes(bool on);
 bool skip_dead_writes_on();
 // The room of the pinned ring that a pass's small uploads go through (cuda_upload_ring.cuh), for

@@ -148,9 +148,10 @@ class Kernels {
   virtual std::vector<NonFiniteHit> pending_nonfinite() = 0;
 
   // A hint: the next call reads [x, x + n) for the last time before something writes it again, so
-  // a device may leave those values as they are where it would only have stored them for later
-  // readers (CUDA: the rounded values of a rounding point it folds into that call, a write-back
-  // of ~0.6 GB a layer in the GSM8K study's 7B cache-OFF step). The results are the same.
+  // a device may leave out stores that only later readers would see (CUDA: the rounded values of
+  // a rounding point it folds into that call; the fp32 values of an output whose 16-bit copy is
+  // what that call's GEMM reads; ~2.4 GB a layer in the GSM8K study's 7B cache-OFF step). The
+  // results are the same.
   virtual void last_read(const float* x, size_t n) {
     (void)x;
     (void)n;

@@ -149,6 +149,7 @@ class Pass {
       norm(a_.x.data(), L.attn_norm, a_.xb.data());
       materialise(a_.xb.data(), M_, dim, "attn_norm", l);
       const MatmulOut qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
+      kn_.last_read(a_.xb.data(), M * dim);  // the matmuls' inputs, read by nothing after them
       kn_.matmul_group(a_.xb.data(), M_, qkv, 3, P_);
       linear_out(q, qd, &L.bq, "q_proj", l);
       linear_out(k, kvd, &L.bk, "k_proj", l);
@@ -205,6 +206,7 @@ class Pass {
       }
       kn_.attention_batch(attn.data(), int(attn.size()));
       materialise(a_.att.data(), M_, qd, "attn", l);
+      kn_.last_read(a_.att.data(), M * qd);
       linear(a_.att.data(), L.wo, a_.proj.data(), "attn_out", l);
       if (gemma_) {
         norm(a_.proj.data(), L.post_attn_norm, a_.xb.data());
@@ -221,6 +223,7 @@ class Pass {
       norm(a_.x.data(), L.ffn_norm, a_.xb.data());
       materialise(a_.xb.data(), M_, dim, "ffn_norm", l);
       const MatmulOut gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
+      kn_.last_read(a_.xb.data(), M * dim);
       kn_.matmul_group(a_.xb.data(), M_, gate_up, 2, P_);
       linear_out(gate, hid, nullptr, "gate_proj", l);
       linear_out(up, hid, nullptr, "up_proj", l);
@@ -230,6 +233,7 @@ class Pass {
       else
         kn_.silu_mul(gate, up, M * hid, P_);
       materialise(gate, M_, hid, "mlp_act", l);
+      kn_.last_read(gate, M * hid);
       linear(gate, L.w_down, a_.proj.data(), "mlp_out", l);
       if (gemma_) {
         norm(a_.proj.data(), L.post_ffn_norm, a_.xb.data());
