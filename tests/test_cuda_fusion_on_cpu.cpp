@@ -532,6 +532,42 @@ void host_rounds(const RoundJob* jobs, int n) {
   ew::round_checks(HostLaunch{}, jobs, n);
 }
 
+// A launch large enough for Auto's several rounds and, at head_dim 128, two pairs a thread on
+// whole warps (the shape the GPU runs on a cache-OFF step), against a block a unit: the same bits.
+TEST(CudaFusionOnCpu, RopeOfALargeLaunchIsABlockPerUnitsBits) {
+  std::mt19937 rng(13);
+  const int hq = 4, hk = 2, hd = 128, half = hd / 2, width = hk * hd;
+  const int M = 4300;  // (4 + 2 + 2) x 4300 units: past 64 x 132 blocks of 4 units
+  std::vector<int> pos(M);
+  for (int m = 0; m < M; ++m) pos[size_t(m)] = m % 97;
+  std::vector<float> cs(size_t(97) * half), sn(cs.size());
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t i = 0; i < cs.size(); ++i) cs[i] = u(rng), sn[i] = u(rng);
+  const int a = cuda::store_of(DType::F16);
+  const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * width, rng, true);
+  const auto v0 = raw(size_t(M) * width, rng, true);
+  struct Run {
+    std::vector<float> q, k, v, kc, vc;
+    Hits hits;
+  };
+  auto run = [&](ew::RopeLayout layout) {
+    Run r{q0, k0, v0, std::vector<float>(size_t(hk) * M * hd, 0.0f), std::vector<float>(size_t(hk) * M * hd, 0.0f), {}};
+    const KvWriteDesc d[2] = {{r.kc.data(), r.k.data(), M, 0, M}, {r.vc.data(), r.v.data(), M, 0, M}};
+    const cuda::RopeJob jobs[2] = {{r.q.data(), hq, r.hits.at(2), InRound{a, r.hits.at(1), false}},
+                                   {r.k.data(), hk, r.hits.at(4), InRound{a, r.hits.at(3), false}}};
+    const cuda::RopeKv kv{d, 1, cuda::kF16, true, InRound{a, r.hits.at(5)}, r.v.data()};
+    ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, false, kv, layout);
+    return r;
+  };
+  const Run want = run(ew::RopeLayout::OneUnit), got = run(ew::RopeLayout::Auto);
+  EXPECT_SAME_BITS(got.q, want.q, "large rope: q");
+  EXPECT_SAME_BITS(got.k, want.k, "large rope: k");
+  EXPECT_SAME_BITS(got.v, want.v, "large rope: v");
+  EXPECT_SAME_BITS(got.kc, want.kc, "large rope: K cache");
+  EXPECT_SAME_BITS(got.vc, want.vc, "large rope: V cache");
+  expect_same_hits(got.hits, want.hits, "large rope");
+}
+
 TEST(CudaFusionOnCpu, FusionLaunchesEachRoundBeforeItsBufferIsTouched) {
   g_log.clear();
   std::vector<uint64_t> sigs;
