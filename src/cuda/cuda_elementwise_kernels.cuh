@@ -445,13 +445,17 @@ void round_checks(const Launch& launch, const RoundJob* jobs, int n) {
 }
 
 // held = false: the row read twice and the gains after the sum at any width (the kernel before
-// 2026-11-27 evening; the CPU suite's reference for the held shares).
+// 2026-11-27 evening; the CPU suite's reference for the held shares). The held shares only for a
+// launch of no more rows than an H100 has multiprocessors, whose time is its chain of round trips:
+// their registers (48 against 28 at 1024 threads) leave a multiprocessor one block instead of two,
+// which a launch of thousands of rows, bound by bandwidth, would pay for.
+constexpr int kNormHeldRows = 132;
 template <class Launch>
 void rmsnorm(const Launch& launch, const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain,
              float* y, NonFiniteSlot chk, OutCopy copy, AddIn add, bool held = true) {
   const unsigned threads = dim >= 1024 ? 1024u : unsigned((dim + 31) / 32 * 32);
   const int g = fp32_gain ? 1 : 0;
-  if (held && dim <= kNormHeld * int(threads))
+  if (held && M <= kNormHeldRows && dim <= kNormHeld * int(threads))
     launch(rmsnorm_kernel<true>, dim3(unsigned(M)), dim3(threads), x, dim, w, eps, act, g, y, chk, copy, add);
   else
     launch(rmsnorm_kernel<false>, dim3(unsigned(M)), dim3(threads), x, dim, w, eps, act, g, y, chk, copy, add);
