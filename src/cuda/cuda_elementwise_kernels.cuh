@@ -11,6 +11,8 @@
 // as the separate conversion would have read it. No bit and no NaN/Inf report changes.
 // In a header so that the CPU suite runs the same source on the host (simt_host.h,
 // tests/test_cuda_fusion_on_cpu.cpp); cuda_elementwise.cu launches them through StreamLaunch.
+#include <algorithm>
+
 #include "cuda/cuda_nonfinite.cuh"
 #include "cuda/cuda_ops.h"
 
@@ -78,9 +80,9 @@ __device__ void rope_kv_write_v(const RopeKv& kv, const float* kx, int heads, in
 }
 
 // The rotation's shape: units (job, row, head), the rotations' first (job by job, each row's heads
-// in order) then, with V's cache write, one per row and head of V; `lanes` threads a unit (on the GPU a
-// warp's multiple), `per_round` units side by side in a block, `rounds` such rows of
-// units one after another. A block of several units, each thread's loads for all its rounds issued
+// in order) then, with V's cache write, one per row and head of V; `lanes` threads a unit (on the
+// GPU a warp's multiple), `per_round` units side by side in a block, `rounds` such rows of units
+// one after another. A block of several units, each thread's loads for all its rounds issued
 // before any is used: one unit a block (the layout before 2026-11-27, KVPARITY_CUDA_ROPE_BLOCK=1)
 // gives a 7B cache-OFF step of 64 x 200 tokens 1.2 million blocks of 64 threads a layer, each
 // waiting on its position's table entry after its position. Which thread rotates which pair never
@@ -162,10 +164,12 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
     const size_t width = size_t(jobs.job[un.job].n_heads) * hd;
     const int s = kv.n > 0 && un.job == last ? kv_slice_of(kv, x + size_t(un.row) * width, width) : -1;
     size_t cache_at = 0;
-    if (s >= 0) {
+    OutCopy to{};
+    if (s >= 0) {  // K's cache write, of the values stored below
       const KvWriteDesc& d = kv.descs[s];
       const size_t rr = size_t(x + size_t(un.row) * width - d.rows) / width;
       cache_at = (size_t(un.head) * d.capacity + size_t(d.start_pos) + rr) * hd;
+      to = OutCopy{d.cache, kv.store};
     }
 #pragma unroll
     for (int k = 0; k < kRopeMaxPairs; ++k) {
@@ -175,11 +179,8 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
       v[p + half] = o1[r][k];
       note_nonfinite(chk, un.base + p, o0[r][k]);
       note_nonfinite(chk, un.base + p + half, o1[r][k]);
-      if (s >= 0) {  // K's cache write, of the values just stored
-        const OutCopy to{kv.descs[s].cache, kv.store};
-        copy_out(to, cache_at + p, o0[r][k]);
-        copy_out(to, cache_at + p + half, o1[r][k]);
-      }
+      copy_out(to, cache_at + p, o0[r][k]);  // (none where to.dst is null)
+      copy_out(to, cache_at + p + half, o1[r][k]);
     }
   }
 }
@@ -268,10 +269,11 @@ __global__ void round_check_kernel(RoundJobs jobs) {
 // multiprocessor (Nsight Compute, H100: 8.7 us a call at 7B), and this drops two of them, the
 // gain's (a weight no earlier kernel writes, so its loads go out even before the wait on that
 // kernel) and the row's second read. The same operations on the same values.
+// HELD: dim <= kNormHeld * blockDim.x.
 constexpr int kNormHeld = 8;
 template <bool HELD>
-__device__ __forceinline__ void rmsnorm_row(const float* x, int dim, const float* w, float eps, int act, int fp32_gain,
-                                            float* y, NonFiniteSlot chk, OutCopy copy, AddIn add) {
+__global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y,
+                               NonFiniteSlot chk, OutCopy copy, AddIn add) {
   const size_t row = blockIdx.x;
   const float* xr = x + row * dim;
   float* yr = y + row * dim;
@@ -335,13 +337,6 @@ __device__ __forceinline__ void rmsnorm_row(const float* x, int dim, const float
   }
 }
 
-// HELD: dim <= kNormHeld * blockDim.x.
-template <bool HELD>
-__global__ void rmsnorm_kernel(const float* x, int dim, const float* w, float eps, int act, int fp32_gain, float* y,
-                               NonFiniteSlot chk, OutCopy copy, AddIn add) {
-  rmsnorm_row<HELD>(x, dim, w, eps, act, fp32_gain, y, chk, copy, add);
-}
-
 // Slice blockIdx.y; slices from in_first on read their rows through `in` (a pending rounding point
 // of the buffer at in_base, which holds those rows).
 template <int S>
@@ -399,8 +394,7 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
       shape = shaped(kRopeMaxPairs, false);
       shape.rounds = kRopeMaxRounds;
     } else if (layout == RopeLayout::Auto && units >= kManyBlocks * shape.per_round) {
-      const int pairs = half / 32;
-      shape = shaped(pairs < 1 ? 1 : (pairs > kRopeMaxPairs ? kRopeMaxPairs : pairs), true);
+      shape = shaped(std::clamp(half / 32, 1, kRopeMaxPairs), true);
       shape.rounds = kRopeMaxRounds;
     }
     const int per_block = shape.per_round * shape.rounds;

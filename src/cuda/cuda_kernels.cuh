@@ -255,10 +255,13 @@ class CudaKernels final : public Kernels {
     release_held();
     const int a = store_of(act);
     // y's pending rounding point (the projection's): rounded as the kernel reads it, unless y
-    // overlaps x otherwise than exactly.
-    // (In place, x == y, the kernel reads back what the round wrote.)
-    const bool apart = !overlap(x, n, y, n) || x == y;
-    const InRound in = !apart ? InRound{} : x == y ? fusion_.take(y, n, a) : take_input(y, n, a);
+    // overlaps x otherwise than exactly. In place (x == y) the kernel reads back what the round
+    // wrote, so the write-back stays.
+    InRound in;
+    if (x == y)
+      in = fusion_.take(y, n, a);
+    else if (!overlap(x, n, y, n))
+      in = take_input(y, n, a);
     fusion_.settle(x, n);
     fusion_.settle(y, n);
     wrote(x, n);
@@ -413,8 +416,7 @@ class CudaKernels final : public Kernels {
   const void* converted(const float* x, size_t n, int store) {
     // last_read's range: the GEMM reads the copy alone, so the launch that writes it may leave x's
     // fp32 values out (the copy stays valid while nothing writes x, and nothing reads x before).
-    const bool only = dead_.x == x && dead_.n == n;
-    if (only) dead_ = DeadRange{};
+    const bool only = last_read_of(x, n);
     if (conv_.x != x || conv_.n != n || conv_.store != store) {
       void* xs = grow(xconv_, n * 2);
       if (!fusion_.fuse_copy(x, n, store, xs, only)) {
@@ -476,11 +478,14 @@ class CudaKernels final : public Kernels {
   // last_read said this is x's last read before it is written again.
   InRound take_input(const float* x, size_t n, int act) {
     InRound in = fusion_.take(x, n, act);
-    if (dead_.x == x && dead_.n == n) {
-      in.write_back = false;
-      dead_ = DeadRange{};
-    }
+    if (last_read_of(x, n)) in.write_back = false;
     return in;
+  }
+  // Whether last_read named exactly [x, x + n); the range is forgotten once asked about.
+  bool last_read_of(const float* x, size_t n) {
+    if (dead_.x != x || dead_.n != n) return false;
+    dead_ = DeadRange{};
+    return true;
   }
 
   // The rotations of q and k and the cache writes (cuda_kernels_rope_kv.cu).
