@@ -1,6 +1,7 @@
 #pragma once
 // Device memory the CUDA kernels own: growable blocks and the device copies of the model's weights,
-// made once, on first use (cuda_kernels.cu).
+// made once, on first use, and shared by the kernels made for one model (shared_device_weights).
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -73,42 +74,43 @@ class DeviceWeights {
 
   // The device copy of n weight matrices of one width and (unquantised) dtype as one block, rows of
   // W[0] then W[1] ...: a matmul_group's weights, one [sum of rows, cols] matrix for one launch.
-  // Made on the group's first use, when none of them has a copy yet; after that get() answers each
-  // member with its place in the block (no second copy: a model's q/k/v and gate/up are always
-  // used as groups). Null where the group cannot be one block: mixed shapes or types, quantised
-  // blocks, or a member already copied alone (the caller then runs the members one by one).
+  // Made on the group's first use; get() then answers each member not copied before with its place
+  // in the block (a model's q/k/v and gate/up are used as groups, so there is no second copy). A
+  // member copied alone before (by kernels that do not group, sharing these copies) keeps that
+  // copy too: whether a group is one launch must not depend on what ran first, since under
+  // `standard` cuBLAS may round one wide GEMM otherwise than its members. Null where the group
+  // cannot be one block: mixed shapes or types, quantised blocks.
   const void* group(const TensorView* const* W, int n) {
     if (n <= 0) return nullptr;
+    std::vector<Member> members;
     size_t bytes = 0;
     for (int i = 0; i < n; ++i) {
       if (W[i]->quantized() || W[i]->dtype != W[0]->dtype || W[i]->cols() != W[0]->cols()) return nullptr;
+      members.push_back(Member{W[i]->data, W[i]->nbytes(), W[i]->dtype});
       bytes += W[i]->nbytes();
     }
-    int found = 0;
-    for (int i = 0; i < n; ++i)
-      found += find_or_retire(weights_, W[i]->data, W[i]->nbytes(), W[i]->dtype, W[i]->quant) != nullptr;
-    size_t at = 0;
-    if (found > 0) {  // seen before: still one block, in this order?
-      if (found < n) return nullptr;
-      const auto* base = static_cast<const char*>(weights_.at(W[0]->data).p);
-      for (int i = 0; i < n; ++i) {
-        const Weight& w = weights_.at(W[i]->data);
-        if (w.mem.p != nullptr || static_cast<const char*>(w.p) != base + at) return nullptr;
-        at += W[i]->nbytes();
-      }
-      return base;
+    auto it = groups_.find(W[0]->data);
+    if (it != groups_.end()) {
+      if (it->second.members == members) return it->second.mem.p;
+      retired_.push_back(std::move(it->second.mem));  // another group at that address now
+      groups_.erase(it);
     }
-    Block& block = groups_.emplace_back();
-    block.ensure(bytes);
+    Group& g = groups_[W[0]->data];
+    g.members = std::move(members);
+    g.mem.ensure(bytes);
+    size_t at = 0;
     for (int i = 0; i < n; ++i) {
-      Weight& m = weights_[W[i]->data];
-      describe(m, W[i]->nbytes(), W[i]->dtype, W[i]->quant);
-      m.p = static_cast<char*>(block.p) + at;
-      m.store = store_of(W[i]->dtype);
-      kvp::cuda::to_device(const_cast<void*>(m.p), W[i]->data, W[i]->nbytes());
+      void* place = static_cast<char*>(g.mem.p) + at;
+      kvp::cuda::to_device(place, W[i]->data, W[i]->nbytes());
+      if (find_or_retire(weights_, W[i]->data, W[i]->nbytes(), W[i]->dtype, W[i]->quant) == nullptr) {
+        Weight& m = weights_[W[i]->data];
+        describe(m, W[i]->nbytes(), W[i]->dtype, W[i]->quant);
+        m.p = place;
+        m.store = store_of(W[i]->dtype);
+      }
       at += W[i]->nbytes();
     }
-    return block.p;
+    return g.mem.p;
   }
 
   // The exact fp32 values of a weight tensor, for the fp32 passes: the same copy as get() when
@@ -166,11 +168,28 @@ class DeviceWeights {
     return nullptr;
   }
 
+  // A group's member as its block was made from.
+  struct Member {
+    const void* host;
+    size_t bytes;
+    DType dtype;
+    bool operator==(const Member&) const = default;
+  };
+  struct Group {
+    Block mem;  // which members of weights_ may point into
+    std::vector<Member> members;
+  };
+
   Map weights_;
   Map widened_;  // fp32 copies of narrow weights (f32)
   Map gains_;    // norm gains, always fp32
-  std::vector<Block> groups_;  // the blocks of group(), which members of weights_ point into
+  std::unordered_map<const void*, Group> groups_;  // by the first member's host address
   std::vector<Block> retired_;
 };
+
+// The device copies of `owner`'s weights (cuda_kernels.cu): the ones every kernels object made for
+// that owner and still alive holds, else new ones; a null owner's are its own. Engines of one model
+// (a study's cache-ON, cache-OFF and teacher-forced sides) hold one copy, uploaded once.
+std::shared_ptr<DeviceWeights> shared_device_weights(const void* owner);
 
 }  // namespace kvp::cuda

@@ -49,11 +49,13 @@ namespace kvp::cuda {
 
 class CudaKernels final : public Kernels {
  public:
-  explicit CudaKernels(KernelPolicy policy)
+  // owner: kernels made for one owner share the device copies of its weights (make_kernels).
+  CudaKernels(KernelPolicy policy, const void* owner)
       : policy_(policy),
         fusion_([this](uint64_t sig, std::function<void()> f) { graphs_.submit(sig, std::move(f)); },
                 &launch_round_checks),
         gemms_(policy, graphs_),
+        weights_(shared_device_weights(owner)),
         graphs_(stream()) {
     graphs_.set_enabled(pass_graphs_on() && !op_timing_on());
     fusion_.set_one_by_one(op_timing_on() || !launch_fusion_on());    // timed operations launch one by one
@@ -83,7 +85,7 @@ class CudaKernels final : public Kernels {
     const void* xa = x;
     bool tensor_cores = false;
     if (M > 0 && N > 0 && K > 0) {
-      wc = &(act == DType::F32 && !fixed_order() ? weights_.f32(W) : weights_.get(W));
+      wc = &(act == DType::F32 && !fixed_order() ? weights_->f32(W) : weights_->get(W));
       tensor_cores = on_tensor_cores(act, wc->store);
       if (fixed_order() ? tensor_cores : wc->store != kF32) xa = converted(x, size_t(M) * K, wc->store);
     }
@@ -115,7 +117,7 @@ class CudaKernels final : public Kernels {
     // cuBLAS then takes the group as one launch at M = 1 only.
     const bool groupable =
         K > 0 && (on_tensor_cores(act, store) || (!fixed_order() && (act != DType::F32 || store == kF32)));
-    const void* wg = groupable ? weights_.group(Ws, n) : nullptr;
+    const void* wg = groupable ? weights_->group(Ws, n) : nullptr;
     if (wg == nullptr || (!fixed_order() && M != 1)) {
       for (int i = 0; i < n; ++i) matmul(x, M, *outs[i].W, act, outs[i].y);
       return;
@@ -207,7 +209,7 @@ class CudaKernels final : public Kernels {
   void embed(const TensorView& table, const int* tokens, int M, float* x) override {
     OpSpan span("embed");
     fusion_.flush();
-    const Weight& w = weights_.get(table);
+    const Weight& w = weights_->get(table);
     const void* tp = w.p;
     const int store = w.store, dim = int(table.cols());
     wrote(x, size_t(M) * dim);
@@ -218,7 +220,7 @@ class CudaKernels final : public Kernels {
   void add_bias(float* y, int M, const TensorView& b) override {
     OpSpan span("add_bias");
     release_held();
-    const Weight& w = weights_.get(b);
+    const Weight& w = weights_->get(b);
     if (w.store != kF32) fail_input("bias '" + b.name + "' is not stored as fp32");
     const auto* bp = static_cast<const float*>(w.p);
     const int N = int(b.numel());
@@ -395,7 +397,7 @@ class CudaKernels final : public Kernels {
       add = AddIn{add_held_.y, add_held_.act, add.chk, add_held_.in};
     fusion_.flush();
     if (M <= 0) return;
-    const float* g = weights_.gains(w, dim);
+    const float* g = weights_->gains(w, dim);
     const int a = store_of(act);
     wrote(y, n);
     const uint64_t sig =
@@ -528,7 +530,7 @@ class CudaKernels final : public Kernels {
   KernelPolicy policy_;
   Fusion fusion_;
   GemmLaunches gemms_;
-  DeviceWeights weights_;
+  std::shared_ptr<DeviceWeights> weights_;  // shared with the owner's other kernels
   Block xconv_, parts_, counts_;
   DeviceRopeTable rope_table_;
   KvHeld kv_held_;

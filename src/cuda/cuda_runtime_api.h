@@ -136,6 +136,7 @@ std::vector<std::string> invariant_gemm_kernels();
 bool wgmma_kernels_available();
 
 // The kernels of `policy` on the GPU (kernels.h). Throws for a policy not available on CUDA.
-std::unique_ptr<Kernels> make_kernels(KernelPolicy policy);
+// Kernels made for one owner share the device copies of its weights (kvp::make_kernels).
+std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, const void* owner = nullptr);
 
 }  // namespace kvp::cuda

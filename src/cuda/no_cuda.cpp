@@ -53,6 +53,6 @@ std::string invariant_gemm_kernel() { return "auto"; }
 std::string invariant_gemm_kernel_here() { return "auto"; }
 std::vector<std::string> invariant_gemm_kernels() { return {}; }
 bool wgmma_kernels_available() { return false; }
-std::unique_ptr<Kernels> make_kernels(KernelPolicy) { refuse(); }
+std::unique_ptr<Kernels> make_kernels(KernelPolicy, const void*) { refuse(); }
 
 }  // namespace kvp::cuda

@@ -24,10 +24,10 @@ KernelPolicy parse_policy(const std::string& s) {
   fail_usage("unknown kernel policy '{}' (expected reference, standard, invariant or portable)", s);
 }
 
-std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool, Device device) {
+std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool, Device device, const void* weights_owner) {
   if (device == Device::Cuda) {
     require_device(device);
-    return cuda::make_kernels(policy);
+    return cuda::make_kernels(policy, weights_owner);
   }
   switch (policy) {
     case KernelPolicy::Reference: return make_reference_kernels();

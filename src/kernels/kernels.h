@@ -169,7 +169,11 @@ class Kernels {
 };
 
 // `pool` may be null (single thread); the kernels do not own it. Device::Cuda needs a build with
-// CUDA and a usable GPU (errors name what is missing).
-std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool, Device device = Device::Cpu);
+// CUDA and a usable GPU (errors name what is missing). weights_owner: what the weights passed to
+// the kernels belong to (an engine's model), or null. A device that copies weights shares the
+// copies among the kernels of one owner alive together; the owner outlives them, and the weights'
+// bytes do not change while it lives. The CPU reads the weights where they are.
+std::unique_ptr<Kernels> make_kernels(KernelPolicy policy, ThreadPool* pool, Device device = Device::Cpu,
+                                      const void* weights_owner = nullptr);
 
 }  // namespace kvp

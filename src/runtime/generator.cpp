@@ -44,7 +44,7 @@ Engine::Engine(std::shared_ptr<const Model> model, const EngineOptions& opts)
     : model_(std::move(model)),
       opts_(opts),
       pool_(std::make_unique<ThreadPool>(std::max(1, opts.threads))),
-      kernels_(make_kernels(opts.kernels, pool_.get(), opts.device)),
+      kernels_(make_kernels(opts.kernels, pool_.get(), opts.device, model_.get())),
       cache_(model_->config, capacity_for(*model_, opts), opts.kv_dtype, opts.device) {
   if (opts.threads < 1) fail_usage("--threads must be >= 1 (got {})", opts.threads);
   require_simd(opts.simd);
