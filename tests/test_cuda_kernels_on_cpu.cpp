@@ -16,17 +16,18 @@
 // The CUDA suite (tests/cuda/) runs the same kernels on a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "attention_cases.h"
 #include "core/dtype.h"
 #include "core/kv_type.h"
 #include "cuda/cuda_attention_plan.h"
 #include "kernels/kernels.h"
-#include "attention_cases.h"
 #include "test_util.h"
 // The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
 // keywords as macros).
@@ -279,6 +280,28 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
       EXPECT_LE(test::max_abs_diff(whole.got, whole.want), tol) << mode << ": not the attention the CPU computes";
       by_mode[chunked] = whole.got;
     }
+    // The whole prefill as the output's rounding point (AttnStore): each value rounded, reported
+    // at its flat index and copied there; `only` leaves the fp32 output unwritten.
+    for (bool chunked : {false, true})
+      for (bool only : {false, true}) {
+        const std::string how = std::string(c.name) + (chunked ? " (chunked)" : "") + (only ? ", copy only" : "");
+        std::vector<float> want = by_mode[chunked];
+        for (float& x : want) x = round_to(c.act, x);
+        std::vector<uint16_t> copy(want.size(), 0xdead);
+        unsigned long long hits = ~0ull;
+        int any = 0;
+        std::fill(whole.got.begin(), whole.got.end(), NAN);
+        const cuda::AttnStore st{sh.act, {&hits, 0, &any}, {copy.data(), sh.act, only}, whole.got.data()};
+        ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &wd, 1, c.rows, sh, 2, chunked, st)) << how;
+        if (only)
+          EXPECT_TRUE(std::all_of(whole.got.begin(), whole.got.end(), [](float x) { return std::isnan(x); })) << how;
+        else
+          EXPECT_SAME_BITS(whole.got, want, how + ": rounded");
+        for (size_t i = 0; i < want.size(); ++i)
+          ASSERT_EQ(copy[i], c.act == DType::F16 ? f32_to_f16(want[i]) : f32_to_bf16(want[i])) << how << " copy " << i;
+        EXPECT_EQ(hits, ~0ull) << how;
+        EXPECT_EQ(any, 0) << how;
+      }
     if (c.rows > 128) {  // past one chunk the merges round differently: the modes are not one thing
       EXPECT_NE(std::memcmp(by_mode[0].data(), by_mode[1].data(), by_mode[0].size() * 4), 0) << c.name;
     }
@@ -499,26 +522,37 @@ TEST(CudaKernelsOnCpu, StandardDecodeIsOneLaunchMergedByTheLastWarp) {
   }
 }
 
-// A decode launch may be the attention output's rounding point only when its rows are all of that
-// output, one block in any order of slices (CudaKernels::submit_decode).
-TEST(CudaKernelsOnCpu, DecodeOutputBlockIsTheWholeOutputOnly) {
-  std::vector<float> out(4 * 8);
-  auto step = [](float* o) {
+// An attention launch may be the output's rounding point only when its rows are all of that
+// output, one block in any order of slices (CudaKernels::submit_attention).
+TEST(CudaKernelsOnCpu, AttentionOutputBlockIsTheWholeOutputOnly) {
+  std::vector<float> out(8 * 8);
+  auto slice = [](float* o, int rows = 1) {
     cuda::AttnDesc d{};
     d.out = o;
-    d.n_rows = 1;
+    d.n_rows = rows;
     return d;
   };
   cuda::AttentionPlan plan;
-  EXPECT_EQ(cuda::decode_output_block(plan, 8), nullptr) << "no step";
-  plan.steps = {step(out.data() + 8), step(out.data()), step(out.data() + 16)};
-  EXPECT_EQ(cuda::decode_output_block(plan, 8), out.data()) << "three rows, out of order";
-  EXPECT_EQ(cuda::decode_output_block(plan, 4), nullptr) << "rows apart";
+  EXPECT_EQ(cuda::output_block(plan.steps, plan.rows, 8), nullptr) << "no step";
+  plan.steps = {slice(out.data() + 8), slice(out.data()), slice(out.data() + 16)};
+  EXPECT_EQ(cuda::output_block(plan.steps, plan.rows, 8), out.data()) << "three rows, out of order";
+  EXPECT_EQ(cuda::output_block(plan.steps, plan.rows, 4), nullptr) << "rows apart";
   plan.steps[2].out = out.data() + 24;
-  EXPECT_EQ(cuda::decode_output_block(plan, 8), nullptr) << "a gap";
+  EXPECT_EQ(cuda::output_block(plan.steps, plan.rows, 8), nullptr) << "a gap";
   plan.steps[2].out = out.data() + 16;
-  plan.rows = {step(out.data() + 24)};
-  EXPECT_EQ(cuda::decode_output_block(plan, 8), nullptr) << "a prefill slice beside them";
+  plan.rows = {slice(out.data() + 24)};
+  EXPECT_EQ(cuda::output_block(plan.steps, plan.rows, 8), nullptr) << "a prefill slice beside them";
+  // Prefill slices of several rows: each the rows its n_rows says.
+  plan.steps.clear();
+  plan.rows = {slice(out.data() + 24, 5), slice(out.data(), 3)};
+  EXPECT_EQ(cuda::output_block(plan.rows, plan.steps, 8), out.data()) << "slices of 3 and 5 rows";
+  plan.rows[1].n_rows = 2;
+  EXPECT_EQ(cuda::output_block(plan.rows, plan.steps, 8), nullptr) << "a row between them unwritten";
+  plan.rows[1].n_rows = 4;
+  EXPECT_EQ(cuda::output_block(plan.rows, plan.steps, 8), nullptr) << "overlapping slices";
+  plan.rows[1].n_rows = 3;
+  plan.steps = {slice(out.data() + 64)};
+  EXPECT_EQ(cuda::output_block(plan.rows, plan.steps, 8), nullptr) << "a decode step beside them";
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ __device__ __forceinline__ void load_q(const float* qrow, int hd, float (&q)[kPe
 }
 
 template <int KV>
-__global__ void prefill_kernel(const AttnDesc* descs, AttnShape s) {
+__global__ void prefill_kernel(const AttnDesc* descs, AttnShape s, AttnStore store) {
   pdl_entry();
   __shared__ float scores[kWarps][kTile];
   const AttnDesc d = descs[blockIdx.y];
@@ -107,19 +107,19 @@ __global__ void prefill_kernel(const AttnDesc* descs, AttnShape s) {
 #pragma unroll
   for (int t = 0; t < kPerLane; ++t) {
     const int dd = lane + 32 * t;
-    if (dd < hd) out[dd] = st.acc[t] / st.l;
+    if (dd < hd) store_attention(store, out + dd, st.acc[t] / st.l);
   }
 }
 
 }  // namespace
 
-void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s) {
-  if (launch_attention_prefill_mma(descs, n, max_rows, s)) return;
+void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s, const AttnStore& store) {
+  if (launch_attention_prefill_mma(descs, n, max_rows, s, false, store)) return;
   const unsigned warps = unsigned(max_rows) * unsigned(s.n_heads);
   const dim3 grid((warps + kWarps - 1) / kWarps, unsigned(n));
-  if (s.kv_store == kF32) launch_on_stream(prefill_kernel<kF32>, grid, dim3(kWarps * 32), 0, descs, s);
-  if (s.kv_store == kF16) launch_on_stream(prefill_kernel<kF16>, grid, dim3(kWarps * 32), 0, descs, s);
-  if (s.kv_store == kBF16) launch_on_stream(prefill_kernel<kBF16>, grid, dim3(kWarps * 32), 0, descs, s);
+  if (s.kv_store == kF32) launch_on_stream(prefill_kernel<kF32>, grid, dim3(kWarps * 32), 0, descs, s, store);
+  if (s.kv_store == kF16) launch_on_stream(prefill_kernel<kF16>, grid, dim3(kWarps * 32), 0, descs, s, store);
+  if (s.kv_store == kBF16) launch_on_stream(prefill_kernel<kBF16>, grid, dim3(kWarps * 32), 0, descs, s, store);
   check(cudaGetLastError(), "attention (prefill)");
 }
 

@@ -26,8 +26,9 @@ static int attention_stages(bool decode) {
   return forced != 0 ? forced : decode ? 1 : 2;
 }
 
-bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s, bool chunked) {
-  const bool ok = attn_mma::prefill(StreamLaunch{}, descs, n, max_rows, s, attention_stages(false), chunked);
+bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s, bool chunked,
+                                  const AttnStore& store) {
+  const bool ok = attn_mma::prefill(StreamLaunch{}, descs, n, max_rows, s, attention_stages(false), chunked, store);
   if (ok) check(cudaGetLastError(), "attention (prefill, tensor cores)");
   return ok;
 }

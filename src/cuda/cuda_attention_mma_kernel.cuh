@@ -190,8 +190,18 @@ constexpr int kThreads = 128;  // a block: four warps of 16 rows
 // tile is copied, then computed. The same arithmetic either way.
 // Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
 // column g of B; t = lane % 4 picks the column pairs 2t, 2t + 1 (and + 8 for the k halves).
+// store: the output's rounding point, its report and its 16-bit copy, where the caller hands them
+// over (as split_decode's merge does), so that no launch after this one reads and writes the output
+// again to round it (a 7B cache-OFF step of 64 x 200 rows: 0.21 ms a layer).
+// Three blocks a multiprocessor where they fit (the two-stage, whole-state head_dim-128 kernel,
+// `standard`'s prefill and cache-OFF rows at 7B, in 168 registers): ptxas may otherwise allocate
+// past 170 for a change anywhere in the kernel (the store below: 222) and leave two.
+template <int HD, int STAGES, Mode MODE>
+constexpr int kMinBlocks = HD == 128 && STAGES == 2 && MODE == Mode::Whole ? 3 : 1;
+
 template <int S, int HD, int STAGES, Mode MODE>
-__global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs, AttnShape s) {
+__global__ void __launch_bounds__(128, kMinBlocks<HD, STAGES, MODE>)
+    prefill_mma_kernel(const AttnDesc* descs, AttnShape s, AttnStore store) {
   pdl_entry();
   constexpr int KT = HD / 16;  // k-steps over the head dimension
   static_assert(KT % 2 == 0, "K and V fragments load two k-steps, two n-tiles at a time");
@@ -381,54 +391,64 @@ __global__ void __launch_bounds__(128) prefill_mma_kernel(const AttnDesc* descs,
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[n][e] = o_run[(n * 4 + e) * 128];
     }
-    // C fragment: rows ra (o[n][0..1]) and rb (o[n][2..3]), columns n*8 + 2t, + 1. The + 0 (a
-    // correctly rounded add, which no compiler folds away) makes a zero +0 (above).
+    // C fragment: rows g (o[n][0..1]) and g + 8 (o[n][2..3]) of the warp's 16, columns n*8 + 2t,
+    // + 1. The + 0 (a correctly rounded add, which no compiler folds away) makes a zero +0 (above).
+    // The rows go through shared memory (the K/V stages, which every thread is done with) and out
+    // a row at a time, each value through one store_attention call: called on the fragments, the
+    // 64 unrolled copies of its rounding, report and copy took the compiler past 20 minutes.
+    constexpr int SR = HD + 4;  // floats a staged row: the fragments' 8 rows fall on other banks
+    static_assert(size_t(kThreads / 32) * 16 * SR * sizeof(float) <= size_t(2) * kKeys * (HD + kPad) * sizeof(uint16_t),
+                  "a warp's rows fit in one K/V stage");
+    float* staged = reinterpret_cast<float*>(smem) + warp * 16 * SR;
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
       const int col = n * 8 + 2 * t;
-      if (ra < d.n_rows) {
-        float* out = d.out + size_t(ra) * q_stride + size_t(h) * HD + col;
-        out[0] = pscalar::add(o[n][0] / la, 0.0f);
-        out[1] = pscalar::add(o[n][1] / la, 0.0f);
-      }
-      if (rb < d.n_rows) {
-        float* out = d.out + size_t(rb) * q_stride + size_t(h) * HD + col;
-        out[0] = pscalar::add(o[n][2] / lb, 0.0f);
-        out[1] = pscalar::add(o[n][3] / lb, 0.0f);
-      }
+      staged[g * SR + col] = pscalar::add(o[n][0] / la, 0.0f);
+      staged[g * SR + col + 1] = pscalar::add(o[n][1] / la, 0.0f);
+      staged[(g + 8) * SR + col] = pscalar::add(o[n][2] / lb, 0.0f);
+      staged[(g + 8) * SR + col + 1] = pscalar::add(o[n][3] / lb, 0.0f);
+    }
+    __syncwarp();
+    const int row0 = r0 + warp * 16;
+#pragma unroll 1
+    for (int i = lane; i < 16 * HD; i += 32) {
+      const int r = i / HD, c = i % HD;
+      if (row0 + r < d.n_rows)
+        store_attention(store, d.out + size_t(row0 + r) * q_stride + size_t(h) * HD + c, staged[r * SR + c]);
     }
   }
 }
 
 // launch.with_smem(bytes, kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 template <int S, int HD, Mode MODE, class Launch>
-void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const AttnShape& s, int stages) {
+void launch_mode(const Launch& launch, dim3 grid, const AttnDesc* descs, const AttnShape& s, int stages,
+                 const AttnStore& store) {
   const dim3 block(kThreads);
   if (stages == 2)
-    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, block, descs, s);
+    launch.with_smem(smem_bytes<HD, 2, MODE>(), prefill_mma_kernel<S, HD, 2, MODE>, grid, block, descs, s, store);
   else
-    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, block, descs, s);
+    launch.with_smem(smem_bytes<HD, 1, MODE>(), prefill_mma_kernel<S, HD, 1, MODE>, grid, block, descs, s, store);
 }
 
 // Every row of n slices. True: launched.
 template <int S, int HD, class Launch>
 bool launch_hd(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
-               Mode mode) {
+               Mode mode, const AttnStore& store) {
   const dim3 grid(unsigned((max_rows + kRows - 1) / kRows), unsigned(s.n_heads), unsigned(n));
   if (mode == Mode::Chunked)
-    launch_mode<S, HD, Mode::Chunked>(launch, grid, descs, s, stages);
+    launch_mode<S, HD, Mode::Chunked>(launch, grid, descs, s, stages, store);
   else
-    launch_mode<S, HD, Mode::Whole>(launch, grid, descs, s, stages);
+    launch_mode<S, HD, Mode::Whole>(launch, grid, descs, s, stages, store);
   return true;
 }
 
 template <int S, class Launch>
 bool launch_s(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages,
-              Mode mode) {
-  if (s.head_dim == 32) return launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode);
-  if (s.head_dim == 64) return launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode);
-  if (s.head_dim == 96) return launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode);
-  if (s.head_dim == 128) return launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode);
+              Mode mode, const AttnStore& store) {
+  if (s.head_dim == 32) return launch_hd<S, 32>(launch, descs, n, max_rows, s, stages, mode, store);
+  if (s.head_dim == 64) return launch_hd<S, 64>(launch, descs, n, max_rows, s, stages, mode, store);
+  if (s.head_dim == 96) return launch_hd<S, 96>(launch, descs, n, max_rows, s, stages, mode, store);
+  if (s.head_dim == 128) return launch_hd<S, 128>(launch, descs, n, max_rows, s, stages, mode, store);
   return false;
 }
 
@@ -443,13 +463,14 @@ inline bool applies(const AttnShape& s) {
 // Launches the kernel over every row of the n slices when it applies (false: nothing launched).
 // stages: 2 (copies of the next tile overlap this one's arithmetic) or 1; the same bits. chunked:
 // the invariant policy's chunk merges (the bits of split_decode's, cuda_attention_split_kernel.cuh).
+// store: as the kernel's.
 template <class Launch>
 bool prefill(const Launch& launch, const AttnDesc* descs, int n, int max_rows, const AttnShape& s, int stages = 2,
-             bool chunked = false) {
+             bool chunked = false, const AttnStore& store = {}) {
   if (!applies(s) || max_rows > kMaxRows) return false;
   const Mode mode = chunked ? Mode::Chunked : Mode::Whole;
-  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages, mode)
-                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages, mode);
+  return s.act == kF16 ? launch_s<kF16>(launch, descs, n, max_rows, s, stages, mode, store)
+                       : launch_s<kBF16>(launch, descs, n, max_rows, s, stages, mode, store);
 }
 
 }  // namespace

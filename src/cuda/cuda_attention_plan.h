@@ -7,6 +7,7 @@
 // which keeps its bits the prefill's. Otherwise (portable, or invariant where the tensor-core
 // kernel does not apply) every slice goes to one kernel.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "cuda/cuda_ops.h"
@@ -77,17 +78,22 @@ inline AttentionPlan plan_fixed_order_attention(const AttentionParams* p, int n,
   return plan;
 }
 
-// The first row of a call's attention output when its decode steps' rows are the whole of it (no
-// prefill slice beside them), one block of rows `width` floats apart, else nullptr: where a decode
-// launch may also be the output's rounding point (CudaKernels::submit_decode).
-inline const float* decode_output_block(const AttentionPlan& plan, size_t width) {
-  if (!plan.rows.empty() || plan.steps.empty()) return nullptr;
-  std::vector<const float*> outs;
-  for (const AttnDesc& d : plan.steps) outs.push_back(d.out);
+// The first row of a call's attention output when one launch's slices (`descs`: the plan's rows or
+// its steps) write the whole of it (`beside`, the other kind, empty), one block of rows `width`
+// floats apart in any order of slices; else nullptr. Where that launch may also be the output's
+// rounding point (CudaKernels::submit_attention).
+inline const float* output_block(const std::vector<AttnDesc>& descs, const std::vector<AttnDesc>& beside,
+                                 size_t width) {
+  if (!beside.empty() || descs.empty()) return nullptr;
+  std::vector<std::pair<const float*, int>> outs;
+  for (const AttnDesc& d : descs) outs.emplace_back(d.out, d.n_rows);
   std::sort(outs.begin(), outs.end());
-  for (size_t i = 0; i < outs.size(); ++i)
-    if (outs[i] != outs[0] + i * width) return nullptr;
-  return outs[0];
+  const float* next = outs[0].first;
+  for (const auto& [out, rows] : outs) {
+    if (out != next || rows <= 0) return nullptr;
+    next = out + size_t(rows) * width;
+  }
+  return outs[0].first;
 }
 
 }  // namespace kvp::cuda

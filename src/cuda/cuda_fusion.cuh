@@ -3,7 +3,7 @@
 // (about 3 us a kernel node on an H100), and most of its nodes were rounding points and 16-bit
 // copies of cuBLAS inputs, each a kernel of its own. Three things are therefore launched late,
 // by the next call that decides whether it can take them into its own kernel:
-//  - the held operation: the last element-wise operation (or decode attention launch) that rounds
+//  - the held operation: the last element-wise operation (or attention launch) that rounds
 //    its own output. Its rounding point (the next round_check of that output) becomes its check,
 //    and a following converted() of that output its OutCopy;
 //  - pending rounds: a rounding point of a buffer no held operation produced (cuBLAS outputs,

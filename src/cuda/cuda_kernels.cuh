@@ -162,10 +162,16 @@ class CudaKernels final : public Kernels {
       if (!plan.rows.empty()) {
         const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
         const int nr = int(plan.rows.size()), max_rows = plan.max_rows;
-        graphs_.submit(signature(kPrefill, descs, nr, max_rows, s, tc), [=] {
-          if (!tc || !launch_attention_prefill_mma(descs, nr, max_rows, s, true))
-            launch_portable_attention(descs, nr, max_rows, s);
-        });
+        const uint64_t sig = signature(kPrefill, descs, nr, max_rows, s, tc);
+        if (!tc) {
+          graphs_.submit(sig, [=] { launch_portable_attention(descs, nr, max_rows, s); });
+        } else {
+          submit_attention(sig, plan.rows, plan.steps, s, [=](const AttnStore& st) {
+            // attention_mma_applies and the row limit above: the kernel that takes `st` runs.
+            if (!launch_attention_prefill_mma(descs, nr, max_rows, s, true, st))
+              fail_input("attention: the tensor-core kernel refused a call it was planned for");
+          });
+        }
       }
       if (!plan.steps.empty()) {
         const int slots = attention_split_slots(plan.max_pos);
@@ -175,9 +181,9 @@ class CudaKernels final : public Kernels {
         unsigned* counts = count_mem(plan.steps.size(), a.n_heads);
         const AttnDesc* descs = upload(kAttnDecodeDescs, plan.steps.data(), plan.steps.size());
         const int nd = int(plan.steps.size());
-        submit_decode(signature(kDecode, descs, nd, slots, s, parts, counts), plan, s, [=](const AttnStore& st) {
-          launch_attention_split_decode_mma(descs, nd, s, parts, slots, counts, st);
-        });
+        submit_attention(
+            signature(kDecode, descs, nd, slots, s, parts, counts), plan.steps, plan.rows, s,
+            [=](const AttnStore& st) { launch_attention_split_decode_mma(descs, nd, s, parts, slots, counts, st); });
       }
       return;
     }
@@ -185,8 +191,8 @@ class CudaKernels final : public Kernels {
     if (!plan.rows.empty()) {
       const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
       const int np = int(plan.rows.size()), max_rows = plan.max_rows;
-      graphs_.submit(signature(kPrefill, descs, np, max_rows, s),
-                     [=] { launch_attention_prefill(descs, np, max_rows, s); });
+      submit_attention(signature(kPrefill, descs, np, max_rows, s), plan.rows, plan.steps, s,
+                       [=](const AttnStore& st) { launch_attention_prefill(descs, np, max_rows, s, st); });
     }
     if (!plan.steps.empty()) {
       const int splits = plan.splits;
@@ -194,8 +200,8 @@ class CudaKernels final : public Kernels {
       unsigned* counts = count_mem(plan.steps.size(), a.n_heads);
       const AttnDesc* descs = upload(kAttnDecodeDescs, plan.steps.data(), plan.steps.size());
       const int nd = int(plan.steps.size());
-      submit_decode(signature(kDecode, descs, nd, splits, s, parts, counts), plan, s,
-                    [=](const AttnStore& st) { launch_attention_decode(descs, nd, splits, s, parts, counts, st); });
+      submit_attention(signature(kDecode, descs, nd, splits, s, parts, counts), plan.steps, plan.rows, s,
+                       [=](const AttnStore& st) { launch_attention_decode(descs, nd, splits, s, parts, counts, st); });
     }
   }
 
@@ -360,17 +366,20 @@ class CudaKernels final : public Kernels {
     }
     return static_cast<unsigned*>(counts_.p);
   }
-  // A decode launch, held as the operation that rounds the attention output when its rows are that
+  // An attention launch over `descs` (the plan's prefill rows or its decode steps; `beside`, the
+  // other kind), held as the operation that rounds the attention output when its rows are that
   // whole output: the output's rounding point and o_proj's 16-bit copy ride in it (Fusion::hold).
-  void submit_decode(uint64_t sig, const AttentionPlan& plan, const AttnShape& s,
-                     std::function<void(const AttnStore&)> launch) {
+  void submit_attention(uint64_t sig, const std::vector<AttnDesc>& descs, const std::vector<AttnDesc>& beside,
+                        const AttnShape& s, std::function<void(const AttnStore&)> launch) {
     const size_t width = size_t(s.n_heads) * s.head_dim;  // a row of the attention output
-    const float* base = decode_output_block(plan, width);
+    const float* base = output_block(descs, beside, width);
     if (base == nullptr) return graphs_.submit(sig, [launch] { launch(AttnStore{}); });
+    size_t rows = 0;
+    for (const AttnDesc& d : descs) rows += size_t(d.n_rows);
     sig = PassGraphs::mix(sig, uint64_t(reinterpret_cast<uintptr_t>(base)));
     const int act = s.act;
     fusion_.hold(
-        base, plan.steps.size() * width, act, sig,
+        base, rows * width, act, sig,
         [launch, act, base](NonFiniteSlot c, OutCopy copy) {
           launch(AttnStore{c.hits != nullptr ? act : -1, c, copy, base});
         },

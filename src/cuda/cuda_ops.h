@@ -133,14 +133,16 @@ struct AttnStore {
   OutCopy copy{};
   const float* base = nullptr;
 };
-// Tiled online-softmax attention of every row of every slice (FlashAttention-2 style).
-void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
+// Tiled online-softmax attention of every row of every slice (FlashAttention-2 style). store: the
+// output's rounding point, report and copy, as the decode launches take it (below).
+void launch_attention_prefill(const AttnDesc* descs, int n, int max_rows, const AttnShape& s,
+                              const AttnStore& store = {});
 // The same on tensor cores where it applies (fp16/bf16 compute and KV, head_dim 32/64/96/128);
 // false (nothing launched) elsewhere. launch_attention_prefill tries it first. chunked: the
 // `invariant` policy's per-chunk states merged in order (cuda_attention_mma_kernel.cuh), the bits
 // launch_attention_split_decode_mma gives a decode row (cuda_attention_split_kernel.cuh).
-bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s,
-                                  bool chunked = false);
+bool launch_attention_prefill_mma(const AttnDesc* descs, int n, int max_rows, const AttnShape& s, bool chunked = false,
+                                  const AttnStore& store = {});
 // $KVPARITY_CUDA_ATTN_STAGES (1 or 2: K/V stages of every tensor-core attention launch; 0 unset).
 int forced_attention_stages();
 // The decode launches below are one kernel each: every block (standard: every warp) writes its
