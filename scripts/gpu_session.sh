@@ -45,7 +45,10 @@
 #   on the warm machine `GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64
 #   BUDGET_S=285 ... gsm8k` in 244 s (docs/performance.md has the figures). Written after it,
 #   untimed: the rotation's pairs a thread, RMSNorm's shares in registers, Auto's deep stretch on
-#   single rows with K >= N, dead write-backs skipped. Next:
+#   single rows with K >= N, dead write-backs skipped; then (a session with no GPU) one device copy
+#   of a model's weights for all its engines (CudaSharedWeights.*; the gsm8k stage's cache-ON side
+#   no longer uploads the model again) and the prefill attention as its output's rounding point.
+#   Next:
 #     BUDGET_S=540 scripts/gpu_session.sh info tests study7b wgmma ncu
 #   (tests: CudaFusion.* with the dead write-backs skipped; study7b: the rotation, two pairs a
 #   thread against KVPARITY_CUDA_ROPE_BLOCK=1's one unit a block, and KVPARITY_CUDA_SKIP_DEAD_WRITES=0;
