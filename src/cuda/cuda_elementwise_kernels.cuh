@@ -113,9 +113,13 @@ __device__ __forceinline__ RopeUnit rope_unit(const RopeJobs& jobs, int M, int h
 // Every term of a unit is read (phase 1) before any is written (phase 2, after a barrier), so pairs
 // read from adjacent slots can be written to the halves in place. hd even where a job has an
 // InRound (the pairs then cover the head, so the rounded input is all overwritten). With kv.n > 0
-// the last job's rotated rows also go to the cache as they are stored.
+// the last job's rotated rows also go to the cache as they are stored. The compute dtype is the
+// template's: each pair rounds eight times, and a run-time dtype made each of those a choice
+// among three (the kernel is bound by issued instructions at the study's sizes, above).
+template <int ACT>
 __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                            int act, int adjacent, RopeKv kv, RopeShape shape) {
+                            int adjacent, RopeKv kv, RopeShape shape) {
+  constexpr int act = ACT;
   pdl_entry();
   int heads = 0;
   for (int t = 0; t < jobs.n; ++t) heads += jobs.job[t].n_heads;
@@ -398,9 +402,15 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
       shape.rounds = kRopeMaxRounds;
     }
     const int per_block = shape.per_round * shape.rounds;
-    launch(rope_kernel, dim3(unsigned((units + per_block - 1) / per_block)),
-           dim3(unsigned(shape.lanes * shape.per_round)), js, M, hd, pos, cos_t, sin_t, act, adjacent_pairs ? 1 : 0,
-           writes ? kv : RopeKv{}, shape);
+    const dim3 grid(unsigned((units + per_block - 1) / per_block)), block(unsigned(shape.lanes * shape.per_round));
+    const RopeKv k = writes ? kv : RopeKv{};
+    const int adj = adjacent_pairs ? 1 : 0;
+    if (act == kF16)
+      launch(rope_kernel<kF16>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, k, shape);
+    else if (act == kBF16)
+      launch(rope_kernel<kBF16>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, k, shape);
+    else
+      launch(rope_kernel<kF32>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, k, shape);
   }
 }
 

@@ -1,0 +1,49 @@
+// The CUDA rotation kernel (src/cuda/cuda_elementwise_kernels.cuh, one instance a compute dtype),
+// its own source run on the CPU (src/cuda/simt_host.h), against the CPU `standard` kernels'
+// rotation: the same bits in every dtype and both pair layouts, on one unit a block, on several
+// units and pairs a thread, and on the layout of a large launch. The fused-launch tests
+// (test_cuda_fusion_on_cpu.cpp) compare the kernel with itself; this ties it to the CPU.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/elementwise.h"
+#include "kernels/kernels.h"
+#include "test_util.h"
+// The kernels' source, built for the host (after every other header: simt_host.h defines the CUDA
+// keywords as macros).
+#include "cuda/cuda_elementwise_kernels.cuh"
+#include "cuda_on_cpu.h"
+
+namespace kvp {
+namespace {
+
+namespace ew = cuda::elementwise;
+
+TEST(CudaRopeOnCpu, RotationIsTheCpuStandardRotationInEveryDtype) {
+  std::mt19937 rng(17);
+  const int M = 3, heads = 3, hd = 64;
+  const RopeTable table(hd, 256, 10000.0f);
+  const std::vector<int> pos = {0, 77, 255};
+  for (int p = 0; p < table.max_positions(); ++p) table.cos_row(p), table.sin_row(p);  // every row filled
+  auto cpu = make_kernels(KernelPolicy::Standard, nullptr);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (bool adjacent : {false, true})
+      for (ew::RopeLayout layout : {ew::RopeLayout::Auto, ew::RopeLayout::OneUnit, ew::RopeLayout::Rounds}) {
+        const std::string what = std::string(dtype_name(t)) + (adjacent ? " adjacent pairs" : " halves") + " layout " +
+                                 std::to_string(int(layout));
+        const std::vector<float> x = test::normals(size_t(M) * heads * hd, rng, t, 4.0f);
+        std::vector<float> want = x, got = x;
+        cpu->rope(want.data(), M, heads, pos.data(), table, t, adjacent ? RopePairs::AdjacentPairs : RopePairs::Halves);
+        const cuda::RopeJob job{got.data(), heads, cuda::NonFiniteSlot{}, cuda::InRound{}};
+        ew::rope(test::HostLaunch{}, &job, 1, M, hd, pos.data(), table.cos_row(0), table.sin_row(0), cuda::store_of(t),
+                 adjacent, {}, layout);
+        EXPECT_SAME_BITS(got, want, what);
+      }
+}
+
+}  // namespace
+}  // namespace kvp
