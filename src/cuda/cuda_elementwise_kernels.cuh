@@ -12,6 +12,7 @@
 // In a header so that the CPU suite runs the same source on the host (simt_host.h,
 // tests/test_cuda_fusion_on_cpu.cpp); cuda_elementwise.cu launches them through StreamLaunch.
 #include <algorithm>
+#include <stdexcept>
 
 #include "cuda/cuda_nonfinite.cuh"
 #include "cuda/cuda_ops.h"
@@ -39,6 +40,18 @@ __device__ __forceinline__ float read_rounded(const InRound& in, float* p, size_
   float v = p[i];
   if (in.act < 0) return v;
   v = round_act(v, in.act);
+  if (in.write_back) p[i] = v;
+  note_nonfinite(in.chk, at, v);
+  return v;
+}
+
+// The same where the pending round is known to be the kernel's own compute dtype ACT, or none (the
+// rotation's jobs: CudaKernels takes them at that dtype; rope() checks it).
+template <int ACT>
+__device__ __forceinline__ float read_rounded_as(const InRound& in, float* p, size_t i, size_t at) {
+  float v = p[i];
+  if (in.act < 0) return v;
+  v = round_act(v, ACT);
   if (in.write_back) p[i] = v;
   note_nonfinite(in.chk, at, v);
   return v;
@@ -142,7 +155,8 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
       const int p = lane + k * shape.lanes;
       if (k >= shape.pairs || p >= half) continue;
       const int ia = p * a_step, ib = p * a_step + b_off;
-      const float a = read_rounded(in, v, ia, un.base + ia), bv = read_rounded(in, v, ib, un.base + ib);
+      const float a = read_rounded_as<ACT>(in, v, ia, un.base + ia);
+      const float bv = read_rounded_as<ACT>(in, v, ib, un.base + ib);
       const float c = round_act(cos_t[row_at + p], act), sn = round_act(sin_t[row_at + p], act);
       const float t0 = round_act(a * c, act), t1 = round_act(-bv * sn, act);
       const float t2 = round_act(bv * c, act), t3 = round_act(a * sn, act);
@@ -379,6 +393,8 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
     RopeJobs js{};
     int heads = 0;
     for (int j = j0; j < n && j < j0 + kMaxRopeJobs; ++j) {
+      if (jobs[j].in.act >= 0 && jobs[j].in.act != (act == kF16 || act == kBF16 ? act : kF32))
+        throw std::invalid_argument("rope: a pending input round of another dtype than the rotation's");
       js.job[js.n++] = jobs[j];
       heads += jobs[j].n_heads;
     }
