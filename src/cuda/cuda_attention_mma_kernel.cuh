@@ -186,6 +186,12 @@ __device__ __forceinline__ float merged(float r, float fr, float c, float fc) { 
 
 constexpr int kThreads = 128;  // a block: four warps of 16 rows
 
+// Three blocks a multiprocessor where they fit (the two-stage, whole-state head_dim-128 kernel,
+// `standard`'s prefill and cache-OFF rows at 7B, in 168 registers): ptxas may otherwise allocate
+// past 170 for a change anywhere in the kernel (the store below: 222) and leave two.
+template <int HD, int STAGES, Mode MODE>
+constexpr int kMinBlocks = HD == 128 && STAGES == 2 && MODE == Mode::Whole ? 3 : 1;
+
 // STAGES = 2: the next tile's K and V are copied (cp.async) while this one is computed; 1: each
 // tile is copied, then computed. The same arithmetic either way.
 // Fragment coordinates (PTX ISA, mma.m16n8k16): g = lane / 4 picks rows g and g + 8 of A and C and
@@ -193,12 +199,6 @@ constexpr int kThreads = 128;  // a block: four warps of 16 rows
 // store: the output's rounding point, its report and its 16-bit copy, where the caller hands them
 // over (as split_decode's merge does), so that no launch after this one reads and writes the output
 // again to round it (a 7B cache-OFF step of 64 x 200 rows: 0.21 ms a layer).
-// Three blocks a multiprocessor where they fit (the two-stage, whole-state head_dim-128 kernel,
-// `standard`'s prefill and cache-OFF rows at 7B, in 168 registers): ptxas may otherwise allocate
-// past 170 for a change anywhere in the kernel (the store below: 222) and leave two.
-template <int HD, int STAGES, Mode MODE>
-constexpr int kMinBlocks = HD == 128 && STAGES == 2 && MODE == Mode::Whole ? 3 : 1;
-
 template <int S, int HD, int STAGES, Mode MODE>
 __global__ void __launch_bounds__(128, kMinBlocks<HD, STAGES, MODE>)
     prefill_mma_kernel(const AttnDesc* descs, AttnShape s, AttnStore store) {
