@@ -25,7 +25,7 @@ class SharedByOwner {
   std::shared_ptr<T> get(const void* owner, Make&& make) {
     if (owner == nullptr) return std::forward<Make>(make)();
     std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(held_, [](const auto& e) { return e.second.expired(); });
+    forget_expired();
     std::weak_ptr<T>& w = held_[owner];
     if (std::shared_ptr<T> p = w.lock()) return p;
     std::shared_ptr<T> p = std::forward<Make>(make)();
@@ -36,11 +36,15 @@ class SharedByOwner {
   // How many owners' objects are still held.
   size_t held() {
     std::lock_guard<std::mutex> lock(mu_);
-    std::erase_if(held_, [](const auto& e) { return e.second.expired(); });
+    forget_expired();
     return held_.size();
   }
 
  private:
+  void forget_expired() {
+    std::erase_if(held_, [](const auto& e) { return e.second.expired(); });
+  }
+
   std::mutex mu_;
   std::unordered_map<const void*, std::weak_ptr<T>> held_;
 };

@@ -35,23 +35,14 @@ struct RopeJobs {
   int n;
 };
 
-// p[i] as the pending rounding point `in` leaves it (flat index `at` in that point's buffer).
+// p[i] as the pending rounding point `in` leaves it (flat index `at` in that point's buffer). ACT:
+// that point's dtype where the kernel knows it to be its own compute dtype (the rotation's jobs:
+// CudaKernels takes them at that dtype; rope() checks it), a choice fewer per value; -1: in.act's.
+template <int ACT = -1>
 __device__ __forceinline__ float read_rounded(const InRound& in, float* p, size_t i, size_t at) {
   float v = p[i];
   if (in.act < 0) return v;
-  v = round_act(v, in.act);
-  if (in.write_back) p[i] = v;
-  note_nonfinite(in.chk, at, v);
-  return v;
-}
-
-// The same where the pending round is known to be the kernel's own compute dtype ACT, or none (the
-// rotation's jobs: CudaKernels takes them at that dtype; rope() checks it).
-template <int ACT>
-__device__ __forceinline__ float read_rounded_as(const InRound& in, float* p, size_t i, size_t at) {
-  float v = p[i];
-  if (in.act < 0) return v;
-  v = round_act(v, ACT);
+  v = round_act(v, ACT >= 0 ? ACT : in.act);
   if (in.write_back) p[i] = v;
   note_nonfinite(in.chk, at, v);
   return v;
@@ -155,8 +146,8 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
       const int p = lane + k * shape.lanes;
       if (k >= shape.pairs || p >= half) continue;
       const int ia = p * a_step, ib = p * a_step + b_off;
-      const float a = read_rounded_as<ACT>(in, v, ia, un.base + ia);
-      const float bv = read_rounded_as<ACT>(in, v, ib, un.base + ib);
+      const float a = read_rounded<ACT>(in, v, ia, un.base + ia);
+      const float bv = read_rounded<ACT>(in, v, ib, un.base + ib);
       const float c = round_act(cos_t[row_at + p], act), sn = round_act(sin_t[row_at + p], act);
       const float t0 = round_act(a * c, act), t1 = round_act(-bv * sn, act);
       const float t2 = round_act(bv * c, act), t3 = round_act(a * sn, act);

@@ -26,10 +26,8 @@
 
 namespace kvp::test {
 
-inline Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, const std::vector<int>& prompt,
-                   CacheMode mode, int n, bool poison = false) {
-  Engine e(std::move(model), eo);
-  if (poison) e.cache().poison();
+// n greedy tokens from `prompt` on an engine the caller keeps (several alive at once, say).
+inline Trace trace_on(Engine& e, const std::vector<int>& prompt, CacheMode mode, int n) {
   GenerationConfig g;
   g.max_new_tokens = n;
   g.cache = mode;
@@ -38,6 +36,13 @@ inline Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, 
   r.ids = e.generate(prompt, g, nullptr, [&](const StepInfo& s) { r.logits.emplace_back(s.logits, s.logits + s.vocab); })
               .output_ids;
   return r;
+}
+
+inline Trace trace(std::shared_ptr<const Model> model, const EngineOptions& eo, const std::vector<int>& prompt,
+                   CacheMode mode, int n, bool poison = false) {
+  Engine e(std::move(model), eo);
+  if (poison) e.cache().poison();
+  return trace_on(e, prompt, mode, n);
 }
 
 // A batch of 4 mixed-length prompts, and every step's logits of each sequence when they are

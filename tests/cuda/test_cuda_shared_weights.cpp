@@ -19,20 +19,9 @@ namespace {
 using test::on_gpu;
 using test::same_bits;
 using test::Trace;
+using test::trace_on;
 using test::wide_llama;
 using test::wide_prompt;
-
-Trace run(Engine& e, const std::vector<int>& prompt, CacheMode mode, int n) {
-  GenerationConfig g;
-  g.max_new_tokens = n;
-  g.cache = mode;
-  g.stop_at_eos = false;
-  Trace r;
-  r.ids = e.generate(prompt, g, nullptr, [&](const StepInfo& s) {
-             r.logits.emplace_back(s.logits, s.logits + s.vocab);
-           }).output_ids;
-  return r;
-}
 
 size_t matrix_bytes(const Model& m) {
   size_t b = m.weights.embed.nbytes();
@@ -47,11 +36,11 @@ size_t second_engine_adds(const std::shared_ptr<const Model>& first, const std::
                           const std::vector<int>& prompt) {
   const EngineOptions eo = on_gpu(KvType::of(DType::F16), KernelPolicy::Standard);
   Engine a(first, eo);
-  run(a, prompt, CacheMode::On, 2);
+  trace_on(a, prompt, CacheMode::On, 2);
   cuda::reset_peak_allocated();  // the peak is what is allocated now
   const size_t before = cuda::peak_allocated();
   Engine b(second, eo);
-  run(b, prompt, CacheMode::Off, 2);
+  trace_on(b, prompt, CacheMode::Off, 2);
   return cuda::peak_allocated() - before;
 }
 
@@ -86,18 +75,19 @@ TEST(CudaSharedWeights, SharingChangesNoBitWhateverRanFirst) {
       Trace alone;
       {
         Engine e(Model::from_checkpoint(ckpt, DType::F16), eo);
-        alone = run(e, prompt, mode, 12);
+        alone = trace_on(e, prompt, mode, 12);
       }
       const std::shared_ptr<const Model> m = Model::from_checkpoint(ckpt, DType::F16);
       Engine first(m, on_gpu(KvType::of(DType::F16), KernelPolicy::Portable));
-      run(first, prompt, CacheMode::On, 3);
+      trace_on(first, prompt, CacheMode::On, 3);
       Engine shared(m, eo);
-      const Trace beside = run(shared, prompt, mode, 12);
+      const Trace beside = trace_on(shared, prompt, mode, 12);
       EXPECT_EQ(beside.ids, alone.ids) << what;
       EXPECT_TRUE(same_bits(beside, alone)) << what << ": beside a portable engine of the same model";
       // And the portable engine, run again on copies the other one grouped, is itself.
       Engine again(Model::from_checkpoint(ckpt, DType::F16), on_gpu(KvType::of(DType::F16), KernelPolicy::Portable));
-      EXPECT_TRUE(same_bits(run(first, prompt, CacheMode::On, 3), run(again, prompt, CacheMode::On, 3))) << what;
+      EXPECT_TRUE(same_bits(trace_on(first, prompt, CacheMode::On, 3), trace_on(again, prompt, CacheMode::On, 3)))
+          << what;
     }
 }
 
