@@ -43,19 +43,15 @@
 #   family (wgmma-tma+mma16b; KVPARITY_CUDA_GEMM=mma the mma.sync family). Late on 2026-11-27 an
 #   H100 ran `info tests whole workspace study7b wgmma ncu` in 506 s (all 50 tests passed), then
 #   on the warm machine `GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64
-#   BUDGET_S=285 ... gsm8k` in 244 s (docs/performance.md has the figures). Written after it,
-#   untimed: the rotation's pairs a thread, RMSNorm's shares in registers, Auto's deep stretch on
-#   single rows with K >= N, dead write-backs skipped; then (a session with no GPU) one device copy
-#   of a model's weights for all its engines (CudaSharedWeights.*; the gsm8k stage's cache-ON side
-#   no longer uploads the model again) and the prefill attention as its output's rounding point.
-#   Next:
-#     BUDGET_S=540 scripts/gpu_session.sh info tests study7b wgmma ncu
-#   (tests: CudaFusion.* with the dead write-backs skipped; study7b: the rotation, two pairs a
-#   thread against KVPARITY_CUDA_ROPE_BLOCK=1's one unit a block, and KVPARITY_CUDA_SKIP_DEAD_WRITES=0;
-#   wgmma: Auto against wgmma-tma+mma16b without the deep stretch, issue 14's 0.9x; ncu:
-#   the RMSNorm of a decode step, and the whole step by kernel name)
-#   then on the warm machine, as before (issue 13's 40 a minute):
-#     GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=... gsm8k
+#   BUDGET_S=285 ... gsm8k` in 244 s. In the fifth session (2026-11-27, 900 s of H100 time) the
+#   binaries of fb57d6a ran `BUDGET_S=540 ... info tests wgmma study7b ncu` in 334 s (51 of 52
+#   tests; the 52nd a stale kernel-name check, since fixed), then on the warm machine
+#   `GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=465 ... gsm8k`
+#   in 224 s (37.8 a minute), then, after a kernel change that came out slower and was reverted,
+#   `WGMMA_GEMMS=auto BUDGET_S=228 ... info tests study7b wgmma` in 189 s (docs/performance.md).
+#   Nothing is untimed now. Next, for issue 14's compare at 64 x 256 (resumable across calls):
+#     COMPARE_TOKENS=256 COMPARE_BATCH=16 BUDGET_S=560 scripts/gpu_session.sh info compare7b
+#   and, after any kernel change, the pair above (tests study7b wgmma, then gsm8k).
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
 #   and every call's command starts with: mkdir -p .devbin && tar xJf .devbinz/bins.tar.xz -C .devbin &&
