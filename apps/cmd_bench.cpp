@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +159,13 @@ void register_bench(CLI::App& app) {
                                         << ", standard decode splits of " << cuda::decode_split_keys() << "+ keys"
                                         << ", standard decode GEMMs on "
                                         << (cuda::standard_gemv_on() ? "kvparity's GEMV" : "cuBLAS") << "\n";
+    if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda)) {
+      // The weights' upload (and the gains'): what a run pays once before its first pass.
+      const cuda::UploadTotals up = cuda::upload_totals();
+      (o->json ? std::cerr : std::cout) << fmt::format(
+          "cuda uploads: {:.1f} MB in {:.2f} s ({:.2f} GB/s; pinned staging {})\n", double(up.bytes) / 1e6, up.seconds,
+          up.seconds > 0 ? double(up.bytes) / up.seconds / 1e9 : 0.0, cuda::staged_upload_on() ? "on" : "off");
+    }
     if (o->op_times) (o->json ? std::cerr : std::cout) << op_times_table();
     // What a replayed decode step costs the GPU's front end, for each configuration.
     for (const BenchResult& r : rows)

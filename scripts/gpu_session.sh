@@ -8,7 +8,7 @@
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
 #   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, whole, workspace, ncu, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, study7b, policies11b, policies7b, compare7b,
-#   gsm8k, sanitize [gtest filter].
+#   gsm8k, upload, sanitize [gtest filter].
 #   Every name is checked before anything runs.
 # Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
 #   what is left, less 15 s for packing, and a command with under 20 s left is skipped),
@@ -49,8 +49,12 @@
 #   `GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=465 ... gsm8k`
 #   in 224 s (37.8 a minute), then, after a kernel change that came out slower and was reverted,
 #   `WGMMA_GEMMS=auto BUDGET_S=228 ... info tests study7b wgmma` in 189 s (docs/performance.md).
-#   Nothing is untimed now. Next, for issue 14's compare at 64 x 256 (resumable across calls):
-#     COMPARE_TOKENS=256 COMPARE_BATCH=16 BUDGET_S=560 scripts/gpu_session.sh info compare7b
+#   Written after those calls, untimed: the pinned staged upload (KVPARITY_CUDA_STAGED_UPLOAD=1,
+#   off by default) and bench's "cuda uploads" line. Next (issue 14's compare at 64 x 256 resumes
+#   across calls):
+#     BUDGET_S=560 scripts/gpu_session.sh info tests 'CudaUpload*' upload gsm8k
+#   (if staging is faster, make it the default), then on the warm machine
+#     COMPARE_TOKENS=256 COMPARE_BATCH=16 BUDGET_S=... scripts/gpu_session.sh compare7b
 #   and, after any kernel change, the pair above (tests study7b wgmma, then gsm8k).
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
@@ -60,7 +64,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma tiles gemv whole workspace ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k sanitize "
+STAGES=" info build tests gemm wgmma tiles gemv whole workspace ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k upload sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -473,6 +477,19 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       KVPARITY_CUDA_SKIP_DEAD_WRITES=0 tmo 120 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
         --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 2 2>&1 |
         tee "$L/study7b_dead_writes.log" | tail -4 ;;
+    upload)
+      # The 7B checkpoint's upload from disk (memory-mapped, so pageable memory) through the
+      # driver's own staging (default) and through kvparity's pinned buffers filled by host threads
+      # (KVPARITY_CUDA_STAGED_UPLOAD=1; the same bytes, CudaUpload.*), each twice, alternated: a
+      # short bench each, its "cuda uploads" line. The GSM8K study's first batch carries this upload.
+      stage upload
+      synth7b || continue
+      for v in 0 1 0 1; do
+        echo "-- KVPARITY_CUDA_STAGED_UPLOAD=$v"
+        KVPARITY_CUDA_STAGED_UPLOAD=$v tmo 90 "$K" bench --device cuda --model /tmp/l7 --dtype fp16 \
+          --kernels standard --prompt-tokens 16 --decode-tokens 4 --cache-off-tokens 1 --repeats 1 2>&1 |
+          tee "$L/upload_$v.log" | grep -E "cuda uploads|rror"
+      done ;;
     gsm8k)
       # The study at 7B shape: synthetic weights, the Llama-2 tokenizer, 0-shot, 256 new tokens,
       # greedy, cache OFF vs ON, in batches of GSM8K_BATCH (default 16: a batch's records land when

@@ -1,5 +1,5 @@
 // The GPU the process runs on: opened once, one stream for all work, memory accounting, and the
-// host-facing copies of core/device.h.
+// host-facing copies of core/device.h (to_device's: cuda_upload.cu).
 #include <atomic>
 #include <mutex>
 #include <string>
@@ -164,11 +164,6 @@ void reset_peak_allocated() {
 
 void to_host(void* dst, const void* src, size_t bytes) {
   KVP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream()));
-  KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
-}
-
-void to_device(void* dst, const void* src, size_t bytes) {
-  KVP_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));
   KVP_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 

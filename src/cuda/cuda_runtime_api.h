@@ -24,6 +24,17 @@ void* alloc(size_t bytes);
 void release(void* p) noexcept;
 void to_host(void* dst, const void* src, size_t bytes);
 void to_device(void* dst, const void* src, size_t bytes);
+// What to_device has copied in this process and the wall time it took (the weights' upload, which
+// bench reports); and its copies of 4 MiB or more through two pinned buffers filled by host threads
+// (cuda_upload.cu; off by default, $KVPARITY_CUDA_STAGED_UPLOAD=1 on: the same bytes, for timing
+// against the driver's own staging of pageable memory).
+struct UploadTotals {
+  size_t bytes = 0;
+  double seconds = 0;
+};
+UploadTotals upload_totals();
+void set_staged_upload(bool on);
+bool staged_upload_on();
 // Peak device memory allocated through alloc() since the last reset, in bytes.
 size_t peak_allocated();
 void reset_peak_allocated();

@@ -18,6 +18,9 @@ void* alloc(size_t) { refuse(); }
 void release(void*) noexcept {}
 void to_host(void*, const void*, size_t) { refuse(); }
 void to_device(void*, const void*, size_t) { refuse(); }
+UploadTotals upload_totals() { return {}; }
+void set_staged_upload(bool) {}
+bool staged_upload_on() { return false; }
 size_t peak_allocated() { return 0; }
 void reset_peak_allocated() {}
 double read_bandwidth(size_t, int) { refuse(); }
