@@ -132,15 +132,13 @@ void register_bench(CLI::App& app) {
       std::cerr << "  done: " << r.kernels << " " << r.dtype << " threads=" << r.threads << "\n";
     };
     const auto rows = run_bench(ckpt, cfg, tty ? progress : nullptr);
+    const bool on_cuda = std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda) > 0;
     if (o->json)
       std::cout << bench_json(rows) << std::endl;
     else
       std::cout << "model: " << (o->model.empty() ? "synthetic " + o->synth : o->model) << "\n"
-                << (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda)
-                        ? "gpu: " + device_description(Device::Cuda) + "\n"
-                        : std::string())
-                << bench_table(rows);
-    if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda))
+                << (on_cuda ? "gpu: " + device_description(Device::Cuda) + "\n" : std::string()) << bench_table(rows);
+    if (on_cuda) {
       // The switches that change a GPU run's speed (and no bit, but for grouping, the decode GEMV
       // and the decode split under `standard`: cuBLAS's algorithm for the wider shape, the GEMV's
       // and the attention's orders), so that a figure says what ran.
@@ -159,7 +157,6 @@ void register_bench(CLI::App& app) {
                                         << ", standard decode splits of " << cuda::decode_split_keys() << "+ keys"
                                         << ", standard decode GEMMs on "
                                         << (cuda::standard_gemv_on() ? "kvparity's GEMV" : "cuBLAS") << "\n";
-    if (std::count(cfg.devices.begin(), cfg.devices.end(), Device::Cuda)) {
       // The weights' upload (and the gains'): what a run pays once before its first pass.
       const cuda::UploadTotals up = cuda::upload_totals();
       (o->json ? std::cerr : std::cout) << fmt::format(

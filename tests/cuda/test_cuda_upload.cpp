@@ -3,6 +3,7 @@
 // offsets; and every copy counts into upload_totals.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -38,9 +39,7 @@ TEST(CudaUpload, StagedCopiesMoveThePlainCopysBytes) {
       EXPECT_EQ(cuda::upload_totals().bytes, before.bytes + n);
       std::vector<uint8_t> back(n, 0);
       cuda::to_host(back.data(), dev, n);
-      size_t first_bad = n;
-      for (size_t i = 0; i < n && first_bad == n; ++i)
-        if (back[i] != host[i + 3]) first_bad = i;
+      const size_t first_bad = size_t(std::mismatch(back.begin(), back.end(), host.begin() + 3).first - back.begin());
       EXPECT_EQ(first_bad, n) << n << " bytes, staged " << staged << ": first wrong byte";
     }
     cuda::release(dev);
