@@ -49,11 +49,16 @@
 #   `GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=465 ... gsm8k`
 #   in 224 s (37.8 a minute), then, after a kernel change that came out slower and was reverted,
 #   `WGMMA_GEMMS=auto BUDGET_S=228 ... info tests study7b wgmma` in 189 s (docs/performance.md).
-#   Written after those calls, untimed: the pinned staged upload (KVPARITY_CUDA_STAGED_UPLOAD=1,
-#   off by default) and bench's "cuda uploads" line. Next (issue 14's compare at 64 x 256 resumes
-#   across calls):
-#     BUDGET_S=560 scripts/gpu_session.sh info tests 'CudaUpload*' upload gsm8k
-#   (if staging is faster, make it the default), then on the warm machine
+#   In the sixth session (2026-11-28, 900 s of H100 time) the binaries of 1c6430a ran
+#   `BUDGET_S=560 ... info tests upload gsm8k` in 538 s (53 of 53 tests; the 7B upload 0.75 s
+#   through the pinned buffers against 8.8 s through the driver, so staging is now the default;
+#   the gsm8k stage ran with its defaults, batch 16 with flips, by mistake), then on the warm machine
+#   `KVPARITY_CUDA_STAGED_UPLOAD=1 GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128
+#   GSM8K_BATCH=64 BUDGET_S=290 ... gsm8k` in 202 s (38.6 a minute). Next (issue 14's compare at
+#   64 x 256 resumes across calls; name every GSM8K_* setting on the command line):
+#     GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=560 \
+#       scripts/gpu_session.sh info tests study7b gsm8k
+#   then on the warm machine
 #     COMPARE_TOKENS=256 COMPARE_BATCH=16 BUDGET_S=... scripts/gpu_session.sh compare7b
 #   and, after any kernel change, the pair above (tests study7b wgmma, then gsm8k).
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
@@ -479,8 +484,8 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
         tee "$L/study7b_dead_writes.log" | tail -4 ;;
     upload)
       # The 7B checkpoint's upload from disk (memory-mapped, so pageable memory) through the
-      # driver's own staging (default) and through kvparity's pinned buffers filled by host threads
-      # (KVPARITY_CUDA_STAGED_UPLOAD=1; the same bytes, CudaUpload.*), each twice, alternated: a
+      # driver's own staging (KVPARITY_CUDA_STAGED_UPLOAD=0) and through kvparity's pinned buffers
+      # filled by host threads (the default; the same bytes, CudaUpload.*), each twice, alternated: a
       # short bench each, its "cuda uploads" line. The GSM8K study's first batch carries this upload.
       stage upload
       synth7b || continue
