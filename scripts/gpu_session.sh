@@ -54,8 +54,10 @@
 #   through the pinned buffers against 8.8 s through the driver, so staging is now the default;
 #   the gsm8k stage ran with its defaults, batch 16 with flips, by mistake), then on the warm machine
 #   `KVPARITY_CUDA_STAGED_UPLOAD=1 GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128
-#   GSM8K_BATCH=64 BUDGET_S=290 ... gsm8k` in 202 s (38.6 a minute). Next (issue 14's compare at
-#   64 x 256 resumes across calls; name every GSM8K_* setting on the command line):
+#   GSM8K_BATCH=64 BUDGET_S=290 ... gsm8k` in 202 s (38.6 a minute). Written after those calls,
+#   untimed: K's rotated rows to the cache alone and q to the attention in 16 bits (study7b times
+#   them against KVPARITY_CUDA_SKIP_DEAD_WRITES=0). Next (issue 14's compare at 64 x 256 resumes
+#   across calls; name every GSM8K_* setting on the command line):
 #     GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=560 \
 #       scripts/gpu_session.sh info tests study7b gsm8k
 #   then on the warm machine
@@ -477,7 +479,7 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
         --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 2 2>&1 |
         tee "$L/study7b_rope_block.log" | tail -4
       # Every rounded input written back, as before 2026-11-27 evening (Kernels::last_read; the
-      # same bits), standard only.
+      # same bits; since 2026-11-28 also K's rotated rows stored and q read as fp32), standard only.
       echo "-- KVPARITY_CUDA_SKIP_DEAD_WRITES=0"
       KVPARITY_CUDA_SKIP_DEAD_WRITES=0 tmo 120 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
         --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 2 2>&1 |

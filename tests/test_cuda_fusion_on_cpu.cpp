@@ -383,8 +383,11 @@ TEST(CudaFusionOnCpu, KvWriteOfKAndPendingVInOneLaunch) {
 
 // The rotations of q and k with the cache writes of K and V in one launch (RopeKv), each pending
 // projection rounded as it is read, against: round q, rotate q, round k, rotate k, write K, round
-// v, write V. Without V (its write launched apart), with V's rows read as they are, and with no
-// input written back (InRound::write_back: q and k hold the rotation all the same, v what it held).
+// v, write V. Without V (its write launched apart), with V's rows read as they are, with no
+// input written back (InRound::write_back: q and k hold the rotation all the same, v what it held),
+// and, besides, with neither rotation stored (RopeJob::store: q and k hold what they held, the
+// caches and reports the same, and q's rotated rows are in its 16-bit copy, RopeJob::copy, as the
+// attention's AttnDesc::q16 reads them).
 TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
   std::mt19937 rng(11);
   const int hq = 4, hk = 2, hd = 16, capacity = 12, half = hd / 2, width = hk * hd, positions = capacity;
@@ -397,9 +400,9 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
   const size_t cache_n = size_t(hk) * capacity * hd;
   for (DType t : kAllTypes)
     for (int store : {cuda::kF32, cuda::kF16, cuda::kBF16})
-      for (int mode = 0; mode < 4; ++mode) {  // V in the launch with its pending round; apart; as it is;
-        const int a = cuda::store_of(t);      // as mode 0, nothing written back
-        const bool back = mode != 3;
+      for (int mode = 0; mode < 5; ++mode) {  // V in the launch with its pending round; apart; as it is;
+        const int a = cuda::store_of(t);      // as mode 0, nothing written back; as 3, k not stored
+        const bool back = mode < 3, k_stored = mode != 4;
         const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * width, rng, true);
         const auto v0 = mode == 2 ? test::normals(size_t(M) * width, rng, t) : raw(size_t(M) * width, rng, true);
         auto qw = q0, kw = k0, vw = v0, qg = q0, kg = k0, vg = v0;
@@ -429,17 +432,21 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
         auto both = descs(kc_g, kg);
         const auto dvg = descs(vc_g, vg);
         both.insert(both.end(), dvg.begin(), dvg.end());
-        const cuda::RopeJob jobs[2] = {{qg.data(), hq, hg.at(2), InRound{a, hg.at(1), back}},
-                                       {kg.data(), hk, hg.at(4), InRound{a, hg.at(3), back}}};
-        const InRound v_in = mode == 0 || mode == 3 ? InRound{a, hg.at(5), back} : InRound{};
+        const int q16_store = t == DType::BF16 ? cuda::kBF16 : cuda::kF16;
+        std::vector<float> q16(q0.size(), 0.0f);
+        const OutCopy q_copy = k_stored ? OutCopy{} : OutCopy{q16.data(), q16_store};
+        const cuda::RopeJob jobs[2] = {{qg.data(), hq, hg.at(2), InRound{a, hg.at(1), back}, k_stored, q_copy},
+                                       {kg.data(), hk, hg.at(4), InRound{a, hg.at(3), back}, k_stored}};
+        const InRound v_in = mode == 0 || mode >= 3 ? InRound{a, hg.at(5), back} : InRound{};
         const cuda::RopeKv kv{both.data(), 3, store, mode != 1, v_in, vg.data()};
         ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, false, kv);
         if (mode == 1) ew::kv_write(HostLaunch{}, dvg.data(), 3, 3, hk, hd, store, InRound{a, hg.at(5)}, vg.data(), 0);
 
         const std::string what =
             name(t, "rope + kv_write, cache ") + std::to_string(store) + " mode " + std::to_string(mode);
-        EXPECT_SAME_BITS(qg, qw, what + ": q");
-        EXPECT_SAME_BITS(kg, kw, what + ": k");
+        EXPECT_SAME_BITS(qg, k_stored ? qw : q0, what + (k_stored ? ": q" : ": q as it was"));
+        if (!k_stored) EXPECT_SAME_BITS(q16, stored_copy(qw, q16_store), what + ": q's 16-bit copy");
+        EXPECT_SAME_BITS(kg, k_stored ? kw : k0, what + (k_stored ? ": k" : ": k as it was"));
         EXPECT_SAME_BITS(vg, back ? vw : v0, what + (back ? ": v" : ": v as it was"));
         for (int s = 0; s < 3; ++s) {
           EXPECT_SAME_BITS(kc_g[size_t(s)], kc_w[size_t(s)], what + ": K cache " + std::to_string(s));
@@ -448,6 +455,11 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
         expect_same_hits(hg, hw, what);
         EXPECT_NE(hw.slot[3], ~0ull) << what << ": the inputs must hold a NaN/Inf";
       }
+  // A rotation left unstored goes nowhere unless it is the cache write's: refused.
+  std::vector<float> x(size_t(M) * width, 0.0f);
+  const cuda::RopeJob unstored{x.data(), hk, {}, {}, false};
+  EXPECT_THROW(ew::rope(HostLaunch{}, &unstored, 1, M, hd, pos.data(), cs.data(), sn.data(), cuda::kF32, false),
+               std::invalid_argument);
 }
 
 // RoPE's units laid out several a block, in one round or several with two pairs a thread

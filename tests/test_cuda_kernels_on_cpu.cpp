@@ -428,6 +428,36 @@ TEST(CudaKernelsOnCpu, TensorCoreAttentionRowIsTheSameAloneChunkedOrBatched) {
   EXPECT_TRUE(std::isnan(f32.got[0]) && std::isnan(mixed.got[0]));
 }
 
+// q's rows read in the K/V storage type (AttnDesc::q16: the rotation's 16-bit copy of them, where
+// nothing else reads q) instead of packed from fp32 by the kernel: the same bits, in both modes,
+// with a cached prefix and a window; q's fp32 rows (NaN here) are not read.
+TEST(CudaKernelsOnCpu, TensorCoreAttentionOfQsSixteenBitRowsIsItsOwnPacking) {
+  std::mt19937 rng(36);
+  const AttnCase cases[] = {
+      {"fp16 hd64 gqa", DType::F16, DType::F16, 64, 4, 2, 0, 40, 0, false},
+      {"bf16 hd128 cached prefix", DType::BF16, DType::BF16, 128, 2, 1, 20, 17, 0, false},
+      {"fp16 hd32 window 12", DType::F16, DType::F16, 32, 2, 1, 0, 33, 12, false},
+  };
+  for (const AttnCase& c : cases) {
+    Slice sl(c, rng);
+    const cuda::AttnShape sh = sl.shape();
+    const std::vector<uint8_t> q16 = stored(c.act, sl.q);
+    std::vector<float> poisoned(sl.q.size(), NAN);
+    for (bool chunked : {false, true}) {
+      const std::string how = std::string(c.name) + (chunked ? " (chunked)" : "");
+      const cuda::AttnDesc d = sl.desc();
+      ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &d, 1, c.rows, sh, 2, chunked)) << how;
+      const std::vector<float> from_fp32 = sl.got;
+      cuda::AttnDesc d16 = d;
+      d16.q = poisoned.data();
+      d16.q16 = q16.data();
+      std::fill(sl.got.begin(), sl.got.end(), NAN);
+      ASSERT_TRUE(cuda::attn_mma::prefill(HostLaunch{}, &d16, 1, c.rows, sh, 2, chunked)) << how;
+      EXPECT_SAME_BITS(sl.got, from_fp32, how + ": q in 16 bits");
+    }
+  }
+}
+
 // The standard policy's decode attention, one launch: each (slice, head)'s splits merged by whichever
 // of its warps finishes last, in split order, so the bits do not depend on which (three block
 // orders), the counts are left at zero, and an early merge would read the NaN the partial states

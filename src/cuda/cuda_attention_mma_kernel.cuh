@@ -227,24 +227,43 @@ __global__ void __launch_bounds__(128, kMinBlocks<HD, STAGES, MODE>)
   const int ra = r0 + warp * 16 + g, rb = ra + 8;
   const int pa = d.start_pos + ra, pb = d.start_pos + rb;
   uint32_t qf[KT][4];
+  if (d.q16 != nullptr) {  // q's values already in S, packed as pack2<S> would pack them
+    const auto* q16 = static_cast<const uint16_t*>(d.q16);
 #pragma unroll
-  for (int kk = 0; kk < KT; ++kk) {
-    const int c0 = kk * 16 + 2 * t;
-    float2 x0 = make_float2(0.f, 0.f), x1 = x0, x2 = x0, x3 = x0;
-    if (ra < d.n_rows) {
-      const float* q = d.q + size_t(ra) * q_stride + size_t(h) * HD;
-      x0 = *reinterpret_cast<const float2*>(q + c0);
-      x2 = *reinterpret_cast<const float2*>(q + c0 + 8);
+    for (int kk = 0; kk < KT; ++kk) {
+      const int c0 = kk * 16 + 2 * t;
+      qf[kk][0] = qf[kk][1] = qf[kk][2] = qf[kk][3] = 0u;
+      if (ra < d.n_rows) {
+        const uint16_t* q = q16 + size_t(ra) * q_stride + size_t(h) * HD;
+        qf[kk][0] = load_raw<uint32_t>(q + c0);
+        qf[kk][2] = load_raw<uint32_t>(q + c0 + 8);
+      }
+      if (rb < d.n_rows) {
+        const uint16_t* q = q16 + size_t(rb) * q_stride + size_t(h) * HD;
+        qf[kk][1] = load_raw<uint32_t>(q + c0);
+        qf[kk][3] = load_raw<uint32_t>(q + c0 + 8);
+      }
     }
-    if (rb < d.n_rows) {
-      const float* q = d.q + size_t(rb) * q_stride + size_t(h) * HD;
-      x1 = *reinterpret_cast<const float2*>(q + c0);
-      x3 = *reinterpret_cast<const float2*>(q + c0 + 8);
+  } else {
+#pragma unroll
+    for (int kk = 0; kk < KT; ++kk) {
+      const int c0 = kk * 16 + 2 * t;
+      float2 x0 = make_float2(0.f, 0.f), x1 = x0, x2 = x0, x3 = x0;
+      if (ra < d.n_rows) {
+        const float* q = d.q + size_t(ra) * q_stride + size_t(h) * HD;
+        x0 = *reinterpret_cast<const float2*>(q + c0);
+        x2 = *reinterpret_cast<const float2*>(q + c0 + 8);
+      }
+      if (rb < d.n_rows) {
+        const float* q = d.q + size_t(rb) * q_stride + size_t(h) * HD;
+        x1 = *reinterpret_cast<const float2*>(q + c0);
+        x3 = *reinterpret_cast<const float2*>(q + c0 + 8);
+      }
+      qf[kk][0] = pack2<S>(x0.x, x0.y);
+      qf[kk][1] = pack2<S>(x1.x, x1.y);
+      qf[kk][2] = pack2<S>(x2.x, x2.y);
+      qf[kk][3] = pack2<S>(x3.x, x3.y);
     }
-    qf[kk][0] = pack2<S>(x0.x, x0.y);
-    qf[kk][1] = pack2<S>(x1.x, x1.y);
-    qf[kk][2] = pack2<S>(x2.x, x2.y);
-    qf[kk][3] = pack2<S>(x3.x, x3.y);
   }
 
   float o[NT][4];

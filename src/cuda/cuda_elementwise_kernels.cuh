@@ -117,7 +117,8 @@ __device__ __forceinline__ RopeUnit rope_unit(const RopeJobs& jobs, int M, int h
 // Every term of a unit is read (phase 1) before any is written (phase 2, after a barrier), so pairs
 // read from adjacent slots can be written to the halves in place. hd even where a job has an
 // InRound (the pairs then cover the head, so the rounded input is all overwritten). With kv.n > 0
-// the last job's rotated rows also go to the cache as they are stored. The compute dtype is the
+// the last job's rotated rows also go to the cache as they are stored (or there only: RopeJob::
+// store, where nothing reads K's rows again; ~0.2 GB a layer of the study's step). The compute dtype is the
 // template's: each pair rounds eight times, and a run-time dtype made each of those a choice
 // among three (the kernel is bound by issued instructions at the study's sizes, above).
 template <int ACT>
@@ -170,6 +171,8 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
     float* x = jobs.job[un.job].x;
     float* v = x + un.base;
     const NonFiniteSlot chk = jobs.job[un.job].chk;
+    const bool keep = jobs.job[un.job].store;
+    const OutCopy cp = jobs.job[un.job].copy;
     const size_t width = size_t(jobs.job[un.job].n_heads) * hd;
     const int s = kv.n > 0 && un.job == last ? kv_slice_of(kv, x + size_t(un.row) * width, width) : -1;
     size_t cache_at = 0;
@@ -184,10 +187,14 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
     for (int k = 0; k < kRopeMaxPairs; ++k) {
       const int p = lane + k * shape.lanes;
       if (k >= shape.pairs || p >= half) continue;
-      v[p] = o0[r][k];
-      v[p + half] = o1[r][k];
+      if (keep) {
+        v[p] = o0[r][k];
+        v[p + half] = o1[r][k];
+      }
       note_nonfinite(chk, un.base + p, o0[r][k]);
       note_nonfinite(chk, un.base + p + half, o1[r][k]);
+      copy_out(cp, un.base + p, o0[r][k]);  // (none where cp.dst is null)
+      copy_out(cp, un.base + p + half, o1[r][k]);
       copy_out(to, cache_at + p, o0[r][k]);  // (none where to.dst is null)
       copy_out(to, cache_at + p + half, o1[r][k]);
     }
@@ -386,6 +393,8 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
     for (int j = j0; j < n && j < j0 + kMaxRopeJobs; ++j) {
       if (jobs[j].in.act >= 0 && jobs[j].in.act != (act == kF16 || act == kBF16 ? act : kF32))
         throw std::invalid_argument("rope: a pending input round of another dtype than the rotation's");
+      if (!jobs[j].store && jobs[j].copy.dst == nullptr && (j != n - 1 || kv.n <= 0))
+        throw std::invalid_argument("rope: a rotation left unstored that goes to no cache and no copy");
       js.job[js.n++] = jobs[j];
       heads += jobs[j].n_heads;
     }

@@ -138,6 +138,8 @@ class CudaKernels final : public Kernels {
 
   void attention_batch(const AttentionParams* p, int n) override {
     OpSpan span("attention");
+    const float* q16_of = nullptr;              // the first of the rows q16 holds
+    const void* q16 = take_q16(p, n, &q16_of);  // before the flush launches the held rotation
     fusion_.flush();
     if (n <= 0) return;
     const AttentionParams& a = p[0];
@@ -148,13 +150,19 @@ class CudaKernels final : public Kernels {
       fail_input("attention on CUDA: head_dim " + std::to_string(a.head_dim) + " is above the supported 256");
     AttnShape s{a.n_heads, a.n_kv_heads,     a.head_dim,      a.score_divisor, a.score_scale,
                 a.softcap, a.sliding_window, store_of(a.act), kv_store(a.kv)};
+    // q's 16-bit rows, slice by slice, where the rotation writes them (take_q16).
+    auto with_q16 = [&](std::vector<AttnDesc>& descs) {
+      if (q16 != nullptr)
+        for (AttnDesc& d : descs) d.q16 = static_cast<const uint16_t*>(q16) + (d.q - q16_of);
+    };
     for (int i = 0; i < n; ++i) wrote(p[i].out, size_t(p[i].n_rows) * p[i].n_heads * p[i].head_dim);
     if (fixed_order()) {  // every row in an order that depends on its own keys alone
       // invariant: the tensor-core flash kernel where it applies, its keys in chunks merged in
       // order, and decode steps by chunk in blocks of their own, then merged the same way (the
       // same bits: cuda_attention_mma_kernel.cuh); else (and portable) the portable kernel.
       const bool tc = policy_ == KernelPolicy::Invariant && attention_mma_applies(s);
-      const AttentionPlan plan = plan_fixed_order_attention(p, n, tc);
+      AttentionPlan plan = plan_fixed_order_attention(p, n, tc);
+      with_q16(plan.rows);
       // Never the portable kernel for some rows of a tensor-core call: the bits would part.
       if (tc && plan.max_rows > attention_mma_max_rows())
         fail_input("attention: " + std::to_string(plan.max_rows) +
@@ -162,7 +170,7 @@ class CudaKernels final : public Kernels {
       if (!plan.rows.empty()) {
         const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
         const int nr = int(plan.rows.size()), max_rows = plan.max_rows;
-        const uint64_t sig = signature(kPrefill, descs, nr, max_rows, s, tc);
+        const uint64_t sig = signature(kPrefill, descs, nr, max_rows, s, tc, q16);
         if (!tc) {
           graphs_.submit(sig, [=] { launch_portable_attention(descs, nr, max_rows, s); });
         } else {
@@ -187,11 +195,12 @@ class CudaKernels final : public Kernels {
       }
       return;
     }
-    const AttentionPlan plan = plan_standard_attention(p, n, sm_count(), decode_split_keys());
+    AttentionPlan plan = plan_standard_attention(p, n, sm_count(), decode_split_keys());
+    with_q16(plan.rows);
     if (!plan.rows.empty()) {
       const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
       const int np = int(plan.rows.size()), max_rows = plan.max_rows;
-      submit_attention(signature(kPrefill, descs, np, max_rows, s), plan.rows, plan.steps, s,
+      submit_attention(signature(kPrefill, descs, np, max_rows, s, q16), plan.rows, plan.steps, s,
                        [=](const AttnStore& st) { launch_attention_prefill(descs, np, max_rows, s, st); });
     }
     if (!plan.steps.empty()) {
@@ -501,6 +510,7 @@ class CudaKernels final : public Kernels {
 
   // The rotations of q and k and the cache writes (cuda_kernels_rope_kv.cu).
   bool takes_rope(const std::vector<KvWriteDesc>& d, int heads, int hd);
+  const void* take_q16(const AttentionParams* p, int n, const float** q_of);
   void launch_kv(const KvHeld& k, InRound in, const float* base, int first);
   void launch_rope_kv(const KvHeld& k, InRound in, const float* base, int first);
 
@@ -540,7 +550,7 @@ class CudaKernels final : public Kernels {
   Fusion fusion_;
   GemmLaunches gemms_;
   std::shared_ptr<DeviceWeights> weights_;  // shared with the owner's other kernels
-  Block xconv_, parts_, counts_;
+  Block xconv_, parts_, counts_, q16_;
   DeviceRopeTable rope_table_;
   KvHeld kv_held_;
   RopeHeld rope_held_;

@@ -77,6 +77,9 @@ void CudaKernels::kv_write(const KvWrite* w, int n) {
       joins = joins && !overlap(h.rows, size_t(h.n_rows) * width, x.rows, size_t(x.n_rows) * width);
   if (!joins && takes_rope(d, heads, hd)) {  // K's rows, just rotated: written by that launch
     kv_held_ = KvHeld{std::move(d), max_rows, heads, hd, store, true, rope_q_, rope_held_, rope_pos_};
+    // K's rows live on only in the cache (last_read): the launch stores them there alone.
+    RopeJob& kj = kv_held_.rope.job;
+    if (last_read_of(kj.x, size_t(kv_held_.rope.M) * width)) kj.store = false;
     return fusion_.hold_other(kKvHeld, [this] { launch_kv(kv_held_, InRound{}, nullptr, 0); });
   }
   if (joins) {
@@ -106,7 +109,42 @@ void CudaKernels::kv_write(const KvWrite* w, int n) {
   kv_held_ = std::move(k);
   if (first == 0 && in.act < 0)
     return fusion_.hold_other(kKvHeld, [this] { launch_kv(kv_held_, InRound{}, nullptr, 0); });
+  if (kv_held_.with_rope && first > 0) {  // q's rotation in it: the attention may take q's copy over
+    kv_held_.v_in = in, kv_held_.v_base = in.act < 0 ? nullptr : base, kv_held_.v_first = first;
+    return fusion_.hold_other(kKvRopeHeld,
+                              [this] { launch_kv(kv_held_, kv_held_.v_in, kv_held_.v_base, kv_held_.v_first); });
+  }
   launch_kv(kv_held_, in, in.act < 0 ? nullptr : base, first);
+}
+
+// q's rows for the attention call p[0, n) in its K/V storage type, written by the held rotation
+// instead of its fp32 rows (RopeJob::copy, store = false), where q is read by nothing else
+// (last_read) and the tensor-core prefill kernel takes every slice (the attention plans send
+// slices of one row to a decode launch, and the portable policy elsewhere), every slice's rows
+// within the rotated ones: their start (*q_of: the fp32 rows they stand for), or null (q as it is).
+const void* CudaKernels::take_q16(const AttentionParams* p, int n, const float** q_of) {
+  if (n <= 0 || !fusion_.holding_other(kKvRopeHeld) || policy_ == KernelPolicy::Portable) return nullptr;
+  const AttentionParams& a = p[0];
+  if (!a.kv.is_dtype() || a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0) return nullptr;
+  const AttnShape s{a.n_heads, a.n_kv_heads,     a.head_dim,      a.score_divisor,       a.score_scale,
+                    a.softcap, a.sliding_window, store_of(a.act), store_of(a.kv.dtype())};
+  RopeJob& q = kv_held_.rope_q;
+  if (!attention_mma_applies(s) || q.x == nullptr || !q.store || q.n_heads != a.n_heads ||
+      kv_held_.rope.hd != a.head_dim)
+    return nullptr;
+  const size_t width = size_t(q.n_heads) * a.head_dim, total = size_t(kv_held_.rope.M) * width;
+  int most_rows = 0;
+  for (int i = 0; i < n; ++i) {
+    if (p[i].n_rows == 1 || p[i].n_heads != a.n_heads || p[i].head_dim != a.head_dim) return nullptr;
+    if (p[i].n_rows > 0 && (p[i].q < q.x || p[i].q + size_t(p[i].n_rows) * width > q.x + total)) return nullptr;
+    most_rows = std::max(most_rows, p[i].n_rows);
+  }
+  if (most_rows <= 1 || most_rows > attention_mma_max_rows() || !last_read_of(q.x, total)) return nullptr;
+  void* dst = q16_.ensure(total * sizeof(uint16_t));
+  q.copy = OutCopy{dst, s.kv_store, false};
+  q.store = false;
+  *q_of = q.x;
+  return dst;
 }
 
 // Whether the cache write of K's slices d takes over the held rotation of q and k (its check
@@ -152,7 +190,9 @@ void CudaKernels::launch_rope_kv(const KvHeld& k, InRound in, const float* base,
   const std::array<RopeJob, 2> jobs{k.rope_q, r.job};
   uint64_t sig = signature(kRope, r.M, r.hd, r.pos, r.cs, r.sn, r.act, r.adjacent);
   for (const RopeJob& j : jobs)
-    sig = mix_in(PassGraphs::mix(sig, signature(kRope, j.x, j.n_heads, j.chk.hits, j.chk.slot, j.chk.any)), j.in);
+    sig = mix_in(PassGraphs::mix(sig, signature(kRope, j.x, j.n_heads, j.chk.hits, j.chk.slot, j.chk.any, j.store,
+                                                j.copy.dst, j.copy.store)),
+                 j.in);
   sig = mix_in(PassGraphs::mix(sig, signature(kKvWrite, descs, kv.n, kv.store, with_v, base)), in);
   graphs_.submit(sig, [=] { launch_rope(jobs.data(), 2, r.M, r.hd, r.pos, r.cs, r.sn, r.act, r.adjacent, kv); });
 }

@@ -62,11 +62,16 @@ void launch_add_bias(float* y, int M, int N, const float* b);
 // The kernels below are cuda_elementwise_kernels.cuh's (their arguments are explained there).
 // apply_rope to each job's rows x[M, n_heads*hd], row m at position pos[m]; cos/sin tables
 // [positions][hd/2].
+// store = false: the rotated values are not stored back into x, which nothing reads again
+// (Kernels::last_read); they are checked and go only to the cache (RopeKv: K, the last job) or to
+// copy (q's 16-bit rows for the attention, AttnDesc::q16).
 struct RopeJob {
   float* x;
   int n_heads;
   NonFiniteSlot chk;
   InRound in;
+  bool store = true;
+  OutCopy copy{};
 };
 // The cache writes a rotation launch can do too (one graph node fewer a layer): the rotated rows
 // of the last job (K) into the caches of descs[0, n) as they are stored, and, if with_v, the rows
@@ -118,6 +123,10 @@ struct AttnDesc {
   int n_rows, start_pos, capacity;
   int n_splits, split_len;  // decode only: keys [first + c*split_len, ...) per split c
   int part0;                // decode only: first partial-state slot of this slice
+  // q's rows in the K/V storage type (laid out as q's; the rotation's copy of them, RopeJob::copy),
+  // which the tensor-core prefill kernel reads instead of q, whose fp32 rows are then not stored:
+  // the same values, as it packs q's to that type itself. Others read q.
+  const void* q16 = nullptr;
 };
 struct AttnShape {
   int n_heads, n_kv_heads, head_dim;

@@ -177,8 +177,8 @@ class Pass {
           w.n_rows = sl.n_tokens;
           w.start_pos = sl.start_pos;
         }
-        // V's rows live on only in the cache (k's feed the rotation's hook points, read before).
-        if (is_v) kn_.last_read(v, size_t(M_) * kvd);
+        // K's and V's rows live on only in the cache (the hook points read k before).
+        kn_.last_read(is_v ? v : k, size_t(M_) * kvd);
         kn_.kv_write(kv_writes.data(), int(kv_writes.size()));
       }
 
@@ -204,6 +204,7 @@ class Pass {
         ap.sliding_window = c_.window_for_layer(l);
         ap.act = P_;
       }
+      kn_.last_read(q, size_t(M_) * qd);  // q's rows, read by the attention alone
       kn_.attention_batch(attn.data(), int(attn.size()));
       materialise(a_.att.data(), M_, qd, "attn", l);
       kn_.last_read(a_.att.data(), M * qd);
