@@ -226,44 +226,24 @@ __global__ void __launch_bounds__(128, kMinBlocks<HD, STAGES, MODE>)
   // This warp's rows: ra = r0 + 16*warp + g and rb = ra + 8 (positions start_pos + row).
   const int ra = r0 + warp * 16 + g, rb = ra + 8;
   const int pa = d.start_pos + ra, pb = d.start_pos + rb;
+  // Two adjacent values of q's row `row` from column c, packed for the MMA: read from q's 16-bit
+  // rows where the rotation wrote them (AttnDesc::q16, the same bits pack2<S> gives), else packed
+  // from fp32 here; zero past the slice's rows.
+  auto q_pair = [&](int row, int c) -> uint32_t {
+    if (row >= d.n_rows) return 0u;
+    const size_t at = size_t(row) * q_stride + size_t(h) * HD + c;
+    if (d.q16 != nullptr) return load_raw<uint32_t>(static_cast<const uint16_t*>(d.q16) + at);
+    const float2 x = *reinterpret_cast<const float2*>(d.q + at);
+    return pack2<S>(x.x, x.y);
+  };
   uint32_t qf[KT][4];
-  if (d.q16 != nullptr) {  // q's values already in S, packed as pack2<S> would pack them
-    const auto* q16 = static_cast<const uint16_t*>(d.q16);
 #pragma unroll
-    for (int kk = 0; kk < KT; ++kk) {
-      const int c0 = kk * 16 + 2 * t;
-      qf[kk][0] = qf[kk][1] = qf[kk][2] = qf[kk][3] = 0u;
-      if (ra < d.n_rows) {
-        const uint16_t* q = q16 + size_t(ra) * q_stride + size_t(h) * HD;
-        qf[kk][0] = load_raw<uint32_t>(q + c0);
-        qf[kk][2] = load_raw<uint32_t>(q + c0 + 8);
-      }
-      if (rb < d.n_rows) {
-        const uint16_t* q = q16 + size_t(rb) * q_stride + size_t(h) * HD;
-        qf[kk][1] = load_raw<uint32_t>(q + c0);
-        qf[kk][3] = load_raw<uint32_t>(q + c0 + 8);
-      }
-    }
-  } else {
-#pragma unroll
-    for (int kk = 0; kk < KT; ++kk) {
-      const int c0 = kk * 16 + 2 * t;
-      float2 x0 = make_float2(0.f, 0.f), x1 = x0, x2 = x0, x3 = x0;
-      if (ra < d.n_rows) {
-        const float* q = d.q + size_t(ra) * q_stride + size_t(h) * HD;
-        x0 = *reinterpret_cast<const float2*>(q + c0);
-        x2 = *reinterpret_cast<const float2*>(q + c0 + 8);
-      }
-      if (rb < d.n_rows) {
-        const float* q = d.q + size_t(rb) * q_stride + size_t(h) * HD;
-        x1 = *reinterpret_cast<const float2*>(q + c0);
-        x3 = *reinterpret_cast<const float2*>(q + c0 + 8);
-      }
-      qf[kk][0] = pack2<S>(x0.x, x0.y);
-      qf[kk][1] = pack2<S>(x1.x, x1.y);
-      qf[kk][2] = pack2<S>(x2.x, x2.y);
-      qf[kk][3] = pack2<S>(x3.x, x3.y);
-    }
+  for (int kk = 0; kk < KT; ++kk) {
+    const int c0 = kk * 16 + 2 * t;
+    qf[kk][0] = q_pair(ra, c0);
+    qf[kk][1] = q_pair(rb, c0);
+    qf[kk][2] = q_pair(ra, c0 + 8);
+    qf[kk][3] = q_pair(rb, c0 + 8);
   }
 
   float o[NT][4];

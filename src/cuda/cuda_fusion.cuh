@@ -66,7 +66,7 @@ struct AddHeld {
 // The cache write of K (Fusion::hold_other, tag kKvHeld), which V's joins; with_rope: launched by
 // the rotation of q (rope_q) and k (rope) it took over. With V's joined to a rotation (tag
 // kKvRopeHeld) it is held once more, for the attention that reads q next to take q's 16-bit copy
-// over (AttnDesc::q16); V's slices from v_first on, read through v_in (rows of v_base).
+// over (AttnDesc::q16).
 constexpr int kKvHeld = 1;
 constexpr int kKvRopeHeld = 5;
 struct KvHeld {
@@ -76,9 +76,6 @@ struct KvHeld {
   RopeJob rope_q{};
   RopeHeld rope{};
   std::vector<int> rope_pos;  // the rotation's positions on the host: uploaded again at its launch
-  InRound v_in{};
-  const float* v_base = nullptr;
-  int v_first = 0;
   // Whether V's slices v can ride in the rotation launch: slice s's rows as many as K's slice s's.
   bool takes_v(const std::vector<KvWriteDesc>& v) const {
     if (v.size() != d.size()) return false;

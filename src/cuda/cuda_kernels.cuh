@@ -138,10 +138,7 @@ class CudaKernels final : public Kernels {
 
   void attention_batch(const AttentionParams* p, int n) override {
     OpSpan span("attention");
-    const float* q16_of = nullptr;              // the first of the rows q16 holds
-    const void* q16 = take_q16(p, n, &q16_of);  // before the flush launches the held rotation
-    fusion_.flush();
-    if (n <= 0) return;
+    if (n <= 0) return fusion_.flush();
     const AttentionParams& a = p[0];
     if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 || a.head_dim <= 0)
       fail_input("attention: " + std::to_string(a.n_heads) + " query heads cannot share " +
@@ -150,19 +147,21 @@ class CudaKernels final : public Kernels {
       fail_input("attention on CUDA: head_dim " + std::to_string(a.head_dim) + " is above the supported 256");
     AttnShape s{a.n_heads, a.n_kv_heads,     a.head_dim,      a.score_divisor, a.score_scale,
                 a.softcap, a.sliding_window, store_of(a.act), kv_store(a.kv)};
-    // q's 16-bit rows, slice by slice, where the rotation writes them (take_q16).
-    auto with_q16 = [&](std::vector<AttnDesc>& descs) {
-      if (q16 != nullptr)
-        for (AttnDesc& d : descs) d.q16 = static_cast<const uint16_t*>(q16) + (d.q - q16_of);
-    };
+    // Fixed order (every row in an order that depends on its own keys alone), invariant: the
+    // tensor-core flash kernel where it applies, its keys in chunks merged in order, and decode
+    // steps by chunk in blocks of their own, then merged the same way (the same bits:
+    // cuda_attention_mma_kernel.cuh); else (and portable) the portable kernel.
+    const bool tc = policy_ == KernelPolicy::Invariant && attention_mma_applies(s);
+    AttentionPlan plan = fixed_order() ? plan_fixed_order_attention(p, n, tc)
+                                       : plan_standard_attention(p, n, sm_count(), decode_split_keys());
+    // Where the tensor-core prefill kernel reads every row, the held rotation may write q for it in
+    // 16 bits (take_q16), decided before the flush launches that rotation.
+    const bool mma_rows_only = plan.steps.empty() && (fixed_order() ? tc : attention_mma_applies(s)) &&
+                               plan.max_rows <= attention_mma_max_rows();
+    const bool q16 = mma_rows_only && take_q16(plan.rows, s);
+    fusion_.flush();
     for (int i = 0; i < n; ++i) wrote(p[i].out, size_t(p[i].n_rows) * p[i].n_heads * p[i].head_dim);
-    if (fixed_order()) {  // every row in an order that depends on its own keys alone
-      // invariant: the tensor-core flash kernel where it applies, its keys in chunks merged in
-      // order, and decode steps by chunk in blocks of their own, then merged the same way (the
-      // same bits: cuda_attention_mma_kernel.cuh); else (and portable) the portable kernel.
-      const bool tc = policy_ == KernelPolicy::Invariant && attention_mma_applies(s);
-      AttentionPlan plan = plan_fixed_order_attention(p, n, tc);
-      with_q16(plan.rows);
+    if (fixed_order()) {
       // Never the portable kernel for some rows of a tensor-core call: the bits would part.
       if (tc && plan.max_rows > attention_mma_max_rows())
         fail_input("attention: " + std::to_string(plan.max_rows) +
@@ -195,8 +194,6 @@ class CudaKernels final : public Kernels {
       }
       return;
     }
-    AttentionPlan plan = plan_standard_attention(p, n, sm_count(), decode_split_keys());
-    with_q16(plan.rows);
     if (!plan.rows.empty()) {
       const AttnDesc* descs = upload(kAttnPrefillDescs, plan.rows.data(), plan.rows.size());
       const int np = int(plan.rows.size()), max_rows = plan.max_rows;
@@ -510,7 +507,7 @@ class CudaKernels final : public Kernels {
 
   // The rotations of q and k and the cache writes (cuda_kernels_rope_kv.cu).
   bool takes_rope(const std::vector<KvWriteDesc>& d, int heads, int hd);
-  const void* take_q16(const AttentionParams* p, int n, const float** q_of);
+  bool take_q16(std::vector<AttnDesc>& rows, const AttnShape& s);
   void launch_kv(const KvHeld& k, InRound in, const float* base, int first);
   void launch_rope_kv(const KvHeld& k, InRound in, const float* base, int first);
 

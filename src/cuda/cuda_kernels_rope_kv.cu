@@ -109,42 +109,29 @@ void CudaKernels::kv_write(const KvWrite* w, int n) {
   kv_held_ = std::move(k);
   if (first == 0 && in.act < 0)
     return fusion_.hold_other(kKvHeld, [this] { launch_kv(kv_held_, InRound{}, nullptr, 0); });
-  if (kv_held_.with_rope && first > 0) {  // q's rotation in it: the attention may take q's copy over
-    kv_held_.v_in = in, kv_held_.v_base = in.act < 0 ? nullptr : base, kv_held_.v_first = first;
-    return fusion_.hold_other(kKvRopeHeld,
-                              [this] { launch_kv(kv_held_, kv_held_.v_in, kv_held_.v_base, kv_held_.v_first); });
-  }
+  if (kv_held_.with_rope && first > 0)  // q's rotation in it: the attention may take q's copy over
+    return fusion_.hold_other(
+        kKvRopeHeld, [this, in, vb = in.act < 0 ? nullptr : base, first] { launch_kv(kv_held_, in, vb, first); });
   launch_kv(kv_held_, in, in.act < 0 ? nullptr : base, first);
 }
 
-// q's rows for the attention call p[0, n) in its K/V storage type, written by the held rotation
-// instead of its fp32 rows (RopeJob::copy, store = false), where q is read by nothing else
-// (last_read) and the tensor-core prefill kernel takes every slice (the attention plans send
-// slices of one row to a decode launch, and the portable policy elsewhere), every slice's rows
-// within the rotated ones: their start (*q_of: the fp32 rows they stand for), or null (q as it is).
-const void* CudaKernels::take_q16(const AttentionParams* p, int n, const float** q_of) {
-  if (n <= 0 || !fusion_.holding_other(kKvRopeHeld) || policy_ == KernelPolicy::Portable) return nullptr;
-  const AttentionParams& a = p[0];
-  if (!a.kv.is_dtype() || a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0) return nullptr;
-  const AttnShape s{a.n_heads, a.n_kv_heads,     a.head_dim,      a.score_divisor,       a.score_scale,
-                    a.softcap, a.sliding_window, store_of(a.act), store_of(a.kv.dtype())};
+// q's rows for the tensor-core prefill kernel's slices `rows` (the whole attention call) in the
+// K/V storage type, written by the held rotation instead of its fp32 rows (RopeJob::copy, store =
+// false) where q is read by nothing else (last_read), each slice's rows within the rotated ones:
+// then each slice's AttnDesc::q16 set, true.
+bool CudaKernels::take_q16(std::vector<AttnDesc>& rows, const AttnShape& s) {
+  if (rows.empty() || !fusion_.holding_other(kKvRopeHeld)) return false;
   RopeJob& q = kv_held_.rope_q;
-  if (!attention_mma_applies(s) || q.x == nullptr || !q.store || q.n_heads != a.n_heads ||
-      kv_held_.rope.hd != a.head_dim)
-    return nullptr;
-  const size_t width = size_t(q.n_heads) * a.head_dim, total = size_t(kv_held_.rope.M) * width;
-  int most_rows = 0;
-  for (int i = 0; i < n; ++i) {
-    if (p[i].n_rows == 1 || p[i].n_heads != a.n_heads || p[i].head_dim != a.head_dim) return nullptr;
-    if (p[i].n_rows > 0 && (p[i].q < q.x || p[i].q + size_t(p[i].n_rows) * width > q.x + total)) return nullptr;
-    most_rows = std::max(most_rows, p[i].n_rows);
-  }
-  if (most_rows <= 1 || most_rows > attention_mma_max_rows() || !last_read_of(q.x, total)) return nullptr;
-  void* dst = q16_.ensure(total * sizeof(uint16_t));
-  q.copy = OutCopy{dst, s.kv_store, false};
+  if (q.x == nullptr || !q.store || q.n_heads != s.n_heads || kv_held_.rope.hd != s.head_dim) return false;
+  const size_t width = size_t(s.n_heads) * s.head_dim, total = size_t(kv_held_.rope.M) * width;
+  for (const AttnDesc& d : rows)
+    if (d.q < q.x || d.q + size_t(d.n_rows) * width > q.x + total) return false;
+  if (!last_read_of(q.x, total)) return false;
+  auto* q16 = static_cast<uint16_t*>(q16_.ensure(total * sizeof(uint16_t)));
+  q.copy = OutCopy{q16, s.kv_store, false};
   q.store = false;
-  *q_of = q.x;
-  return dst;
+  for (AttnDesc& d : rows) d.q16 = q16 + (d.q - q.x);
+  return true;
 }
 
 // Whether the cache write of K's slices d takes over the held rotation of q and k (its check
