@@ -145,6 +145,7 @@ void register_bench(CLI::App& app) {
       (o->json ? std::cerr : std::cout) << "cuda launches: fusion " << (cuda::launch_fusion_on() ? "on" : "off")
                                         << ", grouped projections " << (cuda::group_launches_on() ? "on" : "off")
                                         << ", dead write-backs " << (cuda::skip_dead_writes_on() ? "skipped" : "kept")
+                                        << ", standard GEMM outputs " << (cuda::gemm_out16_on() ? "16-bit" : "fp32")
                                         << ", programmatic launch "
                                         << (!cuda::programmatic_launch_on()         ? "off"
                                             : cuda::programmatic_launch_available() ? "on"

@@ -6,7 +6,7 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, whole, workspace, ncu, attention [benchmark filter], bench11b, bench7b,
+#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, out16, whole, workspace, ncu, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, study7b, policies11b, policies7b, compare7b,
 #   gsm8k, upload, sanitize [gtest filter].
 #   Every name is checked before anything runs.
@@ -56,12 +56,15 @@
 #   `KVPARITY_CUDA_STAGED_UPLOAD=1 GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128
 #   GSM8K_BATCH=64 BUDGET_S=290 ... gsm8k` in 202 s (38.6 a minute). Written after those calls,
 #   untimed: K's rotated rows to the cache alone and q to the attention in 16 bits (study7b times
-#   them against KVPARITY_CUDA_SKIP_DEAD_WRITES=0). Next (issue 14's compare at 64 x 256 resumes
-#   across calls; name every GSM8K_* setting on the command line):
-#     GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 BUDGET_S=560 \
-#       scripts/gpu_session.sh info tests study7b gsm8k
-#   then on the warm machine
-#     COMPARE_TOKENS=256 COMPARE_BATCH=16 BUDGET_S=... scripts/gpu_session.sh compare7b
+#   them against KVPARITY_CUDA_SKIP_DEAD_WRITES=0); on 2026-11-28 (no GPU lent) standard's GEMM
+#   outputs in 16 bits, off by default (KVPARITY_CUDA_GEMM_OUT16=1; study7b times it, the tests
+#   stage checks it: CudaFusion.*; the out16 stage times decode and prefill both ways). Next (issue 14's compare at 64 x 256 resumes across calls;
+#   name every GSM8K_* setting on the command line):
+#     BUDGET_S=420 scripts/gpu_session.sh info tests study7b out16
+#   then on the warm machine, with the 16-bit outputs if study7b found them faster:
+#     KVPARITY_CUDA_GEMM_OUT16=1 GSM8K_KERNELS=standard GSM8K_FLIPS=0 GSM8K_LIMIT=128 GSM8K_BATCH=64 \
+#       BUDGET_S=260 scripts/gpu_session.sh gsm8k
+#   then COMPARE_TOKENS=256 COMPARE_BATCH=16 BUDGET_S=... scripts/gpu_session.sh compare7b
 #   and, after any kernel change, the pair above (tests study7b wgmma, then gsm8k).
 # The binaries travel compressed (the tree's 64 MiB limit): here, make_devbin then
 #   mkdir -p .devbinz && tar cJf .devbinz/bins.tar.xz -C .devbin .   (/.devbinz/ in .git/info/exclude)
@@ -71,7 +74,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma tiles gemv whole workspace ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k upload sanitize "
+STAGES=" info build tests gemm wgmma tiles gemv out16 whole workspace ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k upload sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -460,6 +463,12 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       tmo 60 "$BIN/kvparity_bench" --benchmark_filter='cuda_matmul/standard(-gemv)?/fp16/M1/' >"$L/gemv_gemm.log" 2>&1
       echo "bench rc=$?"; bench_rows "$L/gemv_gemm.log"
       ab_decode KVPARITY_CUDA_GEMV "0 1" gemv ;;
+    out16)
+      # standard's GEMM outputs in 16 bits (KVPARITY_CUDA_GEMM_OUT16=1; written 2026-11-28, not yet
+      # timed) against fp32 outputs: 1.1B and 7B prefill and decode (issue 13's 160 and 450 tok/s
+      # with it on); study7b times the study's cache-OFF step both ways.
+      stage out16
+      ab_decode KVPARITY_CUDA_GEMM_OUT16 "0 1" out16 ;;
     study7b)
       # One step of the GSM8K study's cache-OFF side at batch 64: 64 sequences of 200 tokens (the
       # 0-shot prompts' 72 plus half of the 256 new ones) from position 0 in one pass, both policies,
@@ -472,12 +481,12 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       tmo 200 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard,invariant \
         --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 1 \
         --op-times 2>&1 | tee "$L/study7b_ops.log" | grep "batch cache-off" | head -60
-      # The rotation a block a unit and a pair a thread, as before 2026-11-27 (RopeShape; the same
-      # bits), standard only.
-      echo "-- KVPARITY_CUDA_ROPE_BLOCK=1"
-      KVPARITY_CUDA_ROPE_BLOCK=1 tmo 120 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
+      # standard's GEMM outputs in 16 bits (written 2026-11-28, not yet timed: cuBLAS rounds each
+      # projection in its epilogue, the kernel that reads it takes the 16-bit values), standard only.
+      echo "-- KVPARITY_CUDA_GEMM_OUT16=1"
+      KVPARITY_CUDA_GEMM_OUT16=1 tmo 120 "$K" bench --device cuda --synth llama2-7b --dtype fp16 --kernels standard \
         --prompt-tokens 128 --decode-tokens 8 --cache-off-tokens 200 --batch-size 64 --batch-cache-off --repeats 2 2>&1 |
-        tee "$L/study7b_rope_block.log" | tail -4
+        tee "$L/study7b_out16.log" | tail -4
       # Every rounded input written back, as before 2026-11-27 evening (Kernels::last_read; the
       # same bits; since 2026-11-28 also K's rotated rows stored and q read as fp32), standard only.
       echo "-- KVPARITY_CUDA_SKIP_DEAD_WRITES=0"
@@ -509,7 +518,7 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
       stage gsm8k
       synth7b || continue
       gk=${GSM8K_KERNELS:-standard} gf=${GSM8K_FLIPS:-1}
-      t1=$(date +%s) gdir=/tmp/kvp_gsm8k_${gk//,/+}_flips${gf}_${KVPARITY_CUDA_GEMM:-auto}
+      t1=$(date +%s) gdir=/tmp/kvp_gsm8k_${gk//,/+}_flips${gf}_${KVPARITY_CUDA_GEMM:-auto}_out${KVPARITY_CUDA_GEMM_OUT16:-0}
       flips=(); [ "$gf" = 0 ] && flips=(--no-flips)
       tmo 600 "$K" eval gsm8k --data "$KVPARITY_SHARED/data/gsm8k/test.jsonl" --model /tmp/l7 \
         --tokenizer "$KVPARITY_SHARED/models/llama2-tokenizer" --shots 0 --max-new-tokens 256 --limit ${GSM8K_LIMIT:-128} \
@@ -517,7 +526,7 @@ for i,l in enumerate(sys.stdin): print(json.dumps({"id":"gsm-%d"%i,"prompt":json
         --no-report >>"$L/gsm8k.log" 2>&1
       rc=$?; t2=$(date +%s)
       echo "eval rc=$rc, $((t2 - t1)) s; records: $(wc -l < "$gdir/gsm8k.jsonl" 2>/dev/null)"; tail -6 "$L/gsm8k.log"
-      cp -r "$gdir" "$L/gsm_${gk//,/+}_flips$gf" ;;
+      cp -r "$gdir" "$L/gsm_${gk//,/+}_flips${gf}_out${KVPARITY_CUDA_GEMM_OUT16:-0}" ;;
   esac
   pack
 done

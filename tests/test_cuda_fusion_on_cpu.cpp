@@ -21,6 +21,7 @@
 // keywords as macros).
 #include "cuda/cuda_elementwise_kernels.cuh"
 #include "cuda/cuda_fusion.cuh"
+#include "cuda_fusion_on_cpu_util.h"
 
 namespace kvp {
 namespace {
@@ -31,6 +32,9 @@ using cuda::KvWriteDesc;
 using cuda::NonFiniteSlot;
 using cuda::OutCopy;
 using cuda::RoundJob;
+using test::expect_same_hits;
+using test::gemm_sums;
+using test::Hits;
 
 constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
 
@@ -40,36 +44,6 @@ struct HostLaunch {
     simt::launch(grid, block, kernel, args...);
   }
 };
-
-// The NaN/Inf report slots of a pass, as the backend's hits buffer holds them.
-struct Hits {
-  std::vector<unsigned long long> slot = std::vector<unsigned long long>(16, ~0ull);
-  int any = 0;
-  NonFiniteSlot at(int s) { return NonFiniteSlot{slot.data(), s, &any}; }
-};
-
-void expect_same_hits(const Hits& got, const Hits& want, const std::string& what) {
-  EXPECT_EQ(got.slot, want.slot) << what << ": NaN/Inf reports";
-  EXPECT_EQ(got.any, want.any) << what << ": the any flag";
-}
-
-// fp32 values as a GEMM leaves them (not representable in fp16/bf16), with, where `specials`,
-// values that overflow fp16 (and bf16), NaN, -0 and an fp16 subnormal at fixed places.
-std::vector<float> raw(size_t n, std::mt19937& rng, bool specials, float scale = 1.0f) {
-  std::normal_distribution<float> nd(0.0f, scale);
-  std::vector<float> x(n);
-  for (auto& v : x) v = nd(rng);
-  if (specials && n > 40) {
-    x[n / 3] = 70000.0f;  // +Inf in fp16
-    x[n / 3 + 1] = -3.4e38f;  // -Inf in bf16 and fp16
-    x[n / 2] = std::numeric_limits<float>::quiet_NaN();
-    x[n / 2 + 2] = -0.0f;
-    x[n / 4] = 3e-7f;  // an fp16 subnormal
-    x[7] = 65519.0f;   // rounds down to 65504 in fp16; +Inf past 65520
-    x[8] = 65520.0f;
-  }
-  return x;
-}
 
 void round_all(float* x, size_t n, int act, NonFiniteSlot chk) {
   const RoundJob j{x, n, act, chk, OutCopy{}};
@@ -96,7 +70,7 @@ TEST(CudaFusionOnCpu, RopeOfQAndKInOneLaunchRoundsTheirPendingInputs) {
   for (DType t : kAllTypes)
     for (bool adjacent : {false, true}) {
       const int a = cuda::store_of(t);
-      const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * hk * hd, rng, true);
+      const auto q0 = gemm_sums(size_t(M) * hq * hd, rng, true), k0 = gemm_sums(size_t(M) * hk * hd, rng, true);
       auto qw = q0, kw = k0, qg = q0, kg = k0, q1 = q0;
       Hits hw, hg, h1;
       round_all(qw.data(), qw.size(), a, hw.at(1));
@@ -124,7 +98,7 @@ TEST(CudaFusionOnCpu, AddRoundsItsPendingOperandAndWritesItBack) {
   for (DType t : kAllTypes) {
     const int a = cuda::store_of(t);
     const size_t n = 1000;
-    const auto x0 = test::normals(n, rng, t), y0 = raw(n, rng, true);
+    const auto x0 = test::normals(n, rng, t), y0 = gemm_sums(n, rng, true);
     auto xw = x0, yw = y0, xg = x0, yg = y0;
     Hits hw, hg;
     round_all(yw.data(), n, a, hw.at(3));
@@ -141,7 +115,7 @@ TEST(CudaFusionOnCpu, AddRoundsItsPendingOperandAndWritesItBack) {
     EXPECT_SAME_BITS(yn, y0, name(t, "add, no write-back: y as it was"));
     expect_same_hits(hn, hw, name(t, "add, no write-back"));
     // In place (y == x).
-    auto zw = raw(n, rng, true), zg = zw;
+    auto zw = gemm_sums(n, rng, true), zg = zw;
     Hits iw, ig;
     round_all(zw.data(), n, a, iw.at(0));
     ew::add(HostLaunch{}, zw.data(), zw.data(), n, a, iw.at(1), InRound{});
@@ -165,7 +139,7 @@ TEST(CudaFusionOnCpu, GatedRoundsGateAndUpAndWritesTheCopy) {
       for (int store : {cuda::kF16, cuda::kBF16}) {
         const int a = cuda::store_of(t);
         const size_t n = 777;
-        auto gw = raw(n, rng, true, 3.0f), uw = raw(n, rng, false, 3.0f);
+        auto gw = gemm_sums(n, rng, true, 3.0f), uw = gemm_sums(n, rng, false, 3.0f);
         uw[n - 5] = std::numeric_limits<float>::infinity();
         uw[n - 9] = std::numeric_limits<float>::quiet_NaN();
         const auto g0 = gw, u0 = uw;
@@ -240,7 +214,7 @@ TEST(CudaFusionOnCpu, RmsnormTakesOverTheResidualAddBeforeIt) {
     for (DType t : kAllTypes)
       for (bool fp32_gain : {false, true}) {
         const int a = cuda::store_of(t);
-        const auto x0 = test::normals(size_t(M) * dim, rng, t, 8.0f), y0 = raw(x0.size(), rng, true, 8.0f);
+        const auto x0 = test::normals(size_t(M) * dim, rng, t, 8.0f), y0 = gemm_sums(x0.size(), rng, true, 8.0f);
         const auto w = test::normals(size_t(dim), rng, t);
         auto xw = x0, yw = y0, xg = x0, yg = y0;
         std::vector<float> ow(x0.size()), og(x0.size()), copy_g(x0.size(), 0.0f);
@@ -303,7 +277,7 @@ TEST(CudaFusionOnCpu, RoundChecksOfSeveralBuffersInOneLaunchWithCopies) {
     const size_t lens[] = {1003, 64, 4096, 5, 777, 130};
     std::vector<std::vector<float>> w, g, copies_w, copies_g;
     for (size_t i = 0; i < std::size(lens); ++i) {
-      w.push_back(raw(lens[i] + 1, rng, true));
+      w.push_back(gemm_sums(lens[i] + 1, rng, true));
       g.push_back(w.back());
     }
     const std::vector<std::vector<float>> g0 = g;
@@ -336,7 +310,7 @@ TEST(CudaFusionOnCpu, KvWriteOfKAndPendingVInOneLaunch) {
     for (int store : {cuda::kF32, cuda::kF16, cuda::kBF16}) {
       const int a = cuda::store_of(t);
       const auto k = test::normals(size_t(M) * width, rng, t);
-      const auto v0 = raw(size_t(M) * width, rng, true);
+      const auto v0 = gemm_sums(size_t(M) * width, rng, true);
       const size_t cache_n = size_t(heads) * capacity * hd;
       std::vector<std::vector<float>> kc_w(3, std::vector<float>(cache_n, 0.0f)), vc_w = kc_w, kc_g = kc_w,
                                       vc_g = kc_w;
@@ -403,8 +377,8 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
       for (int mode = 0; mode < 5; ++mode) {  // V in the launch with its pending round; apart; as it is;
         const int a = cuda::store_of(t);      // as mode 0, nothing written back; as 3, k not stored
         const bool back = mode < 3, k_stored = mode != 4;
-        const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * width, rng, true);
-        const auto v0 = mode == 2 ? test::normals(size_t(M) * width, rng, t) : raw(size_t(M) * width, rng, true);
+        const auto q0 = gemm_sums(size_t(M) * hq * hd, rng, true), k0 = gemm_sums(size_t(M) * width, rng, true);
+        const auto v0 = mode == 2 ? test::normals(size_t(M) * width, rng, t) : gemm_sums(size_t(M) * width, rng, true);
         auto qw = q0, kw = k0, vw = v0, qg = q0, kg = k0, vg = v0;
         using Caches = std::vector<std::vector<float>>;
         Caches kc_w(3, std::vector<float>(cache_n, 0.0f)), vc_w = kc_w, kc_g = kc_w, vc_g = kc_w;
@@ -481,8 +455,8 @@ TEST(CudaFusionOnCpu, RopeBlocksOfSeveralUnitsAreABlockPerUnitsBits) {
           std::vector<float> cs(size_t(positions) * half), sn(cs.size());
           std::uniform_real_distribution<float> u(-1.0f, 1.0f);
           for (size_t i = 0; i < cs.size(); ++i) cs[i] = u(rng), sn[i] = u(rng);
-          const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * width, rng, true);
-          const auto v0 = raw(size_t(M) * width, rng, mode == 1);
+          const auto q0 = gemm_sums(size_t(M) * hq * hd, rng, true), k0 = gemm_sums(size_t(M) * width, rng, true);
+          const auto v0 = gemm_sums(size_t(M) * width, rng, mode == 1);
           struct Run {
             std::vector<float> q, k, v;
             std::vector<std::vector<float>> kc, vc;
@@ -556,8 +530,8 @@ TEST(CudaFusionOnCpu, RopeOfALargeLaunchIsABlockPerUnitsBits) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (size_t i = 0; i < cs.size(); ++i) cs[i] = u(rng), sn[i] = u(rng);
   const int a = cuda::store_of(DType::F16);
-  const auto q0 = raw(size_t(M) * hq * hd, rng, true), k0 = raw(size_t(M) * width, rng, true);
-  const auto v0 = raw(size_t(M) * width, rng, true);
+  const auto q0 = gemm_sums(size_t(M) * hq * hd, rng, true), k0 = gemm_sums(size_t(M) * width, rng, true);
+  const auto v0 = gemm_sums(size_t(M) * width, rng, true);
   struct Run {
     std::vector<float> q, k, v, kc, vc;
     Hits hits;

@@ -35,14 +35,20 @@ struct RopeJobs {
   int n;
 };
 
+// Element i of a 16-bit array of type t (kF16 or kBF16), widened: exact.
+__device__ __forceinline__ float widen16(const void* src, int t, size_t i) {
+  return t == kBF16 ? load_as_f32<kBF16>(src, i) : load_as_f32<kF16>(src, i);
+}
+
 // p[i] as the pending rounding point `in` leaves it (flat index `at` in that point's buffer). ACT:
 // that point's dtype where the kernel knows it to be its own compute dtype (the rotation's jobs:
 // CudaKernels takes them at that dtype; rope() checks it), a choice fewer per value; -1: in.act's.
+// A point whose values a GEMM wrote in 16 bits (InRound::src) reads them there, already rounded.
 template <int ACT = -1>
 __device__ __forceinline__ float read_rounded(const InRound& in, float* p, size_t i, size_t at) {
-  float v = p[i];
-  if (in.act < 0) return v;
-  v = round_act(v, ACT >= 0 ? ACT : in.act);
+  if (in.act < 0) return p[i];
+  const int act = ACT >= 0 ? ACT : in.act;
+  const float v = in.src != nullptr ? widen16(in.src, act, at) : round_act(p[i], act);
   if (in.write_back) p[i] = v;
   note_nonfinite(in.chk, at, v);
   return v;
@@ -241,8 +247,8 @@ __global__ void to_storage_kernel(const float* x, size_t n, void* dst) {
     store_from_f32<S>(dst, i, x[i]);
 }
 
-// Job blockIdx.y; four values per thread where x is 16-byte aligned (activation rows are), one at
-// a time else.
+// Job blockIdx.y; four values per thread where x is 16-byte aligned (activation rows are) and a
+// 16-bit source (RoundJob::src) 8-byte aligned, one at a time else.
 __global__ void round_check_kernel(RoundJobs jobs) {
   pdl_entry();
   if (int(blockIdx.y) >= jobs.n) return;
@@ -255,23 +261,34 @@ __global__ void round_check_kernel(RoundJobs jobs) {
     note_nonfinite(j.chk, i, v);
     copy_out(j.copy, i, v);
   };
-  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+  auto value = [&](size_t i) { return j.src != nullptr ? widen16(j.src, act, i) : round_act(x[i], act); };
+  if ((reinterpret_cast<uintptr_t>(x) & 15) == 0 && (reinterpret_cast<uintptr_t>(j.src) & 7) == 0) {
     float4* x4 = reinterpret_cast<float4*>(x);
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n / 4; i += size_t(gridDim.x) * blockDim.x) {
-      float4 v = x4[i];
-      v.x = round_act(v.x, act), v.y = round_act(v.y, act), v.z = round_act(v.z, act), v.w = round_act(v.w, act);
+      float4 v;
+      if (j.src != nullptr) {
+        float w[4];
+        if (act == kBF16)
+          load_vec<kBF16, 4>(j.src, 4 * i, w);
+        else
+          load_vec<kF16, 4>(j.src, 4 * i, w);
+        v.x = w[0], v.y = w[1], v.z = w[2], v.w = w[3];
+      } else {
+        v = x4[i];
+        v.x = round_act(v.x, act), v.y = round_act(v.y, act), v.z = round_act(v.z, act), v.w = round_act(v.w, act);
+      }
       if (keep) x4[i] = v;
       one(4 * i, v.x), one(4 * i + 1, v.y), one(4 * i + 2, v.z), one(4 * i + 3, v.w);
     }
     for (size_t i = n / 4 * 4 + blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-      const float v = round_act(x[i], act);
+      const float v = value(i);
       if (keep) x[i] = v;
       one(i, v);
     }
     return;
   }
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const float v = round_act(x[i], act);
+    const float v = value(i);
     if (keep) x[i] = v;
     one(i, v);
   }
@@ -393,6 +410,8 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
     for (int j = j0; j < n && j < j0 + kMaxRopeJobs; ++j) {
       if (jobs[j].in.act >= 0 && jobs[j].in.act != (act == kF16 || act == kBF16 ? act : kF32))
         throw std::invalid_argument("rope: a pending input round of another dtype than the rotation's");
+      if (jobs[j].in.src != nullptr && act != kF16 && act != kBF16)
+        throw std::invalid_argument("rope: a 16-bit GEMM output read by an fp32 rotation");
       if (!jobs[j].store && jobs[j].copy.dst == nullptr && (j != n - 1 || kv.n <= 0))
         throw std::invalid_argument("rope: a rotation left unstored that goes to no cache and no copy");
       js.job[js.n++] = jobs[j];

@@ -10,7 +10,9 @@
 //    the attention output). The next kernel that reads the buffer may round it as it reads it
 //    (InRound: RoPE, the residual add, the gated activation, the cache write), a converted() of
 //    it makes the round write the 16-bit copy; anything else that touches the buffer first
-//    launches it (several buffers in one launch);
+//    launches it (several buffers in one launch). A cuBLAS output written in 16 bits
+//    (Kernels::rounded_output) is pending from its GEMM on, its values in that source: its
+//    rounding point, when it comes, only attaches the check (check_source);
 //  - the held launch can also be joined by the next call's (CudaKernels: the rotation of q by k's,
 //    the rotation of both by the cache write of K and that by V's, the residual add by the RMSNorm
 //    of its output), one launch.
@@ -159,6 +161,41 @@ class Fusion {
     pending_.push_back(RoundJob{x, n, act, chk, OutCopy{}});
     if (one_by_one_) settle_all();
   }
+  // x's values, a GEMM's output, lie in the 16-bit src of type act, already rounded: pending as a
+  // round without a check (launched, it widens src into x), until x's rounding point attaches one.
+  void defer_source(float* x, size_t n, int act, const void* src) {
+    pending_.push_back(RoundJob{x, n, act, NonFiniteSlot{}, OutCopy{}, src});
+    if (one_by_one_) settle_all();
+  }
+  // The rounding point (x, n, act) -> chk of a buffer pending in a 16-bit source: its check.
+  bool check_source(const float* x, size_t n, int act, NonFiniteSlot chk) {
+    for (RoundJob& j : pending_)
+      if (j.src != nullptr && j.x == x && j.n == n && j.act == act && j.chk.hits == nullptr) {
+        j.chk = chk;
+        return true;
+      }
+    return false;
+  }
+  // Whether a pending round reads a 16-bit source that shares a byte with [p, p + bytes).
+  bool source_over(const void* p, size_t bytes) const {
+    for (const RoundJob& j : pending_)
+      if (j.src != nullptr && overlap(j.src, (j.n + 1) / 2, p, (bytes + 3) / 4)) return true;
+    return false;
+  }
+  // Launches the pending rounds whose 16-bit source shares a byte with [p, p + bytes).
+  void settle_source(const void* p, size_t bytes) {
+    std::vector<RoundJob> now;
+    for (size_t i = 0; i < pending_.size();) {
+      const RoundJob& j = pending_[i];
+      if (j.src != nullptr && overlap(j.src, (j.n + 1) / 2, p, (bytes + 3) / 4)) {
+        now.push_back(j);
+        pending_.erase(pending_.begin() + long(i));
+      } else {
+        ++i;
+      }
+    }
+    if (!now.empty()) launch(std::move(now));
+  }
 
   // The 16-bit copy of [x, x + n) into dst, written by the launch still to come that rounds x last
   // (the held operation's, or x's pending round, then launched): true if there was one. only: the
@@ -185,7 +222,7 @@ class Fusion {
   InRound take(const float* x, size_t n, int act) {
     for (size_t i = 0; i < pending_.size(); ++i)
       if (pending_[i].x == x && pending_[i].n == n && (act < 0 || pending_[i].act == act)) {
-        const InRound in{pending_[i].act, pending_[i].chk};
+        const InRound in{pending_[i].act, pending_[i].chk, true, pending_[i].src};
         pending_.erase(pending_.begin() + long(i));
         return in;
       }
@@ -240,8 +277,9 @@ class Fusion {
   void launch(std::vector<RoundJob> jobs) {
     uint64_t sig = 0x70d5;
     for (const RoundJob& j : jobs)
-      for (uint64_t v : {uint64_t(j.x), uint64_t(j.n), uint64_t(j.act), uint64_t(j.chk.hits), uint64_t(j.chk.slot),
-                         uint64_t(j.chk.any), uint64_t(j.copy.dst), uint64_t(j.copy.store), uint64_t(j.copy.only)})
+      for (uint64_t v :
+           {uint64_t(j.x), uint64_t(j.n), uint64_t(j.act), uint64_t(j.chk.hits), uint64_t(j.chk.slot),
+            uint64_t(j.chk.any), uint64_t(j.copy.dst), uint64_t(j.copy.store), uint64_t(j.copy.only), uint64_t(j.src)})
         sig = signature_mix(sig, v);
     Rounds r = rounds_;
     submit_(sig, [r, jobs = std::move(jobs)] { r(jobs.data(), int(jobs.size())); });

@@ -1,3 +1,4 @@
+#include <atomic>
 #include <string>
 
 #include "core/env.h"
@@ -24,7 +25,11 @@ void cublas_check(cublasStatus_t s, const char* what) {
 
 cudaDataType cuda_type(int store) { return store == kF32 ? CUDA_R_32F : store == kF16 ? CUDA_R_16F : CUDA_R_16BF; }
 
+std::atomic<size_t> g_out16_queued{0};
+
 }  // namespace
+
+size_t gemm_out16_queued() { return g_out16_queued; }
 
 GemmLaunches::GemmLaunches(KernelPolicy policy, PassGraphs& graphs) : policy_(policy), graphs_(graphs) {
   cublas_check(cublasCreate(&blas_), "cublasCreate");
@@ -39,7 +44,10 @@ GemmLaunches::GemmLaunches(KernelPolicy policy, PassGraphs& graphs) : policy_(po
 GemmLaunches::~GemmLaunches() { cublasDestroy(blas_); }
 
 void GemmLaunches::gemm(const float* x, const void* xa, int M, const void* wp, int store, int K, int N, GemmOut y,
-                        bool tensor_cores) {
+                        bool tensor_cores, void* y16) {
+  if (y16 != nullptr &&
+      (tensor_cores || policy_ != KernelPolicy::Standard || store == kF32 || standard_gemv_takes(xa, M, wp, store, K)))
+    fail_input("matmul: a 16-bit output is cuBLAS's alone (standard, 16-bit weights)");
   if (tensor_cores) {
     const uint64_t out = signature(kGemm, y.y1, y.y2, y.end0, y.end1);
     graphs_.submit(PassGraphs::mix(signature(kGemm, wp, xa, y.y0, M, N, K, store, invariant_gemm_choice()), out),
@@ -64,10 +72,15 @@ void GemmLaunches::gemm(const float* x, const void* xa, int M, const void* wp, i
   const cudaDataType t = cuda_type(store);
   cublasHandle_t blas = blas_;
   // Row-major y[M, N] = x[M, K] W[N, K]^T is column-major y^T[N, M] = W^T x^T.
-  graphs_.submit(signature(kGemm, wp, xa, yp, M, N, K, t), [=] {
+  // fp32 accumulation either way (CUBLAS_COMPUTE_32F, fp32 alpha and beta); a 16-bit C is the
+  // accumulator converted once by the epilogue, as PyTorch's fp16/bf16 linear layers get it.
+  if (y16 != nullptr) ++g_out16_queued;
+  void* c = y16 != nullptr ? y16 : static_cast<void*>(yp);
+  const cudaDataType ct = y16 != nullptr ? t : CUDA_R_32F;
+  graphs_.submit(signature(kGemm, wp, xa, c, M, N, K, t, ct), [=] {
     const float one = 1.0f, zero = 0.0f;
-    cublas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, wp, t, K, xa, t, K, &zero, yp, CUDA_R_32F,
-                              N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    cublas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, wp, t, K, xa, t, K, &zero, c, ct, N,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
   });
 }

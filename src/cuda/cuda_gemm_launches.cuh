@@ -22,9 +22,10 @@ class GemmLaunches {
   // y = x W^T, W [N, K] in storage type `store` at wp. tensor_cores: the invariant tensor-core GEMM
   // (xa: x in W's 16-bit type; y may be a group's members stored apart); else the policy's own GEMM:
   // the portable one (from x), or cuBLAS (xa: x in W's type; y a plain matrix, or the one row of a
-  // group's adjacent members).
+  // group's adjacent members). y16 (cuBLAS only): the output in W's 16-bit type at y16 instead of
+  // fp32 at y, rounded by cuBLAS's epilogue (Kernels::rounded_output).
   void gemm(const float* x, const void* xa, int M, const void* wp, int store, int K, int N, GemmOut y,
-            bool tensor_cores);
+            bool tensor_cores, void* y16 = nullptr);
 
  private:
   KernelPolicy policy_;

@@ -63,6 +63,7 @@ class CudaKernels final : public Kernels {
     if (policy_ == KernelPolicy::Invariant) invariant_gemm_kernel();
     programmatic_launch_on();
     standard_gemv_on();
+    gemm_out16_on();
     group_launches_on();
     decode_split_keys();
     gemm_tile_group();
@@ -75,6 +76,14 @@ class CudaKernels final : public Kernels {
   Device device() const override { return Device::Cuda; }
 
   void matmul(const float* x, int M, const TensorView& W, DType act, float* y) override {
+    matmul_one(x, M, W, act, y);
+    rounded_.clear();
+  }
+
+ private:
+  // One matmul, its output in 16 bits where a rounded_output hint names it (the caller forgets
+  // the hints after it: matmul after this one, a group after all its members).
+  void matmul_one(const float* x, int M, const TensorView& W, DType act, float* y) {
     OpSpan span("matmul");
     const int N = int(W.rows()), K = int(W.cols());
     // The 16-bit input first: the launch still to come that rounds x may write it. fp16/bf16
@@ -96,9 +105,13 @@ class CudaKernels final : public Kernels {
       graphs_.submit(signature(kMemset, y, bytes), [=] { KVP_CUDA_CHECK(cudaMemsetAsync(y, 0, bytes, stream())); });
       return;
     }
-    gemms_.gemm(x, xa, M, wc->p, wc->store, K, N, y, tensor_cores);
+    const size_t n = size_t(M) * N;
+    void* y16 = out16_takes(y, n, act, wc->store, tensor_cores, xa, M, wc->p, K) ? out16_slot(n) : nullptr;
+    gemms_.gemm(x, xa, M, wc->p, wc->store, K, N, y, tensor_cores, y16);
+    if (y16 != nullptr) fusion_.defer_source(y, n, store_of(act), y16);
   }
 
+ public:
   // One launch for the group where a kernel can store the outputs apart: the invariant tensor-core
   // GEMM (any M; the same bits as the members alone), cuBLAS for a single row (the members' rows
   // adjacent: one row of the product). Elsewhere one matmul each, from the same device copies.
@@ -119,7 +132,8 @@ class CudaKernels final : public Kernels {
         K > 0 && (on_tensor_cores(act, store) || (!fixed_order() && (act != DType::F32 || store == kF32)));
     const void* wg = groupable ? weights_->group(Ws, n) : nullptr;
     if (wg == nullptr || (!fixed_order() && M != 1)) {
-      for (int i = 0; i < n; ++i) matmul(x, M, *outs[i].W, act, outs[i].y);
+      for (int i = 0; i < n; ++i) matmul_one(x, M, *outs[i].W, act, outs[i].y);
+      rounded_.clear();
       return;
     }
     OpSpan span("matmul");
@@ -131,7 +145,17 @@ class CudaKernels final : public Kernels {
       y.y1 = outs[1].y;
       if (n == 3) y.end1 = y.end0 + int(Ws[1]->rows()), y.y2 = outs[2].y;
     }
-    gemms_.gemm(x, xa, M, wg, store, K, N, y, on_tensor_cores(act, store));
+    // One cuBLAS row for the members side by side: their 16-bit outputs side by side too, each
+    // member pending in its own part.
+    const bool tc = on_tensor_cores(act, store);
+    bool out16 = true;
+    for (int i = 0; i < n; ++i)
+      out16 = out16 && out16_takes(outs[i].y, size_t(M) * Ws[i]->rows(), act, store, tc, xa, M, wg, K);
+    auto* y16 = out16 ? static_cast<uint16_t*>(out16_slot(size_t(M) * N)) : nullptr;
+    rounded_.clear();
+    gemms_.gemm(x, xa, M, wg, store, K, N, y, tc, y16);
+    for (int i = 0, at = 0; y16 != nullptr && i < n; at += int(Ws[i]->rows()), ++i)
+      fusion_.defer_source(outs[i].y, size_t(M) * Ws[i]->rows(), store_of(act), y16 + at);
   }
 
   void attention(const AttentionParams& p) override { attention_batch(&p, 1); }
@@ -311,6 +335,8 @@ class CudaKernels final : public Kernels {
     wrote(x, n);
     // The held operation already rounds its output to `a`: it becomes this rounding point.
     if (fusion_.fuse_check(x, n, a, chk)) return -1;
+    // A GEMM output already rounded to `a` in its 16-bit source: this point is its check.
+    if (fusion_.check_source(x, n, a, chk)) return -1;
     release_held();
     fusion_.settle(x, n);
     fusion_.defer_round(x, n, a, chk);
@@ -327,10 +353,14 @@ class CudaKernels final : public Kernels {
   void last_read(const float* x, size_t n) override {
     if (skip_dead_writes_on()) dead_ = DeadRange{x, n};
   }
+  void rounded_output(const float* y, size_t n) override {
+    if (rounded_.size() < 8) rounded_.push_back(DeadRange{y, n});
+  }
 
   void begin_pass() override {
     fusion_.flush();
     dead_ = DeadRange{};
+    rounded_.clear();
     // A pass that ended early (an error thrown mid-pass) leaves its kernels' reports behind; they
     // must not be read as this pass's, under its slot names.
     // (Its launches still collected are dropped with the collection, below.)
@@ -482,13 +512,35 @@ class CudaKernels final : public Kernels {
     wrote(y, ny);
   }
 
+  // Whether the GEMM writing exactly y[n] writes it in act's 16-bit type (rounded_output): the
+  // switch, a hint for y, `standard`'s cuBLAS GEMM (not the GEMV) of weights in that type.
+  bool out16_takes(const float* y, size_t n, DType act, int store, bool tensor_cores, const void* xa, int M,
+                   const void* wp, int K) const {
+    if (act == DType::F32 || store != store_of(act) || policy_ != KernelPolicy::Standard || tensor_cores ||
+        !gemm_out16_on() || standard_gemv_takes(xa, M, wp, store, K))
+      return false;
+    for (const DeadRange& r : rounded_)
+      if (r.x == y && r.n == n) return true;
+    return false;
+  }
+  // Room for a GEMM's n 16-bit outputs (the held launch released): the first of the buffers that
+  // no pending round still reads (q, k and v are pending together; gate and up), grown if need
+  // be; with none free, the first one's readers launched first.
+  void* out16_slot(size_t n) {
+    release_held();
+    size_t s = 0;
+    while (s + 1 < out16_.size() && fusion_.source_over(out16_[s].p, out16_[s].bytes)) ++s;
+    fusion_.settle_source(out16_[s].p, out16_[s].bytes);
+    return grow(out16_[s], n * sizeof(uint16_t));
+  }
+
   bool on_tensor_cores(DType act, int store) const {
     return policy_ == KernelPolicy::Invariant && act != DType::F32 && store == store_of(act);
   }
 
   static uint64_t mix_in(uint64_t sig, const InRound& in) {
     if (in.act < 0) return sig;
-    return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any, in.write_back));
+    return PassGraphs::mix(sig, signature(kRound, in.act, in.chk.hits, in.chk.slot, in.chk.any, in.write_back, in.src));
   }
 
   // x's pending round taken by the kernel that reads x next (Fusion::take), not written back where
@@ -548,6 +600,7 @@ class CudaKernels final : public Kernels {
   GemmLaunches gemms_;
   std::shared_ptr<DeviceWeights> weights_;  // shared with the owner's other kernels
   Block xconv_, parts_, counts_, q16_;
+  std::array<Block, 3> out16_;  // 16-bit GEMM outputs (out16_slot)
   DeviceRopeTable rope_table_;
   KvHeld kv_held_;
   RopeHeld rope_held_;
@@ -560,6 +613,7 @@ class CudaKernels final : public Kernels {
     const float* x = nullptr;
     size_t n = 0;
   } dead_;
+  std::vector<DeadRange> rounded_;  // rounded_output's ranges, until the next matmul call
   NonFiniteHits hits_;
   bool pass_open_ = false;  // begin_pass seen, pending_nonfinite not yet
   // (Binds the reference only.) A held launch (q's rotation, K's cache write) reads an earlier

@@ -24,10 +24,14 @@ struct NonFiniteSlot {
 // reports it into chk, exactly as launch_round_checks would have (act < 0: the input is read as is).
 // write_back = false: not written back, where nothing reads the buffer before it is written again
 // (Kernels::last_read) or the kernel stores its own output over it.
+// src: the buffer's values are not in it but in a 16-bit GEMM output of type act (cuBLAS rounded
+// them there, RNE, as the rounding point would have: Kernels::rounded_output), the value of flat
+// index `at` at src[at]; read widened (exact), written back as fp32 where write_back says.
 struct InRound {
   int act = -1;
   NonFiniteSlot chk{};
   bool write_back = true;
+  const void* src = nullptr;
 };
 // The 16-bit copy of a kernel's rounded output (a cuBLAS input), written by that kernel from the
 // value it stores (dst == nullptr: none). The same conversion as launch_to_storage's.
@@ -46,13 +50,15 @@ struct AddIn {
   NonFiniteSlot chk{};
   InRound y_in{};
 };
-// One buffer of launch_round_checks.
+// One buffer of launch_round_checks. src: x's values are in that 16-bit GEMM output (InRound::src),
+// widened into x (and checked where chk says).
 struct RoundJob {
   float* x;
   size_t n;
   int act;
   NonFiniteSlot chk;
   OutCopy copy;
+  const void* src = nullptr;
 };
 
 // x[m] = table row tokens[m] as fp32 (CpuKernels::embed).

@@ -91,7 +91,10 @@ namespace {
 EnvSwitch g_fusion_on{"KVPARITY_CUDA_FUSION", true};
 EnvSwitch g_group_on{"KVPARITY_CUDA_GROUP", true};
 EnvSwitch g_skip_dead{"KVPARITY_CUDA_SKIP_DEAD_WRITES", true};
+EnvSwitch g_gemm_out16{"KVPARITY_CUDA_GEMM_OUT16", false};
 }  // namespace
+void set_gemm_out16(bool on) { g_gemm_out16.set(on); }
+bool gemm_out16_on() { return g_gemm_out16.on(); }
 void set_skip_dead_writes(bool on) { g_skip_dead.set(on); }
 bool skip_dead_writes_on() { return g_skip_dead.on(); }
 void set_launch_fusion(bool on) { g_fusion_on.set(on); }

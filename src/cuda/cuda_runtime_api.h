@@ -87,6 +87,17 @@ bool group_launches_on();
 // as before 2026-11-27 evening (the same bits; for timing both). Read at every call.
 void set_skip_dead_writes(bool on);
 bool skip_dead_writes_on();
+// `standard`'s cuBLAS GEMMs of a 16-bit pass writing their outputs in that dtype where the pass
+// rounds them next (Kernels::rounded_output), as PyTorch's run, instead of fp32 rounded by a
+// kernel after: half the bytes of every projection written and read (~2.2 GB a layer of the
+// GSM8K study's 7B cache-OFF step). Other bits than the fp32 outputs' (cuBLAS picks its
+// algorithm by output type too). Off by default until timed on a GPU; $KVPARITY_CUDA_GEMM_OUT16=1.
+// Read at every matmul (a graph replays the choice it was captured with).
+void set_gemm_out16(bool on);
+bool gemm_out16_on();
+// GEMMs given 16-bit outputs so far in this process (every pass's, replayed as a graph or not):
+// what says that a run took them.
+size_t gemm_out16_queued();
 // The room of the pinned ring that a pass's small uploads go through (cuda_upload_ring.cuh), for
 // kernels made from now on: 0, the default 4 MiB. A full ring waits for the GPU and starts over
 // mid-pass, which only large batches of deep models meet; tests make it small to meet it often.

@@ -38,6 +38,9 @@ void set_group_launches(bool) {}
 bool group_launches_on() { return false; }
 void set_skip_dead_writes(bool) {}
 bool skip_dead_writes_on() { return false; }
+void set_gemm_out16(bool) {}
+bool gemm_out16_on() { return false; }
+size_t gemm_out16_queued() { return 0; }
 void set_upload_ring_bytes(size_t) {}
 size_t upload_ring_bytes() { return 0; }
 void set_decode_split_keys(int) {}

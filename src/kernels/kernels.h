@@ -156,6 +156,17 @@ class Kernels {
     (void)x;
     (void)n;
   }
+  // A hint: the next matmul (or matmul_group member) whose output is exactly [y, y + n) is
+  // followed by a round_check of exactly that range to the pass's compute dtype before anything
+  // else reads or writes it (no bias between), so a device may have its GEMM store the output in
+  // that dtype, rounded once by the GEMM's own epilogue, as GPU stacks run it (CUDA `standard`,
+  // $KVPARITY_CUDA_GEMM_OUT16=1: half the bytes of every projection written and read; cuBLAS
+  // picks its algorithm by output type too, so its bits are cuBLAS's for that type). Hints not
+  // taken by the next matmul call are forgotten.
+  virtual void rounded_output(const float* y, size_t n) {
+    (void)y;
+    (void)n;
+  }
 
   // --- Passes. ---
   // The operations from here to the next to_host form one forward pass. A device may collect them

@@ -101,8 +101,14 @@ class Pass {
   // F.linear: the bias joins the fp32 accumulator before the single rounding to P.
   void linear(const float* in, const TensorView& W, float* out, const char* tensor, int layer,
               const TensorView* bias = nullptr) {
+    rounded_next(out, int(W.rows()), bias);
     kn_.matmul(in, M_, W, P_, out);
     linear_out(out, int(W.rows()), bias, tensor, layer);
+  }
+  // Before a linear layer's matmul: its output is rounded next (linear_out) unless a bias comes
+  // between.
+  void rounded_next(const float* out, int width, const TensorView* bias) {
+    if (bias == nullptr || !bias->valid()) kn_.rounded_output(out, size_t(M_) * width);
   }
   // The rest of a linear layer whose matmul has run (alone or in a matmul_group).
   void linear_out(float* out, int width, const TensorView* bias, const char* tensor, int layer) {
@@ -150,6 +156,9 @@ class Pass {
       materialise(a_.xb.data(), M_, dim, "attn_norm", l);
       const MatmulOut qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
       kn_.last_read(a_.xb.data(), M * dim);  // the matmuls' inputs, read by nothing after them
+      rounded_next(q, qd, &L.bq);
+      rounded_next(k, kvd, &L.bk);
+      rounded_next(v, kvd, &L.bv);
       kn_.matmul_group(a_.xb.data(), M_, qkv, 3, P_);
       linear_out(q, qd, &L.bq, "q_proj", l);
       linear_out(k, kvd, &L.bk, "k_proj", l);
@@ -225,6 +234,8 @@ class Pass {
       materialise(a_.xb.data(), M_, dim, "ffn_norm", l);
       const MatmulOut gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
       kn_.last_read(a_.xb.data(), M * dim);
+      rounded_next(gate, hid, nullptr);
+      rounded_next(up, hid, nullptr);
       kn_.matmul_group(a_.xb.data(), M_, gate_up, 2, P_);
       linear_out(gate, hid, nullptr, "gate_proj", l);
       linear_out(up, hid, nullptr, "up_proj", l);
@@ -253,6 +264,7 @@ class Pass {
     materialise(a_.xb.data(), M_, dim, "final_norm", -1);
     hook(HookPoint::FinalNorm, -1, a_.xb.data(), dim);
     if (opts_.all_logits) {
+      rounded_next(a_.logits.data(), V, nullptr);
       kn_.matmul(a_.xb.data(), M_, W.lm_head, P_, a_.logits.data());
       materialise(a_.logits.data(), M_, V, "logits", -1);
       final_softcap(a_.logits.data(), M * V);
@@ -268,6 +280,7 @@ class Pass {
                  size_t(dim));
       rows = a_.proj.data();
     }
+    kn_.rounded_output(a_.logits.data(), size_t(S) * V);
     kn_.matmul(rows, S, W.lm_head, P_, a_.logits.data());
     materialise(a_.logits.data(), S, V, "logits", -1, last_pos_.data());
     final_softcap(a_.logits.data(), size_t(S) * V);

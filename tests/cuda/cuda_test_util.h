@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "core/device.h"
+#include "cuda/cuda_runtime_api.h"
+#include "invariance_battery.h"
 #include "model/model.h"
 #include "model/synthetic.h"
-#include "invariance_battery.h"
 #include "runtime/generator.h"
 
 // Skips the test, naming why, where no CUDA device can be used.
@@ -81,6 +82,14 @@ inline bool same_bits(const Trace& a, const Trace& b) {
     if (std::memcmp(a.logits[s].data(), b.logits[s].data(), a.logits[s].size() * sizeof(float)) != 0) return false;
   return true;
 }
+
+// `standard`'s GEMM outputs in 16 bits (cuda::set_gemm_out16) within its scope.
+struct GemmOut16 {
+  explicit GemmOut16(bool on) { cuda::set_gemm_out16(on); }
+  ~GemmOut16() { cuda::set_gemm_out16(false); }
+  GemmOut16(const GemmOut16&) = delete;
+  GemmOut16& operator=(const GemmOut16&) = delete;
+};
 
 // A run on the GPU under `policy`, its KV cache of type kv.
 inline EngineOptions on_gpu(KvType kv = KvType::of(DType::F32), KernelPolicy policy = KernelPolicy::Standard) {
