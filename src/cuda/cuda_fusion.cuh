@@ -179,22 +179,12 @@ class Fusion {
   // Whether a pending round reads a 16-bit source that shares a byte with [p, p + bytes).
   bool source_over(const void* p, size_t bytes) const {
     for (const RoundJob& j : pending_)
-      if (j.src != nullptr && overlap(j.src, (j.n + 1) / 2, p, (bytes + 3) / 4)) return true;
+      if (reads_source(j, p, bytes)) return true;
     return false;
   }
   // Launches the pending rounds whose 16-bit source shares a byte with [p, p + bytes).
   void settle_source(const void* p, size_t bytes) {
-    std::vector<RoundJob> now;
-    for (size_t i = 0; i < pending_.size();) {
-      const RoundJob& j = pending_[i];
-      if (j.src != nullptr && overlap(j.src, (j.n + 1) / 2, p, (bytes + 3) / 4)) {
-        now.push_back(j);
-        pending_.erase(pending_.begin() + long(i));
-      } else {
-        ++i;
-      }
-    }
-    if (!now.empty()) launch(std::move(now));
+    settle_where([&](const RoundJob& j) { return reads_source(j, p, bytes); });
   }
 
   // The 16-bit copy of [x, x + n) into dst, written by the launch still to come that rounds x last
@@ -237,16 +227,7 @@ class Fusion {
   }
   // Launches the pending rounds of buffers that overlap [p, p + n_floats).
   void settle(const void* p, size_t n_floats) {
-    std::vector<RoundJob> now;
-    for (size_t i = 0; i < pending_.size();) {
-      if (overlap(pending_[i].x, pending_[i].n, p, n_floats)) {
-        now.push_back(pending_[i]);
-        pending_.erase(pending_.begin() + long(i));
-      } else {
-        ++i;
-      }
-    }
-    if (!now.empty()) launch(std::move(now));
+    settle_where([&](const RoundJob& j) { return overlap(j.x, j.n, p, n_floats); });
   }
   void settle_all() {
     if (pending_.empty()) return;
@@ -273,6 +254,25 @@ class Fusion {
     bool checked = false, copies = false;
     int tag = 0;
   };
+
+  // Whether j's 16-bit source (j.n values) shares a byte with [p, p + bytes).
+  static bool reads_source(const RoundJob& j, const void* p, size_t bytes) {
+    return j.src != nullptr && overlap(j.src, (j.n + 1) / 2, p, (bytes + 3) / 4);
+  }
+  // Launches the pending rounds that `which` picks, together, in their order.
+  template <class Which>
+  void settle_where(Which which) {
+    std::vector<RoundJob> now;
+    for (size_t i = 0; i < pending_.size();) {
+      if (which(pending_[i])) {
+        now.push_back(pending_[i]);
+        pending_.erase(pending_.begin() + long(i));
+      } else {
+        ++i;
+      }
+    }
+    if (!now.empty()) launch(std::move(now));
+  }
 
   void launch(std::vector<RoundJob> jobs) {
     uint64_t sig = 0x70d5;

@@ -45,8 +45,7 @@ GemmLaunches::~GemmLaunches() { cublasDestroy(blas_); }
 
 void GemmLaunches::gemm(const float* x, const void* xa, int M, const void* wp, int store, int K, int N, GemmOut y,
                         bool tensor_cores, void* y16) {
-  if (y16 != nullptr &&
-      (tensor_cores || policy_ != KernelPolicy::Standard || store == kF32 || standard_gemv_takes(xa, M, wp, store, K)))
+  if (y16 != nullptr && !on_cublas(xa, M, wp, store, K, tensor_cores))
     fail_input("matmul: a 16-bit output is cuBLAS's alone (standard, 16-bit weights)");
   if (tensor_cores) {
     const uint64_t out = signature(kGemm, y.y1, y.y2, y.end0, y.end1);

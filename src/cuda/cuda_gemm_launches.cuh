@@ -7,6 +7,7 @@
 
 #include "cuda/cuda_device_weights.cuh"
 #include "cuda/cuda_gemm_out.cuh"
+#include "cuda/cuda_ops.h"
 #include "cuda/cuda_pass_graphs.cuh"
 #include "kernels/kernels.h"
 
@@ -26,6 +27,11 @@ class GemmLaunches {
   // fp32 at y, rounded by cuBLAS's epilogue (Kernels::rounded_output).
   void gemm(const float* x, const void* xa, int M, const void* wp, int store, int K, int N, GemmOut y,
             bool tensor_cores, void* y16 = nullptr);
+  // Whether gemm() gives this call (16-bit operands) to cuBLAS: where a y16 may go.
+  bool on_cublas(const void* xa, int M, const void* wp, int store, int K, bool tensor_cores) const {
+    return !tensor_cores && policy_ == KernelPolicy::Standard && store != kF32 &&
+           !standard_gemv_takes(xa, M, wp, store, K);
+  }
 
  private:
   KernelPolicy policy_;

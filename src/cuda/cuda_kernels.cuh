@@ -351,15 +351,15 @@ class CudaKernels final : public Kernels {
   }
 
   void last_read(const float* x, size_t n) override {
-    if (skip_dead_writes_on()) dead_ = DeadRange{x, n};
+    if (skip_dead_writes_on()) dead_ = Range{x, n};
   }
   void rounded_output(const float* y, size_t n) override {
-    if (rounded_.size() < 8) rounded_.push_back(DeadRange{y, n});
+    if (rounded_.size() < 8) rounded_.push_back(Range{y, n});
   }
 
   void begin_pass() override {
     fusion_.flush();
-    dead_ = DeadRange{};
+    dead_ = Range{};
     rounded_.clear();
     // A pass that ended early (an error thrown mid-pass) leaves its kernels' reports behind; they
     // must not be read as this pass's, under its slot names.
@@ -516,10 +516,10 @@ class CudaKernels final : public Kernels {
   // switch, a hint for y, `standard`'s cuBLAS GEMM (not the GEMV) of weights in that type.
   bool out16_takes(const float* y, size_t n, DType act, int store, bool tensor_cores, const void* xa, int M,
                    const void* wp, int K) const {
-    if (act == DType::F32 || store != store_of(act) || policy_ != KernelPolicy::Standard || tensor_cores ||
-        !gemm_out16_on() || standard_gemv_takes(xa, M, wp, store, K))
+    if (act == DType::F32 || store != store_of(act) || !gemm_out16_on() ||
+        !gemms_.on_cublas(xa, M, wp, store, K, tensor_cores))
       return false;
-    for (const DeadRange& r : rounded_)
+    for (const Range& r : rounded_)
       if (r.x == y && r.n == n) return true;
     return false;
   }
@@ -553,7 +553,7 @@ class CudaKernels final : public Kernels {
   // Whether last_read named exactly [x, x + n); the range is forgotten once asked about.
   bool last_read_of(const float* x, size_t n) {
     if (dead_.x != x || dead_.n != n) return false;
-    dead_ = DeadRange{};
+    dead_ = Range{};
     return true;
   }
 
@@ -570,7 +570,7 @@ class CudaKernels final : public Kernels {
     int store = -1;
   };
   void wrote(const void* p, size_t n_floats) {
-    if (dead_.x != nullptr && overlap(dead_.x, dead_.n, p, n_floats)) dead_ = DeadRange{};
+    if (dead_.x != nullptr && overlap(dead_.x, dead_.n, p, n_floats)) dead_ = Range{};
     const auto* b = static_cast<const char*>(p);
     const auto* c = reinterpret_cast<const char*>(conv_.x);
     if (conv_.x != nullptr && b < c + conv_.n * sizeof(float) && c < b + n_floats * sizeof(float)) conv_ = Converted{};
@@ -608,12 +608,13 @@ class CudaKernels final : public Kernels {
   std::vector<int> rope_pos_;  // the positions of the last rotation, on the host
   AddHeld add_held_;
   Converted conv_;
-  // last_read's range, until a pending round of exactly that range is taken or anything writes it.
-  struct DeadRange {
+  struct Range {
     const float* x = nullptr;
     size_t n = 0;
-  } dead_;
-  std::vector<DeadRange> rounded_;  // rounded_output's ranges, until the next matmul call
+  };
+  // last_read's range, until a pending round of exactly that range is taken or anything writes it.
+  Range dead_;
+  std::vector<Range> rounded_;  // rounded_output's ranges, until the next matmul call
   NonFiniteHits hits_;
   bool pass_open_ = false;  // begin_pass seen, pending_nonfinite not yet
   // (Binds the reference only.) A held launch (q's rotation, K's cache write) reads an earlier
