@@ -19,19 +19,9 @@ namespace kvp {
 namespace {
 
 namespace fs = std::filesystem;
-using test::shell_quoted;
+using test::folder_snapshot;
 using test::run_kvparity;
-
-// Every file under `dir` with its bytes: a refused run must leave this unchanged.
-std::map<std::string, std::string> snapshot(const std::string& dir) {
-  std::map<std::string, std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) {
-    if (!e.is_regular_file()) continue;
-    std::ifstream in(e.path(), std::ios::binary);
-    out[e.path().string()] = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  return out;
-}
+using test::shell_quoted;
 
 void write_text(const std::string& path, const std::string& s) {
   std::ofstream f(path, std::ios::binary);
@@ -69,7 +59,7 @@ TEST(ResultsManifest, RefusesOtherSettingsAndModelsOnlyWhenThereAreRecords) {
             "");
 
   write_text(dir + "/results.jsonl", "{\"prompt_id\":\"x\"}\n");
-  const auto before = snapshot(dir);
+  const auto before = folder_snapshot(dir);
   const std::string e1 =
       error_of([&] { check_results_manifest(dir, "compare", fake_model("a"), other, {"results.jsonl"}); });
   EXPECT_NE(e1.find("compare/settings/seed: 1 vs 2"), std::string::npos) << e1;
@@ -79,7 +69,7 @@ TEST(ResultsManifest, RefusesOtherSettingsAndModelsOnlyWhenThereAreRecords) {
   EXPECT_NE(e2.find("model/fingerprint: \"a\" vs \"b\""), std::string::npos) << e2;
   // Another command with the same model is welcome; its settings are its own.
   EXPECT_EQ(error_of([&] { check_results_manifest(dir, "profile", fake_model("a"), other, {"profile.json"}); }), "");
-  EXPECT_EQ(snapshot(dir), before);
+  EXPECT_EQ(folder_snapshot(dir), before);
 
   // The same model reached by another path is the same model.
   nlohmann::json moved = fake_model("a");
@@ -176,20 +166,20 @@ TEST_F(CompareFolder, EveryChangedSettingIsRefusedAndTheFolderStaysByteIdentical
       {"candidate", base("--candidate kv-dtype=fp8_e4m3"), "compare/settings/candidate: \"cache=on\" vs \"kv-dtype=fp8_e4m3\""},
       {"baseline", base("--baseline cache=on"), "compare/settings/baseline: \"cache=off\" vs \"cache=on\""},
   };
-  const auto before = snapshot(out_);
+  const auto before = folder_snapshot(out_);
   for (const auto& v : variants) {
     const auto r = run_kvparity(v.args);
     EXPECT_EQ(r.status, 1) << v.what << ": " << r.err;
     EXPECT_NE(r.err.find("error: "), std::string::npos) << v.what << ": " << r.err;
     EXPECT_NE(r.err.find(v.expect), std::string::npos) << v.what << ": " << r.err;
-    EXPECT_EQ(snapshot(out_), before) << v.what << ": the refused run changed the folder";
+    EXPECT_EQ(folder_snapshot(out_), before) << v.what << ": the refused run changed the folder";
   }
 
   // The same settings resume, re-using both records and writing none.
   const auto again = run_kvparity(base());
   ASSERT_EQ(again.status, 0) << again.err;
   EXPECT_NE(again.err.find("2 of 2 records already there are re-used"), std::string::npos) << again.err;
-  EXPECT_EQ(snapshot(out_)[out_ + "results.jsonl"], before.at(out_ + "results.jsonl"));
+  EXPECT_EQ(folder_snapshot(out_)[out_ + "results.jsonl"], before.at(out_ + "results.jsonl"));
 
   // A profile of another model cannot join this folder; one of the same model can.
   const auto foreign = run_kvparity("profile --model " + shell_quoted(other_model_) + " --tokenizer " +
@@ -237,23 +227,23 @@ TEST(ProfilePatchFolders, ChangedSettingsAreRefusedSameSettingsRerun) {
   const std::string m = " --model " + shell_quoted(model) + " --tokenizer " + shell_quoted(tok) + " --out " + shell_quoted(out);
   const auto p1 = run_kvparity("profile --dtype fp32,fp16 --step 2" + m);
   ASSERT_EQ(p1.status, 0) << p1.err;
-  auto before = snapshot(out);
+  auto before = folder_snapshot(out);
   const auto p2 = run_kvparity("profile --dtype fp32,fp16 --step 3" + m);
   EXPECT_EQ(p2.status, 1) << p2.err;
   EXPECT_NE(p2.err.find("profile/settings/step: 2 vs 3"), std::string::npos) << p2.err;
-  EXPECT_EQ(snapshot(out), before);
+  EXPECT_EQ(folder_snapshot(out), before);
   const auto p3 = run_kvparity("profile --dtype fp32,fp16 --step 2" + m);
   EXPECT_EQ(p3.status, 0) << p3.err;
-  auto prof = nlohmann::json::parse(snapshot(out)[out + "/profile.json"]);
+  auto prof = nlohmann::json::parse(folder_snapshot(out)[out + "/profile.json"]);
   EXPECT_EQ(prof["model"], "stories260K");
 
   const auto q1 = run_kvparity("patch --dtype fp32 --max-new-tokens 8 --step 2 --continuation 2" + m);
   ASSERT_EQ(q1.status, 0) << q1.err;
-  before = snapshot(out);
+  before = folder_snapshot(out);
   const auto q2 = run_kvparity("patch --dtype fp32 --max-new-tokens 8 --step 2 --continuation 3" + m);
   EXPECT_EQ(q2.status, 1) << q2.err;
   EXPECT_NE(q2.err.find("patch/settings/continuation: 2 vs 3"), std::string::npos) << q2.err;
-  EXPECT_EQ(snapshot(out), before);
+  EXPECT_EQ(folder_snapshot(out), before);
 }
 
 }  // namespace

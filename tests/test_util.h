@@ -7,6 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -76,6 +79,17 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Every file under `dir` with its bytes: what a refused run must leave unchanged.
+inline std::map<std::string, std::string> folder_snapshot(const std::string& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    out[e.path().string()] = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return out;
+}
 
 // The first index where a and b differ bitwise, or -1 (0 when their sizes differ).
 inline long first_difference(const std::vector<float>& a, const std::vector<float>& b) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kvp {
@@ -157,6 +158,16 @@ std::vector<std::string> invariant_gemm_kernels();
 // can run here: sm_90a code on a compute capability 9.0 GPU. Forcing it elsewhere is refused at
 // the first matmul.
 bool wgmma_kernels_available();
+
+// What besides a side's SPEC decides the bits of `policy`'s passes on this GPU, as (key, value)
+// pairs for a results folder's settings (lab/numerics_identity.h), so that a run resumed on
+// another card or under another switch is refused instead of mixing two numerics in one study.
+// standard: the card ("NVIDIA H100 80GB HBM3, sm_90, 132 SMs": cuBLAS's choice of algorithm and the
+// decode split follow the card), cuBLAS's version, and the switches above that change its bits
+// (the GEMV, the split's fewest keys, group launches, 16-bit GEMM outputs); invariant: the
+// architecture (the instructions' sums; not the SM count, which no split follows) and the GEMM
+// kernel family. Nothing for portable. A switch that changes bits belongs here. Opens the GPU.
+std::vector<std::pair<std::string, std::string>> numerics_identity(KernelPolicy policy);
 
 // The kernels of `policy` on the GPU (kernels.h). Throws for a policy not available on CUDA.
 // Kernels made for one owner share the device copies of its weights (kvp::make_kernels).

@@ -14,6 +14,7 @@ namespace {
 bool built() { return false; }
 void open() { refuse(); }
 std::string describe() { refuse(); }
+std::vector<std::pair<std::string, std::string>> numerics_identity(KernelPolicy) { refuse(); }
 void* alloc(size_t) { refuse(); }
 void release(void*) noexcept {}
 void to_host(void*, const void*, size_t) { refuse(); }

@@ -79,6 +79,13 @@ void use_simd(SimdTarget t) {
   g_current.store(t);
 }
 
+std::string simd_auto_target() {
+  const int64_t best = native_targets() & -native_targets();
+  for (SimdTarget t : {SimdTarget::Avx512, SimdTarget::Avx2, SimdTarget::Scalar})
+    if ((best & target_bits(t)) != 0) return simd_name(t);
+  return hwy::TargetName(best);
+}
+
 std::string simd_in_use() {
   const int64_t bits = hwy::SupportedTargets() & HWY_TARGETS;
   return hwy::TargetName(bits & -bits);

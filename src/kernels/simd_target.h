@@ -30,5 +30,9 @@ void use_simd(SimdTarget t);
 std::string simd_in_use();
 // The targets this build compiled that the CPU supports, best first (Highway's names).
 std::vector<std::string> simd_available();
+// What `auto` runs on this CPU, as --simd names it ("avx512", "avx2", "scalar"; Highway's name
+// for a target outside those, e.g. on ARM): with the policy, what decides the standard and
+// invariant kernels' bits where a side leaves its target to the machine.
+std::string simd_auto_target();
 
 }  // namespace kvp

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/json_u64.h"
+#include "lab/numerics_identity.h"
 #include "lab/results_log.h"
 #include "lab/results_manifest.h"
 #include "lab/side_runner.h"
@@ -178,16 +179,21 @@ nlohmann::json compare_settings(const CompareOptions& opts) {
     h = fnv1a64(p.text.data(), p.text.size() + 1, h);
   }
   nlohmann::json conditions = nlohmann::json::array();
-  for (const auto& c : opts.conditions)
+  std::vector<RunSettings> sides;
+  for (const auto& c : opts.conditions) {
     conditions.push_back({{"condition", c.key()}, {"baseline", c.baseline.spec()}, {"candidate", c.candidate.spec()}});
-  return {{"prompts", {{"count", opts.prompts.size()}, {"hash", fmt::format("fnv1a64={:016x}", h)}}},
-          {"schema_version", kCompareSchemaVersion},
-          {"baseline", opts.baseline.text()},
-          {"candidate", opts.candidate.text()},
-          {"conditions", conditions},
-          {"max_new_tokens", opts.max_new_tokens},
-          {"seed", json_u64(opts.seed)},
-          {"stop_at_eos", opts.stop_at_eos}};
+    sides.insert(sides.end(), {c.baseline, c.candidate});
+  }
+  nlohmann::json settings = {{"prompts", {{"count", opts.prompts.size()}, {"hash", fmt::format("fnv1a64={:016x}", h)}}},
+                             {"schema_version", kCompareSchemaVersion},
+                             {"baseline", opts.baseline.text()},
+                             {"candidate", opts.candidate.text()},
+                             {"conditions", conditions},
+                             {"max_new_tokens", opts.max_new_tokens},
+                             {"seed", json_u64(opts.seed)},
+                             {"stop_at_eos", opts.stop_at_eos}};
+  if (auto numerics = numerics_identity(sides); !numerics.is_null()) settings["numerics"] = numerics;
+  return settings;
 }
 
 int run_compare(const CompareOptions& opts) {

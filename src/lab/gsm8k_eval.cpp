@@ -15,6 +15,7 @@
 #include "lab/answer_extract.h"
 #include "lab/compare.h"
 #include "lab/gsm8k_prompt.h"
+#include "lab/numerics_identity.h"
 #include "lab/results_log.h"
 #include "lab/results_manifest.h"
 #include "lab/side_runner.h"
@@ -233,6 +234,9 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   for (KernelPolicy k : opts.kernels) settings["kernels"].push_back(policy_name(k));
   settings["baseline"] = opts.baseline.text();
   settings["candidate"] = opts.candidate.text();
+  std::vector<RunSettings> sides;
+  for (const Point& pt : grid) sides.insert(sides.end(), {pt.baseline, pt.candidate});
+  if (auto numerics = numerics_identity(sides); !numerics.is_null()) settings["numerics"] = numerics;
 
   // Open each checkpoint for its name, config, tokenizer and the prompt-length check (its weights
   // are built later, once per dtype a side needs: at 7B an fp32 copy here would cost 27 GB).
@@ -291,11 +295,13 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     std::ifstream in(manifest_path);
     const auto old = nlohmann::json::parse(in, nullptr, false);
     if (old.is_discarded() || !old.contains("settings")) fail("{}: not a kvparity gsm8k manifest", manifest_path);
-    if (auto d = json_first_difference(gsm8k_settings_with_defaults(old["settings"]), settings, "settings");
+    if (auto d = json_first_difference(
+            with_numerics_of(gsm8k_settings_with_defaults(old["settings"]), settings, manifest_path), settings,
+            "settings");
         !d.empty()) {
-      const char* hint = !d.starts_with("settings/flips:") ? ""
-                         : opts.flips                      ? "; it was run with --no-flips"
-                                                           : "; it was run without --no-flips";
+      const std::string hint = !d.starts_with("settings/flips:") ? numerics_difference_hint(d)
+                               : opts.flips                      ? "; it was run with --no-flips"
+                                                                 : "; it was run without --no-flips";
       fail(
           "{}: this directory holds a run with different settings ({}{}); resume with the same settings or use "
           "another --out",

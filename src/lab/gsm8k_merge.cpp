@@ -9,6 +9,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "lab/gsm8k_eval.h"
+#include "lab/numerics_identity.h"
 #include "lab/results_log.h"
 
 namespace kvp {
@@ -36,8 +37,8 @@ MergeSummary merge_gsm8k(const std::vector<std::string>& dirs, const std::string
     manifests.push_back(read_manifest(d));
     if (auto diff = json_first_difference(manifests.front()["settings"], manifests.back()["settings"], "settings");
         !diff.empty())
-      fail("merge: {} and {} were run with different settings ({}); only shards of one study can be merged",
-           dirs.front(), d, diff);
+      fail("merge: {} and {} were run with different settings ({}{}); only shards of one study can be merged",
+           dirs.front(), d, diff, numerics_difference_hint(diff));
   }
   if (fs::exists(out_dir + "/" + kGsm8kResultsFile))
     fail("merge: {} already holds {}; merge into an empty directory", out_dir, kGsm8kResultsFile);

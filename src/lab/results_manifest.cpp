@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "lab/numerics_identity.h"
 #include "runtime/tokenizer_for_model.h"
 
 namespace kvp {
@@ -181,11 +182,13 @@ void check_results_manifest(const std::string& dir, const std::string& command, 
   }
   if (cmds.contains(command)) {
     const auto& entry = cmds[command];
-    if (auto d = json_first_difference(entry.value("settings", nlohmann::json()), settings, command + "/settings");
+    const auto recorded = with_numerics_of(entry.value("settings", nlohmann::json()), settings, manifest_path);
+    if (auto d = json_first_difference(recorded, settings, command + "/settings");
         !d.empty() && !files_with_results(dir, entry).empty())
-      fail("{}: this directory holds a {} run with different settings ({}); resume with the same settings or use "
-           "another --out",
-           manifest_path, command, d);
+      fail(
+          "{}: this directory holds a {} run with different settings ({}{}); resume with the same settings or use "
+          "another --out",
+          manifest_path, command, d, numerics_difference_hint(d));
   } else {
     for (const auto& f : result_files)
       if (has_content(path_in(dir, f)))

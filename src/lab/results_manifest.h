@@ -10,7 +10,8 @@
 //    "commands": {"compare": {"settings": {...}, "files": ["results.jsonl"]}, "profile": {...}, "patch": {...}}}
 //
 // "path" is kept for the reader but not compared: the same file reached by another path is the
-// same model. Everything else must match exactly, as long as there are records to protect: a run
+// same model. A command's settings carry the machine and switches that decide its sides' bits
+// (lab/numerics_identity.h). Everything else must match exactly, as long as there are records to protect: a run
 // that failed before writing any result (its "files" absent or empty) may be re-run otherwise.
 #include <nlohmann/json.hpp>
 #include <string>
