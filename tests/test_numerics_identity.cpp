@@ -127,6 +127,28 @@ TEST_F(NumericsFolder, CompareRefusesAnotherMachinesFolderAndOldFoldersAdoptThis
   EXPECT_FALSE(read_json(tmp_.file("p/manifest.json"))["commands"]["compare"]["settings"].contains("numerics"));
 }
 
+TEST_F(NumericsFolder, ProfileAndPatchRecordItAndRefuseAnotherMachinesResult) {
+  const std::string m = shared_ + "/models/stories260K/", out = tmp_.file("pp");
+  const std::string model = " --model " + shell_quoted(m + "stories260K.bin") + " --tokenizer " +
+                            shell_quoted(m + "tok512.bin") + " --out " + shell_quoted(out);
+  const auto profile = run_kvparity("profile --dtype fp16 --kernels invariant" + model);
+  ASSERT_EQ(profile.status, 0) << profile.err;
+  const auto patch = run_kvparity("patch --dtype fp16 --max-new-tokens 8 --step 2 --continuation 2" + model);
+  ASSERT_EQ(patch.status, 0) << patch.err;
+  auto manifest = read_json(out + "/manifest.json");
+  EXPECT_EQ(manifest["commands"]["profile"]["settings"]["numerics"],
+            numerics_identity({side(KernelPolicy::Invariant)}));
+  EXPECT_EQ(manifest["commands"]["patch"]["settings"]["numerics"], numerics_identity({side(KernelPolicy::Standard)}));
+
+  manifest["commands"]["profile"]["settings"]["numerics"]["cpu"]["invariant"]["simd"] = "elsewhere";
+  write_json(out + "/manifest.json", manifest);
+  const auto before = test::folder_snapshot(out);
+  const auto moved = run_kvparity("profile --dtype fp16 --kernels invariant" + model);
+  EXPECT_EQ(moved.status, 1) << moved.err;
+  EXPECT_NE(moved.err.find("profile/settings/numerics/cpu/invariant/simd"), std::string::npos) << moved.err;
+  EXPECT_EQ(test::folder_snapshot(out), before);
+}
+
 TEST_F(NumericsFolder, Gsm8kResumeAndMergeRefuseShardsOfAnotherMachine) {
   const std::string a = tmp_.file("s0"), b = tmp_.file("s1");
   ASSERT_EQ(run_kvparity(gsm8k(a, "--shard 0/2")).status, 0);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "lab/numerics_identity.h"
 #include "lab/results_manifest.h"
 #include "lab/side_step.h"
 #include "model/model.h"
@@ -180,6 +181,9 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
   nlohmann::json j = {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
                       {"threads", opts.threads}, {"step", opts.step}};
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
+  std::vector<RunSettings> sides;
+  for (const auto& [b, c] : profile_sides(opts)) sides.insert(sides.end(), {b, c});
+  if (auto numerics = numerics_identity(sides); !numerics.is_null()) j["numerics"] = numerics;
   return j;
 }
 

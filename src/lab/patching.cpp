@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/json_u64.h"
+#include "lab/numerics_identity.h"
 #include "lab/results_manifest.h"
 #include "lab/side_step.h"
 #include "model/model.h"
@@ -227,6 +228,8 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"continuation", opts.continuation},
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
+  const auto [b, c] = patch_sides(opts);
+  if (auto numerics = numerics_identity({b, c}); !numerics.is_null()) j["numerics"] = numerics;
   return j;
 }
 
