@@ -147,6 +147,17 @@ TEST_F(NumericsFolder, ProfileAndPatchRecordItAndRefuseAnotherMachinesResult) {
   EXPECT_EQ(moved.status, 1) << moved.err;
   EXPECT_NE(moved.err.find("profile/settings/numerics/cpu/invariant/simd"), std::string::npos) << moved.err;
   EXPECT_EQ(test::folder_snapshot(out), before);
+
+  // A profile written before the identity was kept: re-run (checked before and after the work) with one note.
+  manifest["commands"]["profile"]["settings"].erase("numerics");
+  write_json(out + "/manifest.json", manifest);
+  const auto old = run_kvparity("profile --dtype fp16 --kernels invariant" + model);
+  ASSERT_EQ(old.status, 0) << old.err;
+  const size_t first = old.err.find("recorded before the machine and switches");
+  ASSERT_NE(first, std::string::npos) << old.err;
+  EXPECT_EQ(old.err.find("recorded before the machine and switches", first + 1), std::string::npos) << old.err;
+  EXPECT_EQ(read_json(out + "/manifest.json")["commands"]["profile"]["settings"]["numerics"],
+            numerics_identity({side(KernelPolicy::Invariant)}));
 }
 
 TEST_F(NumericsFolder, Gsm8kResumeAndMergeRefuseShardsOfAnotherMachine) {

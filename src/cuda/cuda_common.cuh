@@ -2,6 +2,7 @@
 // Shared by the backend's .cu files: error checks, the process's stream, launch sizes, and (from
 // cuda_device_api.cuh) the device-side rounding and loads.
 #include <cstdint>
+#include <string>
 
 #include "core/dtype.h"
 #include "cuda/cuda_device_api.cuh"
@@ -18,6 +19,8 @@ cudaStream_t stream();
 int sm_count();
 // The open GPU's compute capability, 10 major + minor (90 on an H100).
 int compute_capability();
+// The open GPU's name ("NVIDIA H100 80GB HBM3").
+std::string gpu_name();
 
 // cudaFuncSetAttribute(MaxDynamicSharedMemorySize) once per kernel and size.
 void allow_smem(const void* kernel, size_t bytes);

@@ -108,6 +108,10 @@ int compute_capability() {
   open();
   return g_ctx.ok ? g_ctx.prop.major * 10 + g_ctx.prop.minor : 0;
 }
+std::string gpu_name() {
+  open();
+  return g_ctx.prop.name;
+}
 
 std::string describe() {
   open();

@@ -33,11 +33,7 @@ std::vector<std::pair<std::string, std::string>> numerics_identity(KernelPolicy 
   open();
   const std::string arch = "sm_" + std::to_string(compute_capability());
   if (policy == KernelPolicy::Standard) {
-    int device = 0;
-    KVP_CUDA_CHECK(cudaGetDevice(&device));
-    cudaDeviceProp p{};
-    KVP_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
-    return {{"gpu", std::string(p.name) + ", " + arch + ", " + std::to_string(p.multiProcessorCount) + " SMs"},
+    return {{"gpu", gpu_name() + ", " + arch + ", " + std::to_string(sm_count()) + " SMs"},
             {"cublas", cublas_version()},
             {"gemv", on_off(standard_gemv_on())},
             {"decode_split_keys", std::to_string(decode_split_keys())},

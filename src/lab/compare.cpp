@@ -192,7 +192,7 @@ nlohmann::json compare_settings(const CompareOptions& opts) {
                              {"max_new_tokens", opts.max_new_tokens},
                              {"seed", json_u64(opts.seed)},
                              {"stop_at_eos", opts.stop_at_eos}};
-  if (auto numerics = numerics_identity(sides); !numerics.is_null()) settings["numerics"] = numerics;
+  add_numerics_identity(settings, sides);
   return settings;
 }
 

@@ -236,7 +236,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   settings["candidate"] = opts.candidate.text();
   std::vector<RunSettings> sides;
   for (const Point& pt : grid) sides.insert(sides.end(), {pt.baseline, pt.candidate});
-  if (auto numerics = numerics_identity(sides); !numerics.is_null()) settings["numerics"] = numerics;
+  add_numerics_identity(settings, sides);
 
   // Open each checkpoint for its name, config, tokenizer and the prompt-length check (its weights
   // are built later, once per dtype a side needs: at 7B an fp32 copy here would cost 27 GB).

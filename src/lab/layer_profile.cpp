@@ -183,7 +183,7 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   std::vector<RunSettings> sides;
   for (const auto& [b, c] : profile_sides(opts)) sides.insert(sides.end(), {b, c});
-  if (auto numerics = numerics_identity(sides); !numerics.is_null()) j["numerics"] = numerics;
+  add_numerics_identity(j, sides);
   return j;
 }
 

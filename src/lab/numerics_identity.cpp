@@ -1,6 +1,9 @@
 #include "lab/numerics_identity.h"
 
 #include <iostream>
+#include <mutex>
+#include <set>
+#include <utility>
 
 #include "cuda/cuda_runtime_api.h"
 #include "kernels/simd_target.h"
@@ -23,12 +26,20 @@ nlohmann::json numerics_identity(const std::vector<RunSettings>& sides) {
   return id.empty() ? nlohmann::json() : id;
 }
 
+void add_numerics_identity(nlohmann::json& settings, const std::vector<RunSettings>& sides) {
+  if (auto numerics = numerics_identity(sides); !numerics.is_null()) settings["numerics"] = std::move(numerics);
+}
+
 nlohmann::json with_numerics_of(nlohmann::json recorded, const nlohmann::json& now, const std::string& where) {
   if (recorded.is_object() && !recorded.contains("numerics") && now.is_object() && now.contains("numerics")) {
-    std::cerr << "note: " << where
-              << ": recorded before the machine and switches that decide the bits were kept; this run "
-                 "records its own ("
-              << now["numerics"].dump() << ")\n";
+    static std::mutex mu;
+    static std::set<std::string> noted;
+    std::lock_guard<std::mutex> lock(mu);
+    if (noted.insert(where).second)
+      std::cerr << "note: " << where
+                << ": recorded before the machine and switches that decide the bits were kept; this run "
+                   "records its own ("
+                << now["numerics"].dump() << ")\n";
     recorded["numerics"] = now["numerics"];
   }
   return recorded;

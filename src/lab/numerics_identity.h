@@ -21,10 +21,13 @@ namespace kvp {
 // of such sides keeps the settings it had before this existed). A CUDA side opens the GPU, and
 // refuses as a CUDA side does where there is none (or in a build without CUDA).
 nlohmann::json numerics_identity(const std::vector<RunSettings>& sides);
+// settings["numerics"] = numerics_identity(sides), where there is one.
+void add_numerics_identity(nlohmann::json& settings, const std::vector<RunSettings>& sides);
 
 // The settings a folder recorded, as this run compares them: a folder written before the identity
-// was recorded (2026-11-28) takes this run's, with a note on stderr naming `where`, since nothing
-// can be checked against what was never kept; everything else is left as recorded.
+// was recorded (2026-11-28) takes this run's, with a note on stderr naming `where` (once per
+// process: profile and patch check their folder before and after the work), since nothing can be
+// checked against what was never kept; everything else is left as recorded.
 nlohmann::json with_numerics_of(nlohmann::json recorded, const nlohmann::json& now, const std::string& where);
 
 // What to add to a refusal whose first difference (json_first_difference's "path: a vs b") lies in

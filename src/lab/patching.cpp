@@ -229,7 +229,7 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   const auto [b, c] = patch_sides(opts);
-  if (auto numerics = numerics_identity({b, c}); !numerics.is_null()) j["numerics"] = numerics;
+  add_numerics_identity(j, {b, c});
   return j;
 }
 
