@@ -112,7 +112,7 @@ BIN=.devbin
 usable() { "$BIN/kvparity" --version >/dev/null 2>&1 && "$BIN/kvparity_cuda_tests" --gtest_list_tests >/dev/null 2>&1; }
 native_build() {
   tmo 60 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVPARITY_SHARED="$KVPARITY_SHARED" \
-    -DKVPARITY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DKVPARITY_PYTHON=OFF >"$L/build.log" 2>&1 &&
+    -DKVPARITY_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a -DKVPARITY_PYTHON=OFF -DKVPARITY_CPU_SUITE=OFF >"$L/build.log" 2>&1 &&
     tmo 400 cmake --build build-cuda -j16 --target kvparity kvparity_cuda_tests kvparity_bench >>"$L/build.log" 2>&1
   local rc=$?
   tail -5 "$L/build.log"

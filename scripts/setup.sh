@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 PKGS=(build-essential cmake g++ pkg-config ninja-build
       nlohmann-json3-dev libcli11-dev libfmt-dev libhwy-dev libpcre2-dev libssl-dev
       libgtest-dev libgmock-dev libbenchmark-dev
+      libboost-context-dev  # the CPU suite's fibers that run CUDA kernels' source (src/cuda/simt_host.h)
       python3 python3-numpy python3-sentencepiece
       python3-dev pybind11-dev python3-pytest python3-matplotlib  # the Python package (python/)
       clang libclang-rt-dev  # clang + libFuzzer/ASan runtimes: the sanitizer CI stage and fuzz/

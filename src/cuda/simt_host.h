@@ -11,19 +11,34 @@
 // whole). wgmma, mbarriers and TMA are simt_host_hopper.h's, included from here.
 // Never included by nvcc (cuda_device_api.cuh includes the real headers there).
 #include <algorithm>
-#include <ucontext.h>
-
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstdint>
 #include <cstring>
 #include <memory>
-#include <unordered_map>
 #include <stdexcept>
+#include <unordered_map>
 #include <vector>
 
 #include "core/dtype.h"
+
+// How a fiber and the scheduler hand the OS thread to each other. Boost.Context's fcontext saves
+// the callee-saved registers and nothing else; glibc's swapcontext also makes a sigprocmask system
+// call per switch, which was 85% of the emulation's time (the CPU suite's slowest tests). Under
+// AddressSanitizer, swapcontext: ASan intercepts it (and would not see an fcontext switch).
+#if defined(__SANITIZE_ADDRESS__)
+#define KVP_SIMT_UCONTEXT 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define KVP_SIMT_UCONTEXT 1
+#endif
+#endif
+#ifdef KVP_SIMT_UCONTEXT
+#include <ucontext.h>
+#else
+#include <boost/context/fiber.hpp>
+#endif
 
 #define __global__
 #define __device__
@@ -70,7 +85,67 @@ inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 h) { return h.bits; }
 
 namespace kvp::simt {
 
-// A block's threads are fibers (ucontext) run by one OS thread: each runs until it waits at a
+// One fiber's execution context on a stack it is given (kept from launch to launch): start() makes
+// it run fn(arg) at the next enter(); enter() runs it until it calls leave() or fn returns.
+#ifdef KVP_SIMT_UCONTEXT
+class FiberContext {
+ public:
+  void start(char* stack, size_t size, void (*fn)(void*), void* arg) {
+    fn_ = fn, arg_ = arg;
+    getcontext(&self_);
+    self_.uc_stack.ss_sp = stack;
+    self_.uc_stack.ss_size = size;
+    self_.uc_link = nullptr;
+    const auto at = uintptr_t(this);  // makecontext passes int arguments
+    makecontext(&self_, reinterpret_cast<void (*)()>(&entry), 2, unsigned(at & 0xffffffffu), unsigned(at >> 32));
+  }
+  void enter() { swapcontext(&scheduler_, &self_); }
+  void leave() { swapcontext(&self_, &scheduler_); }
+
+ private:
+  static void entry(unsigned lo, unsigned hi) {
+    auto* self = reinterpret_cast<FiberContext*>((uintptr_t(hi) << 32) | uintptr_t(lo));
+    self->fn_(self->arg_);
+    for (;;) self->leave();  // never entered again
+  }
+  ucontext_t self_, scheduler_;
+  void (*fn_)(void*) = nullptr;
+  void* arg_ = nullptr;
+};
+#else
+class FiberContext {
+ public:
+  void start(char* stack, size_t size, void (*fn)(void*), void* arg) {
+    self_ = {};  // a fiber left suspended (a launch that threw) unwinds before its stack is reused
+    self_ = boost::context::fiber(std::allocator_arg, GivenStack{stack, size},
+                                  [this, fn, arg](boost::context::fiber&& scheduler) {
+                                    scheduler_ = std::move(scheduler);
+                                    fn(arg);
+                                    return std::move(scheduler_);
+                                  });
+  }
+  void enter() { self_ = std::move(self_).resume(); }
+  void leave() { scheduler_ = std::move(scheduler_).resume(); }
+
+ private:
+  // Boost.Context's stack allocator concept over a stack the caller owns.
+  struct GivenStack {
+    char* base;
+    size_t size;
+    boost::context::stack_context allocate() {
+      boost::context::stack_context sc;
+      sc.size = size;
+      sc.sp = base + size;  // the top: the stack grows down
+      return sc;
+    }
+    void deallocate(boost::context::stack_context&) noexcept {}
+  };
+  boost::context::fiber self_;       // this fiber, while the scheduler runs
+  boost::context::fiber scheduler_;  // the scheduler, while this fiber runs
+};
+#endif
+
+// A block's threads are fibers run by one OS thread: each runs until it waits at a
 // barrier (a __syncthreads, a __syncwarp, either half of a shuffle or of an mma exchange) or ends;
 // a barrier opens when every thread of its warp (or block) that has not ended waits there. Blocks
 // run one after another. Deterministic, and cheap enough for the CPU suite.
@@ -101,8 +176,8 @@ struct PendingWgmma {
 };
 
 struct Fiber {
-  ucontext_t ctx;
   std::unique_ptr<char[]> stack;
+  FiberContext ctx;  // after the stack: destroyed first, while a suspended fiber's stack still exists
   Wait wait = Wait::None;
   std::vector<PendingCopy> copies;
   unsigned committed = 0;  // commit groups closed so far
@@ -133,7 +208,6 @@ struct Block {
   unsigned threads = 0;
   std::vector<Fiber> fibers;
   std::vector<Warp> warps;
-  ucontext_t scheduler;
   unsigned current = 0;
   Schedule schedule = Schedule::Lockstep;
 };
@@ -155,8 +229,9 @@ inline size_t dynamic_bytes = 0;
 // Waits at the warp's (or the block's) barrier: back to the scheduler until it opens.
 inline void wait_at(Wait w) {
   Block& b = *tls.blk;
-  b.fibers[b.current].wait = w;
-  swapcontext(&b.fibers[b.current].ctx, &b.scheduler);
+  Fiber& f = b.fibers[b.current];
+  f.wait = w;
+  f.ctx.leave();
 }
 
 // Lane `src`'s value of v, as every lane of the warp reads it at once.
@@ -215,16 +290,14 @@ inline bool release(Block& b) {
 }
 
 template <class Body>
-void fiber_entry(unsigned lo, unsigned hi) {
-  const auto* body = reinterpret_cast<const Body*>((uintptr_t(hi) << 32) | uintptr_t(lo));
-  (*body)();
+void fiber_entry(void* body) {
+  (*static_cast<const Body*>(body))();
   Block& b = *tls.blk;
   b.fibers[b.current].wait = Wait::Done;
-  swapcontext(&b.fibers[b.current].ctx, &b.scheduler);
 }
 
-// Runs one block's fibers (entry(lo, hi) each) until every one has ended.
-inline void run_block(Block& b, dim3 block, void (*entry)(), unsigned lo, unsigned hi) {
+// Runs one block's fibers (entry(arg) each) until every one has ended.
+inline void run_block(Block& b, dim3 block, void (*entry)(void*), void* arg) {
   constexpr size_t kStack = size_t(64) << 10;  // the kernels' frames are a few KB
   b.mbarriers.clear();
   for (unsigned t = 0; t < b.threads; ++t) {
@@ -235,17 +308,13 @@ inline void run_block(Block& b, dim3 block, void (*entry)(), unsigned lo, unsign
     f.committed = 0;
     f.mmas.clear();
     f.mma_committed = 0;
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = f.stack.get();
-    f.ctx.uc_stack.ss_size = kStack;
-    f.ctx.uc_link = nullptr;
-    makecontext(&f.ctx, entry, 2, lo, hi);
+    f.ctx.start(f.stack.get(), kStack, entry, arg);
   }
   auto run = [&](unsigned t) {
     if (b.fibers[t].wait != Wait::None) return false;
     b.current = t;
     tls.thread = dim3(t % block.x, t / block.x % block.y, t / (block.x * block.y));
-    swapcontext(&b.scheduler, &b.fibers[t].ctx);
+    b.fibers[t].ctx.enter();
     return true;
   };
   for (;;) {
@@ -281,7 +350,6 @@ void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
   tls.blk = &b;
   auto body = [&] { kernel(args...); };
   ++launches;
-  const auto addr = uintptr_t(&body);
   // The GPU runs a grid's blocks in no set order, so neither does this from launch to launch:
   // increasing, decreasing, or the even ones then the odd ones. A kernel whose blocks hand work
   // to whichever finishes last (a counter) has a different last block in each.
@@ -293,8 +361,7 @@ void launch(dim3 grid, dim3 block, Kernel kernel, Args... args) {
     tls.block = dim3(bx, by, bz);
     b.schedule = Schedule((launches + bx + by + bz) % 3);
     if (dynamic_bytes > 0) std::memset(dynamic_buffer.data(), 0xff, dynamic_bytes);
-    run_block(b, block, reinterpret_cast<void (*)()>(&fiber_entry<decltype(body)>), unsigned(addr & 0xffffffffu),
-              unsigned(addr >> 32));
+    run_block(b, block, &fiber_entry<decltype(body)>, &body);
   }
 }
 
