@@ -5,7 +5,8 @@
 # Usage: fuzz/run_all.sh [SECONDS=60] [target ...]
 # Env: FUZZ_BUILD (build dir, default build-fuzz), FUZZ_WORK (corpora and findings, default
 #      build-fuzz/work), KVPARITY_SHARED (shared models used as extra seeds, default ../shared),
-#      FUZZ_JOBS (parallel builds, default 2), FUZZ_NO_BUILD=1 (run the targets as built).
+#      FUZZ_JOBS (parallel builds, default 2), FUZZ_PARALLEL (targets fuzzing at once, default
+#      the cores), FUZZ_NO_BUILD=1 (run the targets as built).
 # Exit status: 0 when no target found a crash, leak, timeout or out-of-memory; 1 otherwise.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -39,27 +40,44 @@ bash fuzz/make_corpus.sh "$WORK/seeds" "$KVP" >/dev/null || exit 2
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
-status=0
-rows=()
-for t in "${TARGETS[@]}"; do
-  corpus="$WORK/corpus/$t"
-  found="$WORK/findings/$t"
+# Each target alone on a core: FUZZ_PARALLEL targets at once (default: the cores), each for SECS.
+run_target() {
+  local t=$1 corpus="$WORK/corpus/$1" found="$WORK/findings/$1" log="$WORK/$1.log"
   mkdir -p "$corpus" "$found"
-  seeds=()
+  local seeds=()
   [ -d "$WORK/seeds/$t" ] && seeds+=("$WORK/seeds/$t")
   [ -d "fuzz/corpus/$t" ] && seeds+=("fuzz/corpus/$t")
   [ -d "fuzz/regressions/$t" ] && seeds+=("fuzz/regressions/$t")
-  log="$WORK/$t.log"
   # -rss_limit_mb / -malloc_limit_mb: an input that makes a parser allocate far beyond its size
   # counts as a finding; -timeout: one input taking longer than 10 s is a hang.
   "$BUILD/fuzz/$t" "$corpus" "${seeds[@]}" -max_total_time="$SECS" -timeout=10 -rss_limit_mb=2560 \
     -malloc_limit_mb=1024 -max_len=1048576 -print_final_stats=1 -artifact_prefix="$found/" \
     >"$log" 2>&1
-  rc=$?
+  echo $? >"$WORK/$t.rc"
+}
+PARALLEL="${FUZZ_PARALLEL:-$(nproc)}"
+running=0
+for t in "${TARGETS[@]}"; do
+  if ((running >= PARALLEL)); then
+    wait -n
+    running=$((running - 1))
+  fi
+  rm -f "$WORK/$t.rc"  # none written: the target did not finish (counted as a failure)
+  run_target "$t" &
+  running=$((running + 1))
+done
+wait
+
+status=0
+rows=()
+for t in "${TARGETS[@]}"; do
+  found="$WORK/findings/$t"
+  log="$WORK/$t.log"
+  rc=$(cat "$WORK/$t.rc" 2>/dev/null || echo 2)
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
   nfind=$(find "$found" -type f | wc -l)
-  ncorp=$(find "$corpus" -type f | wc -l)
+  ncorp=$(find "$WORK/corpus/$t" -type f | wc -l)
   [ "$rc" -ne 0 ] && status=1
   rows+=("$(printf '%-24s %12s %8s %8s %9s %4s' "$t" "${execs:-?}" "${cov:-?}" "$ncorp" "$nfind" "$rc")")
   if [ "$rc" -ne 0 ]; then

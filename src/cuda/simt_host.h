@@ -23,21 +23,19 @@
 
 #include "core/dtype.h"
 
-// How a fiber and the scheduler hand the OS thread to each other. Boost.Context's fcontext saves
-// the callee-saved registers and nothing else; glibc's swapcontext also makes a sigprocmask system
-// call per switch, which was 85% of the emulation's time (the CPU suite's slowest tests). Under
-// AddressSanitizer, swapcontext: ASan intercepts it (and would not see an fcontext switch).
+// Fibers switch through Boost.Context's fcontext, which saves the callee-saved registers and
+// nothing else (glibc's swapcontext also makes a sigprocmask system call per switch: 85% of the
+// emulation's time). Under AddressSanitizer each switch is announced to it (FiberContext).
+#include <boost/context/fiber.hpp>
 #if defined(__SANITIZE_ADDRESS__)
-#define KVP_SIMT_UCONTEXT 1
+#define KVP_SIMT_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define KVP_SIMT_UCONTEXT 1
+#define KVP_SIMT_ASAN 1
 #endif
 #endif
-#ifdef KVP_SIMT_UCONTEXT
-#include <ucontext.h>
-#else
-#include <boost/context/fiber.hpp>
+#ifdef KVP_SIMT_ASAN
+#include <sanitizer/common_interface_defs.h>
 #endif
 
 #define __global__
@@ -87,45 +85,34 @@ namespace kvp::simt {
 
 // One fiber's execution context on a stack it is given (kept from launch to launch): start() makes
 // it run fn(arg) at the next enter(); enter() runs it until it calls leave() or fn returns.
-#ifdef KVP_SIMT_UCONTEXT
-class FiberContext {
- public:
-  void start(char* stack, size_t size, void (*fn)(void*), void* arg) {
-    fn_ = fn, arg_ = arg;
-    getcontext(&self_);
-    self_.uc_stack.ss_sp = stack;
-    self_.uc_stack.ss_size = size;
-    self_.uc_link = nullptr;
-    const auto at = uintptr_t(this);  // makecontext passes int arguments
-    makecontext(&self_, reinterpret_cast<void (*)()>(&entry), 2, unsigned(at & 0xffffffffu), unsigned(at >> 32));
-  }
-  void enter() { swapcontext(&scheduler_, &self_); }
-  void leave() { swapcontext(&self_, &scheduler_); }
-
- private:
-  static void entry(unsigned lo, unsigned hi) {
-    auto* self = reinterpret_cast<FiberContext*>((uintptr_t(hi) << 32) | uintptr_t(lo));
-    self->fn_(self->arg_);
-    for (;;) self->leave();  // never entered again
-  }
-  ucontext_t self_, scheduler_;
-  void (*fn_)(void*) = nullptr;
-  void* arg_ = nullptr;
-};
-#else
+// Under ASan every switch is bracketed by __sanitizer_start/finish_switch_fiber, which tell it the
+// stack the thread moves to (otherwise it takes the fiber's frames for the scheduler's, and back).
 class FiberContext {
  public:
   void start(char* stack, size_t size, void (*fn)(void*), void* arg) {
     self_ = {};  // a fiber left suspended (a launch that threw) unwinds before its stack is reused
+    stack_ = stack, size_ = size;
     self_ = boost::context::fiber(std::allocator_arg, GivenStack{stack, size},
                                   [this, fn, arg](boost::context::fiber&& scheduler) {
+                                    finish_switch(nullptr, &scheduler_stack_, &scheduler_size_);
                                     scheduler_ = std::move(scheduler);
                                     fn(arg);
+                                    start_switch(nullptr, scheduler_stack_, scheduler_size_);  // for good
                                     return std::move(scheduler_);
                                   });
   }
-  void enter() { self_ = std::move(self_).resume(); }
-  void leave() { scheduler_ = std::move(scheduler_).resume(); }
+  void enter() {
+    void* fake = nullptr;
+    start_switch(&fake, stack_, size_);
+    self_ = std::move(self_).resume();
+    finish_switch(fake, nullptr, nullptr);
+  }
+  void leave() {
+    void* fake = nullptr;
+    start_switch(&fake, scheduler_stack_, scheduler_size_);
+    scheduler_ = std::move(scheduler_).resume();
+    finish_switch(fake, &scheduler_stack_, &scheduler_size_);
+  }
 
  private:
   // Boost.Context's stack allocator concept over a stack the caller owns.
@@ -140,10 +127,24 @@ class FiberContext {
     }
     void deallocate(boost::context::stack_context&) noexcept {}
   };
+#ifdef KVP_SIMT_ASAN
+  static void start_switch(void** fake, const void* bottom, size_t size) {
+    __sanitizer_start_switch_fiber(fake, bottom, size);
+  }
+  static void finish_switch(void* fake, const void** bottom, size_t* size) {
+    __sanitizer_finish_switch_fiber(fake, bottom, size);
+  }
+#else
+  static void start_switch(void**, const void*, size_t) {}
+  static void finish_switch(void*, const void**, size_t*) {}
+#endif
   boost::context::fiber self_;       // this fiber, while the scheduler runs
   boost::context::fiber scheduler_;  // the scheduler, while this fiber runs
+  const void* stack_ = nullptr;      // this fiber's stack (its lowest address) and size
+  size_t size_ = 0;
+  const void* scheduler_stack_ = nullptr;  // the scheduler's, as ASan last reported it
+  size_t scheduler_size_ = 0;
 };
-#endif
 
 // A block's threads are fibers run by one OS thread: each runs until it waits at a
 // barrier (a __syncthreads, a __syncwarp, either half of a shuffle or of an mma exchange) or ends;
