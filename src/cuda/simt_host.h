@@ -438,25 +438,21 @@ inline void mma16816(bool bf16, float (&c)[4], uint32_t a0, uint32_t a1, uint32_
     const auto v = uint16_t(hi ? word >> 16 : word & 0xffffu);
     return bf16 ? bf16_to_f32(v) : f16_to_f32(v);
   };
-  float A[16][16], B[16][8];
-  for (int L = 0; L < 32; ++L) {
-    const int g = L / 4, t = L % 4;
-    const uint32_t* f = w.frag[L];
-    for (int e = 0; e < 2; ++e) {
-      A[g][2 * t + e] = h(f[0], e);
-      A[g + 8][2 * t + e] = h(f[1], e);
-      A[g][2 * t + 8 + e] = h(f[2], e);
-      A[g + 8][2 * t + 8 + e] = h(f[3], e);
-      B[2 * t + e][g] = h(f[4], e);
-      B[2 * t + 8 + e][g] = h(f[5], e);
-    }
+  // This lane's A rows g, g + 8 and B columns 2t, 2t + 1, from the lanes that hold them: element k
+  // of a row (column) is in lane q = k % 8 / 2 of the row's (column's) group of four, half k % 2,
+  // of the register for k < 8 or of the one after it for k >= 8.
+  const int g = lane / 4, t = lane % 4;
+  float A[2][16], B[2][16];
+  for (int k = 0; k < 16; ++k) {
+    const int q = k % 8 / 2, e = k % 2, hi = k / 8;
+    A[0][k] = h(w.frag[4 * g + q][hi ? 2 : 0], e);
+    A[1][k] = h(w.frag[4 * g + q][hi ? 3 : 1], e);
+    for (int n = 0; n < 2; ++n) B[n][k] = h(w.frag[4 * (2 * t + n) + q][hi ? 5 : 4], e);
   }
   wait_at(Wait::Warp);
-  const int g = lane / 4, t = lane % 4;
-  for (int i = 0; i < 4; ++i) {
-    const int r = g + 8 * (i / 2), n = 2 * t + i % 2;
+  for (int i = 0; i < 4; ++i) {  // c[i]: row g + 8 (i / 2), column 2t + i % 2
     float acc = c[i];
-    for (int k = 0; k < 16; ++k) acc = std::fma(A[r][k], B[k][n], acc);
+    for (int k = 0; k < 16; ++k) acc = std::fma(A[i / 2][k], B[i % 2][k], acc);
     c[i] = acc;
   }
 }

@@ -40,16 +40,22 @@ inline float wgmma_operand(uint64_t desc, int row, int k, bool bf16) {
   std::memcpy(&v, reinterpret_cast<const unsigned char*>(dynamic_buffer.data()) + at, 2);
   return bf16 ? bf16_to_f32(v) : f16_to_f32(v);
 }
+// Each operand value is read once (a thread's two A rows, then each B column for both rows).
 inline void wgmma_run(const PendingWgmma& p) {
   const int t = int(tls.thread.x % 128), w = t / 32, lane = t % 32;
-  for (int r = 0; r < p.n / 2; ++r) {
-    const int j = r / 4, h = r / 2 % 2, e = r % 2;
-    const int row = 16 * w + lane / 4 + 8 * h, col = 8 * j + 2 * (lane % 4) + e;
-    float acc = p.d[r];
-    for (int k = 0; k < 16; ++k)
-      acc = std::fma(wgmma_operand(p.a, row, k, p.bf16), wgmma_operand(p.b, col, k, p.bf16), acc);
-    p.d[r] = acc;
-  }
+  float a[2][16], b[16];
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 16; ++k) a[h][k] = wgmma_operand(p.a, 16 * w + lane / 4 + 8 * h, k, p.bf16);
+  for (int j = 0; j < p.n / 8; ++j)
+    for (int e = 0; e < 2; ++e) {
+      for (int k = 0; k < 16; ++k) b[k] = wgmma_operand(p.b, 8 * j + 2 * (lane % 4) + e, k, p.bf16);
+      for (int h = 0; h < 2; ++h) {
+        float& d = p.d[4 * j + 2 * h + e];
+        float acc = d;
+        for (int k = 0; k < 16; ++k) acc = std::fma(a[h][k], b[k], acc);
+        d = acc;
+      }
+    }
 }
 inline void wgmma_issue(bool bf16, float* d, int n, uint64_t a, uint64_t b) {
   Block& blk = *tls.blk;
