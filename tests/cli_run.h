@@ -37,5 +37,9 @@ inline CliRun run_command(const std::string& cmd) {
 
 // `args` is passed through /bin/sh: quote paths with shell_quoted().
 inline CliRun run_kvparity(const std::string& args) { return run_command(std::string(KVPARITY_BIN) + " " + args); }
+// The short forms the CLI tests use (`using test::kvparity; using test::q;`): one definition, so
+// that test files compiled together (the unity build) do not define them twice.
+inline CliRun kvparity(const std::string& args) { return run_kvparity(args); }
+inline std::string q(const std::string& s) { return shell_quoted(s); }
 
 }  // namespace kvp::test

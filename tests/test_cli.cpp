@@ -18,8 +18,8 @@ namespace {
 
 using CliRun = test::CliRun;
 
-CliRun kvparity(const std::string& args) { return test::run_kvparity(args); }
-std::string q(const std::string& s) { return test::shell_quoted(s); }
+using test::kvparity;
+using test::q;
 
 TEST(Cli, GenerateGreedyTextMatchesTheReference) {
   KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");

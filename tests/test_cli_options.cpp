@@ -20,8 +20,8 @@ namespace {
 
 using CliRun = test::CliRun;
 
-CliRun kvparity(const std::string& args) { return test::run_kvparity(args); }
-std::string q(const std::string& s) { return test::shell_quoted(s); }
+using test::kvparity;
+using test::q;
 
 // Exit 2 with every one of `names` on stderr, in one "error:" line.
 void expect_usage(const std::string& args, std::initializer_list<const char*> names) {

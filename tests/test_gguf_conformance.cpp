@@ -25,7 +25,7 @@ constexpr const char* kPython = "/usr/bin/python3";
 
 using ProcResult = test::CliRun;
 
-std::string q(const std::string& s) { return test::shell_quoted(s); }
+using test::q;
 
 ProcResult run(const std::string& cmd) { return test::run_command(cmd); }
 

@@ -25,7 +25,7 @@ using test::TempDir;
 
 using CliResult = test::CliRun;
 
-CliResult kvparity(const std::string& args) { return test::run_kvparity(args); }
+using test::kvparity;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -24,8 +24,8 @@ using nlohmann::json;
 
 using CliResult = test::CliRun;
 
-CliResult kvparity(const std::string& args) { return test::run_kvparity(args); }
-std::string q(const std::string& s) { return test::shell_quoted(s); }
+using test::kvparity;
+using test::q;
 
 std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -271,8 +271,8 @@ TEST(Stopping, Llama2cBinStopsAtBosButItsHfConversionRunsOn) {
 
 using CliRun = test::CliRun;
 
-CliRun kvparity(const std::string& args) { return test::run_kvparity(args); }
-std::string q(const std::string& s) { return test::shell_quoted(s); }
+using test::kvparity;
+using test::q;
 
 // What karpathy/llama2.c's run.c (snapshot 350e04fe, built with `gcc -O2 -o run run.c -lm`) prints:
 //   ./run stories260K.bin -z tok512.bin -t 0 -n 512 -i ""         (BOS at position 346 of 512)

@@ -28,7 +28,7 @@ using json = nlohmann::json;
 using Ids = std::vector<int>;
 using test::CliRun;
 
-std::string q(const std::string& s) { return test::shell_quoted(s); }
+using test::q;
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
