@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <random>
 
+#include "checking_build.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
 #include "io/hf_config.h"
@@ -511,7 +512,9 @@ void mutate_all(const std::vector<uint8_t>& good, F&& parse) {
     try { parse(cut); } catch (const Error&) {}
   }
   std::mt19937 rng(1234);
-  for (int iter = 0; iter < 3000; ++iter) {
+  // The sanitizer build, whose fuzz stage mutates these parsers' inputs for longer, takes a third.
+  const int mutations = test::kCheckingBuild ? 1000 : 3000;
+  for (int iter = 0; iter < mutations; ++iter) {
     auto b = good;
     int flips = 1 + int(rng() % 4);
     for (int k = 0; k < flips; ++k) {
