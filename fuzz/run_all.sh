@@ -85,7 +85,10 @@ for t in "${TARGETS[@]}"; do
     grep -E 'ERROR|SUMMARY|terminate|what\(\)|Test unit written' "$log" | head -8 >&2
   fi
 done
-printf '\n%-24s %12s %8s %8s %9s %4s\n' target executions cov corpus findings rc
+printf '\n%-24s %12s %8s %8s %9s %4s\n' target executions cov new findings rc
 printf '%s\n' "${rows[@]}"
-echo "(${SECS} s per target; findings in $WORK/findings/<target>/)"
+# libFuzzer writes to the first corpus folder only the inputs this run found new coverage with;
+# the seeds and fuzz/corpus/ it loads stay where they are. A 0 in `new` is a run the committed
+# corpus already covered (fuzz_llama2c's fixed-layout parser, typically), not an empty corpus.
+echo "(${SECS} s per target; new: inputs this run added to $WORK/corpus/<target>/; findings in $WORK/findings/<target>/)"
 exit $status
