@@ -2,6 +2,7 @@
 #include <string>
 
 #include "core/env.h"
+#include "cuda/cuda_cublas.h"
 #include "cuda/cuda_gemm_launches.cuh"
 #include "cuda/cuda_ops.h"
 
@@ -19,8 +20,8 @@ size_t blas_workspace_bytes() {
 
 void cublas_check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    fail_input(std::string("cuBLAS error in ") + what + ": " + cublasGetStatusName(s) + " (" +
-               cublasGetStatusString(s) + ")");
+    fail_input(std::string("cuBLAS error in ") + what + ": " + cublas().status_name(s) + " (" +
+               cublas().status_string(s) + ")");
 }
 
 cudaDataType cuda_type(int store) { return store == kF32 ? CUDA_R_32F : store == kF16 ? CUDA_R_16F : CUDA_R_16BF; }
@@ -32,16 +33,19 @@ std::atomic<size_t> g_out16_queued{0};
 size_t gemm_out16_queued() { return g_out16_queued; }
 
 GemmLaunches::GemmLaunches(KernelPolicy policy, PassGraphs& graphs) : policy_(policy), graphs_(graphs) {
-  cublas_check(cublasCreate(&blas_), "cublasCreate");
-  cublas_check(cublasSetStream(blas_, stream()), "cublasSetStream");
+  const Cublas& api = cublas();
+  cublas_check(api.create(&blas_), "cublasCreate");
+  cublas_check(api.set_stream(blas_, stream()), "cublasSetStream");
   // Default math: fp32 GEMMs in IEEE fp32 (TF32 only when asked for, and it never is).
-  cublas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  cublas_check(api.set_math_mode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
   // A workspace of our own: cuBLAS must not allocate while a graph is being captured.
   const size_t ws = blas_workspace_bytes();
-  cublas_check(cublasSetWorkspace(blas_, ws > 0 ? workspace_.ensure(ws) : nullptr, ws), "cublasSetWorkspace");
+  cublas_check(api.set_workspace(blas_, ws > 0 ? workspace_.ensure(ws) : nullptr, ws), "cublasSetWorkspace");
 }
 
-GemmLaunches::~GemmLaunches() { cublasDestroy(blas_); }
+GemmLaunches::~GemmLaunches() {
+  if (blas_ != nullptr) cublas().destroy(blas_);
+}
 
 void GemmLaunches::gemm(const float* x, const void* xa, int M, const void* wp, int store, int K, int N, GemmOut y,
                         bool tensor_cores, void* y16) {
@@ -76,10 +80,11 @@ void GemmLaunches::gemm(const float* x, const void* xa, int M, const void* wp, i
   if (y16 != nullptr) ++g_out16_queued;
   void* c = y16 != nullptr ? y16 : static_cast<void*>(yp);
   const cudaDataType ct = y16 != nullptr ? t : CUDA_R_32F;
+  const auto gemm_ex = cublas().gemm_ex;
   graphs_.submit(signature(kGemm, wp, xa, c, M, N, K, t, ct), [=] {
     const float one = 1.0f, zero = 0.0f;
-    cublas_check(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, wp, t, K, xa, t, K, &zero, c, ct, N,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    cublas_check(gemm_ex(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, wp, t, K, xa, t, K, &zero, c, ct, N,
+                         CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
   });
 }

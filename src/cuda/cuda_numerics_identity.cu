@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/cuda_common.cuh"
+#include "cuda/cuda_cublas.h"
 #include "cuda/cuda_runtime_api.h"
 #include "kernels/kernels.h"
 
@@ -18,9 +19,9 @@ namespace {
 
 std::string cublas_version() {
   int major = 0, minor = 0, patch = 0;
-  if (cublasGetProperty(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS ||
-      cublasGetProperty(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
-      cublasGetProperty(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS)
+  const auto get = cublas().get_property;  // the library the GEMMs run, not the headers' version
+  if (get(MAJOR_VERSION, &major) != CUBLAS_STATUS_SUCCESS || get(MINOR_VERSION, &minor) != CUBLAS_STATUS_SUCCESS ||
+      get(PATCH_LEVEL, &patch) != CUBLAS_STATUS_SUCCESS)
     return "unknown";
   return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
 }
