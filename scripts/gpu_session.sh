@@ -170,7 +170,10 @@ for ((i = 0; i < ${#plan[@]}; i += 2)); do
     info)
       stage info
       nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv | tee "$L/info.log"
-      "$K" --version | tee -a "$L/info.log" ;;
+      "$K" --version | tee -a "$L/info.log"
+      # cuBLAS is opened at the first GEMM (src/cuda/cuda_cublas.h): say now whether it opens here.
+      "$BIN/kvparity_cuda_tests" --gtest_filter='CudaCublas.*' 2>&1 | grep -E "^\[  (FAILED|PASSED) |error|Failure" |
+        tee -a "$L/info.log" ;;
     build) stage build; native_build; K="$BIN/kvparity" ;;
     tests)
       f=${arg:-'*'}
