@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "core/build_info.h"
 #include "core/error.h"
 
 namespace {
@@ -37,9 +38,9 @@ void check_subcommand_names(const CLI::App& app, int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"kvparity — KV-cache numerics lab: cache-ON vs cache-OFF decoding on CPU"};
+  CLI::App app{"kvparity — KV-cache numerics lab: cache-ON vs cache-OFF decoding on CPU and CUDA GPUs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kvparity 0.1.0");
+  app.set_version_flag("--version", kvp::build_description());
   // Inherited by every subcommand added below: defaults shown in --help, one-line "error:" messages.
   app.option_defaults()->always_capture_default();
   auto formatter = std::make_shared<kvp::cli::HelpFormatter>();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "lab/gsm8k_eval.h"
 #include "lab/gsm8k_prompt.h"
@@ -61,6 +62,15 @@ TEST(Gsm8kCli, ShardsMergeToTheUnshardedResult) {
     const CliResult r = kvparity(small_eval(shared, t.file("s" + std::to_string(i)), fmt::format("--shard {}/3", i)));
     ASSERT_EQ(r.status, 0) << r.err;
   }
+  // The builds that wrote each shard (core/build_info.h): the merge lists them all, once each.
+  auto manifest_of = [&](const std::string& dir) {
+    std::ifstream f(t.file(dir + "/gsm8k_manifest.json"));
+    return nlohmann::json::parse(f);
+  };
+  EXPECT_EQ(manifest_of("s0")["built_by"], nlohmann::json::array({build_description()}));
+  auto s1 = manifest_of("s1");
+  s1["built_by"] = {"kvparity 0.0.9 (commit old, GNU 11.0.0, without CUDA)", build_description()};
+  std::ofstream(t.file("s1/gsm8k_manifest.json")) << s1.dump(2);
   const CliResult m = kvparity(fmt::format("merge {0}/s0 {0}/s1 {0}/s2 --out {0}/merged", t.path()));
   ASSERT_EQ(m.status, 0) << m.err;
   EXPECT_EQ(m.err.find("warning"), std::string::npos) << m.err;
@@ -68,6 +78,11 @@ TEST(Gsm8kCli, ShardsMergeToTheUnshardedResult) {
   EXPECT_EQ(all.size(), 8u);
   EXPECT_EQ(all, merged);
   EXPECT_TRUE(std::filesystem::exists(t.file("merged/report.html")));
+  EXPECT_EQ(manifest_of("merged")["built_by"],
+            nlohmann::json::array({build_description(), "kvparity 0.0.9 (commit old, GNU 11.0.0, without CUDA)"}));
+  std::ifstream md(t.file("merged/summary.md"));
+  const std::string md_text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md_text.find("built by: " + build_description() + "; kvparity 0.0.9"), std::string::npos) << md_text;
 
   // A missing shard merges with a warning; a shard of another study is refused.
   const CliResult part = kvparity(fmt::format("merge {0}/s0 {0}/s2 --out {0}/partial --no-report", t.path()));

@@ -7,10 +7,13 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "cli_run.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "io/checkpoint.h"
+#include "lab/report_header.h"
 #include "lab/results_log.h"
 #include "lab/results_manifest.h"
 #include "test_util.h"
@@ -75,6 +78,54 @@ TEST(ResultsManifest, RefusesOtherSettingsAndModelsOnlyWhenThereAreRecords) {
   nlohmann::json moved = fake_model("a");
   moved["path"] = "/elsewhere/m.bin";
   EXPECT_EQ(error_of([&] { check_results_manifest(dir, "compare", moved, settings, {"results.jsonl"}); }), "");
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+// Each command's entry lists the builds that wrote its records, oldest first and each once: a run
+// resumed by another build continues the study (built_by is never compared) and the folder says
+// so; an entry of other settings starts its list afresh. The reports show the list.
+TEST(ResultsManifest, BuildsThatWroteTheRecordsAreListedNotCompared) {
+  test::TempDir tmp;
+  const std::string dir = tmp.file("out"), path = dir + "/manifest.json";
+  const nlohmann::json settings = {{"seed", 1}};
+  record_results_manifest(dir, "compare", fake_model("a"), settings, {"results.jsonl"});
+  EXPECT_EQ(read_json(path)["commands"]["compare"]["built_by"], nlohmann::json::array({build_description()}));
+  write_text(dir + "/results.jsonl", "{\"prompt_id\":\"x\"}\n");
+
+  auto m = read_json(path);
+  m["commands"]["compare"]["built_by"] = {"kvparity 0.0.9 (commit old, GNU 11.0.0, without CUDA)"};
+  write_text(path, m.dump(2));
+  EXPECT_EQ(error_of([&] { check_results_manifest(dir, "compare", fake_model("a"), settings, {"results.jsonl"}); }),
+            "");
+  record_results_manifest(dir, "compare", fake_model("a"), settings, {"results.jsonl"});
+  record_results_manifest(dir, "compare", fake_model("a"), settings, {"results.jsonl"});
+  const auto built_by = read_json(path)["commands"]["compare"]["built_by"];
+  EXPECT_EQ(built_by,
+            nlohmann::json::array({"kvparity 0.0.9 (commit old, GNU 11.0.0, without CUDA)", build_description()}));
+  const std::string md = render_manifest_md(read_json(path));
+  EXPECT_NE(md.find("built by: kvparity 0.0.9 (commit old, GNU 11.0.0, without CUDA); " + build_description()),
+            std::string::npos)
+      << md;
+  EXPECT_NE(render_manifest_html(read_json(path)).find("built by"), std::string::npos);
+
+  fs::remove(dir + "/results.jsonl");
+  record_results_manifest(dir, "compare", fake_model("a"), {{"seed", 2}}, {"results.jsonl"});
+  EXPECT_EQ(read_json(path)["commands"]["compare"]["built_by"], nlohmann::json::array({build_description()}));
+}
+
+// --version names the build as the folders record it: version, source commit, compiler, CUDA.
+TEST(ResultsManifest, VersionNamesTheCommitCompilerAndCuda) {
+  const auto r = run_kvparity("--version");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, build_description() + "\n");
+  EXPECT_TRUE(std::regex_match(
+      build_description(), std::regex(R"(kvparity [0-9]+\.[0-9]+\.[0-9]+ \(commit [0-9a-z.-]+, (GNU|Clang) [0-9.]+, )"
+                                      R"((CUDA [0-9.]+|without CUDA)\))")))
+      << build_description();
 }
 
 TEST(ResultsManifest, ResultsWithoutAManifestAreRefused) {

@@ -291,10 +291,12 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   if (ec) fail("{}: cannot create output directory: {}", opts.out_dir, ec.message());
   const std::string manifest_path = path_in(opts.out_dir, kGsm8kManifestFile);
   const nlohmann::json shard = {{"index", opts.shard.index}, {"count", opts.shard.count}};
+  nlohmann::json built_by;  // the builds that wrote this folder's records before
   if (fs::exists(manifest_path)) {
     std::ifstream in(manifest_path);
     const auto old = nlohmann::json::parse(in, nullptr, false);
     if (old.is_discarded() || !old.contains("settings")) fail("{}: not a kvparity gsm8k manifest", manifest_path);
+    built_by = old.value("built_by", nlohmann::json());
     if (auto d = json_first_difference(
             with_numerics_of(gsm8k_settings_with_defaults(old["settings"]), settings, manifest_path), settings,
             "settings");
@@ -313,9 +315,12 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   } else if (fs::exists(path_in(opts.out_dir, kGsm8kResultsFile))) {
     fail("{}: results without a manifest; use another --out", path_in(opts.out_dir, kGsm8kResultsFile));
   }
-  nlohmann::json manifest = {{"kind", "kvparity-gsm8k"}, {"settings", settings}, {"shard", shard},
-                             {"run", {{"limit", opts.limit}, {"threads", opts.threads},
-                                      {"batch_size", opts.batch_size}}}};
+  nlohmann::json manifest = {
+      {"kind", "kvparity-gsm8k"},
+      {"settings", settings},
+      {"shard", shard},
+      {"run", {{"limit", opts.limit}, {"threads", opts.threads}, {"batch_size", opts.batch_size}}},
+      {"built_by", with_build(built_by)}};
   write_file_atomic(manifest_path, manifest.dump(2) + "\n");
 
   ResultsLog log(path_in(opts.out_dir, kGsm8kResultsFile), gsm8k_record_key);

@@ -1,5 +1,6 @@
 #include "lab/gsm8k_merge.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -66,7 +67,10 @@ MergeSummary merge_gsm8k(const std::vector<std::string>& dirs, const std::string
   int count = -1;
   bool same_count = true;
   nlohmann::json from = nlohmann::json::array();
+  nlohmann::json built_by = nlohmann::json::array();  // every shard's builds, once each, in order
   for (size_t i = 0; i < dirs.size(); ++i) {
+    for (const auto& b : manifests[i].value("built_by", nlohmann::json::array()))
+      if (std::find(built_by.begin(), built_by.end(), b) == built_by.end()) built_by.push_back(b);
     const auto& sh = manifests[i]["shard"];
     const int c = sh.value("count", 1);
     if (count >= 0 && c != count) same_count = false;
@@ -83,11 +87,9 @@ MergeSummary merge_gsm8k(const std::vector<std::string>& dirs, const std::string
   if (ec) fail("{}: cannot create output directory: {}", out_dir, ec.message());
   std::string text;
   for (const auto& [k, r] : merged) text += r.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-  nlohmann::json manifest = {{"kind", "kvparity-gsm8k"},
-                             {"settings", manifests.front()["settings"]},
-                             {"shard", {{"index", 0}, {"count", 1}}},
-                             {"merged_from", from},
-                             {"missing_shards", s.missing_shards}};
+  nlohmann::json manifest = {
+      {"kind", "kvparity-gsm8k"}, {"settings", manifests.front()["settings"]}, {"shard", {{"index", 0}, {"count", 1}}},
+      {"merged_from", from},      {"missing_shards", s.missing_shards},        {"built_by", built_by}};
   // Results first: a manifest without results would be resumable into a half-merged directory.
   write_file_atomic(out_dir + "/" + kGsm8kResultsFile, text);
   write_file_atomic(out_dir + "/" + kGsm8kManifestFile, manifest.dump(2) + "\n");

@@ -227,6 +227,7 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
   return {{"schema_version", kGsm8kSchemaVersion},
           {"settings", st},
           {"shard", manifest.value("shard", nlohmann::json())},
+          {"built_by", manifest.value("built_by", nlohmann::json())},
           {"records", records.size()},
           {"rows", rows}};
 }
@@ -235,7 +236,7 @@ std::string render_gsm8k_md(const nlohmann::json& s) {
   const auto& st = s["settings"];
   const SideLabels L = side_labels(st);
   std::string md = "# kvparity GSM8K study: accuracy with " + L.title + "\n\n";
-  md += render_gsm8k_manifest_md(st, s.value("shard", nlohmann::json()));
+  md += render_gsm8k_manifest_md(st, s.value("shard", nlohmann::json()), s.value("built_by", nlohmann::json()));
   md += fmt::format("{} records; {}-shot prompts (lm-eval gsm8k format, first-k train exemplars), max {} new tokens, "
                     "seed {}. Accuracy is exact match of the final number: strict = after \"#### \", flexible = last "
                     "number in the output. Δ = {} − {}; p = exact McNemar test on the paired outcomes. Divergence "
@@ -315,7 +316,8 @@ std::string render_gsm8k_html(const nlohmann::json& s) {
       "<style>" + std::string(kReportCss) + "table.gsm8k{font-size:12px}table.gsm8k td{padding:3px 6px}"
       "table.gsm8k td{white-space:nowrap}table.gsm8k td:nth-child(-n+5){text-align:left}.violated{color:#b00;font-weight:bold}</style></head><body>\n"
       "<h1>GSM8K: accuracy with " + html_escape(L.title) + "</h1>\n";
-  html += render_gsm8k_manifest_html(s["settings"], s.value("shard", nlohmann::json()));
+  html += render_gsm8k_manifest_html(s["settings"], s.value("shard", nlohmann::json()),
+                                     s.value("built_by", nlohmann::json()));
   html += fmt::format("<p>{} records, {}-shot, max {} new tokens, seed {}. Strict = number after \"#### \"; flexible = "
                       "last number. p: exact McNemar on paired outcomes. ✓: the invariant kernels' promise (no "
                       "divergence, no flips) holds.</p>\n",

@@ -123,6 +123,14 @@ std::string render_html(const Header& h) {
   return html + "</section>\n";
 }
 
+// "built by": the builds that wrote the records (with_build in results_manifest.h), where known.
+void add_built_by(SettingsBlock& b, const json& built_by) {
+  if (!built_by.is_array() || built_by.empty()) return;
+  std::string text;
+  for (const auto& x : built_by) text += (text.empty() ? "" : "; ") + value_text(x);
+  b.items.push_back({"built by", text});
+}
+
 Header results_header(const json& manifest) {
   Header h;
   if (!manifest.is_object()) return h;
@@ -137,17 +145,19 @@ Header results_header(const json& manifest) {
     if (!cmds.contains(k)) continue;
     const json& c = cmds[k];
     h.blocks.push_back(settings_block(k + " settings", c.is_object() && c.contains("settings") ? c["settings"] : c));
+    if (c.is_object()) add_built_by(h.blocks.back(), c.value("built_by", json()));
   }
   return h;
 }
 
-Header gsm8k_header(const json& settings, const json& shard) {
+Header gsm8k_header(const json& settings, const json& shard, const json& built_by) {
   Header h;
   if (settings.is_object() && settings.contains("models") && settings["models"].is_array())
     for (const auto& m : settings["models"]) h.models.push_back(model_info(m));
   SettingsBlock b = settings_block("eval gsm8k settings", settings, "models");
   if (shard.is_object() && shard.contains("index") && shard.contains("count"))
     b.items.push_back({"shard", fmt::format("{}/{}", value_text(shard["index"]), value_text(shard["count"]))});
+  add_built_by(b, built_by);
   if (!b.items.empty()) h.blocks.push_back(std::move(b));
   return h;
 }
@@ -179,11 +189,11 @@ std::vector<std::string> setting_lines(const json& settings) {
 std::string render_manifest_md(const json& manifest) { return render_md(results_header(manifest)); }
 std::string render_manifest_html(const json& manifest) { return render_html(results_header(manifest)); }
 
-std::string render_gsm8k_manifest_md(const json& settings, const json& shard) {
-  return render_md(gsm8k_header(settings, shard));
+std::string render_gsm8k_manifest_md(const json& settings, const json& shard, const json& built_by) {
+  return render_md(gsm8k_header(settings, shard, built_by));
 }
-std::string render_gsm8k_manifest_html(const json& settings, const json& shard) {
-  return render_html(gsm8k_header(settings, shard));
+std::string render_gsm8k_manifest_html(const json& settings, const json& shard, const json& built_by) {
+  return render_html(gsm8k_header(settings, shard, built_by));
 }
 
 }  // namespace kvp

@@ -38,7 +38,10 @@ std::string render_manifest_md(const nlohmann::json& manifest);
 std::string render_manifest_html(const nlohmann::json& manifest);
 
 // The GSM8K manifest's settings (its "models" rendered as models, the rest as settings) and shard.
-std::string render_gsm8k_manifest_md(const nlohmann::json& settings, const nlohmann::json& shard);
-std::string render_gsm8k_manifest_html(const nlohmann::json& settings, const nlohmann::json& shard);
+// built_by: the manifest's list of the builds that wrote the records (null where it has none).
+std::string render_gsm8k_manifest_md(const nlohmann::json& settings, const nlohmann::json& shard,
+                                     const nlohmann::json& built_by = nullptr);
+std::string render_gsm8k_manifest_html(const nlohmann::json& settings, const nlohmann::json& shard,
+                                       const nlohmann::json& built_by = nullptr);
 
 }  // namespace kvp

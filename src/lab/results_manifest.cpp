@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "core/atomic_file.h"
+#include "core/build_info.h"
 #include "core/error.h"
 #include "lab/numerics_identity.h"
 #include "runtime/tokenizer_for_model.h"
@@ -197,6 +198,12 @@ void check_results_manifest(const std::string& dir, const std::string& command, 
   }
 }
 
+nlohmann::json with_build(const nlohmann::json& built_by) {
+  nlohmann::json list = built_by.is_array() ? built_by : nlohmann::json::array();
+  if (std::find(list.begin(), list.end(), build_description()) == list.end()) list.push_back(build_description());
+  return list;
+}
+
 void record_results_manifest(const std::string& dir, const std::string& command, const nlohmann::json& model,
                              const nlohmann::json& settings, const std::vector<std::string>& result_files) {
   std::error_code ec;
@@ -207,7 +214,12 @@ void record_results_manifest(const std::string& dir, const std::string& command,
   if (m.is_null())
     m = {{"kind", "kvparity-results"}, {"schema_version", kResultsManifestSchemaVersion}, {"model", model},
          {"commands", nlohmann::json::object()}};
-  const nlohmann::json entry = {{"settings", settings}, {"files", result_files}};
+  nlohmann::json entry = {{"settings", settings}, {"files", result_files}};
+  // The builds of records this entry's settings already hold; an entry of other settings (whose
+  // files held nothing, or the check had refused) starts the list afresh.
+  const nlohmann::json* old = m["commands"].contains(command) ? &m["commands"][command] : nullptr;
+  const bool continued = old != nullptr && old->is_object() && old->value("settings", nlohmann::json()) == settings;
+  entry["built_by"] = with_build(continued ? old->value("built_by", nlohmann::json()) : nlohmann::json());
   if (m["commands"].contains(command) && m["commands"][command] == entry) return;
   m["commands"][command] = entry;
   write_file_atomic(path_in(dir, kResultsManifestFile), m.dump(2) + "\n");

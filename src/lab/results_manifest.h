@@ -67,6 +67,12 @@ void check_results_manifest(const std::string& dir, const std::string& command, 
 void record_results_manifest(const std::string& dir, const std::string& command, const nlohmann::json& model,
                              const nlohmann::json& settings, const std::vector<std::string>& result_files);
 
+// The builds that wrote a folder's records (core/build_info.h), oldest first: `built_by` as a
+// manifest recorded it (null or a list) with this build added at the end unless it is there. Kept
+// beside the settings, never compared: a resumed run from another build continues the study, and
+// the folder says so.
+nlohmann::json with_build(const nlohmann::json& built_by);
+
 // A command that writes one result file when it is done (profile, patch): the check before the
 // work, and after it the manifest entry plus the file. Both identify the model from its path.
 struct SingleResult {
