@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "core/build_info.h"
 #include "core/error.h"
 #include "core/quant.h"
 #include "lab/compare.h"
@@ -458,6 +459,9 @@ PYBIND11_MODULE(_kvparity, m) {
   using namespace kvp;
   using namespace kvp::python;
   m.doc() = "kvparity's engine and divergence lab (the C++ extension; see the kvparity package).";
+  m.attr("__version__") = version_number();
+  // What the results folders record in built_by and `kvparity --version` prints.
+  m.attr("build") = build_description();
   static py::exception<Error> error(m, "Error");
   error.doc() = "An error kvparity reports (the command-line tool's exit 1); str(e) is the CLI's message.";
   py::register_exception_translator([](std::exception_ptr p) {

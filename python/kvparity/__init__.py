@@ -15,11 +15,14 @@ The engine and the divergence lab of the kvparity command-line tool, in Python:
 Errors the command-line tool reports with exit 1 raise kvparity.Error (same message); usage errors
 (bad options or values) raise ValueError. Model work releases the GIL, and Ctrl-C stops a long
 generate or compare between steps with KeyboardInterrupt.
+
+kvparity.__version__ is the version ("0.1.0"); kvparity.build names the build as results folders
+record it (built_by) and `kvparity --version` prints it: version, source commit, compiler, CUDA.
 """
 
-from ._kvparity import Error, Model, compare
+from ._kvparity import Error, Model, __version__, build, compare
 
-__all__ = ["Error", "Model", "compare", "load"]
+__all__ = ["Error", "Model", "__version__", "build", "compare", "load"]
 
 
 def load(path, tokenizer=None, dtype="fp32", kv_dtype=None, kernels="standard", threads=0, device="cpu", simd="auto"):

@@ -220,3 +220,10 @@ def test_simd_pins_the_kernels_target():
     assert np.max(np.abs(m.forward(ids) - ref)) <= 1e-4
     with pytest.raises(ValueError, match="simd"):
         kvparity.load(d, simd="avx3")
+
+
+def test_version_and_build_are_the_clis():
+    assert kvparity.__version__.count(".") == 2 and all(p.isdigit() for p in kvparity.__version__.split("."))
+    assert kvparity.build.startswith(f"kvparity {kvparity.__version__} (commit ")
+    out = subprocess.run([os.environ["KVPARITY_BIN"], "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout == kvparity.build + "\n"

@@ -10,4 +10,6 @@ const std::string& build_description() {
   return text;
 }
 
+const char* version_number() { return KVP_VERSION; }
+
 }  // namespace kvp

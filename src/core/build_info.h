@@ -10,5 +10,7 @@ namespace kvp {
 // `git describe --always --dirty` when built from a git checkout ("unknown" otherwise), the
 // compiler, and the CUDA toolkit ("without CUDA" in a build without it).
 const std::string& build_description();
+// "0.1.0": the version alone (the project's, CMakeLists.txt).
+const char* version_number();
 
 }  // namespace kvp
