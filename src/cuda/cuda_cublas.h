@@ -36,7 +36,12 @@ struct Cublas {
 // Throws an error naming the file and the loader's reason where it is missing or lacks a symbol.
 const Cublas& cublas();
 
-// The file name cublas() opens, for messages and tests.
+// The file name cublas() opens: libcublas.so.<major of the headers>.
 std::string cublas_soname();
+
+// What cublas() does once, for any file name (the tests' missing and wrong libraries): opens
+// `soname`, then the toolkit's folder's file of that name, and resolves every entry point; an error
+// names the file and the loader's reason where it cannot be opened or lacks a symbol.
+Cublas open_cublas(const std::string& soname);
 
 }  // namespace kvp::cuda

@@ -220,7 +220,7 @@ void record_results_manifest(const std::string& dir, const std::string& command,
   const nlohmann::json* old = m["commands"].contains(command) ? &m["commands"][command] : nullptr;
   const bool continued = old != nullptr && old->is_object() && old->value("settings", nlohmann::json()) == settings;
   entry["built_by"] = with_build(continued ? old->value("built_by", nlohmann::json()) : nlohmann::json());
-  if (m["commands"].contains(command) && m["commands"][command] == entry) return;
+  if (old != nullptr && *old == entry) return;
   m["commands"][command] = entry;
   write_file_atomic(path_in(dir, kResultsManifestFile), m.dump(2) + "\n");
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli_run.h"
+#include "core/error.h"
 #include "cuda/cuda_cublas.h"
 
 namespace kvp {
@@ -21,6 +22,26 @@ TEST(CudaCublas, OpensTheLibraryTheBackendWasBuiltAgainst) {
   EXPECT_EQ(major, CUBLAS_VER_MAJOR);
   EXPECT_STREQ(api.status_name(CUBLAS_STATUS_NOT_INITIALIZED), "CUBLAS_STATUS_NOT_INITIALIZED");
   EXPECT_EQ(&cuda::cublas(), &api) << "opened once";
+}
+
+// A library that cannot be opened, and one that lacks cuBLAS's symbols: errors naming the file,
+// the loader's reason or the symbol (a CUDA run stops on them with exit 1).
+TEST(CudaCublas, AMissingOrWrongLibraryIsAnErrorNamingIt) {
+  auto error_of = [](const std::string& soname) {
+    try {
+      cuda::open_cublas(soname);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadInput);
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string missing = error_of("libcublas.so.999");
+  EXPECT_NE(missing.find("cannot load libcublas.so.999 ("), std::string::npos) << missing;
+  EXPECT_NE(missing.find("LD_LIBRARY_PATH"), std::string::npos) << missing;
+  const std::string wrong = error_of("libcudart.so." + std::to_string(CUDART_VERSION / 1000));
+  EXPECT_NE(wrong.find("cannot use libcudart.so."), std::string::npos) << wrong;
+  EXPECT_NE(wrong.find("no symbol cublasCreate_v2"), std::string::npos) << wrong;
 }
 
 // The loader's own record of what it maps: a CPU command never maps cuBLAS (nor cuBLASLt, which
