@@ -80,5 +80,6 @@ void register_profile(CLI::App& app);
 void register_patch(CLI::App& app);
 void register_eval(CLI::App& app);  // eval gsm8k
 void register_merge(CLI::App& app);
+void register_inspect(CLI::App& app);
 
 }  // namespace kvp::cli

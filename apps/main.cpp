@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   kvp::cli::register_tokenize(app);
   kvp::cli::register_forward(app);
   kvp::cli::register_model_files(app);
+  kvp::cli::register_inspect(app);
   kvp::cli::register_demo(app);
   kvp::cli::register_bench(app);
   kvp::cli::register_compare(app);

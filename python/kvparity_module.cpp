@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/quant.h"
 #include "lab/compare.h"
+#include "lab/model_inspection.h"
 #include "lab/prompt_set.h"
 #include "lab/report.h"
 #include "model/model.h"
@@ -452,6 +453,20 @@ py::object compare(const std::string& model_path, const py::object& prompts, con
   return to_python(summary);
 }
 
+py::object inspect(const std::string& model, const std::optional<std::string>& tokenizer, int cache_capacity,
+                   int batch_size, const std::optional<std::string>& kv_dtype) {
+  InspectOptions o;
+  o.model = model;
+  o.tokenizer = tokenizer.value_or("");
+  o.cache_capacity = cache_capacity;
+  o.batch_size = batch_size;
+  if (kv_dtype) {
+    o.kv = parse_kv_type(*kv_dtype);
+    if (!o.kv) fail_usage("kv_dtype='{}': expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", *kv_dtype);
+  }
+  return to_python(inspect_model(o));
+}
+
 }  // namespace
 }  // namespace kvp::python
 
@@ -512,6 +527,13 @@ PYBIND11_MODULE(_kvparity, m) {
       .def("weight", &PyModel::weight, py::arg("name"),
            "A weight as float32 ndarray: model.embed_tokens.weight, model.norm.weight or lm_head.weight.");
 
+  m.def("inspect", &inspect, py::arg("model_path"), py::arg("tokenizer") = py::none(), py::arg("cache_capacity") = 0,
+        py::arg("batch_size") = 1, py::arg("kv_dtype") = py::none(),
+        "What `kvparity inspect --json` prints, as a dict: family, shape, attention, rope, norm, head, special\n"
+        "tokens, parameters, the file's tensor types, the tokenizer a run would take, and per compute dtype\n"
+        "the weights' memory, the bytes a decoded token reads and the KV cache's size (cache_capacity\n"
+        "positions, 0 the model's context, for batch_size sequences, in kv_dtype or each dtype's own).\n"
+        "Nothing is loaded or converted; a checkpoint a run would refuse raises its error.");
   m.def("compare", &compare, py::arg("model_path"), py::arg("prompts"), py::arg("tokenizer") = py::none(),
         py::arg("out") = py::none(),
         "Runs `kvparity compare` and returns its summary.json as a dict. prompts: a list of strings, or a\n"

@@ -257,7 +257,7 @@ TEST(VocabToHfJson, KnownDifferenceAfterALiteralControlToken) {
 }
 
 template <typename F>
-void expect_error(F&& f, std::initializer_list<std::string> fragments) {
+void expect_refusal(F&& f, std::initializer_list<std::string> fragments) {
   try {
     f();
     ADD_FAILURE() << "expected kvp::Error";
@@ -270,12 +270,12 @@ void expect_error(F&& f, std::initializer_list<std::string> fragments) {
 TEST(VocabToHfJson, RefusesWhatTokenizerJsonCannotHold) {
   VocabSpec v = make_synthetic_vocab(512);
   v.tokens[400] = v.tokens[300];
-  expect_error([&] { hf_tokenizer_json(v, "dup.gguf"); }, {"dup.gguf", "300", "400", "once"});
+  expect_refusal([&] { hf_tokenizer_json(v, "dup.gguf"); }, {"dup.gguf", "300", "400", "once"});
   v = make_synthetic_vocab(512);
   v.tokens[511] = "\xFF\xFE";
-  expect_error([&] { hf_tokenizer_json(v, "bad.gguf"); }, {"bad.gguf", "tokenizer.json"});
+  expect_refusal([&] { hf_tokenizer_json(v, "bad.gguf"); }, {"bad.gguf", "tokenizer.json"});
   v.model = "bert";
-  expect_error([&] { hf_tokenizer_json(v, "bert.gguf"); }, {"bert.gguf", "bert"});
+  expect_refusal([&] { hf_tokenizer_json(v, "bert.gguf"); }, {"bert.gguf", "bert"});
 }
 
 // ---- `kvparity convert` --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ The engine and the divergence lab of the kvparity command-line tool, in Python:
     on = m.generate("Once upon a time", max_new_tokens=64, cache=True, return_logits=True)
     off = m.generate("Once upon a time", max_new_tokens=64, cache=False, return_logits=True)
     summary = kvparity.compare("stories260K.bin", ["Once upon a time"], tokenizer="tok512.bin")
+    kvparity.inspect("stories260K.bin")   # dict: what `kvparity inspect --json` prints
 
 Errors the command-line tool reports with exit 1 raise kvparity.Error (same message); usage errors
 (bad options or values) raise ValueError. Model work releases the GIL, and Ctrl-C stops a long
@@ -20,9 +21,9 @@ kvparity.__version__ is the version ("0.1.0"); kvparity.build names the build as
 record it (built_by) and `kvparity --version` prints it: version, source commit, compiler, CUDA.
 """
 
-from ._kvparity import Error, Model, __version__, build, compare
+from ._kvparity import Error, Model, __version__, build, compare, inspect
 
-__all__ = ["Error", "Model", "__version__", "build", "compare", "load"]
+__all__ = ["Error", "Model", "__version__", "build", "compare", "inspect", "load"]
 
 
 def load(path, tokenizer=None, dtype="fp32", kv_dtype=None, kernels="standard", threads=0, device="cpu", simd="auto"):

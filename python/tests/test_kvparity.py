@@ -227,3 +227,20 @@ def test_version_and_build_are_the_clis():
     assert kvparity.build.startswith(f"kvparity {kvparity.__version__} (commit ")
     out = subprocess.run([os.environ["KVPARITY_BIN"], "--version"], capture_output=True, text=True, check=True)
     assert out.stdout == kvparity.build + "\n"
+
+
+def test_inspect_is_the_clis_json_and_what_a_load_sees(tmp_path):
+    d = kvparity.inspect(shared(STORIES), batch_size=2)
+    out = cli("inspect", "--model", shared(STORIES), "--batch-size", "2", "--json")
+    assert out.returncode == 0, out.stderr
+    assert d == json.loads(out.stdout)
+    m = kvparity.load(shared(STORIES))
+    assert d["shape"]["layers"] == m.config["n_layers"] and d["shape"]["kv_heads"] == m.config["n_kv_heads"]
+    assert d["tokenizer"]["vocab_size"] == 512
+    fp16 = d["memory"]["rows"][1]
+    assert fp16["dtype"] == "fp16" and fp16["kv_cache_bytes"] == fp16["kv_bytes_per_position"] * 512 * 2
+    assert kvparity.inspect(shared(STORIES), kv_dtype="fp8_e4m3")["memory"]["rows"][0]["kv_dtype"] == "fp8_e4m3"
+    with pytest.raises(ValueError, match="kv_dtype='fp7'"):
+        kvparity.inspect(shared(STORIES), kv_dtype="fp7")
+    with pytest.raises(kvparity.Error, match="no such file"):
+        kvparity.inspect(str(tmp_path / "missing.gguf"))

@@ -9,7 +9,10 @@ namespace {
 
 class Builder {
  public:
-  Builder(const Checkpoint& ckpt, DType dtype, ModelWeights& out) : ckpt_(ckpt), dtype_(dtype), out_(out) {}
+  // With `count`, the builder makes every check and records what it would hold instead of
+  // converting anything: the views it returns then point nowhere (weights_footprint).
+  Builder(const Checkpoint& ckpt, DType dtype, ModelWeights& out, WeightsFootprint* count = nullptr)
+      : ckpt_(ckpt), dtype_(dtype), out_(out), count_(count) {}
 
   const TensorView* find(const std::string& name) const {
     auto it = ckpt_.tensors.find(name);
@@ -22,6 +25,7 @@ class Builder {
     if (t->shape != shape)
       fail("{}: tensor '{}' has shape {} but the config implies {}", ckpt_.path, name, shape_str(t->shape),
            shape_str(shape));
+    if (count_ != nullptr) count_->used.push_back(name);
     return *t;
   }
 
@@ -38,8 +42,16 @@ class Builder {
   // half the bytes. q/k rows stay in the file's RoPE layout.
   TensorView matrix(const std::string& name, std::vector<int64_t> shape) {
     const TensorView& src = require(name, shape);
-    if (src.quantized() || src.dtype == dtype_) return src;
-    if (dtype_ == DType::F32 && (src.dtype == DType::F16 || src.dtype == DType::BF16)) return src;
+    const bool in_place = src.quantized() || src.dtype == dtype_ ||
+                          (dtype_ == DType::F32 && (src.dtype == DType::F16 || src.dtype == DType::BF16));
+    if (count_ != nullptr) {
+      TensorView v = src;
+      if (!in_place) v.dtype = dtype_;
+      v.data = nullptr;
+      (in_place ? count_->in_place_bytes : count_->converted_bytes) += v.nbytes();
+      return v;
+    }
+    if (in_place) return src;
     auto converted = std::make_shared<AlignedBuffer>(size_t(src.numel()) * dtype_size(dtype_));
     convert(src, converted->data());
     out_.owned.push_back(converted);
@@ -56,6 +68,13 @@ class Builder {
 
   TensorView vector_f32(const std::string& name, int64_t n) {
     const TensorView& src = require(name, {n});
+    if (count_ != nullptr) {
+      count_->vector_bytes += size_t(n) * 4;
+      TensorView v = src;
+      v.dtype = DType::F32;
+      v.data = nullptr;
+      return v;
+    }
     auto buf = std::make_shared<AlignedBuffer>(size_t(n) * 4);
     float* f = buf->as<float>();
     view_to_f32(src, 0, size_t(n), f);
@@ -92,6 +111,7 @@ class Builder {
   const Checkpoint& ckpt_;
   DType dtype_;
   ModelWeights& out_;
+  WeightsFootprint* count_;
   bool gemma_norm_ = false;
 };
 
@@ -112,7 +132,9 @@ std::vector<std::pair<const void*, size_t>> ModelWeights::matrix_ranges() const 
   return r;
 }
 
-ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
+namespace {
+
+ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count) {
   const ModelConfig& c = ckpt.config;
   c.validate();
   if (c.qkv_bias && c.arch != Arch::Qwen2)
@@ -124,7 +146,7 @@ ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
   w.dtype = dtype;
   w.qk_layout = ckpt.qk_layout;
   w.keepalive = ckpt.keepalive;
-  Builder b(ckpt, dtype, w);
+  Builder b(ckpt, dtype, w, count);
   b.set_gemma_norm(gemma);
   const int64_t dim = c.dim, q = c.q_dim(), kv = c.kv_dim(), hid = c.hidden_dim, vocab = c.vocab_size;
   w.embed = b.matrix("model.embed_tokens.weight", {vocab, dim});
@@ -162,6 +184,31 @@ ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) {
     w.layers.push_back(std::move(l));
   }
   return w;
+}
+
+int64_t numel_of(const Checkpoint& ckpt, const std::vector<std::string>& names, size_t first, size_t last) {
+  int64_t n = 0;
+  for (size_t i = first; i < last; ++i) n += ckpt.tensors.at(names[i]).numel();
+  return n;
+}
+
+}  // namespace
+
+ModelWeights build_weights(const Checkpoint& ckpt, DType dtype) { return build(ckpt, dtype, nullptr); }
+
+WeightsFootprint weights_footprint(const Checkpoint& ckpt, DType dtype) {
+  WeightsFootprint f;
+  const ModelWeights w = build(ckpt, dtype, &f);
+  f.decode_bytes = w.matrix_bytes();
+  // build() reads the embedding, the final norm, the head (when not tied), then each layer's
+  // tensors in order: count parameters along that order.
+  const size_t layers_from = ckpt.config.tied_embeddings ? 2 : 3;
+  f.embedding_parameters = numel_of(ckpt, f.used, 0, 1);
+  f.final_norm_parameters = numel_of(ckpt, f.used, 1, 2);
+  f.head_parameters = numel_of(ckpt, f.used, 2, layers_from);
+  f.layer_parameters = numel_of(ckpt, f.used, layers_from, f.used.size());
+  f.parameters = f.embedding_parameters + f.final_norm_parameters + f.head_parameters + f.layer_parameters;
+  return f;
 }
 
 }  // namespace kvp

@@ -46,4 +46,18 @@ struct ModelWeights {
 // and converts to `dtype` what is neither in it nor quantised.
 ModelWeights build_weights(const Checkpoint& ckpt, DType dtype);
 
+// What build_weights(ckpt, dtype) would hold, found by the same checks without converting anything
+// (`inspect`: a 7B model's footprint in a moment, and the same errors a load gives).
+struct WeightsFootprint {
+  size_t in_place_bytes = 0;   // matrices used as the file holds them (memory-mapped)
+  size_t converted_bytes = 0;  // matrices converted to the compute dtype (heap)
+  size_t vector_bytes = 0;     // norm gains and biases, as fp32 (heap)
+  size_t decode_bytes = 0;     // ModelWeights::matrix_bytes(): what a decoded token reads
+  // Elements of the tensors the model reads (a tied head counted once, with the embedding).
+  int64_t parameters = 0, embedding_parameters = 0, layer_parameters = 0, final_norm_parameters = 0,
+          head_parameters = 0;
+  std::vector<std::string> used;  // the checkpoint's tensors the model reads, in reading order
+};
+WeightsFootprint weights_footprint(const Checkpoint& ckpt, DType dtype);
+
 }  // namespace kvp

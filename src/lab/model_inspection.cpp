@@ -1,0 +1,288 @@
+#include "lab/model_inspection.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/error.h"
+#include "core/quant.h"
+#include "io/checkpoint.h"
+#include "model/weights.h"
+#include "runtime/tokenizer_for_model.h"
+
+namespace kvp {
+namespace {
+
+using nlohmann::json;
+
+std::string storage_type(const TensorView& t) {
+  if (t.quantized()) return std::string(quant_name(t.quant));
+  return t.dtype == DType::F32 ? "F32" : t.dtype == DType::F16 ? "F16" : "BF16";
+}
+
+json shape_of(const ModelConfig& c) {
+  return {{"layers", c.n_layers},   {"hidden", c.dim},     {"heads", c.n_heads},    {"kv_heads", c.n_kv_heads},
+          {"head_dim", c.head_dim}, {"mlp", c.hidden_dim}, {"vocab", c.vocab_size}, {"context", c.max_seq_len}};
+}
+
+json attention_of(const ModelConfig& c) {
+  const float scalar = c.query_pre_attn_scalar > 0 ? c.query_pre_attn_scalar : float(c.head_dim);
+  json a = {{"kind", c.n_kv_heads == c.n_heads ? "multi-head"
+                     : c.n_kv_heads == 1       ? "multi-query"
+                                               : "grouped-query"},
+            {"queries_per_kv_head", c.n_heads / std::max(1, c.n_kv_heads)},
+            {"score_scale", 1.0 / std::sqrt(double(scalar))},
+            {"score_scale_of", c.query_pre_attn_scalar > 0 ? "query_pre_attn_scalar" : "head_dim"},
+            {"score_scale_base", scalar},
+            {"sliding_window", c.sliding_window},
+            {"logit_softcap", c.attn_logit_softcapping},
+            {"qkv_bias", c.qkv_bias}};
+  if (c.sliding_window > 0) a["window_layers"] = c.sliding_window_period == 2 ? "even" : "every";
+  return a;
+}
+
+json rope_of(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config;
+  using RS = ModelConfig::RopeScaling;
+  json r = {{"theta", c.rope_theta}, {"qk_rows", ck.qk_layout == RopeLayout::Interleaved ? "interleaved" : "halves"}};
+  switch (c.rope_scaling) {
+    case RS::None:
+      r["scaling"] = "none";
+      break;
+    case RS::Linear:
+      r["scaling"] = "linear";
+      r["factor"] = c.rope_factor;
+      break;
+    case RS::Llama3:
+      r["scaling"] = "llama3";
+      r["factor"] = c.rope_factor;
+      r["low_freq_factor"] = c.rope_low_freq_factor;
+      r["high_freq_factor"] = c.rope_high_freq_factor;
+      r["original_context"] = c.rope_original_max_pos;
+      break;
+    case RS::FreqFactors:
+      r["scaling"] = "frequency factors";
+      r["frequency_factors"] = c.rope_freq_factors.size();
+      break;
+  }
+  return r;
+}
+
+json file_of(const Checkpoint& ck, const WeightsFootprint& f) {
+  std::map<std::string, json> types;
+  size_t bytes = 0;
+  for (const auto& [name, t] : ck.tensors) {
+    json& e = types[storage_type(t)];
+    if (e.is_null()) e = {{"tensors", 0}, {"parameters", 0}, {"bytes", 0}};
+    e["tensors"] = e["tensors"].get<int64_t>() + 1;
+    e["parameters"] = e["parameters"].get<int64_t>() + t.numel();
+    e["bytes"] = e["bytes"].get<size_t>() + t.nbytes();
+    bytes += t.nbytes();
+  }
+  json list = json::array();
+  for (auto& [type, e] : types) {
+    e["type"] = type;
+    list.push_back(e);
+  }
+  // Most bytes first: the type that decides the file's size and a decode step's reads leads.
+  std::stable_sort(list.begin(), list.end(),
+                   [](const json& a, const json& b) { return a["bytes"].get<size_t>() > b["bytes"].get<size_t>(); });
+  const std::set<std::string> used(f.used.begin(), f.used.end());
+  json unused = json::array();
+  for (const auto& [name, t] : ck.tensors)
+    if (!used.count(name)) unused.push_back(name);
+  return {{"tensors", ck.tensors.size()}, {"bytes", bytes}, {"types", list}, {"unused", unused}};
+}
+
+json tokenizer_of(const Checkpoint& ck, const InspectOptions& o) {
+  std::string source = o.tokenizer;
+  if (source.empty()) source = ck.vocab ? "embedded" : tokenizer_file_beside(ck.path, ck.format, ck.tokenizer_path);
+  if (source.empty()) return {{"source", nullptr}};
+  // A tokenizer that is there but cannot be read is an error, as it is for a run.
+  const auto tok = tokenizer_for_checkpoint(ck, o.tokenizer);
+  json t = {{"source", source},
+            {"vocab_size", tok->vocab_size()},
+            {"bos", tok->bos_id()},
+            {"eos", tok->eos_id()},
+            {"adds_bos", tok->default_add_bos()}};
+  if (tok->bos_id() >= 0) t["bos_piece"] = tok->piece(tok->bos_id());
+  if (tok->eos_id() >= 0) t["eos_piece"] = tok->piece(tok->eos_id());
+  return t;
+}
+
+json memory_of(const Checkpoint& ck, const InspectOptions& o) {
+  const ModelConfig& c = ck.config;
+  const int capacity = o.cache_capacity > 0 ? std::min(o.cache_capacity, c.max_seq_len) : c.max_seq_len;
+  json rows = json::array();
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    const KvType kv = o.kv ? *o.kv : KvType::of(dt);
+    if (size_t(c.head_dim) % kv.block_elems() != 0)
+      fail("--kv-dtype {} stores blocks of {} values along head_dim, but this model's head_dim is {}", kv.name(),
+           kv.block_elems(), c.head_dim);
+    const WeightsFootprint f = weights_footprint(ck, dt);
+    const size_t per_position = 2 * size_t(c.n_layers) * size_t(c.n_kv_heads) * kv.bytes(size_t(c.head_dim));
+    rows.push_back({{"dtype", std::string(dtype_name(dt))},
+                    {"kv_dtype", kv.name()},
+                    {"weights_in_place_bytes", f.in_place_bytes},
+                    {"weights_converted_bytes", f.converted_bytes},
+                    {"gains_bytes", f.vector_bytes},
+                    {"decode_read_bytes", f.decode_bytes},
+                    {"kv_bytes_per_position", per_position},
+                    {"kv_cache_bytes", per_position * size_t(capacity) * size_t(o.batch_size)}});
+  }
+  return {{"cache_capacity", capacity}, {"batch_size", o.batch_size}, {"rows", rows}};
+}
+
+// 3 significant digits with k/M/B (parameters) or KB/MB/GB (bytes, decimal as the bench's).
+std::string scaled(double v, const char* const units[4]) {
+  int u = 0;
+  while (u < 3 && std::fabs(v) >= 999.5) {
+    v /= 1000;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{:.0f}{}", v, units[0]);
+  return fmt::format("{:.{}f} {}", v, v >= 99.95 ? 0 : v >= 9.995 ? 1 : 2, units[u]);
+}
+std::string count_text(double n) {
+  static const char* const u[4] = {"", "k", "M", "B"};
+  return scaled(n, u);
+}
+std::string bytes_text(double n) {
+  static const char* const u[4] = {" B", "KB", "MB", "GB"};
+  return scaled(n, u);
+}
+
+std::string number_text(double v) { return fmt::format("{:g}", v); }
+std::string id_text(int id) { return id < 0 ? "none" : std::to_string(id); }
+
+}  // namespace
+
+json inspect_model(const InspectOptions& o) {
+  if (o.batch_size < 1) fail_usage("--batch-size must be at least 1 (got {})", o.batch_size);
+  if (o.cache_capacity < 0) fail_usage("--cache-capacity must be positive (got {})", o.cache_capacity);
+  const Checkpoint ck = open_checkpoint(o.model);
+  const ModelConfig& c = ck.config;
+  const WeightsFootprint f = weights_footprint(ck, DType::F32);  // validates the config and every tensor
+  json d = {{"model", ck.path}, {"format", ck.format}, {"family", arch_name(c.arch)}};
+  d["shape"] = shape_of(c);
+  d["attention"] = attention_of(c);
+  d["rope"] = rope_of(ck);
+  d["norm"] = {{"eps", c.norm_eps}, {"gain", c.arch == Arch::Gemma2 ? "1 + w" : "w"}};
+  d["head"] = {{"tied", c.tied_embeddings}, {"final_logit_softcap", c.final_logit_softcapping}};
+  d["special_tokens"] = {{"bos", c.bos_id}, {"eos", c.eos_id}, {"bos_ends_generation", c.bos_ends_generation}};
+  d["parameters"] = {{"total", f.parameters},
+                     {"embedding", f.embedding_parameters},
+                     {"layers", f.layer_parameters},
+                     {"per_layer", c.n_layers > 0 ? f.layer_parameters / c.n_layers : 0},
+                     {"final_norm", f.final_norm_parameters},
+                     {"head", f.head_parameters}};
+  d["file"] = file_of(ck, f);
+  d["tokenizer"] = tokenizer_of(ck, o);
+  d["memory"] = memory_of(ck, o);
+  return d;
+}
+
+std::string inspect_text(const json& d) {
+  std::string s;
+  auto line = [&](const char* key, const std::string& value) { s += fmt::format("{:<12} {}\n", key, value); };
+  const json& sh = d["shape"];
+  const json& at = d["attention"];
+  const json& rp = d["rope"];
+  line("model", fmt::format("{} ({})", d["model"].get<std::string>(), d["format"].get<std::string>()));
+  line("family", d["family"].get<std::string>());
+  line("shape",
+       fmt::format("{} layers, hidden {}, MLP {}, vocab {}, context {}", sh["layers"].get<int>(),
+                   sh["hidden"].get<int>(), sh["mlp"].get<int>(), sh["vocab"].get<int>(), sh["context"].get<int>()));
+  std::string heads =
+      fmt::format("{} heads of {}, {} KV head{} ({}", sh["heads"].get<int>(), sh["head_dim"].get<int>(),
+                  sh["kv_heads"].get<int>(), sh["kv_heads"].get<int>() == 1 ? "" : "s", at["kind"].get<std::string>());
+  if (at["kind"] == "grouped-query")
+    heads += fmt::format(", {} queries a KV head", at["queries_per_kv_head"].get<int>());
+  heads += fmt::format("); scores x {:.6g} = 1/sqrt({} {})", at["score_scale"].get<double>(),
+                       at["score_scale_of"].get<std::string>(), number_text(at["score_scale_base"].get<double>()));
+  const int window = at["sliding_window"].get<int>();
+  heads += window > 0
+               ? fmt::format("; window {} in {} layers", window, at["window_layers"] == "even" ? "the even" : "all")
+               : "; no window";
+  const double cap = at["logit_softcap"].get<double>();
+  heads += cap > 0 ? fmt::format("; scores soft-capped at {}", number_text(cap)) : "";
+  heads += at["qkv_bias"].get<bool>() ? "; q/k/v biases" : "";
+  line("attention", heads);
+  std::string rope = "theta " + number_text(rp["theta"].get<double>());
+  const std::string scaling = rp["scaling"].get<std::string>();
+  if (scaling == "none") rope += ", no scaling";
+  if (scaling == "linear") rope += ", linear scaling x" + number_text(rp["factor"].get<double>());
+  if (scaling == "llama3")
+    rope += fmt::format(", llama3 scaling x{} (low {}, high {}, original context {})",
+                        number_text(rp["factor"].get<double>()), number_text(rp["low_freq_factor"].get<double>()),
+                        number_text(rp["high_freq_factor"].get<double>()), rp["original_context"].get<int>());
+  if (scaling == "frequency factors")
+    rope += fmt::format(", {} per-frequency divisors (GGUF rope_freqs)", rp["frequency_factors"].get<int>());
+  rope += rp["qk_rows"] == "interleaved" ? "; q/k rows in adjacent pairs (llama.cpp, llama2.c)"
+                                         : "; q/k rows in halves (Hugging Face)";
+  line("rope", rope);
+  line("norm", fmt::format("RMSNorm, eps {}, gain {}", number_text(d["norm"]["eps"].get<double>()),
+                           d["norm"]["gain"].get<std::string>()));
+  const double fcap = d["head"]["final_logit_softcap"].get<double>();
+  line("head", std::string(d["head"]["tied"].get<bool>() ? "tied to the embedding" : "its own matrix") +
+                   (fcap > 0 ? "; logits soft-capped at " + number_text(fcap) : ""));
+  const json& sp = d["special_tokens"];
+  line("special ids",
+       fmt::format("BOS {}, EOS {}{}", id_text(sp["bos"].get<int>()), id_text(sp["eos"].get<int>()),
+                   sp["bos_ends_generation"].get<bool>() ? "; sampling BOS ends a generation (llama2.c)" : ""));
+  const json& p = d["parameters"];
+  line("parameters", fmt::format("{}: embedding {}, layers {} ({} each), final norm {}, head {}",
+                                 count_text(p["total"].get<double>()), count_text(p["embedding"].get<double>()),
+                                 count_text(p["layers"].get<double>()), count_text(p["per_layer"].get<double>()),
+                                 count_text(p["final_norm"].get<double>()),
+                                 p["head"].get<int64_t>() == 0 ? "tied" : count_text(p["head"].get<double>())));
+  const json& fl = d["file"];
+  std::string types;
+  for (const json& t : fl["types"])
+    types += fmt::format("{}{} x{} ({})", types.empty() ? "" : ", ", t["type"].get<std::string>(),
+                         t["tensors"].get<int>(), bytes_text(t["bytes"].get<double>()));
+  line("tensors",
+       fmt::format("{} in the file, {}: {}", fl["tensors"].get<int>(), bytes_text(fl["bytes"].get<double>()), types));
+  if (!fl["unused"].empty()) {
+    std::string names;
+    for (size_t i = 0; i < fl["unused"].size() && i < 4; ++i)
+      names += (i ? ", " : "") + fl["unused"][i].get<std::string>();
+    line("", fmt::format("{} not read by the model: {}{}", fl["unused"].size(), names,
+                         fl["unused"].size() > 4 ? ", ..." : ""));
+  }
+  const json& tk = d["tokenizer"];
+  if (tk["source"].is_null()) {
+    line("tokenizer", "none found beside the model (a run needs --tokenizer)");
+  } else {
+    std::string t = fmt::format("{}: {} tokens",
+                                tk["source"] == "embedded" ? "embedded in the file" : tk["source"].get<std::string>(),
+                                tk["vocab_size"].get<int>());
+    if (tk.contains("bos_piece")) t += fmt::format(", BOS {} {}", tk["bos"].get<int>(), tk["bos_piece"].dump());
+    if (tk.contains("eos_piece")) t += fmt::format(", EOS {} {}", tk["eos"].get<int>(), tk["eos_piece"].dump());
+    t += tk["adds_bos"].get<bool>() ? "; prompts start with BOS" : "; prompts start without BOS";
+    line("tokenizer", t);
+    const int rows = sh["vocab"].get<int>(), n = tk["vocab_size"].get<int>();
+    if (n > rows)
+      line("", fmt::format("note: {} tokens but {} embedding rows: ids from {} have no row", n, rows, rows));
+  }
+  const json& m = d["memory"];
+  line("memory", fmt::format("static KV cache of {} positions x {} sequence{}", m["cache_capacity"].get<int>(),
+                             m["batch_size"].get<int>(), m["batch_size"].get<int>() == 1 ? "" : "s"));
+  s += fmt::format("  {:<7} {:<8} {:>16} {:>10} {:>13} {:>14} {:>10}\n", "compute", "KV", "weights in place",
+                   "converted", "read a token", "KV a position", "KV cache");
+  for (const json& r : m["rows"])
+    s += fmt::format(
+        "  {:<7} {:<8} {:>16} {:>10} {:>13} {:>14} {:>10}\n", r["dtype"].get<std::string>(),
+        r["kv_dtype"].get<std::string>(), bytes_text(r["weights_in_place_bytes"].get<double>()),
+        bytes_text(r["weights_converted_bytes"].get<double>()), bytes_text(r["decode_read_bytes"].get<double>()),
+        bytes_text(r["kv_bytes_per_position"].get<double>()), bytes_text(r["kv_cache_bytes"].get<double>()));
+  s += "  (in place: the file's bytes, memory-mapped; converted: a copy in the compute dtype. A CUDA run\n"
+       "   holds a device copy of the matrices, quantised ones and an fp32 run's fp16/bf16 ones widened\n"
+       "   to fp32, and its KV cache in device memory)\n";
+  return s;
+}
+
+}  // namespace kvp

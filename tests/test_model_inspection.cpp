@@ -1,0 +1,216 @@
+// `kvparity inspect` (lab/model_inspection.h) and the weights' footprint it reports
+// (model/weights.h): the footprint is what a load holds, its errors are a load's, and its
+// parameter counts are the published ones of the real models whose shapes the presets copy.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "model/synthetic.h"
+#include "model/weights.h"
+#include "test_util.h"
+
+namespace kvp {
+namespace {
+
+using test::kvparity;
+using test::q;
+
+// A checkpoint with a preset's tensor names and shapes whose views point at one byte: the footprint
+// reads shapes and types only, so a 7B model costs nothing to describe.
+Checkpoint shapes_only(const ModelConfig& c, DType dtype) {
+  static const uint8_t byte = 0;
+  Checkpoint ck;
+  ck.path = "shapes-only";
+  ck.format = "hf";
+  ck.config = c;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    TensorView t;
+    t.name = name;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    t.data = &byte;
+    ck.tensors[name] = t;
+  };
+  const int64_t d = c.dim, qd = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
+  add("model.embed_tokens.weight", {c.vocab_size, d});
+  add("model.norm.weight", {d});
+  if (!c.tied_embeddings) add("lm_head.weight", {c.vocab_size, d});
+  for (int i = 0; i < c.n_layers; ++i) {
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    add(p + "input_layernorm.weight", {d});
+    add(p + "post_attention_layernorm.weight", {d});
+    if (c.arch == Arch::Gemma2) {
+      add(p + "pre_feedforward_layernorm.weight", {d});
+      add(p + "post_feedforward_layernorm.weight", {d});
+    }
+    add(p + "self_attn.q_proj.weight", {qd, d});
+    add(p + "self_attn.k_proj.weight", {kv, d});
+    add(p + "self_attn.v_proj.weight", {kv, d});
+    add(p + "self_attn.o_proj.weight", {d, qd});
+    if (c.qkv_bias) {
+      add(p + "self_attn.q_proj.bias", {qd});
+      add(p + "self_attn.k_proj.bias", {kv});
+      add(p + "self_attn.v_proj.bias", {kv});
+    }
+    add(p + "mlp.gate_proj.weight", {h, d});
+    add(p + "mlp.up_proj.weight", {h, d});
+    add(p + "mlp.down_proj.weight", {d, h});
+  }
+  return ck;
+}
+
+TEST(WeightsFootprint, ParameterCountsAreThePublishedOnesOfThePresetsModels) {
+  // The parameter counts the models' own cards and `sum(p.numel())` of the Hugging Face models give.
+  const std::vector<std::pair<std::string, int64_t>> published = {{"tinyllama-1.1b", 1100048384},
+                                                                  {"llama2-7b", 6738415616},
+                                                                  {"mistral-7b", 7248023552},
+                                                                  {"gemma2-2b", 2614341888},
+                                                                  {"qwen2.5-0.5b", 494032768}};
+  for (const auto& [preset, count] : published) {
+    const Checkpoint ck = shapes_only(synthetic_config("", preset), DType::BF16);
+    const WeightsFootprint f = weights_footprint(ck, DType::BF16);
+    EXPECT_EQ(f.parameters, count) << preset;
+    EXPECT_EQ(f.embedding_parameters + f.layer_parameters + f.final_norm_parameters + f.head_parameters, count)
+        << preset;
+    EXPECT_EQ(f.used.size(), ck.tensors.size()) << preset;
+    EXPECT_EQ(f.converted_bytes, 0u) << preset;
+    EXPECT_EQ(f.in_place_bytes + f.vector_bytes / 2, size_t(count) * 2) << preset;  // gains held as fp32
+  }
+  // Llama-2-7B at fp16 from a bf16 file: every matrix converted, 13.5 GB; a token reads all but
+  // the embedding.
+  const ModelConfig c7 = synthetic_config("", "llama2-7b");
+  const WeightsFootprint f = weights_footprint(shapes_only(c7, DType::BF16), DType::F16);
+  EXPECT_EQ(f.in_place_bytes, 0u);
+  EXPECT_EQ(f.converted_bytes, size_t(6738415616 - 65 * 4096) * 2);
+  EXPECT_EQ(f.decode_bytes, f.converted_bytes - size_t(32000) * 4096 * 2);
+}
+
+// The footprint against what build_weights really holds, for files of every kind of storage.
+void expect_footprint_is_the_load(const Checkpoint& ck, const std::string& what) {
+  for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
+    SCOPED_TRACE(what + " at " + std::string(dtype_name(dt)));
+    const WeightsFootprint f = weights_footprint(ck, dt);
+    const ModelWeights w = build_weights(ck, dt);
+    size_t owned = 0;
+    for (const auto& b : w.owned) owned += b->size();
+    EXPECT_EQ(f.converted_bytes + f.vector_bytes, owned);
+    EXPECT_EQ(f.decode_bytes, w.matrix_bytes());
+    size_t matrices = w.embed.nbytes() + (ck.config.tied_embeddings ? 0 : w.lm_head.nbytes());
+    for (const auto& l : w.layers)
+      for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) matrices += t->nbytes();
+    EXPECT_EQ(f.in_place_bytes + f.converted_bytes, matrices);
+    int64_t all = 0;
+    for (const auto& [name, t] : ck.tensors) all += t.numel();
+    EXPECT_EQ(f.parameters, all);
+  }
+}
+
+TEST(WeightsFootprint, IsWhatALoadHolds) {
+  for (const char* family : {"llama", "mistral", "gemma2", "qwen2"})
+    expect_footprint_is_the_load(open_checkpoint(test::shared_file(std::string("reference/") + family)), family);
+  expect_footprint_is_the_load(open_checkpoint(test::shared_file("models/stories260K/stories260K.bin")), "llama2c");
+  test::TempDir tmp;
+  for (const char* quant : {"Q8_0", "Q4_K_M"}) {
+    const std::string gguf = tmp.file(std::string(quant) + ".gguf");
+    const auto r =
+        kvparity("synth --arch qwen2 --dtype fp16 --format gguf --quant " + std::string(quant) + " --out " + q(gguf));
+    ASSERT_EQ(r.status, 0) << r.err;
+    expect_footprint_is_the_load(open_checkpoint(gguf), quant);
+  }
+  for (DType file : {DType::F16, DType::BF16})
+    expect_footprint_is_the_load(synthesize_checkpoint(synthetic_config("gemma2", "tiny"), file),
+                                 "gemma2 " + std::string(dtype_name(file)));
+}
+
+TEST(WeightsFootprint, RefusesWhatALoadRefusesWithItsError) {
+  Checkpoint ck = synthesize_checkpoint(synthetic_config("llama", "tiny"), DType::F32);
+  auto error_of = [&](auto&& f) -> std::string {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  Checkpoint wrong = ck;
+  wrong.tensors["model.layers.1.mlp.up_proj.weight"].shape[0] += 1;
+  Checkpoint missing = ck;
+  missing.tensors.erase("model.layers.0.self_attn.k_proj.weight");
+  for (const Checkpoint* bad : {&wrong, &missing}) {
+    const std::string load = error_of([&] { build_weights(*bad, DType::F16); });
+    ASSERT_FALSE(load.empty());
+    EXPECT_EQ(error_of([&] { weights_footprint(*bad, DType::F16); }), load);
+  }
+}
+
+TEST(InspectCli, DescribesAModelAsJsonAndText) {
+  const std::string model = test::shared_file("models/stories260K/stories260K.bin");
+  const auto r = kvparity("inspect --model " + q(model) + " --json --cache-capacity 100 --batch-size 3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto d = nlohmann::json::parse(r.out);
+  EXPECT_EQ(d["format"], "llama2c");
+  EXPECT_EQ(d["family"], "llama");
+  EXPECT_EQ(d["shape"]["layers"], 5);
+  EXPECT_EQ(d["shape"]["kv_heads"], 4);
+  EXPECT_EQ(d["attention"]["kind"], "grouped-query");
+  EXPECT_EQ(d["rope"]["qk_rows"], "interleaved");
+  EXPECT_TRUE(d["head"]["tied"].get<bool>());
+  EXPECT_TRUE(d["special_tokens"]["bos_ends_generation"].get<bool>());
+  EXPECT_EQ(d["file"]["unused"].size(), 0u);
+  EXPECT_EQ(d["parameters"]["head"], 0);
+  EXPECT_NE(d["tokenizer"]["source"].get<std::string>().find("tok512.bin"), std::string::npos);
+  EXPECT_EQ(d["tokenizer"]["vocab_size"], 512);
+  EXPECT_EQ(d["memory"]["cache_capacity"], 100);
+  ASSERT_EQ(d["memory"]["rows"].size(), 3u);
+  // 2 (K, V) x 5 layers x 4 KV heads x head_dim 8, in 4 or 2 bytes; x 100 positions x 3 sequences.
+  EXPECT_EQ(d["memory"]["rows"][0]["kv_bytes_per_position"], 2 * 5 * 4 * 8 * 4);
+  EXPECT_EQ(d["memory"]["rows"][1]["kv_bytes_per_position"], 2 * 5 * 4 * 8 * 2);
+  EXPECT_EQ(d["memory"]["rows"][1]["kv_cache_bytes"], 2 * 5 * 4 * 8 * 2 * 100 * 3);
+  EXPECT_EQ(d["memory"]["rows"][0]["weights_converted_bytes"], 0);  // an fp32 file at fp32
+  EXPECT_GT(d["memory"]["rows"][1]["weights_converted_bytes"], 0);
+
+  const auto t = kvparity("inspect --model " + q(model));
+  ASSERT_EQ(t.status, 0) << t.err;
+  for (const char* s : {"family       llama", "tied to the embedding", "8 heads of 8, 4 KV heads", "512 tokens",
+                        "static KV cache of 512 positions x 1 sequence", "BOS 1 \"\\n<s>\\n\""})
+    EXPECT_NE(t.out.find(s), std::string::npos) << s << "\n" << t.out;
+
+  // A family's features, from the references' configs.
+  const auto g = kvparity("inspect --json --model " + q(test::shared_file("reference/gemma2")));
+  ASSERT_EQ(g.status, 0) << g.err;
+  const auto gd = nlohmann::json::parse(g.out);
+  EXPECT_EQ(gd["attention"]["window_layers"], "even");
+  EXPECT_GT(gd["attention"]["logit_softcap"].get<double>(), 0);
+  EXPECT_GT(gd["head"]["final_logit_softcap"].get<double>(), 0);
+  EXPECT_EQ(gd["norm"]["gain"], "1 + w");
+  EXPECT_TRUE(gd["tokenizer"]["source"].is_null());
+}
+
+TEST(InspectCli, BadInputIsAnErrorNamingIt) {
+  const std::string model = test::shared_file("models/stories260K/stories260K.bin");
+  test::TempDir tmp;
+  struct Case {
+    std::string args;
+    int status;
+    std::string message;
+  } cases[] = {
+      {"--model " + q(tmp.file("none.gguf")), 1, "none.gguf"},
+      {"--model " + q(model) + " --kv-dtype q8_0", 1, "head_dim is 8"},
+      {"--model " + q(model) + " --batch-size 0", 2, "--batch-size"},
+      {"--model " + q(model) + " --kv-dtype q7", 2, "--kv-dtype"},
+      {"--model " + q(model) + " --tokenizer " + q(tmp.file("tok.json")), 1, "tok.json"},
+  };
+  for (const auto& c : cases) {
+    const auto r = kvparity("inspect " + c.args);
+    EXPECT_EQ(r.status, c.status) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find("error:"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace kvp
