@@ -252,11 +252,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       }
       break;
     case Arch::Gemma2:
-      // Gemma2 applies the window on even layers only; ModelConfig has a single value, so the
-      // forward pass must know that pattern.
-      // TODO(lead): ModelConfig needs query_pre_attn_scalar, attn_logit_softcapping,
-      // final_logit_softcapping, hidden_activation (gelu_pytorch_tanh) and the per-layer window
-      // pattern; until then they travel in Checkpoint::extras.
+      // Gemma2 applies the window on even layers only (sliding_window_period); its activation is
+      // checked above with the other families'.
       c.sliding_window = r.get_int("sliding_window", 4096);
       c.sliding_window_period = 2;  // Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
       c.query_pre_attn_scalar = float(r.get_num("query_pre_attn_scalar", 224.0));

@@ -245,7 +245,7 @@ std::string inspect_text(const json& d) {
     types += fmt::format("{}{} x{} ({})", types.empty() ? "" : ", ", t["type"].get<std::string>(),
                          t["tensors"].get<int>(), bytes_text(t["bytes"].get<double>()));
   line("tensors",
-       fmt::format("{} in the file, {}: {}", fl["tensors"].get<int>(), bytes_text(fl["bytes"].get<double>()), types));
+       fmt::format("{} in the checkpoint, {}: {}", fl["tensors"].get<int>(), bytes_text(fl["bytes"].get<double>()), types));
   if (!fl["unused"].empty()) {
     std::string names;
     for (size_t i = 0; i < fl["unused"].size() && i < 4; ++i)
