@@ -6,6 +6,7 @@
 #include "model/checkpoint_export.h"
 #include "model/quant_recipe.h"
 #include "model/synthetic.h"
+#include "progress_line.h"
 #include "runtime/tokenizer_for_model.h"
 #include "tokenizer/hf_json_writer.h"
 
@@ -57,8 +58,14 @@ void register_model_files(CLI::App& app) {
   synth->callback([s, synth] {
     if (given(synth, "--quant") && s->format != "gguf") fail_usage("--quant {} needs --format gguf", s->quant);
     const ModelConfig cfg = synthetic_config(s->arch, s->preset);
-    const Checkpoint ckpt = synthesize_checkpoint(cfg, parse_dtype(s->dtype), parse_seed(s->seed));
+    ProgressLine line("synth");
+    const Checkpoint ckpt = synthesize_checkpoint(
+        cfg, parse_dtype(s->dtype), parse_seed(s->seed), kSynthFinalGain,
+        [&line](size_t done, size_t total) { line.show("generating weights", done, total, "layers"); });
     ExportOptions eo;
+    eo.progress = [&line](const char* stage, size_t done, size_t total) {
+      line.show(stage, done, total, std::string(stage) == "writing" ? "bytes" : "tensors");
+    };
     eo.quant = s->quant;
     const VocabSpec vocab = make_synthetic_vocab(cfg.vocab_size);
     if (s->format == "gguf") {
@@ -68,6 +75,7 @@ void register_model_files(CLI::App& app) {
       eo.tokenizer_config_text = hf_tokenizer_config_json(vocab, "synthetic vocabulary");
     }
     export_checkpoint(ckpt, s->format, s->out, eo);
+    line.clear();
     std::cerr << "wrote " << s->preset << " (" << arch_name(cfg.arch) << ", " << (s->quant.empty() ? s->dtype : s->quant)
               << ") to " << s->out << "\n";
   });
@@ -119,7 +127,12 @@ void register_model_files(CLI::App& app) {
     }
     if (vocab) eo.vocab = &*vocab;
     if (c->to == "hf") hf_tokenizer_for_convert(ckpt, c->tokenizer, given(conv, "--tokenizer"), eo);
+    ProgressLine line("convert");
+    eo.progress = [&line](const char* stage, size_t done, size_t total) {
+      line.show(stage, done, total, std::string(stage) == "writing" ? "bytes" : "tensors");
+    };
     export_checkpoint(ckpt, c->to, c->out, eo);
+    line.clear();
     std::cerr << "wrote " << c->out << "\n";
   });
 }

@@ -38,7 +38,7 @@ void check_view(const std::string& path, const TensorView& t) {
 }  // namespace
 
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata, const Progress& progress) {
   json h = json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t off = 0;
@@ -59,7 +59,12 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   AtomicFile f(path);
   f.write_pod<uint64_t>(hs.size());
   f.write_str(hs);
-  for (const auto& t : tensors) f.write(t.data, t.nbytes());
+  uint64_t done = 0;
+  for (const auto& t : tensors) {
+    f.write(t.data, t.nbytes());
+    done += t.nbytes();
+    if (progress) progress(size_t(done), size_t(off));
+  }
   f.commit();
 }
 
@@ -308,9 +313,11 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   }
   f.pad_zeros(size_t((kAlign - f.written() % kAlign) % kAlign));
   const uint64_t base = f.written();
+  const uint64_t total = outs.empty() ? 0 : outs.back().offset + outs.back().t->nbytes();
   for (const auto& o : outs) {
     f.pad_zeros(size_t(base + o.offset - f.written()));
     f.write(o.t->data, o.t->nbytes());
+    if (opts.progress) opts.progress(size_t(o.offset + o.t->nbytes()), size_t(total));
   }
   f.pad_zeros(size_t((kAlign - f.written() % kAlign) % kAlign));
   f.commit();

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/progress.h"
 #include "core/tensor.h"
 #include "io/gguf.h"
 #include "io/hf_config.h"  // write_hf_config
@@ -17,8 +18,10 @@ namespace kvp {
 
 // Tensors are written contiguously in the given order; each TensorView's name, dtype and shape
 // go into the header. The header is padded with spaces so the data section starts 8-aligned.
+// `progress` hears the tensor bytes written so far.
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
-                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
+                       const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
+                       const Progress& progress = {});
 
 // Writes model.safetensors.index.json for shards the caller wrote: weight_map maps tensor name to
 // shard file name (relative to the index's directory).
@@ -34,6 +37,7 @@ struct GgufWriteOptions {
   std::map<std::string, GgufValue> extra_kv;
   // general.file_type (llama_ftype) when set; otherwise derived from the matrices' float dtype.
   std::optional<uint32_t> file_type;
+  Progress progress;  // the tensor bytes written so far
 };
 
 // GGUF v3 as llama.cpp reads it: general.architecture ("llama" for Llama and Mistral, "qwen2",

@@ -155,17 +155,20 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
                     : t.quantized()           ? opts.dtype.value_or(DType::F32)
                                               : opts.dtype.value_or(t.dtype);
     tensors.push_back(prepare(t, d, q, ckpt.qk_layout, target, c, norm_shift, keep));
+    if (opts.progress) opts.progress("converting", tensors.size(), ckpt.tensors.size());
     if (t.shape.size() == 2 && first) {
       common = d;
       first = false;
     }
   }
+  Progress writing;
+  if (opts.progress) writing = [&opts](size_t done, size_t total) { opts.progress("writing", done, total); };
   namespace fs = std::filesystem;
   if (format == "hf") {
     std::error_code ec;
     fs::create_directories(out, ec);
     if (ec) fail("{}: cannot create output directory: {}", out, ec.message());
-    write_safetensors(out + "/model.safetensors", tensors);
+    write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}, writing);
     write_hf_config(out + "/config.json", c, torch_dtype_name(common), extras);
     if (!opts.tokenizer_json_text.empty()) {
       write_file_atomic(out + "/tokenizer.json", opts.tokenizer_json_text);
@@ -188,6 +191,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     GgufWriteOptions go;
     go.extras = extras;
     if (recipe) go.file_type = recipe->file_type;
+    go.progress = writing;
     write_gguf(out, c, tensors, opts.vocab, go);
   }
 }

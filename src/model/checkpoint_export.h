@@ -1,6 +1,8 @@
 #pragma once
 // Writes a checkpoint (loaded from any format, or synthesised) as an HF directory or a GGUF file,
 // producing the RoPE row layout each target expects. Used by `kvparity convert` and `kvparity synth`.
+#include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -20,6 +22,9 @@ struct ExportOptions {
   // Empty keeps each tensor's type (a quantised source stays quantised in a GGUF, and is
   // dequantised into an HF directory).
   std::string quant;
+  // Hears how far the export got: stage "converting" (tensors converted, quantised or re-laid out,
+  // of all), then "writing" (tensor bytes written, of all).
+  std::function<void(const char* stage, size_t done, size_t total)> progress;
 };
 
 // format: "hf" (out = directory: config.json, model.safetensors[, tokenizer.json, tokenizer_config.json])

@@ -138,7 +138,8 @@ struct Filler {
 
 }  // namespace
 
-Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t seed, float final_gain) {
+Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t seed, float final_gain,
+                                 const Progress& progress) {
   cfg.validate();
   Checkpoint ck;
   ck.path = cfg.source.empty() ? "synthetic" : cfg.source;
@@ -179,6 +180,7 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
       add(f.uniform(p + "pre_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));
       add(f.uniform(p + "post_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));
     }
+    if (progress) progress(size_t(l) + 1, size_t(cfg.n_layers));
   }
   add(f.uniform("model.norm.weight", {dim}, index++, final_gain - (gemma ? 1.0f : 0.0f), 0.1f * final_gain));
   if (!cfg.tied_embeddings) add(f.uniform("lm_head.weight", {vocab, dim}, index++, 0.0f, w_dim));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/progress.h"
 #include "io/checkpoint.h"
 
 namespace kvp {
@@ -22,6 +23,9 @@ ModelConfig synthetic_config(const std::string& arch, const std::string& preset)
 // flat, RMSNorm gains 1 + 0.1 noise, final norm gain x`final_gain` so logits are peaked.
 // Weights are drawn uniformly (matching the standard deviation) from the counter-based RNG,
 // keyed by (seed, tensor index), so any tensor can be regenerated alone and in parallel.
-Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t seed = 1234, float final_gain = 8.0f);
+// `progress` hears the layers generated so far.
+constexpr float kSynthFinalGain = 8.0f;
+Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t seed = 1234,
+                                 float final_gain = kSynthFinalGain, const Progress& progress = {});
 
 }  // namespace kvp
