@@ -198,5 +198,48 @@ TEST(RopeLayout, TableRowsComputedOnDemandAreTheSameInAnyOrder) {
   EXPECT_THROW(forward.sin_row(-1), std::out_of_range);
 }
 
+// Export moves q/k rows between the layouts while it converts a tensor row by row, in parallel.
+// Conversion is element-wise, so it commutes with moving rows: a converting export must equal the
+// plain export (rows moved as bytes) converted afterwards, both ways between the layouts.
+TEST(RopeLayout, ExportMovesRowsWhileConvertingAsWhenOnlyMoving) {
+  test::TempDir tmp;
+  auto converted = [](const TensorView& t, DType d) {
+    std::vector<float> f(size_t(t.numel()));
+    view_to_f32(t, 0, f.size(), f.data());
+    std::vector<uint8_t> bytes(f.size() * dtype_size(d));
+    from_f32(d, f.data(), bytes.data(), f.size());
+    return bytes;
+  };
+  auto expect_converted = [&](const std::string& plain_path, const std::string& conv_path, DType d, bool gguf) {
+    const Checkpoint plain = open_checkpoint(plain_path), conv = open_checkpoint(conv_path);
+    ASSERT_EQ(plain.tensors.size(), conv.tensors.size());
+    for (const auto& [name, t] : conv.tensors) {
+      const TensorView& p = plain.tensors.at(name);
+      const DType want = t.shape.size() == 2 || !gguf ? d : DType::F32;  // GGUF keeps vectors in F32
+      ASSERT_EQ(t.dtype, want) << name;
+      const std::vector<uint8_t> expect = converted(p, want);
+      EXPECT_EQ(std::memcmp(t.data, expect.data(), expect.size()), 0) << name;
+    }
+  };
+  for (const char* arch : {"llama", "mistral"}) {
+    SCOPED_TRACE(arch);
+    const Checkpoint hf = synthesize_checkpoint(synthetic_config(arch, "tiny"), DType::F32, 11);
+    const std::string a = tmp.file(std::string(arch) + "_plain.gguf"), b = tmp.file(std::string(arch) + "_f16.gguf");
+    export_checkpoint(hf, "gguf", a);  // halves -> adjacent pairs, bytes moved
+    ExportOptions to_f16;
+    to_f16.dtype = DType::F16;
+    export_checkpoint(hf, "gguf", b, to_f16);  // moved and converted row by row
+    expect_converted(a, b, DType::F16, true);
+    const Checkpoint pairs = open_checkpoint(a);
+    ASSERT_EQ(pairs.qk_layout, RopeLayout::Interleaved);
+    const std::string c = tmp.file(std::string(arch) + "_plain"), d = tmp.file(std::string(arch) + "_bf16");
+    export_checkpoint(pairs, "hf", c);  // adjacent pairs -> halves
+    ExportOptions to_bf16;
+    to_bf16.dtype = DType::BF16;
+    export_checkpoint(pairs, "hf", d, to_bf16);
+    expect_converted(c, d, DType::BF16, false);
+  }
+}
+
 }  // namespace
 }  // namespace kvp

@@ -1,15 +1,18 @@
 #include "model/checkpoint_export.h"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-
-#include <fmt/ranges.h>
+#include <mutex>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/quantize.h"
+#include "core/thread_pool.h"
 #include "io/hf_config.h"
 #include "io/model_writer.h"
 #include "model/quant_recipe.h"
@@ -37,6 +40,14 @@ void permute_qk_rows(const void* src, void* dst, size_t row_bytes, int n_heads, 
   }
 }
 
+// The row of the source that row `dst` of the result comes from, under permute_qk_rows's mapping
+// (rows of a head are numbered within the tensor; head_dim even).
+size_t source_row(size_t dst, int head_dim, bool to_halves) {
+  const size_t hd = size_t(head_dim), half = hd / 2, head = dst / hd * hd, j = dst % hd;
+  if (to_halves) return head + 2 * (j % half) + j / half;  // dst is the halves row of inter row r
+  return head + (j % 2) * half + j / 2;                    // dst is the inter row of halves row
+}
+
 bool is_qk(const std::string& name, int* heads, const ModelConfig& c) {
   if (name.find("self_attn.q_proj.") != std::string::npos) { *heads = c.n_heads; return true; }
   if (name.find("self_attn.k_proj.") != std::string::npos) { *heads = c.n_kv_heads; return true; }
@@ -47,7 +58,8 @@ bool is_qk(const std::string& name, int* heads, const ModelConfig& c) {
 // layout `from` to `to`. `norm_shift` is added to RMSNorm gains: Gemma-2 GGUF files store (1 + w)
 // where HF stores w.
 TensorView prepare(const TensorView& t, DType dtype, QuantType quant, RopeLayout from, RopeLayout to,
-                   const ModelConfig& c, float norm_shift, std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
+                   const ModelConfig& c, float norm_shift, std::vector<std::shared_ptr<AlignedBuffer>>& keep,
+                   ThreadPool& pool) {
   int heads = 0;
   const bool permute = from != to && is_qk(t.name, &heads, c);
   const bool is_norm = t.name.size() > 11 && t.name.compare(t.name.size() - 11, 11, "norm.weight") == 0;
@@ -58,7 +70,6 @@ TensorView prepare(const TensorView& t, DType dtype, QuantType quant, RopeLayout
   out.dtype = quant != QuantType::None ? DType::F32 : dtype;
   out.quant = quant;
   const size_t n = size_t(t.numel());
-  const int64_t cols = t.shape.size() == 2 ? t.shape[1] : 1;
   const int head_dim = permute ? int(t.shape[0] / heads) : 0;
   auto result = std::make_shared<AlignedBuffer>(out.nbytes());
   keep.push_back(result);
@@ -69,24 +80,41 @@ TensorView prepare(const TensorView& t, DType dtype, QuantType quant, RopeLayout
     permute_qk_rows(t.data, result->data(), rb, heads, head_dim, to == RopeLayout::Halves);
     return out;
   }
-  std::vector<float> tmp(n);
-  view_to_f32(t, 0, n, tmp.data());
-  for (auto& v : tmp) v += shift;
-  if (permute) {
-    std::vector<float> moved(n);
-    permute_qk_rows(tmp.data(), moved.data(), size_t(cols) * sizeof(float), heads, head_dim, to == RopeLayout::Halves);
-    tmp.swap(moved);
-  }
-  if (quant == QuantType::None) {
-    from_f32(dtype, tmp.data(), result->data(), n);
-    return out;
-  }
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(tmp[i]))
-      fail("tensor '{}': element {} is {}; quantised formats hold finite values only", t.name, i, tmp[i]);
-  const size_t rb = out.row_bytes(), rows = n / size_t(cols);
-  for (size_t r = 0; r < rows; ++r)
-    quantize_row(quant, tmp.data() + r * size_t(cols), size_t(cols), static_cast<uint8_t*>(result->data()) + r * rb);
+  // Row by row, each row a function of its source row alone: rows split across threads freely, and
+  // no fp32 copy of the whole tensor is made (a 7B model's K-quants took minutes on one core, and
+  // its fp32 copies 27 GB of page faults). A 1-D q/k bias moves element by element.
+  const bool to_halves = to == RopeLayout::Halves;
+  const size_t rows = t.shape.size() == 2 ? size_t(t.shape[0]) : permute ? n : 1, width = n / rows;
+  const size_t out_row = quant != QuantType::None ? quant_row_bytes(quant, width) : width * dtype_size(dtype);
+  std::mutex mu;
+  size_t bad_at = n;  // the first non-finite element a quantised format cannot hold
+  float bad_value = 0.0f;
+  pool.parallel_pieces(long(rows), pool.piece_for(long(rows), 4, 1), [&](long b, long e, int) {
+    std::vector<float> row(width);
+    for (size_t r = size_t(b); r < size_t(e); ++r) {
+      const size_t src = permute ? source_row(r, head_dim, to_halves) : r;
+      view_to_f32(t, src * width, width, row.data());
+      if (shift != 0.0f)
+        for (float& v : row) v += shift;
+      uint8_t* dst = static_cast<uint8_t*>(result->data()) + r * out_row;
+      if (quant == QuantType::None) {
+        from_f32(dtype, row.data(), dst, width);
+        continue;
+      }
+      for (size_t i = 0; i < width; ++i)
+        if (!std::isfinite(row[i])) {
+          std::lock_guard<std::mutex> lock(mu);
+          if (r * width + i < bad_at) {
+            bad_at = r * width + i;
+            bad_value = row[i];
+          }
+          break;
+        }
+      quantize_row(quant, row.data(), width, dst);
+    }
+  });
+  if (bad_at < n)
+    fail("tensor '{}': element {} is {}; quantised formats hold finite values only", t.name, bad_at, bad_value);
   return out;
 }
 
@@ -141,6 +169,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     recipe = parse_quant_recipe(opts.quant);
     if (!recipe) fail_usage("unknown --quant '{}' (one of {})", opts.quant, fmt::join(quant_recipe_names(), ", "));
   }
+  ThreadPool pool(std::clamp(int(std::thread::hardware_concurrency()), 1, 64));
   for (const auto& [name, t] : ckpt.tensors) {
     // llama.cpp keeps 1-D tensors (norm gains, biases) in F32 whatever the matrices' type; the
     // upcast is exact, and the loader rounds them to the compute dtype again.
@@ -154,7 +183,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     const DType d = (format == "gguf" && vec) ? DType::F32
                     : t.quantized()           ? opts.dtype.value_or(DType::F32)
                                               : opts.dtype.value_or(t.dtype);
-    tensors.push_back(prepare(t, d, q, ckpt.qk_layout, target, c, norm_shift, keep));
+    tensors.push_back(prepare(t, d, q, ckpt.qk_layout, target, c, norm_shift, keep, pool));
     if (opts.progress) opts.progress("converting", tensors.size(), ckpt.tensors.size());
     if (t.shape.size() == 2 && first) {
       common = d;
