@@ -333,5 +333,19 @@ TEST(Cli, BenchLoadTimesLoadingAgainstMappingAndTouchingTheFile) {
   EXPECT_NE(t.out.find("ready/floor"), std::string::npos) << t.out;
 }
 
+// An HF directory's floor maps every file its tensors live in (it used to mmap the directory).
+TEST(Cli, BenchLoadOfADirectoryMapsItsWeightFiles) {
+  test::TempDir tmp;
+  const std::string dir = tmp.file("hf");
+  ASSERT_EQ(kvparity("synth --preset tiny --arch mistral --dtype bf16 --out " + q(dir)).status, 0);
+  const CliRun r = kvparity("bench --load --model " + q(dir) + " --dtype fp16,bf16 --repeats 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.size(), 2u);
+  for (const auto& row : j)
+    EXPECT_EQ(row["file_bytes"].get<double>(), double(std::filesystem::file_size(dir + "/model.safetensors")));
+  EXPECT_EQ(open_checkpoint(dir).files, std::vector<std::string>{dir + "/model.safetensors"});
+}
+
 }  // namespace
 }  // namespace kvp

@@ -256,6 +256,8 @@ TEST(IoWriter, ShardedHfDirectory) {
   EXPECT_EQ(back.format, "hf");
   EXPECT_EQ(back.tokenizer_path, tmp.file("tokenizer.json"));
   EXPECT_EQ(back.keepalive.size(), 2u);  // each shard mapped once
+  EXPECT_EQ(back.files, (std::vector<std::string>{tmp.file("model-00001-of-00002.safetensors"),
+                                                  tmp.file("model-00002-of-00002.safetensors")}));
   expect_same_config(src.config, back.config);
   expect_same_tensors(src, back);
 }

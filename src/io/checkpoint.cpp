@@ -29,6 +29,7 @@ Checkpoint open_checkpoint(const std::string& path) {
     ck = parse_llama2c(d, n, path);
   }
   ck.keepalive.push_back(mf);
+  ck.files = {path};
   return ck;
 }
 

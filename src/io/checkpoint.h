@@ -29,6 +29,7 @@ struct Checkpoint {
   std::map<std::string, TensorView> tensors;
   RopeLayout qk_layout = RopeLayout::Halves;
   std::vector<std::shared_ptr<const void>> keepalive;  // mappings and buffers the views point into
+  std::vector<std::string> files;        // the files the tensors were mapped from (an HF directory's shards)
   std::optional<VocabSpec> vocab;        // GGUF embedded vocabulary
   std::string tokenizer_path;            // tokenizer.json beside an HF checkpoint, if present
   // Family hyper-parameters ModelConfig has no field for yet, by their config.json name.

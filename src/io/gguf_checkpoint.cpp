@@ -247,6 +247,7 @@ Checkpoint load_gguf(const std::string& path) {
   GgufFile g = parse_gguf(mf->data(), mf->size(), path);
   Checkpoint ck = gguf_to_checkpoint(g, mf->data(), mf->size(), path);
   ck.keepalive.push_back(mf);
+  ck.files = {path};
   return ck;
 }
 

@@ -98,6 +98,7 @@ Checkpoint load_llama2c(const std::string& path) {
   auto mf = MappedFile::open(path);
   Checkpoint ck = parse_llama2c(mf->data(), mf->size(), path);
   ck.keepalive.push_back(mf);
+  ck.files = {path};
   return ck;
 }
 

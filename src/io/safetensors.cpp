@@ -1,9 +1,9 @@
 #include "io/safetensors.h"
 
+#include <algorithm>
 #include <filesystem>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -138,6 +138,7 @@ Checkpoint load_safetensors_file(const std::string& path) {
   auto mf = MappedFile::open(path);
   add_tensors(ck, parse_safetensors(mf->data(), mf->size(), path));
   ck.keepalive.push_back(mf);
+  ck.files = {path};
   std::error_code ec;
   if (!fs::is_regular_file(cfg_path, ec))
     fail("{}: safetensors file has no config.json beside it ({} not found)", path, cfg_path);
@@ -165,6 +166,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
     auto mf = MappedFile::open(single.string());
     add_tensors(ck, parse_safetensors(mf->data(), mf->size(), single.string()));
     ck.keepalive.push_back(mf);
+    ck.files = {single.string()};
     return ck;
   }
   if (!fs::is_regular_file(index, ec)) {
@@ -200,6 +202,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
         m[n] = std::move(t);
       }
       ck.keepalive.push_back(mf);
+      ck.files.push_back(spath);
     }
     auto& m = shards[shard];
     auto f = m.find(it.key());
@@ -208,6 +211,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
     ck.tensors[it.key()] = f->second;
   }
   if (ck.tensors.empty()) fail("{}: weight_map is empty", ipath);
+  std::sort(ck.files.begin(), ck.files.end());
   return ck;
 }
 
