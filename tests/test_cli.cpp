@@ -347,5 +347,38 @@ TEST(Cli, BenchLoadOfADirectoryMapsItsWeightFiles) {
   EXPECT_EQ(open_checkpoint(dir).files, std::vector<std::string>{dir + "/model.safetensors"});
 }
 
+// A study that cannot run stops before it writes anything: compare used to write its manifest and
+// empty logs, and eval gsm8k its manifest, before looking for the tokenizer or checking the
+// tensors' shapes (the folder then held a study of a model that never ran).
+TEST(Cli, AStudyThatCannotRunStopsBeforeItWrites) {
+  test::TempDir tmp;
+  const std::string model = tmp.file("hf"), bad = tmp.file("bad"), out = tmp.file("out");
+  ASSERT_EQ(kvparity("synth --preset tiny --out " + q(model)).status, 0);
+  std::filesystem::copy(model, bad);
+  std::filesystem::remove(model + "/tokenizer.json");
+  {  // a config whose MLP width the tensors do not have
+    std::ifstream in(bad + "/config.json");
+    auto c = nlohmann::json::parse(in);
+    c["intermediate_size"] = c["intermediate_size"].get<int>() + 8;
+    std::ofstream(bad + "/config.json") << c.dump();
+  }
+  std::ofstream(tmp.file("broken.json")) << "{\"model\": ";
+  KVP_REQUIRE_SHARED(gsm8k, "data/gsm8k/test.jsonl");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--model " + q(model), "no tokenizer found"},
+      {"--model " + q(model) + " --tokenizer " + q(tmp.file("broken.json")), "broken.json"},
+      {"--model " + q(bad), "gate_proj.weight' has shape"}};
+  for (const auto& [source, message] : cases)
+    for (const std::string& cmd : std::vector<std::string>{
+             "compare --prompts builtin:facts --max-new-tokens 4", "profile --prompt Hello --step 1",
+             "patch --prompt Hello --max-new-tokens 4", "eval gsm8k --shots 0 --limit 1 --data " + q(gsm8k)}) {
+      const CliRun r = kvparity(cmd + " " + source + " --out " + q(out));
+      EXPECT_EQ(r.status, 1) << cmd << " " << source << "\n" << r.err;
+      EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+      EXPECT_FALSE(std::filesystem::exists(out)) << cmd << " " << source << " wrote into " << out;
+      std::filesystem::remove_all(out);
+    }
+}
+
 }  // namespace
 }  // namespace kvp

@@ -209,7 +209,10 @@ int run_compare(const CompareOptions& opts) {
                    side == &cond.baseline ? "--baseline" : "--candidate", side->batch_size);
   }
   const Checkpoint ckpt = open_checkpoint(opts.model);
-  // Everything that could refuse the run happens before the first write to the folder.
+  // Everything that could refuse the run happens before the first write to the folder: a tensor
+  // of the wrong shape and a missing or unreadable tokenizer too.
+  weights_footprint(ckpt, DType::F32);  // the load's checks of every tensor, without converting one
+  const std::unique_ptr<Tokenizer> tok = tokenizer_for_checkpoint(ckpt, opts.tokenizer);
   const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
   const nlohmann::json settings = compare_settings(opts);
   check_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
@@ -230,7 +233,6 @@ int run_compare(const CompareOptions& opts) {
   size_t done = 0;
   for (const Condition& cond : opts.conditions) {
     std::unique_ptr<SideRunner> cand, base;
-    std::unique_ptr<Tokenizer> tok;
     // Groups that hold whole batches of both sides; with batch size 1 on both, one prompt each.
     const size_t G = size_t(std::lcm(cond.baseline.batch_size, cond.candidate.batch_size));
     for (size_t g0 = 0; g0 < n; g0 += G) {
@@ -246,7 +248,6 @@ int run_compare(const CompareOptions& opts) {
         const auto cand_model = model_for(ckpt, cond.candidate.dtype, nullptr);
         cand = std::make_unique<SideRunner>(cond.candidate, cand_model);
         base = std::make_unique<SideRunner>(cond.baseline, model_for(ckpt, cond.baseline.dtype, cand_model));
-        tok = tokenizer_for_model(*cand_model, opts.tokenizer);
       }
       std::vector<SidePrompt> group;
       for (size_t i = g0; i < g1; ++i)

@@ -255,6 +255,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
         fail_usage("--model {}: two models are both named '{}' (the file/directory name names a model in the results)",
                    m.path, L.name);
     L.ckpt = open_checkpoint(m.path);
+    weights_footprint(L.ckpt, DType::F32);  // the load's checks of every tensor, before anything is written
     L.tok = tokenizer_for_checkpoint(L.ckpt, m.tokenizer);
     const int context = L.ckpt.config.max_seq_len;
     int too_long = 0, cut = 0;
