@@ -378,6 +378,22 @@ TEST(Cli, AStudyThatCannotRunStopsBeforeItWrites) {
       EXPECT_FALSE(std::filesystem::exists(out)) << cmd << " " << source << " wrote into " << out;
       std::filesystem::remove_all(out);
     }
+  // compare's prompts, all of them checked first: one too long for the context, one whose tokens
+  // the embedding has no rows for (another model's tokenizer), named by id.
+  std::ofstream(tmp.file("long.jsonl")) << "{\"id\": \"ok\", \"prompt\": \"Once\"}\n{\"id\": \"long\", \"prompt\": \""
+                                        << std::string(4000, 'x') << "\"}\n";
+  KVP_REQUIRE_SHARED(llama2_tokenizer, "models/llama2-tokenizer/tokenizer.bin");
+  ASSERT_EQ(kvparity("synth --preset tiny --out " + q(tmp.file("hf2"))).status, 0);
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--model " + q(tmp.file("hf2")) + " --prompts " + q(tmp.file("long.jsonl")), "prompt 'long': "},
+           {"--model " + q(tmp.file("hf2")) + " --tokenizer " + q(llama2_tokenizer) + " --prompts builtin:facts",
+            "has no embedding row"}}) {
+    const CliRun r = kvparity("compare --max-new-tokens 4 " + args + " --out " + q(out));
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(message), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << args << " wrote into " << out;
+    std::filesystem::remove_all(out);
+  }
 }
 
 }  // namespace

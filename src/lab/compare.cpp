@@ -213,6 +213,18 @@ int run_compare(const CompareOptions& opts) {
   // of the wrong shape and a missing or unreadable tokenizer too.
   weights_footprint(ckpt, DType::F32);  // the load's checks of every tensor, without converting one
   const std::unique_ptr<Tokenizer> tok = tokenizer_for_checkpoint(ckpt, opts.tokenizer);
+  for (const Prompt& p : opts.prompts) {
+    const std::vector<int> ids = encode_prompt(*tok, p);
+    if (int(ids.size()) > ckpt.config.max_seq_len)
+      fail("prompt '{}': {} tokens do not fit the context of {} ({} positions); shorten it or leave it out", p.id,
+           ids.size(), opts.model, ckpt.config.max_seq_len);
+    for (size_t i = 0; i < ids.size(); ++i)
+      if (ids[i] >= ckpt.config.vocab_size)
+        fail(
+            "prompt '{}': token {} at position {} has no embedding row in {} ({} rows): is the tokenizer this "
+            "model's?",
+            p.id, ids[i], i, opts.model, ckpt.config.vocab_size);
+  }
   const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
   const nlohmann::json settings = compare_settings(opts);
   check_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
