@@ -86,7 +86,9 @@ class SequenceRun {
       r_.prompt_ids.push_back(bos);
     }
     if (int(r_.prompt_ids.size()) > limit)
-      fail("prompt of {} tokens does not fit the context ({} positions)", r_.prompt_ids.size(), limit);
+      fail("prompt of {} tokens does not fit the context ({} position{} of KV cache: the model's context, or "
+           "--cache-capacity where smaller)",
+           r_.prompt_ids.size(), limit, limit == 1 ? "" : "s");
     seq_ = r_.prompt_ids;
     r_.stop_reason = "max_new_tokens";
   }
