@@ -11,9 +11,10 @@
 #include "lab/layer_profile.h"
 #include "lab/report.h"
 #include "lab/results_log.h"
+#include "lab/side_timing.h"
 #include "lab/stats.h"
-#include "lab/summary.h"
 #include "lab/step_metrics.h"
+#include "lab/summary.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -209,6 +210,25 @@ TEST(LabProfile, ReferencePolicyIsBitwiseEqualAndStandardShowsWhereDivergenceIsB
   std::cout << "[report] stories260K standard fp16 step 40: max residual |Δ| " << fp16_max << ", logits "
             << std_prof[1].logits.max << "\n";
   EXPECT_GT(std_prof[0].logits.max, 0.0) << "fp32 standard: GEMV vs GEMM orders should differ in the last bits";
+}
+
+// The totals say when the teacher-forced pass had nothing to do, rather than timing nothing.
+TEST(StudyTiming, TotalsSayWhenNoSequenceNeededTheTeacherForcedPass) {
+  test::TempDir tmp;
+  SideTime side;
+  side.seconds = 0.5;
+  side.passes = {0.4, 8, 80};
+  for (const bool diverged : {false, true}) {
+    std::filesystem::create_directories(tmp.file(diverged ? "d" : "n"));
+    StudyTiming timing(tmp.file(diverged ? "d" : "n"));
+    SideTime forced;
+    if (diverged) forced = side;
+    timing.group({{"model", "m"}}, side, side, &forced);
+    std::ostringstream out;
+    timing.print_totals(out, "cache=on", "cache=off");
+    EXPECT_EQ(out.str().find("no pass (no sequence diverged)") != std::string::npos, !diverged) << out.str();
+    EXPECT_EQ(out.str().find("teacher-forced baseline 0.5 s") != std::string::npos, diverged) << out.str();
+  }
 }
 
 }  // namespace

@@ -61,7 +61,11 @@ void StudyTiming::print_totals(std::ostream& out, const std::string& cand, const
   out << fmt::format("time of this run's {} groups (per group: {}):\n", groups_, path());
   out << "  " << describe_side_time("candidate (" + cand + ")", cand_) << "\n";
   out << "  " << describe_side_time("baseline (" + base + ")", base_) << "\n";
-  if (any_forced_) out << "  " << describe_side_time("teacher-forced baseline", forced_) << "\n";
+  // The teacher-forced pass runs only along sequences that diverged.
+  if (any_forced_ && forced_.passes.passes == 0)
+    out << "  teacher-forced baseline: no pass (no sequence diverged)\n";
+  else if (any_forced_)
+    out << "  " << describe_side_time("teacher-forced baseline", forced_) << "\n";
 }
 
 }  // namespace kvp
