@@ -218,12 +218,7 @@ int run_compare(const CompareOptions& opts) {
     if (int(ids.size()) > ckpt.config.max_seq_len)
       fail("prompt '{}': {} tokens do not fit the context of {} ({} positions); shorten it or leave it out", p.id,
            ids.size(), opts.model, ckpt.config.max_seq_len);
-    for (size_t i = 0; i < ids.size(); ++i)
-      if (ids[i] >= ckpt.config.vocab_size)
-        fail(
-            "prompt '{}': token {} at position {} has no embedding row in {} ({} rows): is the tokenizer this "
-            "model's?",
-            p.id, ids[i], i, opts.model, ckpt.config.vocab_size);
+    require_embedding_rows(ids, ckpt.config.vocab_size, "prompt '" + p.id + "'", opts.model);
   }
   const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
   const nlohmann::json settings = compare_settings(opts);

@@ -16,6 +16,7 @@
 #include "lab/compare.h"
 #include "lab/gsm8k_prompt.h"
 #include "lab/numerics_identity.h"
+#include "lab/prompt_set.h"
 #include "lab/results_log.h"
 #include "lab/results_manifest.h"
 #include "lab/side_runner.h"
@@ -264,12 +265,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
       Item it{&problems[i], L.tok->encode(gsm8k_prompt(exemplars, opts.shots, problems[i].question),
                                           L.tok->default_add_bos()),
               true};
-      for (size_t p = 0; p < it.prompt_ids.size(); ++p)
-        if (it.prompt_ids[p] >= L.ckpt.config.vocab_size)
-          fail(
-              "{}: problem {}'s prompt has token {} at position {}, and the model's embedding has {} rows: is the "
-              "tokenizer this model's?",
-              m.path, problems[i].index, it.prompt_ids[p], p, L.ckpt.config.vocab_size);
+      require_embedding_rows(it.prompt_ids, L.ckpt.config.vocab_size,
+                             fmt::format("problem {}'s prompt", problems[i].index), m.path);
       // At least one generated token must fit; longer generations stop at "context_full".
       it.fits = int(it.prompt_ids.size()) < context;
       too_long += !it.fits;

@@ -11,6 +11,7 @@
 #include "core/quant.h"
 #include "io/checkpoint.h"
 #include "model/weights.h"
+#include "runtime/kv_cache.h"
 #include "runtime/tokenizer_for_model.h"
 
 namespace kvp {
@@ -72,21 +73,22 @@ json rope_of(const Checkpoint& ck) {
 }
 
 json file_of(const Checkpoint& ck, const WeightsFootprint& f) {
-  std::map<std::string, json> types;
+  struct Totals {
+    int64_t tensors = 0, parameters = 0;
+    size_t bytes = 0;
+  };
+  std::map<std::string, Totals> types;
   size_t bytes = 0;
   for (const auto& [name, t] : ck.tensors) {
-    json& e = types[storage_type(t)];
-    if (e.is_null()) e = {{"tensors", 0}, {"parameters", 0}, {"bytes", 0}};
-    e["tensors"] = e["tensors"].get<int64_t>() + 1;
-    e["parameters"] = e["parameters"].get<int64_t>() + t.numel();
-    e["bytes"] = e["bytes"].get<size_t>() + t.nbytes();
+    Totals& e = types[storage_type(t)];
+    ++e.tensors;
+    e.parameters += t.numel();
+    e.bytes += t.nbytes();
     bytes += t.nbytes();
   }
   json list = json::array();
-  for (auto& [type, e] : types) {
-    e["type"] = type;
-    list.push_back(e);
-  }
+  for (const auto& [type, e] : types)
+    list.push_back({{"type", type}, {"tensors", e.tensors}, {"parameters", e.parameters}, {"bytes", e.bytes}});
   // Most bytes first: the type that decides the file's size and a decode step's reads leads.
   std::stable_sort(list.begin(), list.end(),
                    [](const json& a, const json& b) { return a["bytes"].get<size_t>() > b["bytes"].get<size_t>(); });
@@ -119,11 +121,8 @@ json memory_of(const Checkpoint& ck, const InspectOptions& o) {
   json rows = json::array();
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
     const KvType kv = o.kv ? *o.kv : KvType::of(dt);
-    if (size_t(c.head_dim) % kv.block_elems() != 0)
-      fail("--kv-dtype {} stores blocks of {} values along head_dim, but this model's head_dim is {}", kv.name(),
-           kv.block_elems(), c.head_dim);
+    const size_t per_position = 2 * size_t(c.n_layers) * KVCache::position_bytes(c, kv);  // K and V, every layer
     const WeightsFootprint f = weights_footprint(ck, dt);
-    const size_t per_position = 2 * size_t(c.n_layers) * size_t(c.n_kv_heads) * kv.bytes(size_t(c.head_dim));
     rows.push_back({{"dtype", std::string(dtype_name(dt))},
                     {"kv_dtype", kv.name()},
                     {"weights_in_place_bytes", f.in_place_bytes},

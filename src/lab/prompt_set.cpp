@@ -72,4 +72,11 @@ std::vector<Prompt> load_prompts(const std::string& source) {
   return out;
 }
 
+void require_embedding_rows(const std::vector<int>& ids, int rows, const std::string& what, const std::string& model) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    if (ids[i] >= rows)
+      fail("{}: token {} at position {} has no embedding row in {} ({} rows): is the tokenizer this model's?", what,
+           ids[i], i, model, rows);
+}
+
 }  // namespace kvp

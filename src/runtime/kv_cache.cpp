@@ -10,16 +10,20 @@ namespace kvp {
 KVCache::KVCache(const ModelConfig& config, int capacity, const KvType& kv_type, Device device)
     : capacity_(capacity), n_kv_heads_(config.n_kv_heads), head_dim_(config.head_dim), type_(kv_type), device_(device) {
   if (capacity <= 0) fail("KV cache capacity must be positive (got {})", capacity);
-  if (size_t(head_dim_) % type_.block_elems() != 0)
-    fail("--kv-dtype {} stores blocks of {} values along head_dim, but this model's head_dim is {}", type_.name(),
-         type_.block_elems(), head_dim_);
+  const size_t bytes = position_bytes(config, kv_type) * size_t(capacity);
   if (!(type_.scale > 0.0f && std::isfinite(type_.scale)))
     fail("--kv-scale must be a positive finite number (got {})", type_.scale);
-  const size_t bytes = type_.bytes(size_t(n_kv_heads_) * capacity_ * head_dim_);
   for (int l = 0; l < config.n_layers; ++l) {
     k_.emplace_back(device, bytes);
     v_.emplace_back(device, bytes);
   }
+}
+
+size_t KVCache::position_bytes(const ModelConfig& config, const KvType& kv_type) {
+  if (size_t(config.head_dim) % kv_type.block_elems() != 0)
+    fail("--kv-dtype {} stores blocks of {} values along head_dim, but this model's head_dim is {}", kv_type.name(),
+         kv_type.block_elems(), config.head_dim);
+  return size_t(config.n_kv_heads) * kv_type.bytes(size_t(config.head_dim));
 }
 
 void KVCache::set_length(int n) {

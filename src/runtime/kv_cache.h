@@ -17,6 +17,9 @@ class KVCache {
  public:
   // The cache lives on `device` (the device of the kernels that will read it).
   KVCache(const ModelConfig& config, int capacity, const KvType& kv_type, Device device = Device::Cpu);
+  // Bytes of K (or of V) for one position of one layer, in `kv_type`; refuses a block type that
+  // head_dim does not hold whole.
+  static size_t position_bytes(const ModelConfig& config, const KvType& kv_type);
 
   int capacity() const { return capacity_; }
   int length() const { return length_; }
