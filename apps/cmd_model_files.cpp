@@ -36,6 +36,13 @@ void hf_tokenizer_for_convert(const Checkpoint& ckpt, const std::string& explici
   }
 }
 
+// Shows an export's stages on `line`: tensors converted, then bytes written.
+void show_export_progress(ExportOptions& eo, ProgressLine& line) {
+  eo.progress = [&line](const char* stage, size_t done, size_t total) {
+    line.show(stage, done, total, std::string(stage) == "writing" ? "bytes" : "tensors");
+  };
+}
+
 }  // namespace
 
 void register_model_files(CLI::App& app) {
@@ -63,9 +70,7 @@ void register_model_files(CLI::App& app) {
         cfg, parse_dtype(s->dtype), parse_seed(s->seed), kSynthFinalGain,
         [&line](size_t done, size_t total) { line.show("generating weights", done, total, "layers"); });
     ExportOptions eo;
-    eo.progress = [&line](const char* stage, size_t done, size_t total) {
-      line.show(stage, done, total, std::string(stage) == "writing" ? "bytes" : "tensors");
-    };
+    show_export_progress(eo, line);
     eo.quant = s->quant;
     const VocabSpec vocab = make_synthetic_vocab(cfg.vocab_size);
     if (s->format == "gguf") {
@@ -128,9 +133,7 @@ void register_model_files(CLI::App& app) {
     if (vocab) eo.vocab = &*vocab;
     if (c->to == "hf") hf_tokenizer_for_convert(ckpt, c->tokenizer, given(conv, "--tokenizer"), eo);
     ProgressLine line("convert");
-    eo.progress = [&line](const char* stage, size_t done, size_t total) {
-      line.show(stage, done, total, std::string(stage) == "writing" ? "bytes" : "tensors");
-    };
+    show_export_progress(eo, line);
     export_checkpoint(ckpt, c->to, c->out, eo);
     line.clear();
     std::cerr << "wrote " << c->out << "\n";
