@@ -45,9 +45,6 @@ bool given(const CLI::App* cmd, const std::string& option);
 void refuse_unless(const CLI::App* cmd, const std::string& option, bool has_effect, const std::string& remedy,
                    const std::string& reason);
 
-// The name in `names` nearest to `word` by edit distance, or "" when none is close.
-std::string nearest_name(const std::string& word, const std::vector<std::string>& names);
-
 // A directory as given, with redundant separators and a trailing slash dropped ("out//" -> "out").
 std::string clean_dir(const std::string& dir);
 std::string count_of(size_t n, const char* one, const char* many);     // "1 directory", "2 directories"

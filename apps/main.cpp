@@ -5,6 +5,7 @@
 #include "cli_common.h"
 #include "core/build_info.h"
 #include "core/error.h"
+#include "core/nearest_name.h"
 
 namespace {
 
@@ -26,7 +27,7 @@ void check_subcommand_names(const CLI::App& app, int argc, char** argv) {
       kvp::fail_usage("{} needs a subcommand: {} ('{} --help' describes them)", cmd, fmt::join(names, ", "), cmd);
     }
     if (next == nullptr) {
-      const std::string near = kvp::cli::nearest_name(argv[i], names);
+      const std::string near = kvp::nearest_name(argv[i], names);
       const std::string where = cur == &app ? "" : " of '" + cur->get_name() + "'";
       if (!near.empty()) kvp::fail_usage("unknown subcommand '{}'{}; did you mean '{}'?", argv[i], where, near);
       kvp::fail_usage("unknown subcommand '{}'{} (expected one of: {})", argv[i], where, fmt::join(names, ", "));

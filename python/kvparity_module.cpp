@@ -19,12 +19,14 @@
 
 #include "core/build_info.h"
 #include "core/error.h"
+#include "core/nearest_name.h"
 #include "core/quant.h"
 #include "lab/compare.h"
 #include "lab/model_inspection.h"
 #include "lab/prompt_set.h"
 #include "lab/report.h"
 #include "model/model.h"
+#include "python_arguments.h"
 #include "runtime/generator.h"
 #include "runtime/interrupt.h"
 #include "runtime/sampler.h"
@@ -91,19 +93,35 @@ std::string tl_name(HookPoint p, int layer) {
   return "";
 }
 
+struct NamedHook {
+  HookPoint point;
+  int layer;  // -1 for the model's own points (embedding, final norm)
+  std::string name;
+};
+
+// Every hook point of the model that has a TransformerLens name, in the order of the pass.
+std::vector<NamedHook> named_hooks(const ModelConfig& c) {
+  std::vector<NamedHook> out;
+  for (int l = -1; l < c.n_layers; ++l)
+    for (int p = 0; p <= int(HookPoint::Logits); ++p) {
+      const auto point = HookPoint(p);
+      const bool model_level = point == HookPoint::Embed || point == HookPoint::FinalNorm;
+      if (model_level != (l == -1)) continue;
+      std::string name = tl_name(point, l);
+      if (!name.empty()) out.push_back({point, l, std::move(name)});
+    }
+  return out;
+}
+
 // Keeps the rows of the points whose names pass `keep` (decided once per name, with the GIL).
 class Capture final : public ForwardHooks {
  public:
-  Capture(const ModelConfig& c, std::function<bool(const std::string&)> keep) : c_(c) {
+  Capture(const ModelConfig& c, const std::vector<NamedHook>& hooks,
+          const std::function<bool(const std::string&)>& keep)
+      : c_(c) {
     py::gil_scoped_acquire gil;
-    for (int l = -1; l < c.n_layers; ++l)
-      for (int p = 0; p <= int(HookPoint::Logits); ++p) {
-        const auto point = HookPoint(p);
-        const bool model_level = point == HookPoint::Embed || point == HookPoint::FinalNorm;
-        if (model_level != (l == -1)) continue;
-        const std::string name = tl_name(point, l);
-        if (!name.empty() && keep(name)) wanted_[{p, l}] = name;
-      }
+    for (const auto& h : hooks)
+      if (keep(h.name)) wanted_[{int(h.point), h.layer}] = h.name;
   }
   bool wants(HookPoint p, int layer) const override { return wanted_.count({int(p), layer}) > 0; }
   bool writes(HookPoint, int) const override { return false; }
@@ -225,15 +243,10 @@ class PyModel {
     if (!cache && prefill) fail_usage("prefill: only with cache=True (the cache-free pass has no prefill)");
     if (T > engine_->cache().capacity())
       fail_usage("ids: {} tokens do not fit the context ({} positions)", T, engine_->cache().capacity());
-    std::function<bool(const std::string&)> keep = [](const std::string&) { return false; };
-    if (py::isinstance<py::function>(names)) {
-      keep = [names](const std::string& n) { return names(n).cast<bool>(); };
-    } else if (!names.is_none()) {
-      std::vector<std::string> list = names.cast<std::vector<std::string>>();
-      keep = [list](const std::string& n) { return std::find(list.begin(), list.end(), n) != list.end(); };
-    }
-    const bool capture_all = names.is_none();
-    Capture cap(model_->config, capture_all ? [](const std::string&) { return true; } : keep);
+    const std::vector<NamedHook> hooks = named_hooks(model_->config);
+    std::vector<std::string> hook_names;
+    for (const auto& h : hooks) hook_names.push_back(h.name);
+    Capture cap(model_->config, hooks, read_hook_filter(names, hook_names, model_->config.n_layers));
     std::vector<float> logits(size_t(T) * V);
     {
       py::gil_scoped_release release;
@@ -258,26 +271,21 @@ class PyModel {
     return {to_numpy(std::move(logits), {T, V}), cap.take(T)};
   }
 
-  py::dict generate(const py::object& prompt, int max_new_tokens, bool cache, const std::string& sampler,
-                    double temperature, int top_k, double top_p, double min_p, uint64_t seed,
-                    const std::optional<std::vector<std::string>>& stop, bool return_logits, bool ignore_eos) {
+  py::dict generate(const py::object& prompt, int max_new_tokens, bool cache, const SamplingArgs& sampling,
+                    const py::object& stop, bool return_logits, bool ignore_eos) {
     std::vector<int> ids = py::isinstance<py::str>(prompt)
                                ? tokenizer().encode(prompt.cast<std::string>(), tokenizer().default_add_bos())
-                               : prompt.cast<std::vector<int>>();
+                               : cast_arg<std::vector<int>>(prompt, "prompt", "a str or a list of token ids");
     check_ids(ids);
     if (max_new_tokens < 0) fail_usage("max_new_tokens={}: expected 0 or more", max_new_tokens);
+    const Sampling s = read_sampling(sampling, /*many=*/false);
     GenerationConfig g;
     g.max_new_tokens = max_new_tokens;
     g.cache = cache ? CacheMode::On : CacheMode::Off;
-    g.sampler.kind = parse_sampler(sampler);
-    g.sampler.temperature = temperature;
-    g.sampler.top_k = top_k;
-    g.sampler.top_p = top_p;
-    g.sampler.min_p = min_p;
-    g.sampler.validate();
-    g.seed = seed;
+    g.sampler = s.samplers.front();
+    g.seed = s.seed;
     g.stop_at_eos = !ignore_eos;
-    if (stop) g.stop_strings = *stop;
+    g.stop_strings = read_stop_strings(stop);
     std::vector<float> logits;
     GenerationResult r;
     {
@@ -300,7 +308,7 @@ class PyModel {
     d["kernels"] = policy_name(opts_.kernels);
     d["cache"] = cache ? "on" : "off";
     d["sampler"] = g.sampler.describe();
-    d["seed"] = seed;
+    d["seed"] = g.seed;
     if (return_logits) {
       const py::ssize_t steps = py::ssize_t(logits.size() / size_t(model_->config.vocab_size));
       d["logits"] = to_numpy(std::move(logits), {steps, model_->config.vocab_size});
@@ -347,87 +355,115 @@ class PyModel {
   std::mutex busy_;
 };
 
-std::vector<std::string> str_or_list(const py::object& o, const char* what) {
-  if (py::isinstance<py::str>(o)) {
-    std::vector<std::string> out;
-    const std::string s = o.cast<std::string>();
-    size_t a = 0;
-    while (a <= s.size()) {
-      const size_t b = s.find(',', a);
-      out.push_back(s.substr(a, b == std::string::npos ? std::string::npos : b - a));
-      if (b == std::string::npos) break;
-      a = b + 1;
-    }
-    return out;
-  }
-  try {
-    return o.cast<std::vector<std::string>>();
-  } catch (const py::cast_error&) {
-    fail_usage("{}: expected a string or a list of strings", what);
-  }
-}
-
 py::object compare(const std::string& model_path, const py::object& prompts, const std::optional<std::string>& tokenizer,
                    const std::optional<std::string>& out, const py::kwargs& options) {
   CompareOptions c;
   c.model = model_path;
   c.tokenizer = tokenizer.value_or("");
   if (py::isinstance<py::str>(prompts)) {
-    c.prompts = load_prompts(prompts.cast<std::string>());
+    const std::string source = prompts.cast<std::string>();
+    // One prompt given as a str reads as a file name that is not there: say how to pass it.
+    if (source.rfind("builtin:", 0) != 0 && !std::filesystem::exists(source))
+      fail("prompts='{}': no such prompts file (.jsonl or .txt); pass prompts as a list, e.g. ['{}']", source, source);
+    c.prompts = load_prompts(source);
   } else {
-    const auto texts = prompts.cast<std::vector<std::string>>();
+    const auto texts = read_str_list(prompts, "prompts", "a list of str, or a prompts file");
     for (size_t i = 0; i < texts.size(); ++i) c.prompts.push_back(Prompt{"prompt-" + std::to_string(i), texts[i]});
   }
   if (c.prompts.empty()) fail_usage("prompts: give at least one prompt");
   std::vector<std::string> dtypes{"fp16"}, kernels{"standard"};
-  std::optional<std::string> kv_dtype;
-  SamplerConfig sampler;
-  int threads = 1;
+  std::optional<std::string> kv_dtype, control;
+  SamplingArgs sampling;
+  int threads = 1, batch_size = 1;
+  bool given_spec = false;
   std::string device = "cpu", simd = "auto";
+  static const std::vector<std::string> kOptions{
+      "dtype",          "kernels", "kv_dtype",    "threads", "device",      "simd",
+      "max_new_tokens", "seed",    "stop_at_eos", "sampler", "temperature", "top_k",
+      "top_p",          "min_p",   "batch_size",  "control", "baseline",    "candidate"};
   for (const auto& [k, v] : options) {
     const std::string key = k.cast<std::string>();
-    if (key == "dtype") dtypes = str_or_list(py::reinterpret_borrow<py::object>(v), "dtype");
-    else if (key == "kernels") kernels = str_or_list(py::reinterpret_borrow<py::object>(v), "kernels");
-    else if (key == "kv_dtype") kv_dtype = v.cast<std::string>();
-    else if (key == "threads") threads = v.cast<int>();
-    else if (key == "device") device = v.cast<std::string>();
-    else if (key == "simd") simd = v.cast<std::string>();
-    else if (key == "max_new_tokens") c.max_new_tokens = v.cast<int>();
-    else if (key == "seed") c.seed = v.cast<uint64_t>();
-    else if (key == "stop_at_eos") c.stop_at_eos = v.cast<bool>();
-    else if (key == "sampler") sampler.kind = parse_sampler(v.cast<std::string>());
-    else if (key == "temperature") sampler.temperature = v.cast<double>();
-    else if (key == "top_k") sampler.top_k = v.cast<int>();
-    else if (key == "top_p") sampler.top_p = v.cast<double>();
-    else if (key == "min_p") sampler.min_p = v.cast<double>();
-    else if (key == "baseline") c.baseline = RunSpec::parse(v.cast<std::string>(), "baseline");
-    else if (key == "candidate") c.candidate = RunSpec::parse(v.cast<std::string>(), "candidate");
-    else
-      fail_usage("compare: unknown option '{}' (options: dtype, kernels, kv_dtype, threads, device, simd, max_new_tokens, "
-                 "seed, stop_at_eos, sampler, temperature, top_k, top_p, min_p, baseline, candidate)",
-                 key);
+    const auto obj = py::reinterpret_borrow<py::object>(v);
+    if (key == "dtype")
+      dtypes = str_or_list(v, "dtype");
+    else if (key == "kernels")
+      kernels = str_or_list(v, "kernels");
+    else if (key == "kv_dtype")
+      kv_dtype = cast_arg<std::string>(v, key, "a str");
+    else if (key == "threads")
+      threads = cast_arg<int>(v, key, "an int");
+    else if (key == "device")
+      device = cast_arg<std::string>(v, key, "a str");
+    else if (key == "simd")
+      simd = cast_arg<std::string>(v, key, "a str");
+    else if (key == "max_new_tokens")
+      c.max_new_tokens = cast_arg<int>(v, key, "an int");
+    else if (key == "stop_at_eos")
+      c.stop_at_eos = cast_arg<bool>(v, key, "a bool");
+    else if (key == "sampler")
+      sampling.sampler = obj;
+    else if (key == "temperature")
+      sampling.temperature = obj;
+    else if (key == "top_k")
+      sampling.top_k = obj;
+    else if (key == "top_p")
+      sampling.top_p = obj;
+    else if (key == "min_p")
+      sampling.min_p = obj;
+    else if (key == "seed")
+      sampling.seed = obj;
+    else if (key == "batch_size")
+      batch_size = cast_arg<int>(v, key, "an int");
+    else if (key == "control")
+      control = cast_arg<std::string>(v, key, "a str");
+    else if (key == "baseline" || key == "candidate") {
+      (key == "baseline" ? c.baseline : c.candidate) = RunSpec::parse(cast_arg<std::string>(v, key, "a str"), key);
+      given_spec = true;
+    } else {
+      const std::string near = nearest_name(key, kOptions);
+      if (!near.empty()) fail_usage("compare: unknown option '{}'; did you mean '{}'?", key, near);
+      fail_usage("compare: unknown option '{}' (options: {})", key, fmt::join(kOptions, ", "));
+    }
   }
   if (c.max_new_tokens < 1) fail_usage("max_new_tokens={}: expected 1 or more", c.max_new_tokens);
-  if (threads < 1 || threads > 256) fail_usage("threads={}: expected 1 to 256", threads);
-  sampler.validate();
+  if (threads < 0 || threads > 256) fail_usage("threads={}: expected 0 (every core) to 256", threads);
+  if (threads == 0) threads = std::max(1, int(std::thread::hardware_concurrency()));
+  if (batch_size < 1) fail_usage("batch_size={}: expected 1 or more", batch_size);
+  if (batch_size > 1) {
+    // As `kvparity compare --batch-size`: each prompt in a batch against its solo cache-ON run.
+    if (given_spec) fail_usage("batch_size: it sets the baseline (cache=on) and the candidate; give one or the other");
+    if (c.prompts.size() < 2)
+      fail_usage("batch_size={}: needs at least two prompts (a batch of one is its solo run)", batch_size);
+    c.baseline = RunSpec::parse("cache=on", "batch_size");
+    c.candidate = RunSpec::parse(fmt::format("batch-size={}", batch_size), "batch_size");
+  }
+  const Sampling sampled = read_sampling(sampling, /*many=*/true);
+  if (sampled.seed_given) c.seed = sampled.seed;
   for (const auto& d : dtypes) {
     if (d != "fp32" && d != "fp16" && d != "bf16") fail_usage("dtype='{}': expected fp32, fp16 or bf16", d);
     for (const auto& k : kernels) {
       if (k != "reference" && k != "standard" && k != "invariant" && k != "portable")
         fail_usage("kernels='{}': expected reference, standard, invariant or portable", k);
-      RunDefaults point;
-      point.dtype = parse_dtype(d);
-      if (kv_dtype) {
-        const auto kv = parse_kv_type(*kv_dtype);
-        if (!kv) fail_usage("kv_dtype='{}': expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", *kv_dtype);
-        point.kv_dtype = *kv;
+      for (const auto& sampler : sampled.samplers) {
+        RunDefaults point;
+        point.dtype = parse_dtype(d);
+        if (kv_dtype) {
+          const auto kv = parse_kv_type(*kv_dtype);
+          if (!kv) fail_usage("kv_dtype='{}': expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", *kv_dtype);
+          point.kv_dtype = *kv;
+        }
+        point.kernels = parse_policy(k);
+        point.threads = point.kernels == KernelPolicy::Reference ? 1 : threads;
+        point.device = parse_device(device, "device");
+        point.simd = parse_simd(simd, "simd");
+        add_condition(c, point, sampler);
       }
-      point.kernels = parse_policy(k);
-      point.threads = point.kernels == KernelPolicy::Reference ? 1 : threads;
-      point.device = parse_device(device, "device");
-      point.simd = parse_simd(simd, "simd");
-      add_condition(c, point, sampler);
     }
+  }
+  if (control) {
+    if (*control != "fp32") fail_usage("control='{}': expected 'fp32'", *control);
+    if (add_fp32_controls(c) == 0)
+      fail_usage("control='fp32' needs a half-precision dtype or kv_dtype (every condition already runs in fp32)");
   }
   c.time_totals = false;  // a notebook's stderr stays quiet; the folder's timing.jsonl has them
   // Without `out`, a temporary folder holds the records and goes when the summary is read.
@@ -495,9 +531,9 @@ PYBIND11_MODULE(_kvparity, m) {
       .def(py::init<const std::string&, const std::optional<std::string>&, const std::string&,
                     const std::optional<std::string>&, const std::string&, int, const std::string&,
                     const std::string&>(),
-           py::arg("path"), py::arg("tokenizer") = py::none(), py::arg("dtype") = "fp32", py::arg("kv_dtype") = py::none(),
-           py::arg("kernels") = "standard", py::arg("threads") = 0, py::arg("device") = "cpu",
-           py::arg("simd") = "auto")
+           py::arg("path"), py::arg("tokenizer") = py::none(), py::arg("dtype") = "fp32",
+           py::arg("kv_dtype") = py::none(), py::arg("kernels") = "standard", py::arg("threads") = 0,
+           py::arg("device") = "cpu", py::arg("simd") = "auto")
       .def_property_readonly("config", &PyModel::config,
                              "dict: arch, n_layers, hidden_size, intermediate_size, n_heads, n_kv_heads, head_dim, "
                              "vocab_size, context_length, ... and the run settings (dtype, kv_dtype, kernels, threads, "
@@ -516,14 +552,26 @@ PYBIND11_MODULE(_kvparity, m) {
            "hook_mlp_out / hook_resid_post [T, hidden], blocks.{l}.attn.hook_q / hook_k / hook_v (before RoPE)\n"
            "and hook_rot_q / hook_rot_k (after RoPE) [T, heads, head_dim], ln_final.hook_normalized [T, hidden].\n"
            "names: a list of names or a predicate name -> bool keeping only some (memory); None keeps all.")
-      .def("generate", &PyModel::generate, py::arg("prompt"), py::arg("max_new_tokens") = 64, py::arg("cache") = true,
-           py::arg("sampler") = "greedy", py::arg("temperature") = 1.0, py::arg("top_k") = 0, py::arg("top_p") = 1.0,
-           py::arg("min_p") = 0.0, py::arg("seed") = 0, py::arg("stop") = py::none(), py::arg("return_logits") = false,
-           py::arg("ignore_eos") = false,
-           "Generates from a prompt (str, encoded with the model's BOS rule) or token ids, cache ON (cache=True)\n"
-           "or OFF, with the seeded samplers both paths share (greedy, temperature, top-k, top-p, min-p).\n"
-           "Returns the CLI's --json keys (prompt_ids, output_ids, text, stop_reason, dtype, kv_dtype, kernels,\n"
-           "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits.")
+      .def(
+          "generate",
+          [](PyModel& m, const py::object& prompt, int max_new_tokens, bool cache, const py::object& sampler,
+             const py::object& temperature, const py::object& top_k, const py::object& top_p, const py::object& min_p,
+             const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos) {
+            return m.generate(prompt, max_new_tokens, cache,
+                              SamplingArgs{sampler, temperature, top_k, top_p, min_p, seed}, stop, return_logits,
+                              ignore_eos);
+          },
+          py::arg("prompt"), py::arg("max_new_tokens") = 64, py::arg("cache") = true, py::arg("sampler") = "greedy",
+          py::arg("temperature") = py::none(), py::arg("top_k") = py::none(), py::arg("top_p") = py::none(),
+          py::arg("min_p") = py::none(), py::arg("seed") = py::none(), py::arg("stop") = py::none(),
+          py::arg("return_logits") = false, py::arg("ignore_eos") = false,
+          "Generates from a prompt (str, encoded with the model's BOS rule) or token ids, cache ON (cache=True)\n"
+          "or OFF, with the seeded samplers both paths share: sampler 'greedy', 'temperature', 'top-k', 'top-p'\n"
+          "or 'min-p'. Unset, temperature is 1, top_k 40, top_p 0.9, min_p 0.05 and seed 0, as in the CLI; an\n"
+          "argument the sampler ignores (temperature or seed with greedy, top_p without 'top-p') raises\n"
+          "ValueError. stop: a str or list of str ending the text before it.\n"
+          "Returns the CLI's --json keys (prompt_ids, output_ids, text, stop_reason, dtype, kv_dtype, kernels,\n"
+          "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits.")
       .def("weight", &PyModel::weight, py::arg("name"),
            "A weight as float32 ndarray: model.embed_tokens.weight, model.norm.weight or lm_head.weight.");
 
@@ -536,9 +584,13 @@ PYBIND11_MODULE(_kvparity, m) {
         "Nothing is loaded or converted; a checkpoint a run would refuse raises its error.");
   m.def("compare", &compare, py::arg("model_path"), py::arg("prompts"), py::arg("tokenizer") = py::none(),
         py::arg("out") = py::none(),
-        "Runs `kvparity compare` and returns its summary.json as a dict. prompts: a list of strings, or a\n"
-        "source as --prompts takes it (a .jsonl/.txt file, 'builtin:stories'). out: results folder (resumed\n"
-        "when it holds results); None uses a temporary one. Options: dtype (str or list, default 'fp16'),\n"
-        "kernels (str or list, default 'standard'), kv_dtype, threads, device, simd, max_new_tokens (128), seed (1),\n"
-        "stop_at_eos, sampler, temperature, top_k, top_p, min_p, baseline and candidate SPECs.");
+        "Runs `kvparity compare` and returns its summary.json as a dict. prompts: a list of strings (ids\n"
+        "prompt-0, prompt-1, ..., which key the samplers' draws), or a source as --prompts takes it (a\n"
+        ".jsonl/.txt file, 'builtin:stories'). out: results folder (resumed\n"
+        "when it holds results); None uses a temporary one. Options, as the CLI's: dtype (str or list, default\n"
+        "'fp16'), kernels (str or list, default 'standard'), kv_dtype, threads (1; 0 every core), device, simd,\n"
+        "max_new_tokens (128), stop_at_eos, sampler (str or list, one condition each; default 'greedy'),\n"
+        "temperature, top_k, top_p, min_p and seed (1) as generate takes them, batch_size (each prompt in a\n"
+        "batch of that size against its solo run), control='fp32' (every half-precision condition rerun in\n"
+        "fp32), and the baseline and candidate SPECs (key=value,... as --baseline takes).");
 }

@@ -146,6 +146,102 @@ def test_generate_equals_the_cli(stories, cache):
     assert s1["output_ids"] == s2["output_ids"]
 
 
+@pytest.mark.parametrize("sampler", ["top-k", "top-p", "min-p"])
+def test_sampling_defaults_are_the_clis(stories, sampler):
+    # A sampler's unset arguments take the CLI's defaults (top_k 40, top_p 0.9, min_p 0.05), so the
+    # same settings give the same tokens in both.
+    prompt = "Once upon a time"
+    r = stories.generate(prompt, max_new_tokens=30, sampler=sampler, seed=11, ignore_eos=True)
+    out = cli("generate", "--model", shared(STORIES), "--tokenizer", shared(TOK), "--dtype", "fp16", "--prompt", prompt,
+              "--max-new-tokens", "30", "--sampler", sampler, "--seed", "11", "--ignore-eos", "--json")
+    assert out.returncode == 0, out.stderr
+    j = json.loads(out.stdout)
+    assert r["sampler"] == j["sampler"]
+    assert r["output_ids"] == j["output_ids"]
+
+
+def test_arguments_are_checked_by_name(stories):
+    ids = stories.tokenize("Once upon a time")
+    # An argument the sampler ignores is refused, as the CLI refuses it.
+    for kwargs, says in [({"temperature": 0.7}, "temperature=0.7 has no effect with sampler='greedy'"),
+                         ({"seed": 3}, "seed=3 has no effect"),
+                         ({"sampler": "temperature", "top_p": 0.5}, "top_p=0.5 has no effect"),
+                         ({"sampler": "top-p", "top_k": 5}, "top_k=5 has no effect"),
+                         ({"sampler": "top-k", "min_p": 0.1}, "min_p=0.1 has no effect"),
+                         ({"sampler": "temperature", "temperature": -1}, "temperature=-1: expected"),
+                         ({"sampler": "top-p", "top_p": 2}, r"top_p=2: expected a number in \(0, 1\]"),
+                         ({"sampler": "top-k", "top_k": 0}, "top_k=0: expected 1 or more"),
+                         ({"sampler": "top-p", "seed": -1}, r"seed=-1: expected 0 to 2\*\*64 - 1"),
+                         ({"sampler": "top-p,top-k"}, "one sampler per call"),
+                         ({"stop": [""]}, "stop: '' would match"),
+                         ({"max_new_tokens": -1}, "max_new_tokens=-1")]:
+        with pytest.raises(ValueError, match=says):
+            stories.generate(ids, **kwargs)
+    for kwargs, says in [({"prompt": 3.5}, r"prompt: expected a str or a list of token ids \(got float\)"),
+                         ({"sampler": "temperature", "temperature": "hot"}, r"temperature: expected a number \(got str\)"),
+                         ({"sampler": "top-k", "top_k": 2.5}, r"top_k: expected an int \(got float\)"),
+                         ({"stop": ["ok", 5]}, r"stop\[1\]: expected a str \(got int\)")]:
+        with pytest.raises(TypeError, match=says):
+            stories.generate(**{"prompt": ids, **kwargs})
+    # A single stop string is a list of one.
+    r = stories.generate(ids, max_new_tokens=40, stop="Lily")
+    assert r["stop_reason"] == "stop_string" and r["stop_string"] == "Lily"
+    # Hook names: a name the model lacks is named, with what was probably meant.
+    with pytest.raises(ValueError, match="did you mean 'blocks.0.hook_resid_post'"):
+        stories.run_with_cache(ids, names=["blocks.0.hook_resid_posts"])
+    with pytest.raises(ValueError, match=r"this model has 5 layers \(blocks.0 to blocks.4\)"):
+        stories.run_with_cache(ids, names="blocks.5.hook_resid_post")
+    with pytest.raises(TypeError, match=r"names: expected a hook name.*\(got int\)"):
+        stories.run_with_cache(ids, names=5)
+    _, one = stories.run_with_cache(ids, names="blocks.1.attn.hook_v")
+    assert list(one) == ["blocks.1.attn.hook_v"]
+    # A predicate's result counts by its truth, as filter() counts it.
+    _, some = stories.run_with_cache(ids, names=lambda n: "yes" if n.endswith("hook_v") else "")
+    assert sorted(some) == [f"blocks.{l}.attn.hook_v" for l in range(5)]
+    # compare's options: a typo gets a suggestion, a wrong type names the option.
+    with pytest.raises(ValueError, match="did you mean 'max_new_tokens'"):
+        kvparity.compare(shared(STORIES), ["a"], tokenizer=shared(TOK), max_new_token=2)
+    with pytest.raises(TypeError, match=r"max_new_tokens: expected an int \(got str\)"):
+        kvparity.compare(shared(STORIES), ["a"], tokenizer=shared(TOK), max_new_tokens="2")
+    with pytest.raises(TypeError, match=r"prompts\[1\]: expected a str \(got int\)"):
+        kvparity.compare(shared(STORIES), ["a", 3], tokenizer=shared(TOK))
+    with pytest.raises(ValueError, match="temperature=0.5 has no effect"):
+        kvparity.compare(shared(STORIES), ["a"], tokenizer=shared(TOK), temperature=0.5)
+    with pytest.raises(kvparity.Error, match=r"no such prompts file.*pass prompts as a list, e.g. \['Tom had a ball'\]"):
+        kvparity.compare(shared(STORIES), "Tom had a ball", tokenizer=shared(TOK))
+    with pytest.raises(ValueError, match="needs at least two prompts"):
+        kvparity.compare(shared(STORIES), ["a"], tokenizer=shared(TOK), batch_size=2)
+    with pytest.raises(ValueError, match="control='fp32' needs a half-precision"):
+        kvparity.compare(shared(STORIES), ["a"], tokenizer=shared(TOK), dtype="fp32", control="fp32")
+
+
+def test_compare_takes_the_clis_study_options(tmp_path):
+    prompts = ["Once upon a time", "The dog", "Lily and Ben"]
+    s = kvparity.compare(shared(STORIES), prompts, tokenizer=shared(TOK), sampler=["greedy", "top-p"], top_p=0.8,
+                         seed=4, control="fp32", max_new_tokens=6, out=str(tmp_path / "py"))
+    # A list's prompts are prompt-0, prompt-1, ...: the ids that key their random draws.
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps({"id": f"prompt-{i}", "prompt": p}) + "\n"
+                                              for i, p in enumerate(prompts)))
+    out = cli("compare", "--model", shared(STORIES), "--tokenizer", shared(TOK), "--prompts", str(tmp_path / "p.jsonl"),
+              "--sampler", "greedy,top-p", "--top-p", "0.8", "--seed", "4", "--control", "fp32", "--max-new-tokens",
+              "6", "--out", str(tmp_path / "cli"))
+    assert out.returncode == 0, out.stderr
+    c = json.load(open(tmp_path / "cli" / "summary.json"))
+    assert [x["condition"] for x in s["conditions"]] == [x["condition"] for x in c["conditions"]]
+    assert [x["condition"] for x in s["conditions"]] == [
+        "fp16/kv=fp16/standard/greedy", "fp16/kv=fp16/standard/top-p(p=0.8,T=1)",
+        "fp32/kv=fp32/standard/greedy/control", "fp32/kv=fp32/standard/top-p(p=0.8,T=1)/control"]
+    py_rows = [json.loads(l) for l in open(tmp_path / "py" / "results.jsonl")]
+    cli_rows = [json.loads(l) for l in open(tmp_path / "cli" / "results.jsonl")]
+    def tokens(rows):
+        return sorted((r["condition"], r["prompt"], r["on_ids"], r["off_ids"]) for r in rows)
+
+    assert len(py_rows) == 4 * len(prompts)
+    assert tokens(py_rows) == tokens(cli_rows)
+    b = kvparity.compare(shared(STORIES), prompts, tokenizer=shared(TOK), batch_size=2, max_new_tokens=6)
+    assert [x["condition"] for x in b["conditions"]] == ["fp16/kv=fp16/standard/cache=on/batch-size=1->2/greedy"]
+
+
 def test_compare_returns_the_summary(tmp_path):
     s = kvparity.compare(shared(STORIES), ["Once upon a time", "The dog"], tokenizer=shared(TOK),
                          out=str(tmp_path / "c"), dtype=["fp16"], kernels="standard,invariant", max_new_tokens=8)
@@ -183,6 +279,9 @@ def test_errors_carry_the_clis_message(tmp_path):
 def test_a_signal_interrupts_generate_and_leaves_the_model_usable(stories):
     ids = stories.tokenize("Once upon a time")
     expected = stories.generate(ids, max_new_tokens=30, cache=False, ignore_eos=True)
+    # Python's own Ctrl-C handler, whatever the runner left: a job started in the background by a
+    # non-interactive shell inherits SIGINT ignored, and Python then installs no handler at all.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.3, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     try:
@@ -192,6 +291,7 @@ def test_a_signal_interrupts_generate_and_leaves_the_model_usable(stories):
             stories.generate(ids, max_new_tokens=480, cache=False, ignore_eos=True)
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert stories.generate(ids, max_new_tokens=30, cache=False, ignore_eos=True) == expected
 
 
