@@ -19,18 +19,14 @@
 
 #include "core/build_info.h"
 #include "core/error.h"
-#include "core/nearest_name.h"
 #include "core/quant.h"
-#include "lab/compare.h"
-#include "lab/model_inspection.h"
-#include "lab/prompt_set.h"
-#include "lab/report.h"
 #include "model/model.h"
 #include "python_arguments.h"
 #include "runtime/generator.h"
 #include "runtime/interrupt.h"
 #include "runtime/sampler.h"
 #include "runtime/tokenizer_for_model.h"
+#include "study_calls.h"
 
 namespace py = pybind11;
 
@@ -42,28 +38,6 @@ py::array_t<float> to_numpy(std::vector<float>&& v, std::vector<py::ssize_t> sha
   auto* owned = new std::vector<float>(std::move(v));
   py::capsule free_when_done(owned, [](void* p) { delete static_cast<std::vector<float>*>(p); });
   return py::array_t<float>(shape, owned->data(), free_when_done);
-}
-
-py::object to_python(const nlohmann::json& j) {
-  switch (j.type()) {
-    case nlohmann::json::value_t::null: return py::none();
-    case nlohmann::json::value_t::boolean: return py::bool_(j.get<bool>());
-    case nlohmann::json::value_t::number_integer: return py::int_(j.get<int64_t>());
-    case nlohmann::json::value_t::number_unsigned: return py::int_(j.get<uint64_t>());
-    case nlohmann::json::value_t::number_float: return py::float_(j.get<double>());
-    case nlohmann::json::value_t::string: return py::str(j.get<std::string>());
-    case nlohmann::json::value_t::array: {
-      py::list l;
-      for (const auto& x : j) l.append(to_python(x));
-      return l;
-    }
-    case nlohmann::json::value_t::object: {
-      py::dict d;
-      for (auto it = j.begin(); it != j.end(); ++it) d[py::str(it.key())] = to_python(it.value());
-      return d;
-    }
-    default: return py::none();
-  }
 }
 
 // Ctrl-C between steps: Python's handler sets a flag the interpreter checks here.
@@ -355,154 +329,6 @@ class PyModel {
   std::mutex busy_;
 };
 
-py::object compare(const std::string& model_path, const py::object& prompts, const std::optional<std::string>& tokenizer,
-                   const std::optional<std::string>& out, const py::kwargs& options) {
-  CompareOptions c;
-  c.model = model_path;
-  c.tokenizer = tokenizer.value_or("");
-  if (py::isinstance<py::str>(prompts)) {
-    const std::string source = prompts.cast<std::string>();
-    // One prompt given as a str reads as a file name that is not there: say how to pass it.
-    if (source.rfind("builtin:", 0) != 0 && !std::filesystem::exists(source))
-      fail("prompts='{}': no such prompts file (.jsonl or .txt); pass prompts as a list, e.g. ['{}']", source, source);
-    c.prompts = load_prompts(source);
-  } else {
-    const auto texts = read_str_list(prompts, "prompts", "a list of str, or a prompts file");
-    for (size_t i = 0; i < texts.size(); ++i) c.prompts.push_back(Prompt{"prompt-" + std::to_string(i), texts[i]});
-  }
-  if (c.prompts.empty()) fail_usage("prompts: give at least one prompt");
-  std::vector<std::string> dtypes{"fp16"}, kernels{"standard"};
-  std::optional<std::string> kv_dtype, control;
-  SamplingArgs sampling;
-  int threads = 1, batch_size = 1;
-  bool given_spec = false;
-  std::string device = "cpu", simd = "auto";
-  static const std::vector<std::string> kOptions{
-      "dtype",          "kernels", "kv_dtype",    "threads", "device",      "simd",
-      "max_new_tokens", "seed",    "stop_at_eos", "sampler", "temperature", "top_k",
-      "top_p",          "min_p",   "batch_size",  "control", "baseline",    "candidate"};
-  for (const auto& [k, v] : options) {
-    const std::string key = k.cast<std::string>();
-    const auto obj = py::reinterpret_borrow<py::object>(v);
-    if (key == "dtype")
-      dtypes = str_or_list(v, "dtype");
-    else if (key == "kernels")
-      kernels = str_or_list(v, "kernels");
-    else if (key == "kv_dtype")
-      kv_dtype = cast_arg<std::string>(v, key, "a str");
-    else if (key == "threads")
-      threads = cast_arg<int>(v, key, "an int");
-    else if (key == "device")
-      device = cast_arg<std::string>(v, key, "a str");
-    else if (key == "simd")
-      simd = cast_arg<std::string>(v, key, "a str");
-    else if (key == "max_new_tokens")
-      c.max_new_tokens = cast_arg<int>(v, key, "an int");
-    else if (key == "stop_at_eos")
-      c.stop_at_eos = cast_arg<bool>(v, key, "a bool");
-    else if (key == "sampler")
-      sampling.sampler = obj;
-    else if (key == "temperature")
-      sampling.temperature = obj;
-    else if (key == "top_k")
-      sampling.top_k = obj;
-    else if (key == "top_p")
-      sampling.top_p = obj;
-    else if (key == "min_p")
-      sampling.min_p = obj;
-    else if (key == "seed")
-      sampling.seed = obj;
-    else if (key == "batch_size")
-      batch_size = cast_arg<int>(v, key, "an int");
-    else if (key == "control")
-      control = cast_arg<std::string>(v, key, "a str");
-    else if (key == "baseline" || key == "candidate") {
-      (key == "baseline" ? c.baseline : c.candidate) = RunSpec::parse(cast_arg<std::string>(v, key, "a str"), key);
-      given_spec = true;
-    } else {
-      const std::string near = nearest_name(key, kOptions);
-      if (!near.empty()) fail_usage("compare: unknown option '{}'; did you mean '{}'?", key, near);
-      fail_usage("compare: unknown option '{}' (options: {})", key, fmt::join(kOptions, ", "));
-    }
-  }
-  if (c.max_new_tokens < 1) fail_usage("max_new_tokens={}: expected 1 or more", c.max_new_tokens);
-  if (threads < 0 || threads > 256) fail_usage("threads={}: expected 0 (every core) to 256", threads);
-  if (threads == 0) threads = std::max(1, int(std::thread::hardware_concurrency()));
-  if (batch_size < 1) fail_usage("batch_size={}: expected 1 or more", batch_size);
-  if (batch_size > 1) {
-    // As `kvparity compare --batch-size`: each prompt in a batch against its solo cache-ON run.
-    if (given_spec) fail_usage("batch_size: it sets the baseline (cache=on) and the candidate; give one or the other");
-    if (c.prompts.size() < 2)
-      fail_usage("batch_size={}: needs at least two prompts (a batch of one is its solo run)", batch_size);
-    c.baseline = RunSpec::parse("cache=on", "batch_size");
-    c.candidate = RunSpec::parse(fmt::format("batch-size={}", batch_size), "batch_size");
-  }
-  const Sampling sampled = read_sampling(sampling, /*many=*/true);
-  if (sampled.seed_given) c.seed = sampled.seed;
-  for (const auto& d : dtypes) {
-    if (d != "fp32" && d != "fp16" && d != "bf16") fail_usage("dtype='{}': expected fp32, fp16 or bf16", d);
-    for (const auto& k : kernels) {
-      if (k != "reference" && k != "standard" && k != "invariant" && k != "portable")
-        fail_usage("kernels='{}': expected reference, standard, invariant or portable", k);
-      for (const auto& sampler : sampled.samplers) {
-        RunDefaults point;
-        point.dtype = parse_dtype(d);
-        if (kv_dtype) {
-          const auto kv = parse_kv_type(*kv_dtype);
-          if (!kv) fail_usage("kv_dtype='{}': expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", *kv_dtype);
-          point.kv_dtype = *kv;
-        }
-        point.kernels = parse_policy(k);
-        point.threads = point.kernels == KernelPolicy::Reference ? 1 : threads;
-        point.device = parse_device(device, "device");
-        point.simd = parse_simd(simd, "simd");
-        add_condition(c, point, sampler);
-      }
-    }
-  }
-  if (control) {
-    if (*control != "fp32") fail_usage("control='{}': expected 'fp32'", *control);
-    if (add_fp32_controls(c) == 0)
-      fail_usage("control='fp32' needs a half-precision dtype or kv_dtype (every condition already runs in fp32)");
-  }
-  c.time_totals = false;  // a notebook's stderr stays quiet; the folder's timing.jsonl has them
-  // Without `out`, a temporary folder holds the records and goes when the summary is read.
-  std::filesystem::path tmp;
-  if (out) {
-    c.out_dir = *out;
-  } else {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kvparity-compare-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) fail("compare: cannot create a temporary directory under {}", tmpl);
-    tmp = tmpl;
-    c.out_dir = tmpl;
-  }
-  nlohmann::json summary;
-  try {
-    py::gil_scoped_release release;
-    run_compare(c);
-    summary = write_reports(c.out_dir);
-  } catch (...) {
-    if (!tmp.empty()) std::filesystem::remove_all(tmp);
-    throw;
-  }
-  if (!tmp.empty()) std::filesystem::remove_all(tmp);
-  return to_python(summary);
-}
-
-py::object inspect(const std::string& model, const std::optional<std::string>& tokenizer, int cache_capacity,
-                   int batch_size, const std::optional<std::string>& kv_dtype) {
-  InspectOptions o;
-  o.model = model;
-  o.tokenizer = tokenizer.value_or("");
-  o.cache_capacity = cache_capacity;
-  o.batch_size = batch_size;
-  if (kv_dtype) {
-    o.kv = parse_kv_type(*kv_dtype);
-    if (!o.kv) fail_usage("kv_dtype='{}': expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", *kv_dtype);
-  }
-  return to_python(inspect_model(o));
-}
-
 }  // namespace
 }  // namespace kvp::python
 
@@ -575,22 +401,5 @@ PYBIND11_MODULE(_kvparity, m) {
       .def("weight", &PyModel::weight, py::arg("name"),
            "A weight as float32 ndarray: model.embed_tokens.weight, model.norm.weight or lm_head.weight.");
 
-  m.def("inspect", &inspect, py::arg("model_path"), py::arg("tokenizer") = py::none(), py::arg("cache_capacity") = 0,
-        py::arg("batch_size") = 1, py::arg("kv_dtype") = py::none(),
-        "What `kvparity inspect --json` prints, as a dict: family, shape, attention, rope, norm, head, special\n"
-        "tokens, parameters, the file's tensor types, the tokenizer a run would take, and per compute dtype\n"
-        "the weights' memory, the bytes a decoded token reads and the KV cache's size (cache_capacity\n"
-        "positions, 0 the model's context, for batch_size sequences, in kv_dtype or each dtype's own).\n"
-        "Nothing is loaded or converted; a checkpoint a run would refuse raises its error.");
-  m.def("compare", &compare, py::arg("model_path"), py::arg("prompts"), py::arg("tokenizer") = py::none(),
-        py::arg("out") = py::none(),
-        "Runs `kvparity compare` and returns its summary.json as a dict. prompts: a list of strings (ids\n"
-        "prompt-0, prompt-1, ..., which key the samplers' draws), or a source as --prompts takes it (a\n"
-        ".jsonl/.txt file, 'builtin:stories'). out: results folder (resumed\n"
-        "when it holds results); None uses a temporary one. Options, as the CLI's: dtype (str or list, default\n"
-        "'fp16'), kernels (str or list, default 'standard'), kv_dtype, threads (1; 0 every core), device, simd,\n"
-        "max_new_tokens (128), stop_at_eos, sampler (str or list, one condition each; default 'greedy'),\n"
-        "temperature, top_k, top_p, min_p and seed (1) as generate takes them, batch_size (each prompt in a\n"
-        "batch of that size against its solo run), control='fp32' (every half-precision condition rerun in\n"
-        "fp32), and the baseline and candidate SPECs (key=value,... as --baseline takes).");
+  add_study_calls(m);
 }

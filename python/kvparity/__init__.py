@@ -11,6 +11,8 @@ The engine and the divergence lab of the kvparity command-line tool, in Python:
     on = m.generate("Once upon a time", max_new_tokens=64, cache=True, return_logits=True)
     off = m.generate("Once upon a time", max_new_tokens=64, cache=False, return_logits=True)
     summary = kvparity.compare("stories260K.bin", ["Once upon a time"], tokenizer="tok512.bin")
+    kvparity.profile("stories260K.bin", "Once upon a time", tokenizer="tok512.bin")  # per-layer |Δ| at a step
+    kvparity.patch("stories260K.bin", "Once upon a time", tokenizer="tok512.bin")    # patching at a divergence
     kvparity.inspect("stories260K.bin")   # dict: what `kvparity inspect --json` prints
 
 Errors the command-line tool reports with exit 1 raise kvparity.Error (same message); usage errors
@@ -21,9 +23,9 @@ kvparity.__version__ is the version ("0.1.0"); kvparity.build names the build as
 record it (built_by) and `kvparity --version` prints it: version, source commit, compiler, CUDA.
 """
 
-from ._kvparity import Error, Model, __version__, build, compare, inspect
+from ._kvparity import Error, Model, __version__, build, compare, inspect, patch, profile
 
-__all__ = ["Error", "Model", "__version__", "build", "compare", "inspect", "load"]
+__all__ = ["Error", "Model", "__version__", "build", "compare", "inspect", "load", "patch", "profile"]
 
 
 def load(path, tokenizer=None, dtype="fp32", kv_dtype=None, kernels="standard", threads=0, device="cpu", simd="auto"):

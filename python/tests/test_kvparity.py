@@ -258,6 +258,39 @@ def test_compare_returns_the_summary(tmp_path):
     assert t["conditions"][0]["condition"].startswith("fp16/kv=fp16->fp8_e4m3")
 
 
+def test_profile_and_patch_are_the_clis(tmp_path):
+    prompt = "Tom had a red ball"
+    prof = kvparity.profile(shared(STORIES), prompt, tokenizer=shared(TOK), dtype=["fp32", "fp16"], step=3,
+                            out=str(tmp_path / "prof"))
+    out = cli("profile", "--model", shared(STORIES), "--tokenizer", shared(TOK), "--prompt", prompt, "--dtype",
+              "fp32,fp16", "--step", "3", "--json")
+    assert out.returncode == 0, out.stderr
+    assert prof == json.loads(out.stdout)
+    assert prof == json.load(open(tmp_path / "prof" / "profile.json"))
+    assert [p["dtype"] for p in prof["profiles"]] == ["fp32", "fp16"]
+    assert len(prof["profiles"][1]["layers"]) == 5
+    # The same folder with other settings is refused before any work, as --out is.
+    with pytest.raises(kvparity.Error, match="profile/settings/step: 3 vs 2"):
+        kvparity.profile(shared(STORIES), prompt, tokenizer=shared(TOK), dtype=["fp32", "fp16"], step=2,
+                         out=str(tmp_path / "prof"))
+    pat = kvparity.patch(shared(STORIES), prompt, tokenizer=shared(TOK), max_new_tokens=64, kv_positions=(0, 4))
+    out = cli("patch", "--model", shared(STORIES), "--tokenizer", shared(TOK), "--prompt", prompt,
+              "--max-new-tokens", "64", "--kv-positions", "0:4", "--json")
+    assert out.returncode == 0, out.stderr
+    assert pat == json.loads(out.stdout)
+    assert pat["first_divergence"] > 0 and pat["rows"]
+    for call, kwargs, error, says in [
+            (kvparity.profile, {"steps": 3}, ValueError, "did you mean 'step'"),
+            (kvparity.profile, {"step": 0}, ValueError, "step=0: expected 1 or more"),
+            (kvparity.profile, {"threads": "2"}, TypeError, r"threads: expected an int \(got str\)"),
+            (kvparity.patch, {"kv_positions": (3, 3)}, ValueError, "kv_positions=\\(3, 3\\): expected"),
+            (kvparity.patch, {"kv_positions": 3}, TypeError, "kv_positions: expected a \\(begin, end\\) pair"),
+            (kvparity.patch, {"step": 100, "max_new_tokens": 50}, ValueError, "step=100 needs max_new_tokens > 100"),
+            (kvparity.patch, {"temperature": 0.3}, ValueError, "temperature=0.3 has no effect")]:
+        with pytest.raises(error, match=says):
+            call(shared(STORIES), prompt, tokenizer=shared(TOK), **kwargs)
+
+
 def test_errors_carry_the_clis_message(tmp_path):
     missing = str(tmp_path / "nope.gguf")
     with pytest.raises(kvparity.Error) as e:
@@ -297,6 +330,7 @@ def test_a_signal_interrupts_generate_and_leaves_the_model_usable(stories):
 
 def test_help_reads_well():
     assert "TransformerLens" in kvparity.Model.run_with_cache.__doc__
+    assert "profile.json" in kvparity.profile.__doc__ and "patch.json" in kvparity.patch.__doc__
     assert "cache-free" in kvparity.Model.forward.__doc__
     assert kvparity.load.__doc__ and kvparity.compare.__doc__ and kvparity.__doc__
 

@@ -1,0 +1,378 @@
+#include "study_calls.h"
+
+#include <pybind11/stl.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "core/device.h"
+#include "core/error.h"
+#include "core/kv_type.h"
+#include "core/nearest_name.h"
+#include "kernels/simd_target.h"
+#include "lab/compare.h"
+#include "lab/layer_profile.h"
+#include "lab/model_inspection.h"
+#include "lab/patching.h"
+#include "lab/prompt_set.h"
+#include "lab/report.h"
+#include "python_arguments.h"
+
+namespace kvp::python {
+namespace {
+
+py::object to_python(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return py::none();
+    case nlohmann::json::value_t::boolean:
+      return py::bool_(j.get<bool>());
+    case nlohmann::json::value_t::number_integer:
+      return py::int_(j.get<int64_t>());
+    case nlohmann::json::value_t::number_unsigned:
+      return py::int_(j.get<uint64_t>());
+    case nlohmann::json::value_t::number_float:
+      return py::float_(j.get<double>());
+    case nlohmann::json::value_t::string:
+      return py::str(j.get<std::string>());
+    case nlohmann::json::value_t::array: {
+      py::list l;
+      for (const auto& x : j) l.append(to_python(x));
+      return l;
+    }
+    case nlohmann::json::value_t::object: {
+      py::dict d;
+      for (auto it = j.begin(); it != j.end(); ++it) d[py::str(it.key())] = to_python(it.value());
+      return d;
+    }
+    default:
+      return py::none();
+  }
+}
+
+// One call's keyword options: every name one the call knows, every value read as its type.
+// An option given as None counts as not given.
+class CallOptions {
+ public:
+  CallOptions(const std::string& call, const py::kwargs& kwargs, const std::vector<std::string>& known) {
+    for (const auto& [k, v] : kwargs) {
+      const std::string key = k.cast<std::string>();
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        const std::string near = nearest_name(key, known);
+        if (!near.empty()) fail_usage("{}: unknown option '{}'; did you mean '{}'?", call, key, near);
+        fail_usage("{}: unknown option '{}' (options: {})", call, key, fmt::join(known, ", "));
+      }
+      if (!v.is_none()) given_[key] = py::reinterpret_borrow<py::object>(v);
+    }
+  }
+  bool has(const std::string& name) const { return given_.count(name) > 0; }
+  py::object get(const std::string& name) const { return has(name) ? given_.at(name) : py::object(py::none()); }
+  int integer(const std::string& name, int fallback) const {
+    if (!has(name)) return fallback;
+    const py::object& v = given_.at(name);
+    if (!py::isinstance<py::int_>(v) || py::isinstance<py::bool_>(v)) throw_type_error(name, "an int", v);
+    return cast_arg<int>(v, name, "an int that fits 32 bits");
+  }
+  std::string text(const std::string& name, const std::string& fallback) const {
+    return has(name) ? cast_arg<std::string>(given_.at(name), name, "a str") : fallback;
+  }
+  bool flag(const std::string& name, bool fallback) const {
+    if (!has(name)) return fallback;
+    if (!py::isinstance<py::bool_>(given_.at(name))) throw_type_error(name, "a bool", given_.at(name));
+    return given_.at(name).cast<bool>();
+  }
+  std::vector<std::string> texts(const std::string& name, std::vector<std::string> fallback) const {
+    return has(name) ? str_or_list(given_.at(name), name) : std::move(fallback);
+  }
+  SamplingArgs sampling() const {
+    return {get("sampler"), get("temperature"), get("top_k"), get("top_p"), get("min_p"), get("seed")};
+  }
+
+ private:
+  std::map<std::string, py::object> given_;
+};
+
+const std::vector<std::string> kSamplingOptions{"sampler", "temperature", "top_k", "top_p", "min_p", "seed"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+DType read_dtype(const std::string& d) {
+  if (d != "fp32" && d != "fp16" && d != "bf16") fail_usage("dtype='{}': expected fp32, fp16 or bf16", d);
+  return parse_dtype(d);
+}
+
+KernelPolicy read_policy(const std::string& k) {
+  if (k != "reference" && k != "standard" && k != "invariant" && k != "portable")
+    fail_usage("kernels='{}': expected reference, standard, invariant or portable", k);
+  return parse_policy(k);
+}
+
+KvType read_kv_type(const std::string& t) {
+  const auto kv = parse_kv_type(t);
+  if (!kv) fail_usage("kv_dtype='{}': expected fp32, fp16, bf16, q8_0, q4_0, fp8_e4m3 or fp8_e5m2", t);
+  return *kv;
+}
+
+// threads: 1 by default, as the CLI (the standard kernels' bits follow the thread count); 0 is
+// every core; the reference kernels run on one.
+int read_threads(const CallOptions& o, KernelPolicy policy) {
+  const int t = o.integer("threads", 1);
+  if (t < 0 || t > 256) fail_usage("threads={}: expected 0 (every core) to 256", t);
+  if (policy == KernelPolicy::Reference) return 1;
+  return t > 0 ? t : std::max(1, int(std::thread::hardware_concurrency()));
+}
+
+Device read_device(const CallOptions& o) {
+  const Device d = parse_device(o.text("device", "cpu"), "device");
+  require_device(d);
+  return d;
+}
+
+SimdTarget read_simd(const CallOptions& o) {
+  const SimdTarget s = parse_simd(o.text("simd", "auto"), "simd");
+  require_simd(s);
+  return s;
+}
+
+RunSpec read_spec(const CallOptions& o, const char* side, const RunSpec& fallback) {
+  return o.has(side) ? RunSpec::parse(o.text(side, ""), side) : fallback;
+}
+
+std::vector<Prompt> read_prompts(const py::object& prompts) {
+  std::vector<Prompt> out;
+  if (py::isinstance<py::str>(prompts)) {
+    const std::string source = prompts.cast<std::string>();
+    // One prompt given as a str reads as a file name that is not there: say how to pass it.
+    if (source.rfind("builtin:", 0) != 0 && !std::filesystem::exists(source))
+      fail("prompts='{}': no such prompts file (.jsonl or .txt); pass prompts as a list, e.g. ['{}']", source, source);
+    out = load_prompts(source);
+  } else {
+    const auto texts = read_str_list(prompts, "prompts", "a list of str, or a prompts file");
+    for (size_t i = 0; i < texts.size(); ++i) out.push_back(Prompt{"prompt-" + std::to_string(i), texts[i]});
+  }
+  if (out.empty()) fail_usage("prompts: give at least one prompt");
+  return out;
+}
+
+py::object compare(const std::string& model_path, const py::object& prompts,
+                   const std::optional<std::string>& tokenizer, const std::optional<std::string>& out,
+                   const py::kwargs& kwargs) {
+  const CallOptions o("compare", kwargs,
+                      with({"dtype", "kernels", "kv_dtype", "threads", "device", "simd", "max_new_tokens",
+                            "stop_at_eos", "batch_size", "control", "baseline", "candidate"},
+                           kSamplingOptions));
+  CompareOptions c;
+  c.model = model_path;
+  c.tokenizer = tokenizer.value_or("");
+  c.prompts = read_prompts(prompts);
+  c.max_new_tokens = o.integer("max_new_tokens", c.max_new_tokens);
+  if (c.max_new_tokens < 1) fail_usage("max_new_tokens={}: expected 1 or more", c.max_new_tokens);
+  c.stop_at_eos = o.flag("stop_at_eos", c.stop_at_eos);
+  c.baseline = read_spec(o, "baseline", c.baseline);
+  c.candidate = read_spec(o, "candidate", c.candidate);
+  const int batch_size = o.integer("batch_size", 1);
+  if (batch_size < 1) fail_usage("batch_size={}: expected 1 or more", batch_size);
+  if (batch_size > 1) {
+    // As `kvparity compare --batch-size`: each prompt in a batch against its solo cache-ON run.
+    if (o.has("baseline") || o.has("candidate"))
+      fail_usage("batch_size: it sets the baseline (cache=on) and the candidate; give one or the other");
+    if (c.prompts.size() < 2)
+      fail_usage("batch_size={}: needs at least two prompts (a batch of one is its solo run)", batch_size);
+    c.baseline = RunSpec::parse("cache=on", "batch_size");
+    c.candidate = RunSpec::parse(fmt::format("batch-size={}", batch_size), "batch_size");
+  }
+  const Sampling sampled = read_sampling(o.sampling(), /*many=*/true);
+  if (sampled.seed_given) c.seed = sampled.seed;
+  const Device device = parse_device(o.text("device", "cpu"), "device");
+  const SimdTarget simd = parse_simd(o.text("simd", "auto"), "simd");
+  for (const auto& d : o.texts("dtype", {"fp16"}))
+    for (const auto& k : o.texts("kernels", {"standard"}))
+      for (const auto& sampler : sampled.samplers) {
+        RunDefaults point;
+        point.dtype = read_dtype(d);
+        if (o.has("kv_dtype")) point.kv_dtype = read_kv_type(o.text("kv_dtype", ""));
+        point.kernels = read_policy(k);
+        point.threads = read_threads(o, point.kernels);
+        point.device = device;
+        point.simd = simd;
+        add_condition(c, point, sampler);
+      }
+  if (o.has("control")) {
+    const std::string control = o.text("control", "");
+    if (control != "fp32") fail_usage("control='{}': expected 'fp32'", control);
+    if (add_fp32_controls(c) == 0)
+      fail_usage("control='fp32' needs a half-precision dtype or kv_dtype (every condition already runs in fp32)");
+  }
+  c.time_totals = false;  // a notebook's stderr stays quiet; the folder's timing.jsonl has them
+  // Without `out`, a temporary folder holds the records and goes when the summary is read.
+  std::filesystem::path tmp;
+  if (out) {
+    c.out_dir = *out;
+  } else {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kvparity-compare-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) fail("compare: cannot create a temporary directory under {}", tmpl);
+    tmp = tmpl;
+    c.out_dir = tmpl;
+  }
+  nlohmann::json summary;
+  try {
+    py::gil_scoped_release release;
+    run_compare(c);
+    summary = write_reports(c.out_dir);
+  } catch (...) {
+    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    throw;
+  }
+  if (!tmp.empty()) std::filesystem::remove_all(tmp);
+  return to_python(summary);
+}
+
+py::object profile(const std::string& model_path, const std::string& prompt,
+                   const std::optional<std::string>& tokenizer, const std::optional<std::string>& out,
+                   const py::kwargs& kwargs) {
+  const CallOptions o("profile", kwargs,
+                      {"dtype", "kernels", "threads", "device", "simd", "step", "baseline", "candidate"});
+  ProfileOptions p;
+  p.model = model_path;
+  p.tokenizer = tokenizer.value_or("");
+  p.prompt = prompt;
+  p.dtypes.clear();
+  for (const auto& d : o.texts("dtype", {"fp32", "fp16", "bf16"})) p.dtypes.push_back(read_dtype(d));
+  p.kernels = read_policy(o.text("kernels", "standard"));
+  p.threads = read_threads(o, p.kernels);
+  p.device = read_device(o);
+  p.simd = read_simd(o);
+  p.step = o.integer("step", p.step);
+  if (p.step < 1) fail_usage("step={}: expected 1 or more (1 is the first decode step)", p.step);
+  p.baseline = read_spec(o, "baseline", p.baseline);
+  p.candidate = read_spec(o, "candidate", p.candidate);
+  profile_sides(p);  // sides that cannot run are refused before anything is written
+  if (out) check_profile_dir(*out, p);
+  nlohmann::json j;
+  {
+    py::gil_scoped_release release;
+    j = profile_json(run_profile(p), p);
+    if (out) {
+      save_profile(*out, j, p);
+      write_reports(*out);
+    }
+  }
+  return to_python(j);
+}
+
+py::object patch(const std::string& model_path, const std::string& prompt, const std::optional<std::string>& tokenizer,
+                 const std::optional<std::string>& out, const py::kwargs& kwargs) {
+  const CallOptions o("patch", kwargs,
+                      with({"dtype", "kernels", "threads", "device", "simd", "max_new_tokens", "step", "continuation",
+                            "kv_positions", "baseline", "candidate"},
+                           kSamplingOptions));
+  PatchOptions p;
+  p.model = model_path;
+  p.tokenizer = tokenizer.value_or("");
+  p.prompt = prompt;
+  p.dtype = read_dtype(o.text("dtype", "fp16"));
+  p.kernels = read_policy(o.text("kernels", "standard"));
+  p.threads = read_threads(o, p.kernels);
+  p.device = read_device(o);
+  p.simd = read_simd(o);
+  const Sampling s = read_sampling(o.sampling(), /*many=*/false);
+  p.sampler = s.samplers.front();
+  if (s.seed_given) p.seed = s.seed;
+  p.max_new_tokens = o.integer("max_new_tokens", p.max_new_tokens);
+  if (p.max_new_tokens < 1) fail_usage("max_new_tokens={}: expected 1 or more", p.max_new_tokens);
+  if (o.has("step")) {
+    p.step = o.integer("step", p.step);
+    if (p.step < 1) fail_usage("step={}: expected 1 or more (step 0 is the prefill, the same on both paths)", p.step);
+    if (p.step >= p.max_new_tokens)
+      fail_usage("step={} needs max_new_tokens > {} (the free runs must reach the step)", p.step, p.step);
+  }
+  p.continuation = o.integer("continuation", p.continuation);
+  if (p.continuation < 0) fail_usage("continuation={}: expected 0 or more", p.continuation);
+  if (o.has("kv_positions")) {
+    const auto [begin, end] =
+        cast_arg<std::pair<int, int>>(o.get("kv_positions"), "kv_positions", "a (begin, end) pair of ints");
+    if (begin < 0 || end <= begin)
+      fail_usage("kv_positions=({}, {}): expected (begin, end) with 0 <= begin < end, half-open", begin, end);
+    p.kv_begin = begin;
+    p.kv_end = end;
+  }
+  p.baseline = read_spec(o, "baseline", p.baseline);
+  p.candidate = read_spec(o, "candidate", p.candidate);
+  patch_sides(p);  // sides that cannot run are refused before anything is written
+  if (out) check_patch_dir(*out, p);
+  nlohmann::json j;
+  {
+    py::gil_scoped_release release;
+    j = patch_json(run_patch(p), p);
+    if (out) {
+      save_patch(*out, j, p);
+      write_reports(*out);
+    }
+  }
+  return to_python(j);
+}
+
+py::object inspect(const std::string& model, const std::optional<std::string>& tokenizer, int cache_capacity,
+                   int batch_size, const std::optional<std::string>& kv_dtype) {
+  InspectOptions o;
+  o.model = model;
+  o.tokenizer = tokenizer.value_or("");
+  o.cache_capacity = cache_capacity;
+  o.batch_size = batch_size;
+  if (kv_dtype) o.kv = read_kv_type(*kv_dtype);
+  return to_python(inspect_model(o));
+}
+
+}  // namespace
+
+void add_study_calls(py::module_& m) {
+  m.def("inspect", &inspect, py::arg("model_path"), py::arg("tokenizer") = py::none(), py::arg("cache_capacity") = 0,
+        py::arg("batch_size") = 1, py::arg("kv_dtype") = py::none(),
+        "What `kvparity inspect --json` prints, as a dict: family, shape, attention, rope, norm, head, special\n"
+        "tokens, parameters, the file's tensor types, the tokenizer a run would take, and per compute dtype\n"
+        "the weights' memory, the bytes a decoded token reads and the KV cache's size (cache_capacity\n"
+        "positions, 0 the model's context, for batch_size sequences, in kv_dtype or each dtype's own).\n"
+        "Nothing is loaded or converted; a checkpoint a run would refuse raises its error.");
+  m.def("compare", &compare, py::arg("model_path"), py::arg("prompts"), py::arg("tokenizer") = py::none(),
+        py::arg("out") = py::none(),
+        "Runs `kvparity compare` and returns its summary.json as a dict. prompts: a list of strings (ids\n"
+        "prompt-0, prompt-1, ..., which key the samplers' draws), or a source as --prompts takes it (a\n"
+        ".jsonl/.txt file, 'builtin:stories'). out: results folder (resumed when it holds results); None uses\n"
+        "a temporary one. Options, as the CLI's: dtype (str or list, default 'fp16'), kernels (str or list,\n"
+        "default 'standard'), kv_dtype, threads (1; 0 every core), device, simd, max_new_tokens (128),\n"
+        "stop_at_eos, sampler (str or list, one condition each; default 'greedy'), temperature, top_k, top_p,\n"
+        "min_p and seed (1) as Model.generate takes them, batch_size (each prompt in a batch of that size\n"
+        "against its solo run), control='fp32' (every half-precision condition rerun in fp32), and the\n"
+        "baseline and candidate SPECs (key=value,... as --baseline takes).");
+  m.def("profile", &profile, py::arg("model_path"), py::arg("prompt") = "Once upon a time",
+        py::arg("tokenizer") = py::none(), py::arg("out") = py::none(),
+        "Runs `kvparity profile` and returns its profile.json as a dict: at one decoding step with the same\n"
+        "prefix on both sides (the prompt and the candidate's greedy tokens), per layer the max and mean\n"
+        "|candidate - baseline| of the residual stream, attention and MLP outputs and each KV head's cached\n"
+        "K and V, and of the logits; one entry per dtype. out: a folder for profile.json and the report.\n"
+        "Options, as the CLI's: dtype (str or list, default 'fp32,fp16,bf16'), kernels ('standard'),\n"
+        "threads (1; 0 every core), device, simd, step (1: the first decode step), and the baseline\n"
+        "(default 'cache=off') and candidate ('cache=on') SPECs.");
+  m.def("patch", &patch, py::arg("model_path"), py::arg("prompt") = "Once upon a time",
+        py::arg("tokenizer") = py::none(), py::arg("out") = py::none(),
+        "Runs `kvparity patch` and returns its patch.json as a dict: at the first step where the free runs\n"
+        "choose different tokens (or at step=), the candidate re-run with one layer's residual stream, or\n"
+        "its cached K/V, taken from the baseline; per row whether the next token then follows the\n"
+        "baseline and how much of its continuation comes back. out: a folder for patch.json and the\n"
+        "report. Options, as the CLI's: dtype ('fp16'), kernels, threads (1; 0 every core), device, simd,\n"
+        "sampler, temperature, top_k, top_p, min_p and seed (1) as Model.generate takes them,\n"
+        "max_new_tokens (96: the horizon searched for a divergence), step, continuation (16),\n"
+        "kv_positions ((begin, end): the cached positions KV rows copy), and the baseline ('cache=off')\n"
+        "and candidate ('cache=on') SPECs.");
+}
+
+}  // namespace kvp::python
