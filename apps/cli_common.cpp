@@ -15,7 +15,8 @@ void ModelOptions::add(CLI::App* app, Parts parts) {
   app->add_option("--model", model, "llama2.c .bin, .gguf, .safetensors or HF directory")->required();
   if (parts.tokenizer)
     app->add_option("--tokenizer", tokenizer,
-                    "tokenizer.json or llama2.c tokenizer.bin (default: the one the model carries or sits beside)");
+                    "tokenizer.json, SentencePiece tokenizer.model or llama2.c tokenizer.bin (default: the one the "
+                    "model carries or sits beside)");
   one_of(app->add_option("--dtype", dtype, "compute dtype"), kDtypeNames);
   one_of(app->add_option("--kv-dtype", kv_dtype,
                          "KV-cache type (default: --dtype); q8_0/q4_0: blocks of 32 along head_dim, fp8: OCP E4M3/E5M2"),

@@ -17,7 +17,8 @@ void register_inspect(CLI::App& app) {
       "inspect", "what kvparity reads in a model: family, shape, numerics features, tensor types, tokenizer, memory");
   cmd->add_option("--model", o->in.model, "llama2.c .bin, .gguf, .safetensors or HF directory")->required();
   cmd->add_option("--tokenizer", o->in.tokenizer,
-                  "tokenizer.json or llama2.c tokenizer.bin (default: the one the model carries or sits beside)");
+                  "tokenizer.json, SentencePiece tokenizer.model or llama2.c tokenizer.bin (default: the one the model "
+                  "carries or sits beside)");
   one_of(cmd->add_option("--kv-dtype", o->kv_dtype, "KV-cache type of the memory table (default: each compute dtype)"),
          kKvTypeNames);
   int_at_least(cmd->add_option("--cache-capacity", o->in.cache_capacity,

@@ -25,7 +25,8 @@ void register_tokenize(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   // The tokenizer comes from exactly one place: a file, or the model it belongs to.
   auto add_source = [&](CLI::App* cmd) {
-    auto* t = cmd->add_option("--tokenizer", o->tokenizer, "tokenizer.json or llama2.c tokenizer.bin");
+    auto* t = cmd->add_option("--tokenizer", o->tokenizer,
+                              "tokenizer.json, SentencePiece tokenizer.model or llama2.c tokenizer.bin");
     auto* m = cmd->add_option("--model", o->model, "take the tokenizer that belongs to this model");
     t->excludes(m);
     m->excludes(t);

@@ -158,6 +158,20 @@ inline int run_tokenizer_bin(const uint8_t* data, size_t size) {
   return 0;
 }
 
+// SentencePiece tokenizer.model (protobuf: pieces, trainer and normalizer specs), then a short
+// encode/decode with whatever vocabulary it held.
+inline int run_tokenizer_model(const uint8_t* data, size_t size) {
+  expect_ok_or_error([&] {
+    auto tok = kvp::tokenizer_from_vocab(kvp::vocab_from_sentencepiece_model(data, size, "fuzz/tokenizer.model"),
+                                         "fuzz/tokenizer.model");
+    auto ids = tok->encode("Hello world <s> 12 \xC3\xA9\xF0\x9F\x98\x80", true);
+    for (int id : ids)
+      if (id < 0 || id >= tok->vocab_size()) __builtin_trap();
+    (void)tok->decode(ids);
+  });
+  return 0;
+}
+
 // HF tokenizer.json: model (BPE vocab + merges), added_tokens, normalizer, pre_tokenizer,
 // post_processor and decoder, then a short encode/decode with the result.
 inline int run_tokenizer_json(const uint8_t* data, size_t size) {

@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 WORK="$1"
 MAX_LEN="${2:-16384}"
 BUILD="${FUZZ_BUILD:-build-fuzz}"
-if find "$WORK/seeds" \( -name '*stories260K*' -o -name '*aidreams260K*' -o -name 'llama2.bin' \) | grep -q .; then
+if find "$WORK/seeds" \( -name '*stories260K*' -o -name '*aidreams260K*' -o -name 'llama2.bin' -o -name 'llama2.model' \) | grep -q .; then
   echo "error: $WORK was seeded from ../shared; rerun with KVPARITY_SHARED=/nonexistent" >&2
   exit 1
 fi

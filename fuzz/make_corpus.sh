@@ -11,7 +11,7 @@ SHARED="${KVPARITY_SHARED:-$(cd .. && pwd)/shared}"
 M="$SHARED/models"
 [ -x "$KVP" ] || { echo "make_corpus: $KVP not built" >&2; exit 1; }
 rm -rf "$OUT"
-mkdir -p "$OUT"/{fuzz_gguf,fuzz_safetensors,fuzz_safetensors_index,fuzz_hf_config,fuzz_llama2c,fuzz_tokenizer_bin,fuzz_tokenizer_json,fuzz_tokenize}
+mkdir -p "$OUT"/{fuzz_gguf,fuzz_safetensors,fuzz_safetensors_index,fuzz_hf_config,fuzz_llama2c,fuzz_tokenizer_bin,fuzz_tokenizer_model,fuzz_tokenizer_json,fuzz_tokenize}
 T="$OUT/tmp"
 mkdir -p "$T"
 
@@ -121,6 +121,25 @@ for i, p in enumerate(pieces):
     e = p.encode()
     b += struct.pack("<fi", 0.0 if i < 259 else -float(i), len(e)) + e
 open(os.path.join(OUT, "fuzz_tokenizer_bin", "small.bin"), "wb").write(b)
+# The same pieces as a SentencePiece tokenizer.model (protobuf), with and without the dummy prefix.
+def pb_varint(v):
+    v &= (1 << 64) - 1
+    out = b""
+    while v >= 0x80:
+        out += bytes([(v & 0x7F) | 0x80]); v >>= 7
+    return out + bytes([v])
+def pb_field(num, wire, payload):
+    key = pb_varint((num << 3) | wire)
+    return key + (pb_varint(len(payload)) + payload if wire == 2 else payload)
+for prefix in (1, 0):
+    m = b""
+    for i, p in enumerate(pieces):
+        kind = 2 if i == 0 else 3 if i < 3 else 6 if i < 259 else 1
+        m += pb_field(1, 2, pb_field(1, 2, p.encode()) + pb_field(2, 5, struct.pack("<f", 0.0 if i < 259 else -float(i)))
+                      + (pb_field(3, 0, pb_varint(kind)) if kind != 1 else b""))
+    m += pb_field(2, 2, b"".join(pb_field(n, 0, pb_varint(v)) for n, v in ((3, 2), (35, 1), (40, 0), (41, 1), (42, 2), (43, -1))))
+    m += pb_field(3, 2, pb_field(1, 2, b"identity") + pb_field(3, 0, pb_varint(prefix)) + pb_field(4, 0, pb_varint(0)))
+    open(os.path.join(OUT, "fuzz_tokenizer_model", f"small_prefix{prefix}.model"), "wb").write(m)
 # A byte-level (GPT-2 style) tokenizer.json.
 bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
 cs, k = bs[:], 0
@@ -167,6 +186,7 @@ if [ -d "$M" ]; then
     fi
   done
   [ -f "$M/llama2-tokenizer/tokenizer.bin" ] && cp "$M/llama2-tokenizer/tokenizer.bin" "$OUT/fuzz_tokenizer_bin/llama2.bin"
+  [ -f "$M/llama2-tokenizer/tokenizer.model" ] && cp "$M/llama2-tokenizer/tokenizer.model" "$OUT/fuzz_tokenizer_model/llama2.model"
 fi
 rm -rf "$T"
 for t in "$OUT"/*/; do printf '%s: %s seeds\n' "$(basename "$t")" "$(ls "$t" | wc -l)"; done

@@ -32,6 +32,7 @@ const std::map<std::string, std::function<int(const uint8_t*, size_t)>>& targets
       {"fuzz_hf_config", fuzz::run_hf_config},
       {"fuzz_llama2c", fuzz::run_llama2c},
       {"fuzz_tokenizer_bin", fuzz::run_tokenizer_bin},
+      {"fuzz_tokenizer_model", fuzz::run_tokenizer_model},
       {"fuzz_tokenizer_json", fuzz::run_tokenizer_json},
       {"fuzz_tokenize", fuzz::run_tokenize},
   };

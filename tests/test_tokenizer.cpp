@@ -179,7 +179,7 @@ TEST(TokenizerMalformed, Llama2cBin) {
   expect_error([&] { load_tokenizer(dir.file("trunc2.bin")); }, {"trunc2.bin", "truncated"});
   write_file(dir.file("model.gguf"), std::string("GGUF\x03\0\0\0", 8));
   expect_error([&] { load_tokenizer(dir.file("model.gguf")); }, {"GGUF"});
-  expect_error([&] { load_tokenizer(dir.path()); }, {"neither tokenizer.json nor tokenizer.bin"});
+  expect_error([&] { load_tokenizer(dir.path()); }, {"no tokenizer.json, tokenizer.bin or tokenizer.model"});
 }
 
 TEST(TokenizerMalformed, TruncatedRealFile) {

@@ -1,15 +1,17 @@
-// Llama-2's tokenizer three ways (llama2.c tokenizer.bin, a tokenizer.json with merges, the GGUF
-// vocabulary route) against SentencePiece itself, via tests/tokenizer_ref.py.
+// Llama-2's tokenizer four ways (llama2.c tokenizer.bin, a tokenizer.json with merges, the GGUF
+// vocabulary route, SentencePiece's own tokenizer.model) against SentencePiece itself, via
+// tests/tokenizer_ref.py.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
+#include "core/mapped_file.h"
+#include "sentencepiece_writer.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -123,11 +125,11 @@ struct SpmFixture : ::testing::Test {
     bin = test::shared_file("models/llama2-tokenizer/tokenizer.bin");
     if (model.empty() || bin.empty()) GTEST_SKIP() << "(failure recorded above)";
   }
-  std::vector<Ids> spm_encode(const std::vector<std::string>& strings) {
+  std::vector<Ids> spm_encode(const std::vector<std::string>& strings, const std::string& model_file = "") {
     json in = strings;
     std::string f = dir.file("in.json");
     std::ofstream(f) << in.dump();
-    std::string out = run_ref("encode '" + model + "'", f);
+    std::string out = run_ref("encode '" + (model_file.empty() ? model : model_file) + "'", f);
     if (out.empty()) return {};
     return json::parse(out).get<std::vector<Ids>>();
   }
@@ -155,9 +157,12 @@ TEST_F(SpmFixture, MatchesSentencePiece) {
   v.eos_id = d["eos"].get<int>();
   v.unk_id = d["unk"].get<int>();
   auto gg = tokenizer_from_vocab(v);
+  auto spm = load_tokenizer(model);
 
   for (size_t i = 0; i < strings.size(); ++i) {
     const std::string& s = strings[i];
+    EXPECT_EQ(spm->encode(s, false), ref[i]) << "tokenizer.model vs SentencePiece on \"" << s << "\"";
+    EXPECT_EQ(spm->decode(ref[i]), s);
     EXPECT_EQ(l2c->encode(s, false), ref[i]) << "llama2.c tokenizer.bin vs SentencePiece on \"" << s << "\"";
     EXPECT_EQ(hft->encode(s, false), ref[i]) << "tokenizer.json vs SentencePiece on \"" << s << "\"";
     EXPECT_EQ(gg->encode(s, false), ref[i]) << "GGUF vocabulary vs SentencePiece on \"" << s << "\"";
@@ -165,6 +170,28 @@ TEST_F(SpmFixture, MatchesSentencePiece) {
     EXPECT_EQ(hft->decode(ref[i]), s);
     EXPECT_EQ(gg->decode(ref[i]), s);
   }
+}
+
+// A model without the dummy prefix (as Gemma's): the .model the writer makes from Llama-2's pieces,
+// read by kvparity and by SentencePiece.
+TEST_F(SpmFixture, AModelWithoutTheDummyPrefixMatchesSentencePiece) {
+  auto mf = MappedFile::open(model);
+  VocabSpec v = vocab_from_sentencepiece_model(mf->data(), mf->size(), model);
+  test::SpmOptions o;
+  o.add_dummy_prefix = false;
+  const std::string file = dir.file("no-prefix.model");
+  std::ofstream(file, std::ios::binary) << test::sentencepiece_model_bytes(v, o);
+  const auto& strings = test_strings();
+  std::vector<Ids> ref = spm_encode(strings, file);
+  ASSERT_EQ(ref.size(), strings.size()) << "no SentencePiece reference";
+  auto tok = load_tokenizer(file);
+  size_t differs_from_prefixed = 0;
+  auto prefixed = load_tokenizer(model);
+  for (size_t i = 0; i < strings.size(); ++i) {
+    EXPECT_EQ(tok->encode(strings[i], false), ref[i]) << "on \"" << strings[i] << "\"";
+    differs_from_prefixed += prefixed->encode(strings[i], false) != ref[i];
+  }
+  EXPECT_GT(differs_from_prefixed, strings.size() / 2) << "the option should change most encodings";
 }
 
 // Where the routes are known to differ from SentencePiece; pinned so a change is noticed.

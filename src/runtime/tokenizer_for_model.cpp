@@ -14,6 +14,7 @@ std::string tokenizer_file_beside(const std::string& model_path, const std::stri
   if (dir.empty() || !fs::is_directory(dir)) return "";
   if (fs::exists(dir / "tokenizer.json")) return (dir / "tokenizer.json").string();
   if (fs::exists(dir / "tokenizer.bin")) return (dir / "tokenizer.bin").string();
+  if (fs::exists(dir / "tokenizer.model")) return (dir / "tokenizer.model").string();
   if (format == "llama2c") {
     // llama2.c models ship their vocabulary as tok<N>.bin; use it when it is the only one.
     std::string found;
@@ -39,7 +40,7 @@ std::unique_ptr<Tokenizer> find_tokenizer(const std::optional<VocabSpec>& vocab,
   if (vocab) return tokenizer_from_vocab(*vocab);
   const std::string file = tokenizer_file_beside(path, format, hint);
   if (!file.empty()) return load_tokenizer(file);
-  fail("no tokenizer found for {}: pass --tokenizer (tokenizer.json, llama2.c tokenizer.bin)", path);
+  fail("no tokenizer found for {}: pass --tokenizer (tokenizer.json, tokenizer.model, llama2.c tokenizer.bin)", path);
 }
 
 }  // namespace

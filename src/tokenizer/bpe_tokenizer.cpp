@@ -410,9 +410,8 @@ VocabSpec BpeTokenizer::to_vocab_spec() const {
 
 namespace kvp {
 
-std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec) {
+std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std::string& origin) {
   using namespace tok;
-  const std::string origin = "GGUF vocabulary";
   const size_t n = spec.tokens.size();
   if (n == 0) fail("{}: tokenizer.ggml.tokens is empty", origin);
   if (n > (1u << 22)) fail("{}: {} tokens is beyond any supported vocabulary", origin, n);

@@ -247,12 +247,10 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   if (!fs::exists(path, ec)) fail("{}: tokenizer file not found", path);
   std::string file = path;
   if (fs::is_directory(path, ec)) {
-    file = (fs::path(path) / "tokenizer.json").string();
-    if (!fs::exists(file, ec)) {
-      std::string bin = (fs::path(path) / "tokenizer.bin").string();
-      if (!fs::exists(bin, ec)) fail("{}: directory holds neither tokenizer.json nor tokenizer.bin", path);
-      file = bin;
-    }
+    file.clear();
+    for (const char* name : {"tokenizer.json", "tokenizer.bin", "tokenizer.model"})
+      if (file.empty() && fs::exists(fs::path(path) / name, ec)) file = (fs::path(path) / name).string();
+    if (file.empty()) fail("{}: directory holds no tokenizer.json, tokenizer.bin or tokenizer.model", path);
   }
   auto mf = MappedFile::open(file);
   if (mf->size() == 0) fail("{}: tokenizer file is empty", file);
@@ -271,6 +269,8 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
     std::string_view all(reinterpret_cast<const char*>(mf->data()), mf->size());
     return tok::bpe_from_json_text(all, file);
   }
+  if (looks_like_sentencepiece_model(mf->data(), mf->size()))
+    return tokenizer_from_vocab(vocab_from_sentencepiece_model(mf->data(), mf->size(), file), file);
   // Anything else must be llama2.c's binary format; its loader checks the structure strictly,
   // so a stray file (say, a .gguf or a model .bin) gets a clear error rather than garbage.
   return tok::Llama2cTokenizer::load(file);

@@ -1,6 +1,7 @@
 #pragma once
 // Text <-> token ids. Implementations: llama2.c tokenizer.bin, HF tokenizer.json (SentencePiece-like
-// BPE with byte fallback, and byte-level BPE), and the vocabulary embedded in GGUF files.
+// BPE with byte fallback, and byte-level BPE), and the vocabulary embedded in GGUF files, which also
+// serves SentencePiece's own tokenizer.model.
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,13 +51,21 @@ class Utf8StreamDecoder {
   std::string pending_;
 };
 
-// Loads llama2.c tokenizer.bin, HF tokenizer.json, or (directory) the tokenizer.json inside it.
+// Loads llama2.c tokenizer.bin, HF tokenizer.json, SentencePiece tokenizer.model, or a directory's
+// tokenizer.json (else its tokenizer.bin, else its tokenizer.model).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
-std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec);
+// `origin` names the vocabulary's source in error messages.
+std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std::string& origin = "GGUF vocabulary");
 // Same as tok.to_vocab_spec().
 VocabSpec vocab_from_tokenizer(const Tokenizer& tok);
 // A tokenizer.json held in memory; `origin` names it in error messages.
 std::unique_ptr<Tokenizer> tokenizer_from_json(std::string_view json_text, const std::string& origin);
+// SentencePiece's tokenizer.model (a protobuf): true when the bytes start as one does.
+bool looks_like_sentencepiece_model(const uint8_t* data, size_t size);
+// Its vocabulary as llama.cpp would embed it in a GGUF (pieces, scores, token types, special ids,
+// dummy prefix), for tokenizer_from_vocab. BPE models only; a normaliser, whitespace folding or a
+// unigram model is refused with an error naming it (the tokens would differ from SentencePiece's).
+VocabSpec vocab_from_sentencepiece_model(const uint8_t* data, size_t size, const std::string& origin);
 // A llama2.c tokenizer.bin held in memory; `origin` names it in error messages.
 std::unique_ptr<Tokenizer> tokenizer_from_llama2c_bin(const uint8_t* data, size_t size, const std::string& origin);
 
