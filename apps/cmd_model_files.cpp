@@ -36,10 +36,13 @@ void hf_tokenizer_for_convert(const Checkpoint& ckpt, const std::string& explici
   }
 }
 
-// Shows an export's stages on `line`: tensors converted, then bytes written.
+// Shows an export's stages on `line`: tensors converted, then bytes written. After the last byte
+// the file is flushed and synced, which on a 13 GB file takes seconds: the line says so.
 void show_export_progress(ExportOptions& eo, ProgressLine& line) {
   eo.progress = [&line](const char* stage, size_t done, size_t total) {
-    line.show(stage, done, total, std::string(stage) == "writing" ? "bytes" : "tensors");
+    const bool writing = std::string(stage) == "writing";
+    line.show(writing && done == total ? "written, syncing to disk" : stage, done, total,
+              writing ? "bytes" : "tensors");
   };
 }
 

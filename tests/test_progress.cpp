@@ -76,8 +76,8 @@ TEST(Progress, TheCommandLineShowsItOnATerminalOnly) {
   const auto tty = test::run_command("script -qec " +
                                      q(std::string(KVPARITY_BIN) + " " + args + q(tmp.file("b.gguf"))) + " /dev/null");
   ASSERT_EQ(tty.status, 0) << tty.out << tty.err;
-  for (const char* s :
-       {"[synth] generating weights: ", " layers", "[synth] converting: ", "[synth] writing: ", "\rwrote tiny"})
+  for (const char* s : {"[synth] generating weights: ", " layers",
+                        "[synth] converting: ", "[synth] written, syncing to disk: ", "\rwrote tiny"})
     EXPECT_NE(tty.out.find(s), std::string::npos) << s << "\n" << tty.out;
   EXPECT_TRUE(std::filesystem::exists(tmp.file("b.gguf")));
 }
