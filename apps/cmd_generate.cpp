@@ -58,6 +58,8 @@ void register_generate(CLI::App& app) {
   cmd->callback([o, cmd] {
     o->model.check(cmd);
     o->sampler.check(cmd);
+    for (const auto& s : o->stop)
+      if (s.empty()) fail_usage("--stop: an empty string would match before the first token; give non-empty strings");
     refuse_unless(cmd, "--prefill-chunk", o->cache == "on", "--cache on",
                   "with --cache off every step recomputes the whole sequence; there is no prefill");
     const size_t n_prompts = std::max<size_t>(1, o->prompts.size());

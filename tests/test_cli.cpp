@@ -231,6 +231,10 @@ TEST(Cli, UsageErrorsExitTwo) {
   r = kvparity("generate --model " + q(model) + " --sampler top-k --top-k 0");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(kvparity("generate --model " + q(model) + " --kernels fastest").status, 2);
+  // An empty --stop would match at once; it is refused rather than skipped.
+  r = kvparity("generate --model " + q(model) + " --stop ''");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--stop: an empty string"), std::string::npos) << r.err;
 }
 
 TEST(Cli, DemoRunsOnTheBuiltInModel) {
