@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/json_u64.h"
 #include "core/sha256.h"
+#include "lab/prompt_set.h"
 #include "runtime/tokenizer_for_model.h"
 
 namespace kvp::cli {
@@ -74,8 +75,13 @@ void register_generate(CLI::App& app) {
     if (texts.empty()) texts.push_back("");
     const int n_seq = o->batch_size > 0 ? o->batch_size : int(texts.size());
     std::vector<std::vector<int>> prompt_ids;
-    for (int i = 0; i < n_seq; ++i)
+    for (int i = 0; i < n_seq; ++i) {
       prompt_ids.push_back(tok->encode(texts[size_t(i) % texts.size()], tok->default_add_bos()));
+      // Another model's tokenizer gives ids past the embedding: say so before any work.
+      require_embedding_rows(prompt_ids.back(), model->config.vocab_size,
+                             texts.size() > 1 ? fmt::format("prompt {}", i % int(texts.size())) : "the prompt",
+                             o->model.model);
+    }
     GenerationConfig g;
     g.max_new_tokens = o->max_new_tokens;
     g.cache = parse_cache_mode(o->cache);

@@ -20,6 +20,7 @@
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/quant.h"
+#include "lab/prompt_set.h"
 #include "model/model.h"
 #include "python_arguments.h"
 #include "runtime/generator.h"
@@ -247,10 +248,14 @@ class PyModel {
 
   py::dict generate(const py::object& prompt, int max_new_tokens, bool cache, const SamplingArgs& sampling,
                     const py::object& stop, bool return_logits, bool ignore_eos) {
-    std::vector<int> ids = py::isinstance<py::str>(prompt)
-                               ? tokenizer().encode(prompt.cast<std::string>(), tokenizer().default_add_bos())
-                               : cast_arg<std::vector<int>>(prompt, "prompt", "a str or a list of token ids");
-    check_ids(ids);
+    std::vector<int> ids;
+    if (py::isinstance<py::str>(prompt)) {
+      ids = tokenizer().encode(prompt.cast<std::string>(), tokenizer().default_add_bos());
+      require_embedding_rows(ids, model_->config.vocab_size, "prompt", model_->path);
+    } else {
+      ids = cast_arg<std::vector<int>>(prompt, "prompt", "a str or a list of token ids");
+      check_ids(ids);
+    }
     if (max_new_tokens < 0) fail_usage("max_new_tokens={}: expected 0 or more", max_new_tokens);
     const Sampling s = read_sampling(sampling, /*many=*/false);
     GenerationConfig g;

@@ -206,6 +206,14 @@ TEST(Cli, BadInputExitsOneWithANamedError) {
   r = kvparity("generate --model " + q(tmp.file("weird")) + " --prompt hi");
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("mamba"), std::string::npos) << r.err;
+
+  // Another model's tokenizer (Llama-2's 32000 ids for a 512-row embedding) is named before any work.
+  const std::string llama2_tok = test::shared_file("models/llama2-tokenizer/tokenizer.bin");
+  if (llama2_tok.empty()) return;
+  r = kvparity("generate --model " + q(model) + " --tokenizer " + q(llama2_tok) + " --prompt 'Once upon a time'");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("the prompt: token 9038 at position 1 has no embedding row"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is the tokenizer this model's?"), std::string::npos) << r.err;
 }
 
 TEST(Cli, PromptLongerThanTheContextIsRefused) {

@@ -303,6 +303,10 @@ def test_errors_carry_the_clis_message(tmp_path):
     m = kvparity.load(shared(STORIES), tokenizer=shared(TOK))
     with pytest.raises(ValueError, match="not a token"):
         m.forward([1, 100000])
+    # Text through another model's tokenizer: bad input (the CLI's exit 1), named as such.
+    other = kvparity.load(shared(STORIES), tokenizer=shared("models/llama2-tokenizer/tokenizer.model"))
+    with pytest.raises(kvparity.Error, match="prompt: token 9038 at position 1 has no embedding row.*tokenizer this"):
+        other.generate("Once upon a time", max_new_tokens=2)
     with pytest.raises(ValueError, match="unknown option 'colour'"):
         kvparity.compare(shared(STORIES), ["a"], tokenizer=shared(TOK), colour="red")
     with pytest.raises(ValueError, match="twice"):
