@@ -248,23 +248,8 @@ class PyModel {
 
   py::dict generate(const py::object& prompt, int max_new_tokens, bool cache, const SamplingArgs& sampling,
                     const py::object& stop, bool return_logits, bool ignore_eos) {
-    std::vector<int> ids;
-    if (py::isinstance<py::str>(prompt)) {
-      ids = tokenizer().encode(prompt.cast<std::string>(), tokenizer().default_add_bos());
-      require_embedding_rows(ids, model_->config.vocab_size, "prompt", model_->path);
-    } else {
-      ids = cast_arg<std::vector<int>>(prompt, "prompt", "a str or a list of token ids");
-      check_ids(ids);
-    }
-    if (max_new_tokens < 0) fail_usage("max_new_tokens={}: expected 0 or more", max_new_tokens);
-    const Sampling s = read_sampling(sampling, /*many=*/false);
-    GenerationConfig g;
-    g.max_new_tokens = max_new_tokens;
-    g.cache = cache ? CacheMode::On : CacheMode::Off;
-    g.sampler = s.samplers.front();
-    g.seed = s.seed;
-    g.stop_at_eos = !ignore_eos;
-    g.stop_strings = read_stop_strings(stop);
+    const std::vector<int> ids = prompt_ids(prompt, "prompt");
+    const GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
     std::vector<float> logits;
     GenerationResult r;
     {
@@ -275,24 +260,37 @@ class PyModel {
         if (return_logits) logits.insert(logits.end(), s.logits, s.logits + V);
       });
     }
-    py::dict d;
-    d["prompt_ids"] = r.prompt_ids;
-    d["output_ids"] = r.output_ids;
-    d["text"] = r.text;
-    d["stop_reason"] = r.stop_reason;
-    if (r.stop_reason == "stop_string") d["stop_string"] = r.stop_string;
-    d["dropped_ids"] = r.dropped_ids;
-    d["dtype"] = std::string(dtype_name(model_->dtype));
-    d["kv_dtype"] = opts_.kv_dtype.name();
-    d["kernels"] = policy_name(opts_.kernels);
-    d["cache"] = cache ? "on" : "off";
-    d["sampler"] = g.sampler.describe();
-    d["seed"] = g.seed;
-    if (return_logits) {
-      const py::ssize_t steps = py::ssize_t(logits.size() / size_t(model_->config.vocab_size));
-      d["logits"] = to_numpy(std::move(logits), {steps, model_->config.vocab_size});
+    return result_dict(r, g, return_logits, std::move(logits));
+  }
+
+  // Every prompt in one batch, in lockstep (the CLI's generate --batch-size): sequence b draws under
+  // sequence id b; with the invariant kernels each comes out bitwise as if generated alone.
+  py::list generate_batch(const py::object& prompts, int max_new_tokens, bool cache, const SamplingArgs& sampling,
+                          const py::object& stop, bool return_logits, bool ignore_eos) {
+    if (py::isinstance<py::str>(prompts) || !py::isinstance<py::sequence>(prompts))
+      throw_type_error("prompts", "a list of prompts (each a str or a list of token ids)", prompts);
+    const auto seq = py::reinterpret_borrow<py::sequence>(prompts);
+    if (seq.size() == 0) fail_usage("prompts: give at least one prompt");
+    std::vector<std::vector<int>> ids;
+    for (size_t i = 0; i < seq.size(); ++i) ids.push_back(prompt_ids(seq[i], fmt::format("prompts[{}]", i)));
+    const GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
+    std::vector<std::vector<float>> logits(ids.size());
+    std::vector<GenerationResult> results;
+    {
+      py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(busy_);
+      const int V = model_->config.vocab_size;
+      results = engine_->generate_batch(ids, g, tok_.get(), [&](int b, const StepInfo& s) {
+        if (return_logits) logits[size_t(b)].insert(logits[size_t(b)].end(), s.logits, s.logits + V);
+      });
     }
-    return d;
+    py::list out;
+    for (size_t b = 0; b < results.size(); ++b) {
+      py::dict d = result_dict(results[b], g, return_logits, std::move(logits[b]));
+      d["sequence"] = b;
+      out.append(d);
+    }
+    return out;
   }
 
   // A weight by its canonical (Hugging Face) name, as fp32 values of the compute dtype.
@@ -317,6 +315,54 @@ class PyModel {
   const Tokenizer& tokenizer() const {
     if (tok_ == nullptr) fail("{}", tok_error_);
     return *tok_;
+  }
+  // A prompt as text (encoded with the model's BOS rule; ids past the embedding mean another
+  // model's tokenizer, an error) or as token ids (each one a token of the model, else ValueError).
+  std::vector<int> prompt_ids(const py::handle& prompt, const std::string& what) const {
+    std::vector<int> ids;
+    if (py::isinstance<py::str>(prompt)) {
+      ids = tokenizer().encode(prompt.cast<std::string>(), tokenizer().default_add_bos());
+      require_embedding_rows(ids, model_->config.vocab_size, what, model_->path);
+    } else {
+      ids = cast_arg<std::vector<int>>(prompt, what, "a str or a list of token ids");
+      check_ids(ids);
+    }
+    return ids;
+  }
+  static GenerationConfig generation_config(int max_new_tokens, bool cache, const SamplingArgs& sampling,
+                                            const py::object& stop, bool ignore_eos) {
+    if (max_new_tokens < 0) fail_usage("max_new_tokens={}: expected 0 or more", max_new_tokens);
+    const Sampling s = read_sampling(sampling, /*many=*/false);
+    GenerationConfig g;
+    g.max_new_tokens = max_new_tokens;
+    g.cache = cache ? CacheMode::On : CacheMode::Off;
+    g.sampler = s.samplers.front();
+    g.seed = s.seed;
+    g.stop_at_eos = !ignore_eos;
+    g.stop_strings = read_stop_strings(stop);
+    return g;
+  }
+  // The CLI's --json keys (and `logits` [steps, vocab] when asked).
+  py::dict result_dict(const GenerationResult& r, const GenerationConfig& g, bool return_logits,
+                       std::vector<float>&& logits) const {
+    py::dict d;
+    d["prompt_ids"] = r.prompt_ids;
+    d["output_ids"] = r.output_ids;
+    d["text"] = r.text;
+    d["stop_reason"] = r.stop_reason;
+    if (r.stop_reason == "stop_string") d["stop_string"] = r.stop_string;
+    d["dropped_ids"] = r.dropped_ids;
+    d["dtype"] = std::string(dtype_name(model_->dtype));
+    d["kv_dtype"] = opts_.kv_dtype.name();
+    d["kernels"] = policy_name(opts_.kernels);
+    d["cache"] = g.cache == CacheMode::On ? "on" : "off";
+    d["sampler"] = g.sampler.describe();
+    d["seed"] = g.seed;
+    if (return_logits) {
+      const py::ssize_t steps = py::ssize_t(logits.size() / size_t(model_->config.vocab_size));
+      d["logits"] = to_numpy(std::move(logits), {steps, model_->config.vocab_size});
+    }
+    return d;
   }
   void check_ids(const std::vector<int>& ids) const {
     for (size_t i = 0; i < ids.size(); ++i)
@@ -403,6 +449,25 @@ PYBIND11_MODULE(_kvparity, m) {
           "ValueError. stop: a str or list of str ending the text before it.\n"
           "Returns the CLI's --json keys (prompt_ids, output_ids, text, stop_reason, dtype, kv_dtype, kernels,\n"
           "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits.")
+      .def(
+          "generate_batch",
+          [](PyModel& m, const py::object& prompts, int max_new_tokens, bool cache, const py::object& sampler,
+             const py::object& temperature, const py::object& top_k, const py::object& top_p, const py::object& min_p,
+             const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos) {
+            return m.generate_batch(prompts, max_new_tokens, cache,
+                                    SamplingArgs{sampler, temperature, top_k, top_p, min_p, seed}, stop, return_logits,
+                                    ignore_eos);
+          },
+          py::arg("prompts"), py::arg("max_new_tokens") = 64, py::arg("cache") = true, py::arg("sampler") = "greedy",
+          py::arg("temperature") = py::none(), py::arg("top_k") = py::none(), py::arg("top_p") = py::none(),
+          py::arg("min_p") = py::none(), py::arg("seed") = py::none(), py::arg("stop") = py::none(),
+          py::arg("return_logits") = false, py::arg("ignore_eos") = false,
+          "Generates from every prompt (each a str or token ids) in one batch, in lockstep, as\n"
+          "`kvparity generate --batch-size` does: one forward per step over the unfinished sequences, each\n"
+          "with its own cache slots. Sequence b samples under sequence id b (generate uses 0). With\n"
+          "kernels='invariant' or 'portable' a greedy sequence comes out bitwise as generate gives it alone;\n"
+          "with 'standard' the batch can change the numbers. Arguments as generate; returns one generate\n"
+          "dict per prompt, in order, each with its 'sequence' index.")
       .def("weight", &PyModel::weight, py::arg("name"),
            "A weight as float32 ndarray: model.embed_tokens.weight, model.norm.weight or lm_head.weight.");
 

@@ -10,6 +10,7 @@ The engine and the divergence lab of the kvparity command-line tool, in Python:
     logits, acts = m.run_with_cache(ids)   # acts: TransformerLens names -> ndarray
     on = m.generate("Once upon a time", max_new_tokens=64, cache=True, return_logits=True)
     off = m.generate("Once upon a time", max_new_tokens=64, cache=False, return_logits=True)
+    runs = m.generate_batch(["Once upon a time", "The dog"], max_new_tokens=64)  # one batch, a dict each
     summary = kvparity.compare("stories260K.bin", ["Once upon a time"], tokenizer="tok512.bin")
     kvparity.profile("stories260K.bin", "Once upon a time", tokenizer="tok512.bin")  # per-layer |Δ| at a step
     kvparity.patch("stories260K.bin", "Once upon a time", tokenizer="tok512.bin")    # patching at a divergence

@@ -242,6 +242,30 @@ def test_compare_takes_the_clis_study_options(tmp_path):
     assert [x["condition"] for x in b["conditions"]] == ["fp16/kv=fp16/standard/cache=on/batch-size=1->2/greedy"]
 
 
+def test_generate_batch_is_each_prompt_alone_with_invariant_kernels():
+    m = kvparity.load(shared(STORIES), tokenizer=shared(TOK), dtype="fp16", kernels="invariant", threads=2)
+    prompts = ["Once upon a time", "The dog ran", m.tokenize("Lily and Ben went to the park")]
+    batch = m.generate_batch(prompts, max_new_tokens=24, return_logits=True, ignore_eos=True)
+    assert [r["sequence"] for r in batch] == [0, 1, 2]
+    for p, r in zip(prompts, batch):
+        alone = m.generate(p, max_new_tokens=24, return_logits=True, ignore_eos=True)
+        assert r["output_ids"] == alone["output_ids"] and r["text"] == alone["text"]
+        assert np.array_equal(r["logits"], alone["logits"])  # bit for bit
+    # The CLI's batch gives the same tokens.
+    out = cli("generate", "--model", shared(STORIES), "--tokenizer", shared(TOK), "--dtype", "fp16", "--kernels",
+              "invariant", "--threads", "2", "--prompt", prompts[0], "--prompt", prompts[1], "--max-new-tokens", "24",
+              "--ignore-eos", "--json")
+    assert out.returncode == 0, out.stderr
+    rows = [json.loads(l) for l in out.stdout.splitlines()]
+    assert [r["output_ids"] for r in rows] == [r["output_ids"] for r in batch[:2]]
+    with pytest.raises(TypeError, match=r"prompts: expected a list of prompts"):
+        m.generate_batch("Once upon a time")
+    with pytest.raises(TypeError, match=r"prompts\[1\]: expected a str or a list of token ids \(got float\)"):
+        m.generate_batch(["a", 2.5])
+    with pytest.raises(ValueError, match="prompts: give at least one prompt"):
+        m.generate_batch([])
+
+
 def test_compare_returns_the_summary(tmp_path):
     s = kvparity.compare(shared(STORIES), ["Once upon a time", "The dog"], tokenizer=shared(TOK),
                          out=str(tmp_path / "c"), dtype=["fp16"], kernels="standard,invariant", max_new_tokens=8)
