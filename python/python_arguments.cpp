@@ -70,7 +70,8 @@ Sampling read_sampling(const SamplingArgs& a, bool many) {
   if (kinds.empty()) fail_usage("sampler: give at least one sampler");
   if (kinds.size() > 1 && !many)
     fail_usage("{}: one sampler per call (kvparity.compare takes a list, one condition each)", quoted_list(kinds));
-  for (const auto& k : kinds) parse_sampler(k);
+  std::vector<SamplerKind> parsed;
+  for (const auto& k : kinds) parsed.push_back(parse_sampler(k));
   const bool sampling = std::any_of(kinds.begin(), kinds.end(), [](const std::string& k) { return k != "greedy"; });
   auto uses = [&](const char* k) { return std::find(kinds.begin(), kinds.end(), k) != kinds.end(); };
   // The CLI's rule: an argument the sampler ignores is refused rather than silently dropped.
@@ -117,9 +118,9 @@ Sampling read_sampling(const SamplingArgs& a, bool many) {
     }
     s.seed_given = true;
   }
-  for (const auto& k : kinds) {
+  for (const SamplerKind k : parsed) {
     SamplerConfig c = base;
-    c.kind = parse_sampler(k);
+    c.kind = k;
     c.validate();
     s.samplers.push_back(c);
   }

@@ -123,13 +123,15 @@ KvType read_kv_type(const std::string& t) {
 }
 
 // threads: 1 by default, as the CLI (the standard kernels' bits follow the thread count); 0 is
-// every core; the reference kernels run on one.
-int read_threads(const CallOptions& o, KernelPolicy policy) {
+// every core.
+int read_threads(const CallOptions& o) {
   const int t = o.integer("threads", 1);
   if (t < 0 || t > 256) fail_usage("threads={}: expected 0 (every core) to 256", t);
-  if (policy == KernelPolicy::Reference) return 1;
   return t > 0 ? t : std::max(1, int(std::thread::hardware_concurrency()));
 }
+
+// The reference kernels run on one thread whatever was asked.
+int threads_for(KernelPolicy policy, int threads) { return policy == KernelPolicy::Reference ? 1 : threads; }
 
 Device read_device(const CallOptions& o) {
   const Device d = parse_device(o.text("device", "cpu"), "device");
@@ -192,16 +194,23 @@ py::object compare(const std::string& model_path, const py::object& prompts,
   }
   const Sampling sampled = read_sampling(o.sampling(), /*many=*/true);
   if (sampled.seed_given) c.seed = sampled.seed;
-  const Device device = parse_device(o.text("device", "cpu"), "device");
-  const SimdTarget simd = parse_simd(o.text("simd", "auto"), "simd");
-  for (const auto& d : o.texts("dtype", {"fp16"}))
-    for (const auto& k : o.texts("kernels", {"standard"}))
+  std::vector<DType> dtypes;
+  for (const auto& d : o.texts("dtype", {"fp16"})) dtypes.push_back(read_dtype(d));
+  std::vector<KernelPolicy> policies;
+  for (const auto& k : o.texts("kernels", {"standard"})) policies.push_back(read_policy(k));
+  const std::optional<KvType> kv =
+      o.has("kv_dtype") ? std::optional<KvType>(read_kv_type(o.text("kv_dtype", ""))) : std::nullopt;
+  const int threads = read_threads(o);
+  const Device device = read_device(o);
+  const SimdTarget simd = read_simd(o);
+  for (const DType d : dtypes)
+    for (const KernelPolicy k : policies)
       for (const auto& sampler : sampled.samplers) {
         RunDefaults point;
-        point.dtype = read_dtype(d);
-        if (o.has("kv_dtype")) point.kv_dtype = read_kv_type(o.text("kv_dtype", ""));
-        point.kernels = read_policy(k);
-        point.threads = read_threads(o, point.kernels);
+        point.dtype = d;
+        if (kv) point.kv_dtype = *kv;
+        point.kernels = k;
+        point.threads = threads_for(k, threads);
         point.device = device;
         point.simd = simd;
         add_condition(c, point, sampler);
@@ -248,7 +257,7 @@ py::object profile(const std::string& model_path, const std::string& prompt,
   p.dtypes.clear();
   for (const auto& d : o.texts("dtype", {"fp32", "fp16", "bf16"})) p.dtypes.push_back(read_dtype(d));
   p.kernels = read_policy(o.text("kernels", "standard"));
-  p.threads = read_threads(o, p.kernels);
+  p.threads = threads_for(p.kernels, read_threads(o));
   p.device = read_device(o);
   p.simd = read_simd(o);
   p.step = o.integer("step", p.step);
@@ -281,7 +290,7 @@ py::object patch(const std::string& model_path, const std::string& prompt, const
   p.prompt = prompt;
   p.dtype = read_dtype(o.text("dtype", "fp16"));
   p.kernels = read_policy(o.text("kernels", "standard"));
-  p.threads = read_threads(o, p.kernels);
+  p.threads = threads_for(p.kernels, read_threads(o));
   p.device = read_device(o);
   p.simd = read_simd(o);
   const Sampling s = read_sampling(o.sampling(), /*many=*/false);
