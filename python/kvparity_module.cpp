@@ -15,11 +15,11 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <thread>
 
 #include "core/build_info.h"
 #include "core/error.h"
 #include "core/quant.h"
+#include "core/thread_pool.h"
 #include "lab/prompt_set.h"
 #include "model/model.h"
 #include "python_arguments.h"
@@ -138,10 +138,10 @@ class PyModel {
     if (threads < 0 || threads > 256) fail_usage("threads={}: expected 0 (every core) to 256", threads);
     opts_.kernels = parse_policy(kernels);
     opts_.device = parse_device(device, "device");
-    require_device(opts_.device);
+    require_device(opts_.device, "device");
     opts_.simd = parse_simd(simd, "simd");
-    require_simd(opts_.simd);
-    opts_.threads = threads > 0 ? threads : std::max(1, int(std::thread::hardware_concurrency()));
+    require_simd(opts_.simd, "simd");
+    opts_.threads = threads > 0 ? threads : cores_here(256);
     if (opts_.kernels == KernelPolicy::Reference) opts_.threads = 1;
     const DType dt = parse_dtype(dtype);
     if (kv_dtype) {

@@ -7,7 +7,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -15,6 +14,7 @@
 #include "core/error.h"
 #include "core/kv_type.h"
 #include "core/nearest_name.h"
+#include "core/thread_pool.h"
 #include "kernels/simd_target.h"
 #include "lab/compare.h"
 #include "lab/layer_profile.h"
@@ -127,7 +127,7 @@ KvType read_kv_type(const std::string& t) {
 int read_threads(const CallOptions& o) {
   const int t = o.integer("threads", 1);
   if (t < 0 || t > 256) fail_usage("threads={}: expected 0 (every core) to 256", t);
-  return t > 0 ? t : std::max(1, int(std::thread::hardware_concurrency()));
+  return t > 0 ? t : cores_here(256);
 }
 
 // The reference kernels run on one thread whatever was asked.
@@ -135,13 +135,13 @@ int threads_for(KernelPolicy policy, int threads) { return policy == KernelPolic
 
 Device read_device(const CallOptions& o) {
   const Device d = parse_device(o.text("device", "cpu"), "device");
-  require_device(d);
+  require_device(d, "device");
   return d;
 }
 
 SimdTarget read_simd(const CallOptions& o) {
   const SimdTarget s = parse_simd(o.text("simd", "auto"), "simd");
-  require_simd(s);
+  require_simd(s, "simd");
   return s;
 }
 

@@ -337,6 +337,18 @@ def test_errors_carry_the_clis_message(tmp_path):
         kvparity.compare(shared(STORIES), ["a"], tokenizer=shared(TOK), baseline="threads=1,threads=2")
 
 
+def test_an_unusable_device_is_named_as_python_spells_it(tmp_path):
+    # The CLI's wording is "--device cuda: ..."; from Python the keyword is device=.
+    for call in (lambda: kvparity.load(shared(STORIES), tokenizer=shared(TOK), device="cuda"),
+                 lambda: kvparity.profile(shared(STORIES), "Once upon a time", tokenizer=shared(TOK), device="cuda")):
+        try:
+            call()
+        except kvparity.Error as e:
+            assert str(e).startswith("device='cuda': "), str(e)
+            assert "--device" not in str(e), str(e)
+        else:
+            pytest.skip("this machine has a usable GPU")
+
 def test_a_signal_interrupts_generate_and_leaves_the_model_usable(stories):
     ids = stories.tokenize("Once upon a time")
     expected = stories.generate(ids, max_new_tokens=30, cache=False, ignore_eos=True)

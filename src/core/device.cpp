@@ -19,12 +19,13 @@ Device parse_device(const std::string& s, const std::string& option) {
 
 bool cuda_built() { return cuda::built(); }
 
-void require_device(Device d) {
+void require_device(Device d, const std::string& option) {
   if (d == Device::Cpu) return;
   if (!cuda::built())
-    fail("--device cuda: this kvparity was built without CUDA (configure with -DKVPARITY_CUDA=ON on a machine "
-         "with nvcc); use --device cpu");
-  cuda::open();  // throws naming the CUDA error
+    fail("{}: this kvparity was built without CUDA (configure with -DKVPARITY_CUDA=ON on a machine with nvcc); use {}",
+         spelled_option(option, "cuda"), spelled_option(option, "cpu"));
+  const std::string why = cuda::why_unusable();
+  if (!why.empty()) fail("{}: {}", spelled_option(option, "cuda"), why);
 }
 
 std::string device_description(Device d) { return d == Device::Cuda ? cuda::describe() : "cpu"; }

@@ -18,8 +18,9 @@ Device parse_device(const std::string& s, const std::string& option = "--device"
 // True when this binary was built with the CUDA backend (it may still find no usable GPU).
 bool cuda_built();
 // Throws (exit 1) unless `d` can run here: "built without CUDA", or the CUDA error met when
-// opening the GPU (no device, driver too old, ...).
-void require_device(Device d);
+// opening the GPU (no device, driver too old, ...). The message names `option` as the caller
+// spells it ("--device" on the command line, "device" from Python).
+void require_device(Device d, const std::string& option = "--device");
 // One line naming the device (the GPU's name, memory and compute capability; "cpu").
 std::string device_description(Device d);
 

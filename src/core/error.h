@@ -19,6 +19,12 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// An option with its value as the caller wrote it: "--device cuda" for a command-line option,
+// "device='cuda'" for a Python keyword (an option name without the leading dashes).
+inline std::string spelled_option(const std::string& option, const std::string& value) {
+  return option.rfind("--", 0) == 0 ? option + " " + value : option + "='" + value + "'";
+}
+
 template <typename... Args>
 [[noreturn]] void fail(fmt::format_string<Args...> f, Args&&... args) {
   throw Error(ErrorKind::BadInput, fmt::format(f, std::forward<Args>(args)...));

@@ -67,6 +67,8 @@ void await(Pred pred, std::mutex& mu, std::condition_variable& cv) {
 
 }  // namespace
 
+int cores_here(int cap) { return std::clamp(int(std::thread::hardware_concurrency()), 1, std::max(1, cap)); }
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker(i); });
 }

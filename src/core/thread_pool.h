@@ -16,6 +16,10 @@
 
 namespace kvp {
 
+// The cores this machine reports, at least 1 and at most `cap`: hardware_concurrency() may answer 0
+// (unknown), and a 192-core host should not get 192 threads for work that stops scaling long before.
+int cores_here(int cap);
+
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);

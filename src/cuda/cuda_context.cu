@@ -95,6 +95,11 @@ void open() {
   if (!g_ctx.ok) fail_input("--device cuda: " + g_ctx.error);
 }
 
+std::string why_unusable() {
+  std::call_once(g_once, open_once);
+  return g_ctx.ok ? std::string() : g_ctx.error;
+}
+
 cudaStream_t stream() {
   open();
   return g_ctx.stream;

@@ -20,6 +20,9 @@ bool built();
 // Opens the GPU once per process (device 0 or $CUDA_VISIBLE_DEVICES' first); throws an Error
 // naming the CUDA error when there is none usable.
 void open();
+// Why open() would throw, without the option's name ("" when a GPU is usable): for callers that
+// name the option their own way (Python's device=).
+std::string why_unusable();
 std::string describe();
 void* alloc(size_t bytes);
 void release(void* p) noexcept;

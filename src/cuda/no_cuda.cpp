@@ -13,6 +13,7 @@ namespace {
 
 bool built() { return false; }
 void open() { refuse(); }
+std::string why_unusable() { return "this kvparity was built without CUDA"; }
 std::string describe() { refuse(); }
 std::vector<std::pair<std::string, std::string>> numerics_identity(KernelPolicy) { refuse(); }
 void* alloc(size_t) { refuse(); }

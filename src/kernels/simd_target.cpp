@@ -59,12 +59,13 @@ std::vector<std::string> simd_available() {
   return out;
 }
 
-void require_simd(SimdTarget t) {
+void require_simd(SimdTarget t, const std::string& option) {
   if (t == SimdTarget::Auto) return;
   if ((native_targets() & target_bits(t)) == 0) {
     std::string have;
     for (const auto& n : simd_available()) have += (have.empty() ? "" : ", ") + n;
-    fail("--simd {}: this CPU and build cannot run it (targets available here: {})", simd_name(t), have);
+    fail("{}: this CPU and build cannot run it (targets available here: {})", spelled_option(option, simd_name(t)),
+         have);
   }
 }
 

@@ -22,7 +22,7 @@ inline const std::vector<std::string> kSimdNames = {"auto", "avx512", "avx2", "s
 
 // Refuses (exit 1, naming the target and what the CPU and the build have) a target this process
 // cannot run: not compiled into this build, or not supported by the CPU.
-void require_simd(SimdTarget t);
+void require_simd(SimdTarget t, const std::string& option = "--simd");
 // Makes the kernels dispatch to `t` from the next kernel call on (Auto: the best the CPU has).
 // Cheap when `t` is already in effect.
 void use_simd(SimdTarget t);

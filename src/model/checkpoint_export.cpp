@@ -169,7 +169,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     recipe = parse_quant_recipe(opts.quant);
     if (!recipe) fail_usage("unknown --quant '{}' (one of {})", opts.quant, fmt::join(quant_recipe_names(), ", "));
   }
-  ThreadPool pool(std::clamp(int(std::thread::hardware_concurrency()), 1, 64));
+  ThreadPool pool(cores_here(64));
   for (const auto& [name, t] : ckpt.tensors) {
     // llama.cpp keeps 1-D tensors (norm gains, biases) in F32 whatever the matrices' type; the
     // upcast is exact, and the loader rounds them to the compute dtype again.

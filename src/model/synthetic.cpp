@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "runtime/rng.h"
 
 namespace kvp {
@@ -118,7 +119,7 @@ struct Filler {
         from_f32(dtype, chunk.data(), static_cast<uint8_t*>(buf->data()) + i * dtype_size(dtype), c);
       }
     };
-    const size_t threads = n < (size_t(1) << 22) ? 1 : std::max(1u, std::min(16u, std::thread::hardware_concurrency()));
+    const size_t threads = n < (size_t(1) << 22) ? 1 : size_t(cores_here(16));
     if (threads == 1) {
       fill(0, n);
     } else {

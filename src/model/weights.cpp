@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <optional>
-#include <thread>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -106,7 +105,7 @@ class Builder {
   void convert(const TensorView& src, void* dst) {
     const size_t n = size_t(src.numel());
     constexpr size_t kChunk = 1 << 16;
-    if (!pool_) pool_.emplace(std::clamp(int(std::thread::hardware_concurrency()), 1, 64));
+    if (!pool_) pool_.emplace(cores_here(64));
     const long chunks = long((n + kChunk - 1) / kChunk);
     pool_->parallel_pieces(chunks, pool_->piece_for(chunks, 4, 1), [&](long b, long e, int) {
       std::vector<float> tmp(kChunk);
