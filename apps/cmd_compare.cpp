@@ -13,7 +13,7 @@ namespace kvp::cli {
 void register_compare(CLI::App& app) {
   struct Opts {
     std::string model, tokenizer, prompts = "builtin:stories", prompt, dtypes = "fp16", kv_dtype, kernels = "standard",
-                                  control, out, baseline, candidate;
+                                  control, out, baseline, candidate, shard;
     SamplerOptions sampler;
     std::string device = "cpu", simd = "auto";
     int max_new_tokens = 128, threads = 1, batch_size = 1;
@@ -57,6 +57,10 @@ void register_compare(CLI::App& app) {
   one_of(cmd->add_option("--control", o->control,
                          "fp32: rerun every half-precision condition in fp32 and report the ratios"),
          {"fp32"});
+  cmd->add_option("--shard", o->shard,
+                  "run a slice of the study: in every condition, the prompts (with batches: the groups of prompts) "
+                  "whose index mod n == i; `kvparity merge` joins the slices' --out folders")
+      ->type_name("i/n");
   cmd->add_flag("--stop-at-eos", o->stop_at_eos, "end generations at EOS, and at BOS for llama2.c models (default: always max-new-tokens)");
   cmd->add_flag("--no-report", o->no_report, "skip writing summary.json / summary.md / report.html");
   cmd->add_option("--out", o->out, "results directory (results.jsonl is resumed if present)")->required();
@@ -97,6 +101,7 @@ void register_compare(CLI::App& app) {
     c.max_new_tokens = o->max_new_tokens;
     c.seed = o->sampler.seed();
     c.stop_at_eos = o->stop_at_eos;
+    if (given(cmd, "--shard")) c.shard = parse_shard(o->shard);
     c.out_dir = clean_dir(o->out);
     c.progress = isatty(STDERR_FILENO);
     run_compare(c);

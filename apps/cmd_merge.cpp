@@ -1,11 +1,11 @@
-// `kvparity merge`: joins `eval gsm8k` shard directories (issue 7).
+// `kvparity merge`: joins the shard directories of `eval gsm8k` (issue 7) or of `compare`.
 #include <iostream>
 
 #include "cli_common.h"
 #include "core/error.h"
-#include "lab/gsm8k_eval.h"
-#include "lab/gsm8k_merge.h"
+#include "lab/merge_shards.h"
 #include "lab/report.h"
+#include "lab/results_manifest.h"
 
 namespace kvp::cli {
 
@@ -16,15 +16,18 @@ void register_merge(CLI::App& app) {
     bool no_report = false;
   };
   auto o = std::make_shared<Opts>();
-  auto* cmd = app.add_subcommand("merge", "join `eval gsm8k` shard directories; refuses shards of different studies");
+  auto* cmd = app.add_subcommand(
+      "merge",
+      "join the --out directories of `eval gsm8k --shard` or `compare --shard` runs; refuses shards of "
+      "different studies");
   cmd->add_option("dirs", o->dirs, "shard result directories")->required();
   cmd->add_option("--out", o->out, "merged results directory (must not hold results yet)")->required();
   cmd->add_flag("--no-report", o->no_report, "skip writing summary.json / summary.md / report.html");
   cmd->callback([o] {
     const std::string out = clean_dir(o->out);
-    const MergeSummary s = merge_gsm8k(o->dirs, out);
+    const MergeSummary s = merge_shards(o->dirs, out);
     std::cout << fmt::format("merged {} from {} into {}", count_of(size_t(s.records), "record", "records"),
-                             count_of(o->dirs.size(), "directory", "directories"), path_in(out, kGsm8kResultsFile));
+                             count_of(o->dirs.size(), "directory", "directories"), path_in(out, s.results_file));
     if (s.duplicates > 0)
       std::cout << fmt::format(" ({} dropped)",
                                count_of(size_t(s.duplicates), "identical duplicate", "identical duplicates"));
@@ -32,7 +35,12 @@ void register_merge(CLI::App& app) {
     if (!s.missing_shards.empty()) {
       std::string m;
       for (const auto& x : s.missing_shards) m += (m.empty() ? "" : ", ") + x;
-      std::cerr << "warning: shards not among the inputs: " << m << " (the merged study is incomplete)\n";
+      std::cerr << "warning: shards not among the inputs: " << m << " (the merged study is incomplete"
+                << (s.kind == "compare" ? fmt::format("; `kvparity compare` with the shards' options, --out {} and no "
+                                                      "--shard runs what is missing",
+                                                      out)
+                                        : std::string())
+                << ")\n";
     }
     if (!o->no_report) {
       write_reports(out);

@@ -18,6 +18,7 @@
 #include "kernels/simd_target.h"
 #include "lab/compare.h"
 #include "lab/layer_profile.h"
+#include "lab/merge_shards.h"
 #include "lab/model_inspection.h"
 #include "lab/patching.h"
 #include "lab/prompt_set.h"
@@ -170,7 +171,7 @@ py::object compare(const std::string& model_path, const py::object& prompts,
                    const py::kwargs& kwargs) {
   const CallOptions o("compare", kwargs,
                       with({"dtype", "kernels", "kv_dtype", "threads", "device", "simd", "max_new_tokens",
-                            "stop_at_eos", "batch_size", "control", "baseline", "candidate"},
+                            "stop_at_eos", "batch_size", "control", "baseline", "candidate", "shard"},
                            kSamplingOptions));
   CompareOptions c;
   c.model = model_path;
@@ -221,6 +222,12 @@ py::object compare(const std::string& model_path, const py::object& prompts,
     if (add_fp32_controls(c) == 0)
       fail_usage("control='fp32' needs a half-precision dtype or kv_dtype (every condition already runs in fp32)");
   }
+  if (o.has("shard")) {
+    c.shard = parse_shard(o.text("shard", ""), "shard");
+    if (!out)
+      fail_usage("shard='{}' needs out= (each shard writes its own folder, and kvparity.merge joins them)",
+                 c.shard.text());
+  }
   c.time_totals = false;  // a notebook's stderr stays quiet; the folder's timing.jsonl has them
   // Without `out`, a temporary folder holds the records and goes when the summary is read.
   std::filesystem::path tmp;
@@ -243,6 +250,23 @@ py::object compare(const std::string& model_path, const py::object& prompts,
   }
   if (!tmp.empty()) std::filesystem::remove_all(tmp);
   return to_python(summary);
+}
+
+py::object merge(const std::vector<std::string>& dirs, const std::string& out, bool report) {
+  MergeSummary s;
+  nlohmann::json summary;
+  {
+    py::gil_scoped_release release;
+    s = merge_shards(dirs, out);
+    if (report) summary = write_reports(out);
+  }
+  if (report) return to_python(summary);
+  py::dict d;
+  d["kind"] = s.kind;
+  d["records"] = s.records;
+  d["duplicates"] = s.duplicates;
+  d["missing_shards"] = s.missing_shards;
+  return d;
 }
 
 py::object profile(const std::string& model_path, const std::string& prompt,
@@ -361,7 +385,14 @@ void add_study_calls(py::module_& m) {
         "stop_at_eos, sampler (str or list, one condition each; default 'greedy'), temperature, top_k, top_p,\n"
         "min_p and seed (1) as Model.generate takes them, batch_size (each prompt in a batch of that size\n"
         "against its solo run), control='fp32' (every half-precision condition rerun in fp32), and the\n"
-        "baseline and candidate SPECs (key=value,... as --baseline takes).");
+        "baseline and candidate SPECs (key=value,... as --baseline takes), and shard='i/n' (with out=: in\n"
+        "every condition the prompts, or groups of batch_size prompts, whose index mod n == i; kvparity.merge\n"
+        "joins the shards' folders).");
+  m.def("merge", &merge, py::arg("dirs"), py::arg("out"), py::arg("report") = true,
+        "Runs `kvparity merge`: joins the out folders of the shards of one study (compare(..., shard=) or\n"
+        "`kvparity eval gsm8k --shard`) into `out`, refusing shards of different studies. Returns the merged\n"
+        "summary.json as a dict (report=True), or {'kind', 'records', 'duplicates', 'missing_shards'}. With\n"
+        "shards missing, compare(...) into `out` with the shards' options and no shard runs what is missing.");
   m.def("profile", &profile, py::arg("model_path"), py::arg("prompt") = "Once upon a time",
         py::arg("tokenizer") = py::none(), py::arg("out") = py::none(),
         "Runs `kvparity profile` and returns its profile.json as a dict: at one decoding step with the same\n"

@@ -23,7 +23,7 @@
 namespace kvp {
 namespace {
 
-constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
+constexpr DType kStandardTestTypes[] = {DType::F32, DType::F16, DType::BF16};
 
 // A tensor stored in `t`, built from random normals rounded to `t`.
 struct Stored {
@@ -104,7 +104,7 @@ TEST(StandardKernels, MatmulMatchesReference) {
   std::mt19937 rng(1234);
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
     auto std_k = make_standard_kernels(pool);
-    for (DType wt : kAllTypes)
+    for (DType wt : kStandardTestTypes)
       for (auto [N, K] : NKs)
         for (int M : Ms) {
           Stored w(wt, size_t(N) * K, rng);
@@ -133,7 +133,7 @@ TEST(StandardKernels, SmallBatchRowsEqualGemvBitwise) {
   } restore;
   for (SimdTarget target : test::simd_targets_here()) {
     use_simd(target);
-    for (DType wt : kAllTypes)
+    for (DType wt : kStandardTestTypes)
       for (auto [N, K] : {std::pair{301, 333}, std::pair{7, 1100}}) {
         Stored w(wt, size_t(N) * K, rng);
         TensorView W = view_of(w, N, K);
@@ -163,7 +163,7 @@ TEST(StandardKernels, SmallBatchRowsEqualGemvBitwise) {
 TEST(StandardKernels, PackedGemmIsOneFmaChainPerOutput) {
   ThreadPool pool2(2);
   std::mt19937 rng(99);
-  for (DType wt : kAllTypes)
+  for (DType wt : kStandardTestTypes)
     for (auto [M, N, K] : {std::tuple{16, 29, 700}, std::tuple{45, 101, 1100}, std::tuple{70, 13, 300}}) {
       Stored w(wt, size_t(N) * K, rng);
       TensorView W = view_of(w, N, K);
@@ -228,24 +228,24 @@ TEST(StandardKernels, SplitKGemvAgreesAcrossThreads) {
   expect_matmul_close(x, 1, w, N, K, y3, want, 1e-5, "threads=3");
 }
 
-struct AttnCase {
+struct StandardAttnCase {
   int n_rows, start_pos, n_heads, n_kv_heads, head_dim, window;
   DType kv, act;
 };
 
-std::string describe(const AttnCase& c) {
+std::string describe(const StandardAttnCase& c) {
   return "rows=" + std::to_string(c.n_rows) + " start=" + std::to_string(c.start_pos) +
          " heads=" + std::to_string(c.n_heads) + "/" + std::to_string(c.n_kv_heads) +
          " hd=" + std::to_string(c.head_dim) + " window=" + std::to_string(c.window) + " kv=" +
          std::string(dtype_name(c.kv)) + " act=" + std::string(dtype_name(c.act));
 }
 
-struct AttnData {
-  AttnCase c;
+struct StandardAttnData {
+  StandardAttnCase c;
   int capacity;
   std::vector<float> q;
   Stored k, v;
-  AttnData(const AttnCase& cc, std::mt19937& rng)
+  StandardAttnData(const StandardAttnCase& cc, std::mt19937& rng)
       : c(cc),
         capacity(cc.start_pos + cc.n_rows + 9),
         q(random_x(size_t(cc.n_rows) * cc.n_heads * cc.head_dim, rng, cc.act)),
@@ -302,8 +302,8 @@ double attn_tolerance(DType act) {
   return 0.0;
 }
 
-void check_attention(const AttnCase& c, Kernels& ref, Kernels& std1, Kernels& std2, std::mt19937& rng) {
-  AttnData data(c, rng);
+void check_attention(const StandardAttnCase& c, Kernels& ref, Kernels& std1, Kernels& std2, std::mt19937& rng) {
+  StandardAttnData data(c, rng);
   data.poison(false);
   const auto want = data.run(ref);
   const auto got1 = data.run(std1);
@@ -330,12 +330,12 @@ TEST(StandardKernels, AttentionMatchesReference) {
   auto s2 = make_standard_kernels(&pool2);
   std::mt19937 rng(42);
   int cases = 0;
-  for (DType kv : kAllTypes)
+  for (DType kv : kStandardTestTypes)
     for (int hd : {8, 16, 64})
       for (int group : {1, 2, 4})
         for (int window : {0, 5})
           for (auto [rows, start] : {std::pair{1, 0}, {1, 6}, {1, 130}, {1, 300}, {2, 0}, {7, 3}, {70, 0}, {5, 125}}) {
-            AttnCase c{rows, start, 2 * group, 2, hd, window, kv, DType::F32};
+            StandardAttnCase c{rows, start, 2 * group, 2, hd, window, kv, DType::F32};
             check_attention(c, *ref, *s1, *s2, rng);
             ++cases;
           }
@@ -352,7 +352,7 @@ TEST(StandardKernels, AttentionReducedPrecisionActs) {
     for (DType kv : {DType::F16, DType::BF16})
       for (int window : {0, 5})
         for (auto [rows, start] : {std::pair{1, 0}, {1, 200}, {9, 0}, {40, 100}}) {
-          AttnCase c{rows, start, 8, 2, 64, window, kv, act};
+          StandardAttnCase c{rows, start, 8, 2, 64, window, kv, act};
           check_attention(c, *ref, *s1, *s2, rng);
         }
 }
@@ -363,7 +363,7 @@ TEST(StandardKernels, RmsnormMatchesReference) {
   std::mt19937 rng(11);
   for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &pool2}) {
     auto s = make_standard_kernels(pool);
-    for (DType act : kAllTypes)
+    for (DType act : kStandardTestTypes)
       for (int dim : {1, 7, 64, 67, 2048})
         for (int M : {1, 3, 8}) {
           auto x = random_x(size_t(M) * dim, rng, act);
@@ -452,7 +452,7 @@ TEST(StandardKernels, EveryCompiledTargetMatchesReference) {
     auto s1 = make_standard_kernels(nullptr);
     auto s2 = make_standard_kernels(&pool2);
     std::mt19937 rng(77);
-    for (DType wt : kAllTypes)
+    for (DType wt : kStandardTestTypes)
       for (int M : {1, 3, 40}) {
         const int N = 45, K = 77;
         Stored w(wt, size_t(N) * K, rng);
@@ -465,10 +465,10 @@ TEST(StandardKernels, EveryCompiledTargetMatchesReference) {
         expect_matmul_close(x, M, w, N, K, got, want, 1e-5, "target matmul 1t");
         expect_matmul_close(x, M, w, N, K, got2, want, 1e-5, "target matmul 2t");
       }
-    for (DType kv : kAllTypes)
+    for (DType kv : kStandardTestTypes)
       for (auto [rows, start] : {std::pair{1, 140}, {6, 60}}) {
-        check_attention(AttnCase{rows, start, 4, 2, 24, 0, kv, DType::F32}, *ref, *s1, *s2, rng);
-        check_attention(AttnCase{rows, start, 4, 2, 64, 0, kv, DType::F16}, *ref, *s1, *s2, rng);
+        check_attention(StandardAttnCase{rows, start, 4, 2, 24, 0, kv, DType::F32}, *ref, *s1, *s2, rng);
+        check_attention(StandardAttnCase{rows, start, 4, 2, 64, 0, kv, DType::F16}, *ref, *s1, *s2, rng);
       }
   }
   hwy::SetSupportedTargetsForTest(0);

@@ -27,7 +27,7 @@ namespace {
 namespace ps = pscalar;
 using test::normals;
 
-constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16};
+constexpr DType kEveryDtype[] = {DType::F32, DType::F16, DType::BF16};
 
 uint32_t bits(float f) {
   uint32_t u;
@@ -98,7 +98,7 @@ TEST(PortableScalar, ActivationsAreTheSimdKernelsBits) {
   const auto extra = probe_inputs(false);
   for (size_t i = 0; i < 600; ++i) g.push_back(extra[i * 17 % extra.size()]), u.push_back(0.75f);
   on_every_target([&](SimdTarget) {
-    for (DType act : kAllTypes) {
+    for (DType act : kEveryDtype) {
       std::vector<float> gr(g.size()), ur(u.size());
       for (size_t i = 0; i < g.size(); ++i) gr[i] = round_to(act, g[i]), ur[i] = round_to(act, u[i]);
       const RoundAct round{act};
@@ -133,7 +133,7 @@ TEST(PortableScalar, MatmulOrderIsTheCpuKernels) {
   auto k = make_kernels(KernelPolicy::Portable, nullptr);
   std::mt19937 rng(11);
   on_every_target([&](SimdTarget) {
-    for (DType wt : kAllTypes)
+    for (DType wt : kEveryDtype)
       for (auto [N, K] : {std::pair{7, 16}, std::pair{9, 37}, std::pair{5, 300}, std::pair{3, 1040}})
         for (int M : {1, 3, 17, 40}) {  // the direct and the blocked CPU GEMMs
           const auto wf = normals(size_t(N) * K, rng, wt);
@@ -172,7 +172,7 @@ TEST(PortableScalar, RmsnormOrderIsTheCpuKernels) {
   auto k = make_kernels(KernelPolicy::Portable, nullptr);
   std::mt19937 rng(13);
   on_every_target([&](SimdTarget) {
-    for (DType act : kAllTypes)
+    for (DType act : kEveryDtype)
       for (int dim : {16, 50, 2048}) {
         const int M = 3;
         const auto x = normals(size_t(M) * dim, rng, act, 3.0f);
@@ -247,8 +247,8 @@ TEST(PortableScalar, AttentionOrderIsTheCpuKernels) {
                             {128, 200, 1, 0, true}, {128, 0, 65, 0, false}};
   on_every_target([&](SimdTarget) {
     for (const AttnCase& cs : cases)
-      for (DType act : kAllTypes)
-        for (DType kvt : kAllTypes) {
+      for (DType act : kEveryDtype)
+        for (DType kvt : kEveryDtype) {
           AttentionParams p;
           p.n_rows = cs.rows;
           p.start_pos = cs.start_pos;

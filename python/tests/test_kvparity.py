@@ -282,6 +282,32 @@ def test_compare_returns_the_summary(tmp_path):
     assert t["conditions"][0]["condition"].startswith("fp16/kv=fp16->fp8_e4m3")
 
 
+def test_compare_shards_merge_into_the_whole_study(tmp_path):
+    def run(out, **kw):
+        return kvparity.compare(shared(STORIES), "builtin:stories", tokenizer=shared(TOK), max_new_tokens=6,
+                                sampler=["greedy", "top-p"], out=str(tmp_path / out), **kw)
+
+    def sans_manifest(summary):
+        return {k: v for k, v in summary.items() if k != "manifest"}
+
+    whole = run("all")
+    for i in range(3):
+        run(f"s{i}", shard=f"{i}/3")
+    merged = kvparity.merge([str(tmp_path / f"s{i}") for i in range(3)], str(tmp_path / "m"))
+    assert sans_manifest(merged) == sans_manifest(whole)
+    assert (tmp_path / "m" / "results.jsonl").read_bytes() == (tmp_path / "all" / "results.jsonl").read_bytes()
+    part = kvparity.merge([str(tmp_path / "s0"), str(tmp_path / "s2")], str(tmp_path / "p"), report=False)
+    assert part == {"kind": "compare", "records": 22, "duplicates": 0, "missing_shards": ["1/3"]}
+    assert sans_manifest(run("p")) == sans_manifest(whole)  # the unsharded run completes the merge
+    with pytest.raises(ValueError, match=r"shard='0/3' needs out="):
+        kvparity.compare(shared(STORIES), ["a", "b"], tokenizer=shared(TOK), shard="0/3")
+    with pytest.raises(ValueError, match=r"shard='3/3': need 0 <= i < n"):
+        run("bad", shard="3/3")
+    with pytest.raises(kvparity.Error, match="holds shard 0/3 but this run is shard 1/3"):
+        run("s0", shard="1/3")
+    with pytest.raises(kvparity.Error, match="merge into an empty directory"):
+        kvparity.merge([str(tmp_path / "s0")], str(tmp_path / "s1"))
+
 def test_profile_and_patch_are_the_clis(tmp_path):
     prompt = "Tom had a red ball"
     prof = kvparity.profile(shared(STORIES), prompt, tokenizer=shared(TOK), dtype=["fp32", "fp16"], step=3,

@@ -107,7 +107,7 @@ nlohmann::json batch_place(const RunSettings& s, const SideTrace& t) {
 
 // The record of one prompt: both free-running traces and the baseline's teacher-forced logits
 // along the candidate's trajectory.
-nlohmann::json make_record(const Prompt& prompt, const Condition& cond, const CompareOptions& opts,
+nlohmann::json make_record(const Prompt& prompt, size_t prompt_index, const Condition& cond, const CompareOptions& opts,
                            const std::string& model_name, const std::vector<int>& prompt_ids, const SideTrace& cand,
                            const SideTrace& base, const StepLogits& forced, int vocab) {
   const GenerationConfig g = generation_config(prompt, cond, opts);
@@ -138,6 +138,7 @@ nlohmann::json make_record(const Prompt& prompt, const Condition& cond, const Co
   r["schema_version"] = kCompareSchemaVersion;
   r["model"] = model_name;
   r["prompt_id"] = prompt.id;
+  r["prompt_index"] = prompt_index;
   r["prompt"] = prompt.text;
   r["condition"] = cond.key();
   r["baseline"] = cond.baseline.spec();
@@ -171,6 +172,10 @@ std::shared_ptr<const Model> model_for(const Checkpoint& ckpt, DType dtype, cons
 
 }  // namespace
 
+size_t group_size(const Condition& cond) {
+  return size_t(std::lcm(cond.baseline.batch_size, cond.candidate.batch_size));
+}
+
 nlohmann::json compare_settings(const CompareOptions& opts) {
   // The prompts by content: the same prompts read from another file are the same study.
   uint64_t h = fnv1a64("", 0);
@@ -192,9 +197,34 @@ nlohmann::json compare_settings(const CompareOptions& opts) {
                              {"max_new_tokens", opts.max_new_tokens},
                              {"seed", json_u64(opts.seed)},
                              {"stop_at_eos", opts.stop_at_eos}};
+  if (!opts.shard.whole()) settings["shard"] = opts.shard.json();
   add_numerics_identity(settings, sides);
   return settings;
 }
+
+namespace {
+
+// A folder holds one slice of a study: resuming it as another slice would mix the two (the
+// settings check would refuse it too, naming "shard/index"; this says what to do).
+void refuse_other_shard(const CompareOptions& opts) {
+  const nlohmann::json m = read_results_manifest(opts.out_dir);
+  if (m.is_null() || !m["commands"].contains("compare")) return;
+  const nlohmann::json settings = m["commands"]["compare"].value("settings", nlohmann::json::object());
+  const nlohmann::json held = settings.is_object() ? settings.value("shard", ShardSpec{}.json()) : nlohmann::json();
+  if (!held.is_object() || held == opts.shard.json() ||
+      ResultsLog::read_all(path_in(opts.out_dir, kCompareResultsFile)).empty())
+    return;
+  const std::string was = held.value("count", 1) == 1
+                              ? "the whole study"
+                              : fmt::format("shard {}/{}", held.value("index", 0), held.value("count", 1));
+  fail(
+      "{}: this directory holds {} but this run is {}; give each shard its own --out (and join them with `kvparity "
+      "merge`)",
+      path_in(opts.out_dir, kResultsManifestFile), was,
+      opts.shard.whole() ? "the whole study (no shard)" : "shard " + opts.shard.text());
+}
+
+}  // namespace
 
 int run_compare(const CompareOptions& opts) {
   if (opts.prompts.empty()) fail_usage("compare: no prompts");
@@ -222,6 +252,7 @@ int run_compare(const CompareOptions& opts) {
   }
   const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
   const nlohmann::json settings = compare_settings(opts);
+  refuse_other_shard(opts);
   check_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
   record_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
   ResultsLog log(path_in(opts.out_dir, kCompareResultsFile), record_key);
@@ -229,20 +260,23 @@ int run_compare(const CompareOptions& opts) {
   const std::string name = model["name"].get<std::string>();
   int written = 0;
   const size_t n = opts.prompts.size();
-  const size_t total = n * opts.conditions.size();
+  size_t total = 0;  // this shard's records
+  for (const Condition& cond : opts.conditions)
+    for (size_t i = 0; i < n; ++i) total += opts.shard.takes(i / group_size(cond));
   if (!log.records().empty()) {
     size_t reused = 0;
     for (const Condition& cond : opts.conditions)
-      for (const Prompt& p : opts.prompts) reused += log.has(p.id + "\n" + cond.key());
+      for (size_t i = 0; i < n; ++i)
+        reused += opts.shard.takes(i / group_size(cond)) && log.has(opts.prompts[i].id + "\n" + cond.key());
     std::cerr << fmt::format("note: resuming {}: {} of {} records already there are re-used\n", log.path(), reused,
                              total);
   }
   size_t done = 0;
   for (const Condition& cond : opts.conditions) {
     std::unique_ptr<SideRunner> cand, base;
-    // Groups that hold whole batches of both sides; with batch size 1 on both, one prompt each.
-    const size_t G = size_t(std::lcm(cond.baseline.batch_size, cond.candidate.batch_size));
+    const size_t G = group_size(cond);
     for (size_t g0 = 0; g0 < n; g0 += G) {
+      if (!opts.shard.takes(g0 / G)) continue;
       const size_t g1 = std::min(n, g0 + G);
       auto want = [&](size_t i) { return !log.has(opts.prompts[g0 + i].id + "\n" + cond.key()); };
       bool complete = true;
@@ -276,7 +310,7 @@ int run_compare(const CompareOptions& opts) {
         if (opts.progress)
           std::cerr << fmt::format("\r[compare] {}/{}  {:<40.40}  prompt {}", done, total, cond.key(), p.id)
                     << std::flush;
-        log.append(make_record(p, cond, opts, name, group[i - g0].ids, cand_runs[i - g0], base_runs[i - g0],
+        log.append(make_record(p, i, cond, opts, name, group[i - g0].ids, cand_runs[i - g0], base_runs[i - g0],
                                forced[i - g0], cand->model().config.vocab_size));
         ++written;
       }

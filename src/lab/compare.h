@@ -10,12 +10,16 @@
 // batch (Engine::generate_batch, every sequence under its solo sequence id), teacher forcing
 // included. A group with any record missing is decoded again whole (so a resumed run forms the
 // same batches) and only the missing records are written.
+// --shard i/n takes, in every condition, the groups whose index is i mod n (with batch size 1 on
+// both sides: the prompts whose index is); `kvparity merge` joins the shards' folders
+// (compare_merge.h).
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "lab/prompt_set.h"
 #include "lab/run_spec.h"
+#include "lab/shard.h"
 #include "runtime/sampler.h"
 
 namespace kvp {
@@ -39,6 +43,7 @@ struct CompareOptions {
   int max_new_tokens = 128;
   uint64_t seed = 1;
   bool stop_at_eos = false;  // off by default: both paths then always produce max_new_tokens
+  ShardSpec shard;           // the slice of every condition's prompt groups this run takes
   std::string out_dir;
   bool progress = false;     // progress line on stderr
   bool time_totals = true;   // each side's time on stderr at the end (timing.jsonl is always written)
@@ -53,12 +58,17 @@ inline constexpr int kCompareSchemaVersion = 2;
 // condition the SPECs make identical to one already there (both SPECs override the swept key).
 void add_condition(CompareOptions& opts, const RunDefaults& point, const SamplerConfig& sampler);
 
+// The prompts a condition decodes together: groups that hold whole batches of both sides, [gG,
+// (g+1)G) by prompt index; 1 when both sides decode one prompt at a time.
+size_t group_size(const Condition& cond);
+
 // Adds the fp32 control conditions: each condition's sweep point with dtype and KV dtype fp32
 // (keys a SPEC sets still win). Returns how many were added.
 int add_fp32_controls(CompareOptions& opts);
 
 // What the results folder's manifest pins for `compare` (results_manifest.h): a resumed run must
-// match it exactly.
+// match it exactly. A shard's settings name the shard ("shard": {"index","count"}; absent for the
+// whole study, so a merged folder resumes as an unsharded run).
 nlohmann::json compare_settings(const CompareOptions& opts);
 
 // Runs what is missing from out_dir/results.jsonl; returns the number of records written now.

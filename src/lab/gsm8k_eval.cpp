@@ -143,21 +143,6 @@ std::vector<Gsm8kCondition> parse_gsm8k_conditions(const std::string& csv) {
   return out;
 }
 
-ShardSpec parse_shard(const std::string& spec) {
-  const size_t slash = spec.find('/');
-  ShardSpec s;
-  auto to_int = [](const std::string& t, int* v) {
-    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), *v);
-    return !t.empty() && ec == std::errc() && p == t.data() + t.size();
-  };
-  if (slash == std::string::npos || !to_int(spec.substr(0, slash), &s.index) ||
-      !to_int(spec.substr(slash + 1), &s.count))
-    fail_usage("--shard '{}': expected i/n (e.g. 0/4)", spec);
-  if (s.count < 1 || s.index < 0 || s.index >= s.count)
-    fail_usage("--shard '{}': need 0 <= i < n (shards are numbered from 0)", spec);
-  return s;
-}
-
 std::string gsm8k_record_key(const nlohmann::json& r) { return r.value("key", std::string()); }
 
 nlohmann::json gsm8k_settings_with_defaults(nlohmann::json settings) {
@@ -294,7 +279,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   fs::create_directories(opts.out_dir, ec);
   if (ec) fail("{}: cannot create output directory: {}", opts.out_dir, ec.message());
   const std::string manifest_path = path_in(opts.out_dir, kGsm8kManifestFile);
-  const nlohmann::json shard = {{"index", opts.shard.index}, {"count", opts.shard.count}};
+  const nlohmann::json shard = opts.shard.json();
   nlohmann::json built_by;  // the builds that wrote this folder's records before
   if (fs::exists(manifest_path)) {
     std::ifstream in(manifest_path);
@@ -314,8 +299,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
           manifest_path, d, hint);
     }
     if (old.value("shard", nlohmann::json()) != shard)
-      fail("{}: this directory holds shard {} but --shard is {}/{}; give each shard its own --out", manifest_path,
-           old.value("shard", nlohmann::json()).dump(), opts.shard.index, opts.shard.count);
+      fail("{}: this directory holds shard {} but --shard is {}; give each shard its own --out", manifest_path,
+           old.value("shard", nlohmann::json()).dump(), opts.shard.text());
   } else if (fs::exists(path_in(opts.out_dir, kGsm8kResultsFile))) {
     fail("{}: results without a manifest; use another --out", path_in(opts.out_dir, kGsm8kResultsFile));
   }
@@ -331,14 +316,14 @@ int run_gsm8k(const Gsm8kOptions& opts) {
   StudyTiming timing(opts.out_dir);
   int written = 0;
   size_t total = 0, done = 0;
-  for (size_t i = 0; i < n_selected; ++i) total += int(i % size_t(opts.shard.count)) == opts.shard.index;
+  for (size_t i = 0; i < n_selected; ++i) total += opts.shard.takes(i);
   total *= models.size() * grid.size() * opts.conditions.size();
   // This shard's items of a model in problem order. Groups of consecutive ones are decoded
   // together, so a group is the same whenever the same shard is run (resumed or not).
   auto shard_items_of = [&](const Loaded& L) {
     std::vector<const Item*> items;
     for (const auto& it : L.items)
-      if (int(size_t(it.problem->index) % size_t(opts.shard.count)) == opts.shard.index) items.push_back(&it);
+      if (opts.shard.takes(size_t(it.problem->index))) items.push_back(&it);
     return items;
   };
   auto record_key = [](const Item& it, const std::string& model, const Point& pt, const Gsm8kCondition& c) {

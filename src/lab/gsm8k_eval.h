@@ -17,6 +17,7 @@
 #include "kernels/kernels.h"
 #include "lab/results_manifest.h"
 #include "lab/run_spec.h"
+#include "lab/shard.h"
 #include "runtime/sampler.h"
 
 namespace kvp {
@@ -33,13 +34,6 @@ struct Gsm8kCondition {
   SamplerConfig sampler;
 };
 std::vector<Gsm8kCondition> parse_gsm8k_conditions(const std::string& csv);
-
-// "i/n" with 0 <= i < n: this run takes the problems whose index is i mod n. Slurm array task ids
-// and Kubernetes completion indexes are 0-based, so they can be passed as i directly.
-struct ShardSpec {
-  int index = 0, count = 1;
-};
-ShardSpec parse_shard(const std::string& spec);
 
 struct Gsm8kModel {
   std::string path;

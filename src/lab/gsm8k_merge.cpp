@@ -5,7 +5,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -63,24 +62,16 @@ MergeSummary merge_gsm8k(const std::vector<std::string>& dirs, const std::string
       }
     }
   }
-  std::set<int> seen;
-  int count = -1;
-  bool same_count = true;
   nlohmann::json from = nlohmann::json::array();
   nlohmann::json built_by = nlohmann::json::array();  // every shard's builds, once each, in order
+  std::vector<nlohmann::json> shards;
   for (size_t i = 0; i < dirs.size(); ++i) {
     for (const auto& b : manifests[i].value("built_by", nlohmann::json::array()))
       if (std::find(built_by.begin(), built_by.end(), b) == built_by.end()) built_by.push_back(b);
-    const auto& sh = manifests[i]["shard"];
-    const int c = sh.value("count", 1);
-    if (count >= 0 && c != count) same_count = false;
-    count = c;
-    seen.insert(sh.value("index", 0));
-    from.push_back({{"dir", dirs[i]}, {"shard", sh}, {"run", manifests[i].value("run", nlohmann::json())}});
+    shards.push_back(manifests[i]["shard"]);
+    from.push_back({{"dir", dirs[i]}, {"shard", shards.back()}, {"run", manifests[i].value("run", nlohmann::json())}});
   }
-  if (same_count)
-    for (int i = 0; i < count; ++i)
-      if (!seen.count(i)) s.missing_shards.push_back(fmt::format("{}/{}", i, count));
+  s.missing_shards = missing_shards(shards);
 
   std::error_code ec;
   fs::create_directories(out_dir, ec);

@@ -7,13 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace kvp {
+#include "lab/shard.h"
 
-struct MergeSummary {
-  size_t records = 0;
-  size_t duplicates = 0;            // identical records seen in more than one input
-  std::vector<std::string> missing_shards;  // e.g. "2/4", when the inputs share a shard count
-};
+namespace kvp {
 
 MergeSummary merge_gsm8k(const std::vector<std::string>& dirs, const std::string& out_dir);
 

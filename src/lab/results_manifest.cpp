@@ -105,9 +105,14 @@ std::string json_first_difference(const nlohmann::json& a, const nlohmann::json&
       if (!a.contains(k)) return fmt::format("{}/{}: (absent) vs {}", path, k, v.dump());
     return "";
   }
-  if (a.type() == b.type() && a.is_array() && a.size() == b.size()) {
-    for (size_t i = 0; i < a.size(); ++i)
+  if (a.is_array() && b.is_array()) {
+    // Item by item, so two long lists that differ in one item, or by one item at the end, are
+    // not printed whole.
+    const size_t n = std::min(a.size(), b.size());
+    for (size_t i = 0; i < n; ++i)
       if (auto d = json_first_difference(a[i], b[i], fmt::format("{}/{}", path, i)); !d.empty()) return d;
+    if (a.size() > n) return fmt::format("{}/{}: {} vs (absent)", path, n, a[n].dump());
+    if (b.size() > n) return fmt::format("{}/{}: (absent) vs {}", path, n, b[n].dump());
     return "";
   }
   return a == b ? "" : fmt::format("{}: {} vs {}", path.empty() ? "/" : path, a.dump(), b.dump());
@@ -118,14 +123,13 @@ std::string path_in(const std::string& dir, const std::string& file) {
   return (fs::path(dir) / file).lexically_normal().string();
 }
 
-namespace {
-
-// The parts of a model identity that decide results ("path" is where it was found this time).
 nlohmann::json comparable_model(nlohmann::json m) {
   m.erase("path");
   if (m.contains("tokenizer") && m["tokenizer"].is_object()) m["tokenizer"].erase("path");
   return m;
 }
+
+namespace {
 
 bool has_content(const std::string& path) {
   std::error_code ec;
@@ -214,11 +218,14 @@ void record_results_manifest(const std::string& dir, const std::string& command,
   if (m.is_null())
     m = {{"kind", "kvparity-results"}, {"schema_version", kResultsManifestSchemaVersion}, {"model", model},
          {"commands", nlohmann::json::object()}};
-  nlohmann::json entry = {{"settings", settings}, {"files", result_files}};
-  // The builds of records this entry's settings already hold; an entry of other settings (whose
-  // files held nothing, or the check had refused) starts the list afresh.
+  // The builds of records this entry's settings already hold, and what else it records (a merge's
+  // inputs); an entry of other settings (whose files held nothing, or the check had refused)
+  // starts afresh.
   const nlohmann::json* old = m["commands"].contains(command) ? &m["commands"][command] : nullptr;
   const bool continued = old != nullptr && old->is_object() && old->value("settings", nlohmann::json()) == settings;
+  nlohmann::json entry = continued ? *old : nlohmann::json::object();
+  entry["settings"] = settings;
+  entry["files"] = result_files;
   entry["built_by"] = with_build(continued ? old->value("built_by", nlohmann::json()) : nlohmann::json());
   if (old != nullptr && *old == entry) return;
   m["commands"][command] = entry;

@@ -48,6 +48,10 @@ nlohmann::json tokenizer_identity(const Checkpoint& ckpt, const std::string& exp
 nlohmann::json model_identity(const Checkpoint& ckpt, const std::string& model_path,
                               const std::string& explicit_tokenizer);
 
+// The parts of a model identity that decide results: without "path" (where it was found this
+// time) and the tokenizer's path.
+nlohmann::json comparable_model(nlohmann::json model);
+
 // The first place two JSON values differ, as "path: a vs b" ("" when equal).
 std::string json_first_difference(const nlohmann::json& a, const nlohmann::json& b, const std::string& path = "");
 

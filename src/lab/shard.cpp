@@ -1,0 +1,40 @@
+#include "lab/shard.h"
+
+#include <charconv>
+#include <set>
+
+#include "core/error.h"
+
+namespace kvp {
+
+ShardSpec parse_shard(const std::string& spec, const std::string& option) {
+  const size_t slash = spec.find('/');
+  ShardSpec s;
+  auto to_int = [](const std::string& t, int* v) {
+    auto [p, ec] = std::from_chars(t.data(), t.data() + t.size(), *v);
+    return !t.empty() && ec == std::errc() && p == t.data() + t.size();
+  };
+  if (slash == std::string::npos || !to_int(spec.substr(0, slash), &s.index) ||
+      !to_int(spec.substr(slash + 1), &s.count))
+    fail_usage("{}: expected i/n (e.g. 0/4)", spelled_option(option, spec));
+  if (s.count < 1 || s.index < 0 || s.index >= s.count)
+    fail_usage("{}: need 0 <= i < n (shards are numbered from 0)", spelled_option(option, spec));
+  return s;
+}
+
+std::vector<std::string> missing_shards(const std::vector<nlohmann::json>& have) {
+  std::set<int> seen;
+  int count = -1;
+  for (const auto& sh : have) {
+    const int c = sh.is_object() ? sh.value("count", 1) : 1;
+    if (count >= 0 && c != count) return {};
+    count = c;
+    seen.insert(sh.is_object() ? sh.value("index", 0) : 0);
+  }
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i)
+    if (!seen.count(i)) out.push_back(std::to_string(i) + "/" + std::to_string(count));
+  return out;
+}
+
+}  // namespace kvp
