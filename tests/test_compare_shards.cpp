@@ -122,6 +122,12 @@ TEST(CompareShards, AMissingShardIsNamedAndTheUnshardedRunCompletesTheMerge) {
   EXPECT_NE(m.err.find("no --shard runs what is missing"), std::string::npos) << m.err;
   EXPECT_EQ(json_at(t.file("part/manifest.json"))["commands"]["compare"]["missing_shards"],
             nlohmann::json::array({"1/3"}));
+  // The report says what the folder holds: the inputs, and the shards that were missing.
+  const std::string md = bytes_of(t.file("part/summary.md"));
+  EXPECT_NE(md.find("merged from: " + t.file("s0") + " (0/3), " + t.file("s2") + " (2/3)"), std::string::npos) << md;
+  EXPECT_NE(md.find("shards missing from the merge: 1/3"), std::string::npos) << md;
+  ASSERT_EQ(kvparity("report " + q(t.file("s2"))).status, 0);
+  EXPECT_NE(bytes_of(t.file("s2/summary.md")).find("  shard: 2/3\n"), std::string::npos);
   const auto rest = kvparity(shard_study_args(t.file("part"), ""));
   ASSERT_EQ(rest.status, 0) << rest.err;
   EXPECT_NE(rest.err.find("22 of 32 records already there"), std::string::npos) << rest.err;

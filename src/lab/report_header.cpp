@@ -131,6 +131,30 @@ void add_built_by(SettingsBlock& b, const json& built_by) {
   b.items.push_back({"built by", text});
 }
 
+// "i/n" for a shard as manifests record it ({"index", "count"}); "" for anything else.
+std::string shard_text(const json& shard) {
+  if (!shard.is_object() || !shard.contains("index") || !shard.contains("count")) return "";
+  return fmt::format("{}/{}", value_text(shard["index"]), value_text(shard["count"]));
+}
+
+// A merged folder's inputs and the shards none of them was (compare_merge.h).
+void add_merge(SettingsBlock& b, const json& entry) {
+  if (entry.contains("merged_from") && entry["merged_from"].is_array()) {
+    std::string text;
+    for (const auto& f : entry["merged_from"]) {
+      if (!f.is_object()) continue;
+      const std::string sh = shard_text(f.value("shard", json()));
+      text += (text.empty() ? "" : ", ") + value_text(f.value("dir", json())) + (sh.empty() ? "" : " (" + sh + ")");
+    }
+    b.items.push_back({"merged from", text});
+  }
+  if (entry.contains("missing_shards") && entry["missing_shards"].is_array() && !entry["missing_shards"].empty()) {
+    std::string text;
+    for (const auto& x : entry["missing_shards"]) text += (text.empty() ? "" : ", ") + value_text(x);
+    b.items.push_back({"shards missing from the merge", text});
+  }
+}
+
 Header results_header(const json& manifest) {
   Header h;
   if (!manifest.is_object()) return h;
@@ -145,7 +169,11 @@ Header results_header(const json& manifest) {
     if (!cmds.contains(k)) continue;
     const json& c = cmds[k];
     h.blocks.push_back(settings_block(k + " settings", c.is_object() && c.contains("settings") ? c["settings"] : c));
+    for (auto& [key, text] : h.blocks.back().items)
+      if (key == "shard" && c.is_object() && c.contains("settings") && c["settings"].is_object())
+        if (const std::string sh = shard_text(c["settings"]["shard"]); !sh.empty()) text = sh;
     if (c.is_object()) add_built_by(h.blocks.back(), c.value("built_by", json()));
+    if (c.is_object()) add_merge(h.blocks.back(), c);
   }
   return h;
 }
@@ -155,8 +183,7 @@ Header gsm8k_header(const json& settings, const json& shard, const json& built_b
   if (settings.is_object() && settings.contains("models") && settings["models"].is_array())
     for (const auto& m : settings["models"]) h.models.push_back(model_info(m));
   SettingsBlock b = settings_block("eval gsm8k settings", settings, "models");
-  if (shard.is_object() && shard.contains("index") && shard.contains("count"))
-    b.items.push_back({"shard", fmt::format("{}/{}", value_text(shard["index"]), value_text(shard["count"]))});
+  if (const std::string sh = shard_text(shard); !sh.empty()) b.items.push_back({"shard", sh});
   add_built_by(b, built_by);
   if (!b.items.empty()) h.blocks.push_back(std::move(b));
   return h;
