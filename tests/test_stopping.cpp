@@ -187,6 +187,8 @@ TEST(Stopping, StopStringCutsTextAtItsStartAndDropsTokensThatReachIt) {
       EXPECT_TRUE(std::equal(all.begin(), all.end(), whole.begin())) << c.stops[0];
     }
   }
+  // An empty stop string would match before the first token: refused (it used to be skipped).
+  EXPECT_THROW(run(s, {"<s>", "▁the"}, 20, true, {"Lily", ""}, CacheMode::On), Error);
   // on_step sees the tokens the cut dropped too.
   int steps = 0;
   const auto r = run(s, {"<s>", "▁the"}, 20, true, {"Lily"}, CacheMode::On, &steps);

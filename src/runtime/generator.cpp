@@ -134,7 +134,6 @@ class SequenceRun {
     size_t cut = std::string::npos;
     const std::string* which = nullptr;
     for (const auto& s : cfg.stop_strings) {
-      if (s.empty()) continue;
       const size_t pos = text_.find(s, before + 1 > s.size() ? before + 1 - s.size() : 0);
       if (pos < cut) {
         cut = pos;
@@ -179,6 +178,9 @@ void validate(const GenerationConfig& cfg, const EngineOptions& eo, size_t seque
   if (cfg.forced_skip < 0 || (cfg.forced_skip > 0 && (cfg.forced_tokens.empty() || cfg.cache != CacheMode::Off)))
     fail_usage("teacher forcing: forced_skip {} needs forced tokens and cache OFF", cfg.forced_skip);
   if (cfg.max_new_tokens < 0) fail_usage("--max-new-tokens must be >= 0 (got {})", cfg.max_new_tokens);
+  // The CLI and Python refuse it before loading a model; this is for every other caller.
+  for (const auto& s : cfg.stop_strings)
+    if (s.empty()) fail_usage("stop strings: an empty one would match before the first token; give non-empty strings");
   if (eo.prefill_chunk < 0) fail_usage("--prefill-chunk must be >= 0 (got {})", eo.prefill_chunk);
 }
 
