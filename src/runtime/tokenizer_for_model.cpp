@@ -12,9 +12,7 @@ std::string tokenizer_file_beside(const std::string& model_path, const std::stri
   const fs::path p(model_path);
   const fs::path dir = fs::is_directory(p) ? p : p.parent_path();
   if (dir.empty() || !fs::is_directory(dir)) return "";
-  if (fs::exists(dir / "tokenizer.json")) return (dir / "tokenizer.json").string();
-  if (fs::exists(dir / "tokenizer.bin")) return (dir / "tokenizer.bin").string();
-  if (fs::exists(dir / "tokenizer.model")) return (dir / "tokenizer.model").string();
+  if (std::string file = tokenizer_file_in(dir.string()); !file.empty()) return file;
   if (format == "llama2c") {
     // llama2.c models ship their vocabulary as tok<N>.bin; use it when it is the only one.
     std::string found;

@@ -241,15 +241,21 @@ std::unique_ptr<Tokenizer> tokenizer_from_llama2c_bin(const uint8_t* data, size_
   return tok::Llama2cTokenizer::from_bytes(data, size, origin);
 }
 
+std::string tokenizer_file_in(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const char* name : kTokenizerFileNames)
+    if (fs::exists(fs::path(dir) / name, ec)) return (fs::path(dir) / name).string();
+  return "";
+}
+
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) fail("{}: tokenizer file not found", path);
   std::string file = path;
   if (fs::is_directory(path, ec)) {
-    file.clear();
-    for (const char* name : {"tokenizer.json", "tokenizer.bin", "tokenizer.model"})
-      if (file.empty() && fs::exists(fs::path(path) / name, ec)) file = (fs::path(path) / name).string();
+    file = tokenizer_file_in(path);
     if (file.empty()) fail("{}: directory holds no tokenizer.json, tokenizer.bin or tokenizer.model", path);
   }
   auto mf = MappedFile::open(file);

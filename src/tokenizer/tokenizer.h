@@ -51,8 +51,12 @@ class Utf8StreamDecoder {
   std::string pending_;
 };
 
+// The file names a model directory's tokenizer goes by, in the order they are looked for.
+inline constexpr const char* kTokenizerFileNames[] = {"tokenizer.json", "tokenizer.bin", "tokenizer.model"};
+// The first of kTokenizerFileNames in `dir`; "" when it holds none.
+std::string tokenizer_file_in(const std::string& dir);
 // Loads llama2.c tokenizer.bin, HF tokenizer.json, SentencePiece tokenizer.model, or a directory's
-// tokenizer.json (else its tokenizer.bin, else its tokenizer.model).
+// tokenizer (tokenizer_file_in).
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path);
 // `origin` names the vocabulary's source in error messages.
 std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std::string& origin = "GGUF vocabulary");
