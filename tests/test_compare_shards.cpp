@@ -185,6 +185,24 @@ TEST(CompareShards, WhatWouldMixTwoStudiesIsRefused) {
   EXPECT_NE(r.err.find("disagree on prompt"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/seed: 1 vs 2"), std::string::npos) << r.err;
 
+  // A record or a manifest edited into another shape is named, not read as something else.
+  text = bytes_of(t.file("s0/results.jsonl"));
+  text.replace(text.find("\"condition\":\""), 13, "\"condition\":5,\"was\":\"");
+  std::ofstream(t.file("s0b/results.jsonl"), std::ios::binary) << text;
+  r = kvparity(fmt::format("merge {} {} --out {}", q(t.file("s0")), q(t.file("s0b")), q(t.file("m"))));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("s0b/results.jsonl: a record without a string \"prompt_id\" and \"condition\""),
+            std::string::npos)
+      << r.err;
+  nlohmann::json manifest = json_at(t.file("s0b/manifest.json"));
+  manifest["commands"]["compare"]["settings"]["shard"]["count"] = "3";
+  std::ofstream(t.file("s0b/manifest.json")) << manifest.dump(2);
+  r = kvparity(fmt::format("merge {} {} --out {}", q(t.file("s0")), q(t.file("s0b")), q(t.file("m"))));
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("s0b/manifest.json: its compare settings are not a kvparity compare run's"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("m")));
+
   // Folders that are not a compare run's, and an output that already holds results.
   std::filesystem::create_directories(t.file("empty"));
   r = kvparity(fmt::format("merge {} {} --out {}", q(t.file("s0")), q(t.file("empty")), q(t.file("m"))));

@@ -214,9 +214,11 @@ void refuse_other_shard(const CompareOptions& opts) {
   if (!held.is_object() || held == opts.shard.json() ||
       ResultsLog::read_all(path_in(opts.out_dir, kCompareResultsFile)).empty())
     return;
-  const std::string was = held.value("count", 1) == 1
-                              ? "the whole study"
-                              : fmt::format("shard {}/{}", held.value("index", 0), held.value("count", 1));
+  const bool ints = held.contains("index") && held["index"].is_number_integer() && held.contains("count") &&
+                    held["count"].is_number_integer();
+  const std::string was = held == ShardSpec{}.json() ? "the whole study"
+                          : ints ? fmt::format("shard {}/{}", held["index"].get<int>(), held["count"].get<int>())
+                                 : "shard " + held.dump();
   fail(
       "{}: this directory holds {} but this run is {}; give each shard its own --out (and join them with `kvparity "
       "merge`)",

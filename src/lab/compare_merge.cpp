@@ -41,7 +41,16 @@ Shard read_shard(const std::string& dir) {
   const nlohmann::json& entry = m["commands"]["compare"];
   Shard s{dir, m["model"], entry.value("settings", nlohmann::json::object()), nullptr,
           entry.value("built_by", nlohmann::json::array())};
-  if (!s.settings.is_object() || !s.settings.contains("conditions"))
+  auto well_formed = [&] {
+    if (!s.settings.is_object() || !s.settings.contains("conditions") || !s.settings["conditions"].is_array())
+      return false;
+    for (const auto& c : s.settings["conditions"])
+      if (!c.is_object() || !c.contains("condition") || !c["condition"].is_string()) return false;
+    const nlohmann::json sh = s.settings.value("shard", ShardSpec{}.json());
+    return sh.is_object() && sh.contains("index") && sh["index"].is_number_integer() && sh.contains("count") &&
+           sh["count"].is_number_integer();
+  };
+  if (!well_formed())
     fail("merge: {}: its compare settings are not a kvparity compare run's", path_in(dir, kResultsManifestFile));
   s.shard = s.settings.value("shard", ShardSpec{}.json());
   s.settings.erase("shard");
@@ -80,7 +89,7 @@ MergeSummary merge_compare(const std::vector<std::string>& dirs, const std::stri
 
   std::map<std::string, size_t> condition_rank;
   for (const auto& c : shards.front().settings["conditions"])
-    condition_rank.emplace(c.value("condition", std::string()), condition_rank.size());
+    condition_rank.emplace(c["condition"].get<std::string>(), condition_rank.size());
   struct Placed {
     std::pair<size_t, size_t> order;
     size_t arrival;
@@ -93,9 +102,10 @@ MergeSummary merge_compare(const std::vector<std::string>& dirs, const std::stri
   for (const Shard& sh : shards) {
     const std::string file = path_in(sh.dir, kCompareResultsFile);
     for (auto& r : ResultsLog::read_all(file)) {
-      if (!r.contains("prompt_id") || !r["prompt_id"].is_string() || !r.contains("condition"))
-        fail("merge: {}: a record without \"prompt_id\"/\"condition\"", file);
-      const std::string key = r["prompt_id"].get<std::string>() + "\n" + r.value("condition", std::string());
+      if (!r.is_object() || !r.contains("prompt_id") || !r["prompt_id"].is_string() || !r.contains("condition") ||
+          !r["condition"].is_string())
+        fail("merge: {}: a record without a string \"prompt_id\" and \"condition\": {:.120}", file, r.dump());
+      const std::string key = r["prompt_id"].get<std::string>() + "\n" + r["condition"].get<std::string>();
       const auto order = order_of(r, condition_rank, file);
       auto [it, inserted] = merged.emplace(key, Placed{order, merged.size(), r});
       if (inserted) {
