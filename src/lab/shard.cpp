@@ -25,11 +25,14 @@ ShardSpec parse_shard(const std::string& spec, const std::string& option) {
 std::vector<std::string> missing_shards(const std::vector<nlohmann::json>& have) {
   std::set<int> seen;
   int count = -1;
+  auto field = [](const nlohmann::json& sh, const char* key, int otherwise) {
+    return sh.is_object() && sh.contains(key) && sh[key].is_number_integer() ? sh[key].get<int>() : otherwise;
+  };
   for (const auto& sh : have) {
-    const int c = sh.is_object() ? sh.value("count", 1) : 1;
-    if (count >= 0 && c != count) return {};
+    const int c = field(sh, "count", 1);
+    if (c < 1 || c > 1000000 || (count >= 0 && c != count)) return {};  // none of them a real shard count
     count = c;
-    seen.insert(sh.is_object() ? sh.value("index", 0) : 0);
+    seen.insert(field(sh, "index", 0));
   }
   std::vector<std::string> out;
   for (int i = 0; i < count; ++i)
