@@ -35,11 +35,11 @@ void register_merge(CLI::App& app) {
     if (!s.missing_shards.empty()) {
       std::string m;
       for (const auto& x : s.missing_shards) m += (m.empty() ? "" : ", ") + x;
-      std::cerr << "warning: shards not among the inputs: " << m << " (the merged study is incomplete"
-                << (s.kind == "compare" ? fmt::format("; `kvparity compare` with the shards' options, --out {} and no "
-                                                      "--shard runs what is missing",
-                                                      out)
-                                        : std::string())
+      std::cerr << "warning: shards not among the inputs: " << m
+                << fmt::format(
+                       " (the merged study is incomplete; `kvparity {}` with the shards' options, --out {} and "
+                       "no --shard runs what is missing",
+                       s.kind == "compare" ? "compare" : "eval gsm8k", out)
                 << ")\n";
     }
     if (!o->no_report) {

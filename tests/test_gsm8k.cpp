@@ -78,6 +78,12 @@ TEST(Gsm8kCli, ShardsMergeToTheUnshardedResult) {
   EXPECT_EQ(all.size(), 8u);
   EXPECT_EQ(all, merged);
   EXPECT_TRUE(std::filesystem::exists(t.file("merged/report.html")));
+  // The shards' timing lines, joined (one a group: every problem of every shard here).
+  size_t timing_lines = 0;
+  for (int i = 0; i < 3; ++i)
+    timing_lines += ResultsLog::read_all(t.file("s" + std::to_string(i) + "/timing.jsonl")).size();
+  EXPECT_GT(timing_lines, 0u);
+  EXPECT_EQ(ResultsLog::read_all(t.file("merged/timing.jsonl")).size(), timing_lines);
   EXPECT_EQ(manifest_of("merged")["built_by"],
             nlohmann::json::array({build_description(), "kvparity 0.0.9 (commit old, GNU 11.0.0, without CUDA)"}));
   std::ifstream md(t.file("merged/summary.md"));
@@ -88,6 +94,11 @@ TEST(Gsm8kCli, ShardsMergeToTheUnshardedResult) {
   const CliResult part = kvparity(fmt::format("merge {0}/s0 {0}/s2 --out {0}/partial --no-report", t.path()));
   EXPECT_EQ(part.status, 0) << part.err;
   EXPECT_NE(part.err.find("1/3"), std::string::npos) << part.err;
+  EXPECT_NE(part.err.find("`kvparity eval gsm8k` with the shards' options"), std::string::npos) << part.err;
+  // The unsharded run into the merged folder runs what the missing shard would have.
+  const CliResult rest = kvparity(small_eval(shared, t.file("partial"), ""));
+  ASSERT_EQ(rest.status, 0) << rest.err;
+  EXPECT_EQ(records_by_key(t.file("partial")), all);
   ASSERT_EQ(kvparity(small_eval(shared, t.file("other"), "--shard 1/3 --max-new-tokens 6")).status, 0);
   const CliResult bad = kvparity(fmt::format("merge {0}/s0 {0}/other --out {0}/m2", t.path()));
   EXPECT_EQ(bad.status, 1);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -98,7 +97,6 @@ MergeSummary merge_compare(const std::vector<std::string>& dirs, const std::stri
   std::map<std::string, Placed> merged;  // by prompt id and condition
   std::map<std::string, std::string> origin;
   MergeSummary s;
-  std::string timing;
   for (const Shard& sh : shards) {
     const std::string file = path_in(sh.dir, kCompareResultsFile);
     for (auto& r : ResultsLog::read_all(file)) {
@@ -118,9 +116,6 @@ MergeSummary merge_compare(const std::vector<std::string>& dirs, const std::stri
         ++s.duplicates;
       }
     }
-    std::ifstream t(path_in(sh.dir, kTimingFile), std::ios::binary);
-    for (std::string line; std::getline(t, line);)
-      if (!line.empty() && nlohmann::json::accept(line)) timing += line + "\n";  // a torn last line is dropped
   }
   std::vector<const Placed*> sorted;
   for (const auto& [k, p] : merged) sorted.push_back(&p);
@@ -156,7 +151,7 @@ MergeSummary merge_compare(const std::vector<std::string>& dirs, const std::stri
                                        {"missing_shards", s.missing_shards}}}}}};
   // Results first: a manifest without results would be resumable into a half-merged directory.
   write_file_atomic(path_in(out_dir, kCompareResultsFile), text);
-  if (!timing.empty()) write_file_atomic(path_in(out_dir, kTimingFile), timing);
+  write_joined_timing(dirs, out_dir);
   write_file_atomic(path_in(out_dir, kResultsManifestFile), manifest.dump(2) + "\n");
   s.records = merged.size();
   return s;

@@ -11,6 +11,7 @@
 #include "lab/gsm8k_eval.h"
 #include "lab/numerics_identity.h"
 #include "lab/results_log.h"
+#include "lab/side_timing.h"
 
 namespace kvp {
 namespace fs = std::filesystem;
@@ -83,6 +84,7 @@ MergeSummary merge_gsm8k(const std::vector<std::string>& dirs, const std::string
       {"merged_from", from},      {"missing_shards", s.missing_shards},        {"built_by", built_by}};
   // Results first: a manifest without results would be resumable into a half-merged directory.
   write_file_atomic(out_dir + "/" + kGsm8kResultsFile, text);
+  write_joined_timing(dirs, out_dir);
   write_file_atomic(out_dir + "/" + kGsm8kManifestFile, manifest.dump(2) + "\n");
   s.records = merged.size();
   return s;

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 
+#include "core/atomic_file.h"
+
 namespace kvp {
 
 SideTime& SideTime::operator+=(const SideTime& o) {
@@ -66,6 +68,14 @@ void StudyTiming::print_totals(std::ostream& out, const std::string& cand, const
     out << "  teacher-forced baseline: no pass (no sequence diverged)\n";
   else if (any_forced_)
     out << "  " << describe_side_time("teacher-forced baseline", forced_) << "\n";
+}
+
+void write_joined_timing(const std::vector<std::string>& dirs, const std::string& out_dir) {
+  std::string text;
+  for (const auto& d : dirs)
+    for (const auto& line : ResultsLog::read_all((std::filesystem::path(d) / kTimingFile).string()))
+      text += line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (!text.empty()) write_file_atomic((std::filesystem::path(out_dir) / kTimingFile).string(), text);
 }
 
 }  // namespace kvp

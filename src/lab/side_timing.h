@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "lab/results_log.h"
 #include "lab/side_runner.h"
@@ -36,6 +37,10 @@ SideTime timed(const SideRunner& side, F&& f) {
   t.passes = {p1.seconds - p0.seconds, p1.passes - p0.passes, p1.rows - p0.rows};
   return t;
 }
+
+// A merge's timing.jsonl: the lines of every input folder's, in input order (complete lines only:
+// a torn last one is left out). Writes nothing when no input has one.
+void write_joined_timing(const std::vector<std::string>& dirs, const std::string& out_dir);
 
 // One line: "baseline (cache=off) 203.1 s: 198.2 s in 256 passes of 3.28M rows (16.5k rows/s)".
 std::string describe_side_time(const std::string& side, const SideTime& t);
