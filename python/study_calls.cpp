@@ -252,7 +252,8 @@ py::object compare(const std::string& model_path, const py::object& prompts,
   return to_python(summary);
 }
 
-py::object merge(const std::vector<std::string>& dirs, const std::string& out, bool report) {
+py::object merge(const py::object& dirs_arg, const std::string& out, bool report) {
+  const std::vector<std::string> dirs = read_str_list(dirs_arg, "dirs", "a list of the shards' folders");
   MergeSummary s;
   nlohmann::json summary;
   {

@@ -305,6 +305,8 @@ def test_compare_shards_merge_into_the_whole_study(tmp_path):
         run("bad", shard="3/3")
     with pytest.raises(kvparity.Error, match="holds shard 0/3 but this run is shard 1/3"):
         run("s0", shard="1/3")
+    with pytest.raises(TypeError, match=r"dirs: expected a list of the shards' folders \(got str\)"):
+        kvparity.merge(str(tmp_path / "s0"), str(tmp_path / "m2"))
     with pytest.raises(kvparity.Error, match="merge into an empty directory"):
         kvparity.merge([str(tmp_path / "s0")], str(tmp_path / "s1"))
 
