@@ -2,8 +2,10 @@
 
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -17,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "kernels/simd_target.h"
 #include "lab/compare.h"
+#include "lab/gsm8k_eval.h"
 #include "lab/layer_profile.h"
 #include "lab/merge_shards.h"
 #include "lab/model_inspection.h"
@@ -166,6 +169,33 @@ std::vector<Prompt> read_prompts(const py::object& prompts) {
   return out;
 }
 
+// Runs `work` on its results folder with the GIL released: `out`, or without one a temporary folder
+// that goes once the summary is read. Returns the folder's summary.json as a dict.
+py::object run_and_report(const char* call, const std::optional<std::string>& out,
+                          const std::function<void(const std::string&)>& work) {
+  std::filesystem::path tmp;
+  std::string dir;
+  if (out) {
+    dir = *out;
+  } else {
+    std::string tmpl = (std::filesystem::temp_directory_path() / fmt::format("kvparity-{}-XXXXXX", call)).string();
+    if (mkdtemp(tmpl.data()) == nullptr) fail("{}: cannot create a temporary directory under {}", call, tmpl);
+    tmp = tmpl;
+    dir = tmpl;
+  }
+  nlohmann::json summary;
+  try {
+    py::gil_scoped_release release;
+    work(dir);
+    summary = write_reports(dir);
+  } catch (...) {
+    if (!tmp.empty()) std::filesystem::remove_all(tmp);
+    throw;
+  }
+  if (!tmp.empty()) std::filesystem::remove_all(tmp);
+  return to_python(summary);
+}
+
 py::object compare(const std::string& model_path, const py::object& prompts,
                    const std::optional<std::string>& tokenizer, const std::optional<std::string>& out,
                    const py::kwargs& kwargs) {
@@ -229,27 +259,70 @@ py::object compare(const std::string& model_path, const py::object& prompts,
                  c.shard.text());
   }
   c.time_totals = false;  // a notebook's stderr stays quiet; the folder's timing.jsonl has them
-  // Without `out`, a temporary folder holds the records and goes when the summary is read.
-  std::filesystem::path tmp;
-  if (out) {
-    c.out_dir = *out;
-  } else {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "kvparity-compare-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) fail("compare: cannot create a temporary directory under {}", tmpl);
-    tmp = tmpl;
-    c.out_dir = tmpl;
-  }
-  nlohmann::json summary;
-  try {
-    py::gil_scoped_release release;
+  return run_and_report("compare", out, [&](const std::string& dir) {
+    c.out_dir = dir;
     run_compare(c);
-    summary = write_reports(c.out_dir);
-  } catch (...) {
-    if (!tmp.empty()) std::filesystem::remove_all(tmp);
-    throw;
+  });
+}
+
+py::object eval_gsm8k(const std::string& data, const py::object& models, const std::optional<std::string>& out,
+                      const py::kwargs& kwargs) {
+  const CallOptions o(
+      "eval_gsm8k", kwargs,
+      {"train", "tokenizer", "conditions", "dtype", "kv_dtype", "kernels", "baseline", "candidate", "shots",
+       "max_new_tokens", "limit", "seed", "batch_size", "threads", "device", "simd", "shard", "skip_long", "flips"});
+  Gsm8kOptions g;
+  g.data = data;
+  g.train = o.text("train", "");
+  const std::vector<std::string> paths = str_or_list(models, "models");
+  const std::vector<std::string> tokenizers = o.texts("tokenizer", {});
+  if (!tokenizers.empty() && tokenizers.size() != paths.size())
+    fail_usage("tokenizer: give one per model ({} models, {} tokenizers), 'auto' for ones found beside the model",
+               paths.size(), tokenizers.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string t = tokenizers.empty() ? "" : tokenizers[i];
+    g.models.push_back({paths[i], t == "auto" ? "" : t});
   }
-  if (!tmp.empty()) std::filesystem::remove_all(tmp);
-  return to_python(summary);
+  g.conditions = parse_gsm8k_conditions(fmt::format("{}", fmt::join(o.texts("conditions", {"greedy"}), ",")));
+  for (const auto& d : o.texts("dtype", {"fp16"})) g.dtypes.push_back(read_dtype(d));
+  for (const auto& k : o.texts("kv_dtype", {})) g.kv_dtypes.push_back(read_kv_type(k));
+  for (const auto& k : o.texts("kernels", {"standard"})) g.kernels.push_back(read_policy(k));
+  g.baseline = read_spec(o, "baseline", g.baseline);
+  g.candidate = read_spec(o, "candidate", g.candidate);
+  g.shots = o.integer("shots", g.shots);
+  if (g.shots < 0) fail_usage("shots={}: expected 0 or more", g.shots);
+  if (o.has("train") && g.shots == 0) fail_usage("train: shots=0 takes no exemplars; give shots=1 or more");
+  g.max_new_tokens = o.integer("max_new_tokens", g.max_new_tokens);
+  if (g.max_new_tokens < 1) fail_usage("max_new_tokens={}: expected 1 or more", g.max_new_tokens);
+  g.limit = o.integer("limit", g.limit);
+  if (g.limit < 0) fail_usage("limit={}: expected 0 (every problem) or more", g.limit);
+  if (o.has("seed")) {
+    const bool sampling = std::any_of(g.conditions.begin(), g.conditions.end(),
+                                      [](const Gsm8kCondition& c) { return c.sampler.kind != SamplerKind::Greedy; });
+    if (!sampling) fail_usage("seed: greedy draws no random numbers; give a sampling condition (temperature:T, ...)");
+    g.seed = cast_arg<uint64_t>(o.get("seed"), "seed", "an int in 0 to 2**64 - 1");
+  }
+  g.batch_size = o.integer("batch_size", g.batch_size);
+  if (g.batch_size < 1) fail_usage("batch_size={}: expected 1 or more", g.batch_size);
+  // As the CLI: one thread count for every point of the grid; the reference kernels alone run on one.
+  const bool threaded =
+      std::any_of(g.kernels.begin(), g.kernels.end(), [](KernelPolicy k) { return k != KernelPolicy::Reference; });
+  g.threads = threaded ? read_threads(o) : 1;
+  g.device = read_device(o);
+  g.simd = read_simd(o);
+  if (o.has("shard")) {
+    g.shard = parse_shard(o.text("shard", ""), "shard");
+    if (!out)
+      fail_usage("shard='{}' needs out= (each shard writes its own folder, and kvparity.merge joins them)",
+                 g.shard.text());
+  }
+  g.skip_long = o.flag("skip_long", g.skip_long);
+  g.flips = o.flag("flips", g.flips);
+  g.time_totals = false;
+  return run_and_report("eval_gsm8k", out, [&](const std::string& dir) {
+    g.out_dir = dir;
+    run_gsm8k(g);
+  });
 }
 
 py::object merge(const py::object& dirs_arg, const std::string& out, bool report) {
@@ -389,6 +462,17 @@ void add_study_calls(py::module_& m) {
         "baseline and candidate SPECs (key=value,... as --baseline takes), and shard='i/n' (with out=: in\n"
         "every condition the prompts, or groups of batch_size prompts, whose index mod n == i; kvparity.merge\n"
         "joins the shards' folders).");
+  m.def("eval_gsm8k", &eval_gsm8k, py::arg("data"), py::arg("models"), py::arg("out") = py::none(),
+        "Runs `kvparity eval gsm8k` and returns its summary.json as a dict: GSM8K k-shot accuracy of both\n"
+        "sides of a comparison (default cache OFF vs ON), with exact McNemar p, divergence and flips per model,\n"
+        "condition, dtype and kernels. data: the test split (JSONL with question/answer); models: a path or a\n"
+        "list of paths. out: results folder (resumed when it holds results); None uses a temporary one.\n"
+        "Options, as the CLI's: train (exemplars; default train.jsonl beside data), tokenizer (one per model,\n"
+        "'auto' found beside it), conditions (str or list: greedy, temperature:T, top-p:P, top-k:K, min-p:P;\n"
+        "default 'greedy'), dtype (default 'fp16'), kv_dtype, kernels (str or list), baseline and candidate\n"
+        "SPECs, shots (5), max_new_tokens (256), limit (0: every problem), seed (1; sampling conditions only),\n"
+        "batch_size (1), threads (1; 0 every core), device, simd, shard='i/n' (with out=), skip_long (False)\n"
+        "and flips (True; False skips the teacher-forced pass that counts token flips).");
   m.def("merge", &merge, py::arg("dirs"), py::arg("out"), py::arg("report") = true,
         "Runs `kvparity merge`: joins the out folders of the shards of one study (compare(..., shard=) or\n"
         "`kvparity eval gsm8k --shard`) into `out`, refusing shards of different studies. Returns the merged\n"

@@ -15,6 +15,7 @@ The engine and the divergence lab of the kvparity command-line tool, in Python:
     kvparity.profile("stories260K.bin", "Once upon a time", tokenizer="tok512.bin")  # per-layer |Δ| at a step
     kvparity.patch("stories260K.bin", "Once upon a time", tokenizer="tok512.bin")    # patching at a divergence
     kvparity.inspect("stories260K.bin")   # dict: what `kvparity inspect --json` prints
+    kvparity.eval_gsm8k("gsm8k/test.jsonl", "stories260K.bin", shots=0, limit=8)  # accuracy ON vs OFF
     kvparity.compare("stories260K.bin", "builtin:stories", out="s0", shard="0/2")  # a study in slices,
     kvparity.merge(["s0", "s1"], "all")                                             # joined as one
 
@@ -26,9 +27,11 @@ kvparity.__version__ is the version ("0.1.0"); kvparity.build names the build as
 record it (built_by) and `kvparity --version` prints it: version, source commit, compiler, CUDA.
 """
 
-from ._kvparity import Error, Model, __version__, build, compare, inspect, merge, patch, profile
+from ._kvparity import Error, Model, __version__, build, compare, eval_gsm8k, inspect, merge, patch, profile
 
-__all__ = ["Error", "Model", "__version__", "build", "compare", "inspect", "load", "merge", "patch", "profile"]
+__all__ = [
+    "Error", "Model", "__version__", "build", "compare", "eval_gsm8k", "inspect", "load", "merge", "patch", "profile"
+]
 
 
 def load(path, tokenizer=None, dtype="fp32", kv_dtype=None, kernels="standard", threads=0, device="cpu", simd="auto"):

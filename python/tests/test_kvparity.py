@@ -310,6 +310,33 @@ def test_compare_shards_merge_into_the_whole_study(tmp_path):
     with pytest.raises(kvparity.Error, match="merge into an empty directory"):
         kvparity.merge([str(tmp_path / "s0")], str(tmp_path / "s1"))
 
+def test_eval_gsm8k_is_the_clis(tmp_path):
+    data = shared("data/gsm8k/test.jsonl")
+    py = kvparity.eval_gsm8k(data, shared(STORIES), out=str(tmp_path / "py"), shots=0, limit=4, max_new_tokens=8,
+                             conditions=["greedy", "temperature:0.7"], seed=3, batch_size=2)
+    out = cli("eval", "gsm8k", "--data", data, "--model", shared(STORIES), "--shots", "0", "--limit", "4",
+              "--max-new-tokens", "8", "--conditions", "greedy,temperature:0.7", "--seed", "3", "--batch-size", "2",
+              "--out", str(tmp_path / "cli"))
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "py" / "gsm8k.jsonl").read_bytes() == (tmp_path / "cli" / "gsm8k.jsonl").read_bytes()
+    assert py == json.load(open(tmp_path / "cli" / "summary.json"))
+    assert [r["condition"] for r in py["gsm8k"]["rows"]] == ["greedy", "temperature:0.7"]
+    # The same settings as the CLI's: Python resumes the CLI's folder (nothing left to run).
+    again = kvparity.eval_gsm8k(data, [shared(STORIES)], out=str(tmp_path / "cli"), shots=0, limit=4,
+                                max_new_tokens=8, conditions="greedy,temperature:0.7", seed=3, batch_size=2)
+    assert again == py
+    with pytest.raises(ValueError, match="seed: greedy draws no random numbers"):
+        kvparity.eval_gsm8k(data, shared(STORIES), shots=0, limit=1, seed=3)
+    with pytest.raises(ValueError, match="tokenizer: give one per model"):
+        kvparity.eval_gsm8k(data, [shared(STORIES)], tokenizer=["auto", "auto"], shots=0, limit=1)
+    with pytest.raises(ValueError, match="did you mean 'max_new_tokens'"):
+        kvparity.eval_gsm8k(data, shared(STORIES), max_new_token=8)
+    with pytest.raises(ValueError, match=r"shard='1/2' needs out="):
+        kvparity.eval_gsm8k(data, shared(STORIES), shard="1/2")
+    with pytest.raises(kvparity.Error, match="holds shard"):
+        kvparity.eval_gsm8k(data, shared(STORIES), out=str(tmp_path / "cli"), shots=0, limit=4, max_new_tokens=8,
+                            conditions="greedy,temperature:0.7", seed=3, batch_size=2, shard="1/2")
+
 def test_profile_and_patch_are_the_clis(tmp_path):
     prompt = "Tom had a red ball"
     prof = kvparity.profile(shared(STORIES), prompt, tokenizer=shared(TOK), dtype=["fp32", "fp16"], step=3,

@@ -440,7 +440,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     loaded.clear();
   }
   if (opts.progress) std::cerr << "\r[eval gsm8k] " << total << "/" << total << " done" << std::string(50, ' ') << "\n";
-  timing.print_totals(std::cerr, opts.candidate.text(), opts.baseline.text());
+  if (opts.time_totals) timing.print_totals(std::cerr, opts.candidate.text(), opts.baseline.text());
   return written;
 }
 

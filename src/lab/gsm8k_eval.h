@@ -70,6 +70,7 @@ struct Gsm8kOptions {
   bool flips = true;
   std::string out_dir;
   bool progress = false;
+  bool time_totals = true;  // each side's time on stderr at the end (timing.jsonl is always written)
 };
 
 std::string gsm8k_record_key(const nlohmann::json& record);
