@@ -87,9 +87,8 @@ void register_eval(CLI::App& app) {
       g.models.push_back({o->models[i], t == "auto" ? "" : t});
     }
     g.conditions = parse_gsm8k_conditions(o->conditions);
-    const bool sampling = std::any_of(g.conditions.begin(), g.conditions.end(),
-                                      [](const Gsm8kCondition& c) { return c.sampler.kind != SamplerKind::Greedy; });
-    refuse_unless(cmd, "--seed", sampling, "a sampling condition in --conditions (temperature:T, top-p:P, ...)",
+    refuse_unless(cmd, "--seed", any_sampling(g.conditions),
+                  "a sampling condition in --conditions (temperature:T, top-p:P, ...)",
                   "greedy draws no random numbers");
     refuse_unless(cmd, "--train", o->shots > 0, "--shots 1 or more", "--shots 0 takes no exemplars");
     const std::vector<std::string> kernels = split_list(o->kernels);

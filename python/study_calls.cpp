@@ -169,6 +169,15 @@ std::vector<Prompt> read_prompts(const py::object& prompts) {
   return out;
 }
 
+// shard='i/n' (the whole study when not given); a slice needs a folder of its own to be merged from.
+ShardSpec read_shard(const CallOptions& o, const std::optional<std::string>& out) {
+  if (!o.has("shard")) return {};
+  const ShardSpec s = parse_shard(o.text("shard", ""), "shard");
+  if (!out)
+    fail_usage("shard='{}' needs out= (each shard writes its own folder, and kvparity.merge joins them)", s.text());
+  return s;
+}
+
 // Runs `work` on its results folder with the GIL released: `out`, or without one a temporary folder
 // that goes once the summary is read. Returns the folder's summary.json as a dict.
 py::object run_and_report(const char* call, const std::optional<std::string>& out,
@@ -252,12 +261,7 @@ py::object compare(const std::string& model_path, const py::object& prompts,
     if (add_fp32_controls(c) == 0)
       fail_usage("control='fp32' needs a half-precision dtype or kv_dtype (every condition already runs in fp32)");
   }
-  if (o.has("shard")) {
-    c.shard = parse_shard(o.text("shard", ""), "shard");
-    if (!out)
-      fail_usage("shard='{}' needs out= (each shard writes its own folder, and kvparity.merge joins them)",
-                 c.shard.text());
-  }
+  c.shard = read_shard(o, out);
   c.time_totals = false;  // a notebook's stderr stays quiet; the folder's timing.jsonl has them
   return run_and_report("compare", out, [&](const std::string& dir) {
     c.out_dir = dir;
@@ -297,9 +301,8 @@ py::object eval_gsm8k(const std::string& data, const py::object& models, const s
   g.limit = o.integer("limit", g.limit);
   if (g.limit < 0) fail_usage("limit={}: expected 0 (every problem) or more", g.limit);
   if (o.has("seed")) {
-    const bool sampling = std::any_of(g.conditions.begin(), g.conditions.end(),
-                                      [](const Gsm8kCondition& c) { return c.sampler.kind != SamplerKind::Greedy; });
-    if (!sampling) fail_usage("seed: greedy draws no random numbers; give a sampling condition (temperature:T, ...)");
+    if (!any_sampling(g.conditions))
+      fail_usage("seed: greedy draws no random numbers; give a sampling condition (temperature:T, ...)");
     g.seed = cast_arg<uint64_t>(o.get("seed"), "seed", "an int in 0 to 2**64 - 1");
   }
   g.batch_size = o.integer("batch_size", g.batch_size);
@@ -310,12 +313,7 @@ py::object eval_gsm8k(const std::string& data, const py::object& models, const s
   g.threads = threaded ? read_threads(o) : 1;
   g.device = read_device(o);
   g.simd = read_simd(o);
-  if (o.has("shard")) {
-    g.shard = parse_shard(o.text("shard", ""), "shard");
-    if (!out)
-      fail_usage("shard='{}' needs out= (each shard writes its own folder, and kvparity.merge joins them)",
-                 g.shard.text());
-  }
+  g.shard = read_shard(o, out);
   g.skip_long = o.flag("skip_long", g.skip_long);
   g.flips = o.flag("flips", g.flips);
   g.time_totals = false;

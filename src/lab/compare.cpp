@@ -214,11 +214,10 @@ void refuse_other_shard(const CompareOptions& opts) {
   if (!held.is_object() || held == opts.shard.json() ||
       ResultsLog::read_all(path_in(opts.out_dir, kCompareResultsFile)).empty())
     return;
-  const bool ints = held.contains("index") && held["index"].is_number_integer() && held.contains("count") &&
-                    held["count"].is_number_integer();
+  const std::optional<ShardSpec> spec = shard_from_json(held);
   const std::string was = held == ShardSpec{}.json() ? "the whole study"
-                          : ints ? fmt::format("shard {}/{}", held["index"].get<int>(), held["count"].get<int>())
-                                 : "shard " + held.dump();
+                          : spec                     ? "shard " + spec->text()
+                                                     : "shard " + held.dump();
   fail(
       "{}: this directory holds {} but this run is {}; give each shard its own --out (and join them with `kvparity "
       "merge`)",

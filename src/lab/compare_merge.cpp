@@ -45,9 +45,7 @@ Shard read_shard(const std::string& dir) {
       return false;
     for (const auto& c : s.settings["conditions"])
       if (!c.is_object() || !c.contains("condition") || !c["condition"].is_string()) return false;
-    const nlohmann::json sh = s.settings.value("shard", ShardSpec{}.json());
-    return sh.is_object() && sh.contains("index") && sh["index"].is_number_integer() && sh.contains("count") &&
-           sh["count"].is_number_integer();
+    return shard_from_json(s.settings.value("shard", ShardSpec{}.json())).has_value();
   };
   if (!well_formed())
     fail("merge: {}: its compare settings are not a kvparity compare run's", path_in(dir, kResultsManifestFile));

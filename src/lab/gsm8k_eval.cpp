@@ -143,6 +143,11 @@ std::vector<Gsm8kCondition> parse_gsm8k_conditions(const std::string& csv) {
   return out;
 }
 
+bool any_sampling(const std::vector<Gsm8kCondition>& conditions) {
+  return std::any_of(conditions.begin(), conditions.end(),
+                     [](const Gsm8kCondition& c) { return c.sampler.kind != SamplerKind::Greedy; });
+}
+
 std::string gsm8k_record_key(const nlohmann::json& r) { return r.value("key", std::string()); }
 
 nlohmann::json gsm8k_settings_with_defaults(nlohmann::json settings) {

@@ -34,6 +34,8 @@ struct Gsm8kCondition {
   SamplerConfig sampler;
 };
 std::vector<Gsm8kCondition> parse_gsm8k_conditions(const std::string& csv);
+// True when a condition samples (draws random numbers, so a seed matters).
+bool any_sampling(const std::vector<Gsm8kCondition>& conditions);
 
 struct Gsm8kModel {
   std::string path;

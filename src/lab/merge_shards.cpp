@@ -31,10 +31,10 @@ Kind study_kind(const std::string& dir) {
 MergeSummary merge_shards(const std::vector<std::string>& dirs, const std::string& out_dir) {
   if (dirs.empty()) fail_usage("merge: give the shard directories to join");
   const Kind kind = study_kind(dirs.front());
-  for (const auto& d : dirs)
-    if (study_kind(d) != kind)
+  for (size_t i = 1; i < dirs.size(); ++i)
+    if (study_kind(dirs[i]) != kind)
       fail("merge: {} is {} folder but {} is not; merge joins shards of one study", dirs.front(),
-           kind == Kind::Compare ? "a compare" : "an `eval gsm8k`", d);
+           kind == Kind::Compare ? "a compare" : "an `eval gsm8k`", dirs[i]);
   MergeSummary s = kind == Kind::Compare ? merge_compare(dirs, out_dir) : merge_gsm8k(dirs, out_dir);
   s.kind = kind == Kind::Compare ? "compare" : "gsm8k";
   s.results_file = kind == Kind::Compare ? kCompareResultsFile : kGsm8kResultsFile;

@@ -22,6 +22,13 @@ ShardSpec parse_shard(const std::string& spec, const std::string& option) {
   return s;
 }
 
+std::optional<ShardSpec> shard_from_json(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("index") || !j["index"].is_number_integer() || !j.contains("count") ||
+      !j["count"].is_number_integer())
+    return std::nullopt;
+  return ShardSpec{j["index"].get<int>(), j["count"].get<int>()};
+}
+
 std::vector<std::string> missing_shards(const std::vector<nlohmann::json>& have) {
   std::set<int> seen;
   int count = -1;

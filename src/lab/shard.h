@@ -3,6 +3,7 @@
 // `kvparity merge` joins the slices' folders. Items are independent and seeded by their ids, so
 // the union of the slices is the unsharded study record for record.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct ShardSpec {
 };
 // A usage error naming `option` ("--shard" on the command line, "shard" from Python) otherwise.
 ShardSpec parse_shard(const std::string& spec, const std::string& option = "--shard");
+// A shard as a manifest records it (ShardSpec::json()); nothing when it is not an object with an
+// integer "index" and "count" (a hand-edited manifest).
+std::optional<ShardSpec> shard_from_json(const nlohmann::json& j);
 
 // What a merge did.
 struct MergeSummary {
