@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/chat_template.h"
 
 namespace kvp::cli {
 
@@ -68,6 +69,15 @@ CLI::Option* simd_option(CLI::App* app, std::string& simd) {
                                 "SIMD target of the CPU kernels: auto (the best this CPU has), avx512, avx2 or scalar "
                                 "(the portable fallback), to run what a lesser CPU runs"),
                 kSimdNames);
+}
+
+CLI::Option* chat_template_option(CLI::App* app, std::string& chat_template) {
+  return one_of(app->add_option("--chat-template", chat_template,
+                                "lay each prompt out as a user turn of an instruction-tuned model's chat: auto (the "
+                                "template the model ships), a format by name, or none (the text as it is); generation "
+                                "also stops at the format's end of turn")
+                    ->default_str("none"),
+                {std::begin(kChatTemplateNames), std::end(kChatTemplateNames)});
 }
 
 void SamplerOptions::add(CLI::App* app, bool list) {

@@ -61,6 +61,9 @@ CLI::Option* device_option(CLI::App* app, std::string& device);
 // --simd auto|avx512|avx2|scalar (one value): the CPU kernels' SIMD target (kernels/simd_target.h).
 CLI::Option* simd_option(CLI::App* app, std::string& simd);
 
+// --chat-template none|auto|llama2|llama3|mistral|gemma|chatml (tokenizer/chat_template.h).
+CLI::Option* chat_template_option(CLI::App* app, std::string& chat_template);
+
 // Refuses --threads above 1 when every policy in `policies` is `reference`.
 void check_threads_policies(const CLI::App* cmd, int threads, const std::vector<std::string>& policies);
 

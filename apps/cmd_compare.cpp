@@ -13,7 +13,7 @@ namespace kvp::cli {
 void register_compare(CLI::App& app) {
   struct Opts {
     std::string model, tokenizer, prompts = "builtin:stories", prompt, dtypes = "fp16", kv_dtype, kernels = "standard",
-                                  control, out, baseline, candidate, shard;
+                                  control, out, baseline, candidate, shard, chat_template = "none";
     SamplerOptions sampler;
     std::string device = "cpu", simd = "auto";
     int max_new_tokens = 128, threads = 1, batch_size = 1;
@@ -31,6 +31,7 @@ void register_compare(CLI::App& app) {
   auto* prompt = cmd->add_option("--prompt", o->prompt, "a single prompt");
   prompts->excludes(prompt);
   prompt->excludes(prompts);
+  chat_template_option(cmd, o->chat_template);
   list_of(cmd->add_option("--dtype", o->dtypes, "compute dtypes, comma-separated, each run"), kDtypeNames);
   one_of(cmd->add_option("--kv-dtype", o->kv_dtype, "KV-cache type of every condition (default: each --dtype)"),
          kKvTypeNames);
@@ -73,6 +74,7 @@ void register_compare(CLI::App& app) {
     CompareOptions c;
     c.model = o->model;
     c.tokenizer = o->tokenizer;
+    c.chat_template = o->chat_template;
     c.prompts = given(cmd, "--prompt") ? std::vector<Prompt>{Prompt{"prompt-0", o->prompt}} : load_prompts(o->prompts);
     // A group of one is the solo run itself: batching needs two prompts to compare anything.
     refuse_unless(cmd, "--batch-size", o->batch_size == 1 || c.prompts.size() > 1, "at least two prompts (--prompts)",

@@ -18,7 +18,7 @@ void register_eval(CLI::App& app) {
     std::string data, train, conditions = "greedy", dtypes = "fp16", kv_dtypes, kernels = "standard", shard, out,
         seed = "1", baseline, candidate;
     std::vector<std::string> models, tokenizers;
-    std::string device = "cpu", simd = "auto";
+    std::string device = "cpu", simd = "auto", chat_template = "none";
     int shots = 5, max_new_tokens = 256, limit = 0, threads = 1, batch_size = 1;
     bool skip_long = false, no_report = false, no_flips = false;
   };
@@ -39,6 +39,7 @@ void register_eval(CLI::App& app) {
                   "tokenizer per --model in the same order ('auto': found beside the model); default auto")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  chat_template_option(cmd, o->chat_template);
   cmd->add_option("--conditions", o->conditions, "sampling conditions, comma-separated, each run")
       ->type_name("{greedy|temperature:T|top-p:P|top-k:K|min-p:P},...");
   // --dtype as in compare and profile; --dtypes is the older name.
@@ -99,6 +100,7 @@ void register_eval(CLI::App& app) {
     if (given(cmd, "--candidate")) g.candidate = RunSpec::parse(o->candidate, "--candidate");
     for (const auto& k : kernels) g.kernels.push_back(parse_policy(k));
     g.shots = o->shots;
+    g.chat_template = o->chat_template;
     g.max_new_tokens = o->max_new_tokens;
     g.limit = o->limit;
     g.seed = parse_seed(o->seed);

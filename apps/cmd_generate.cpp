@@ -8,6 +8,7 @@
 #include "core/json_u64.h"
 #include "core/sha256.h"
 #include "lab/prompt_set.h"
+#include "runtime/chat_for_model.h"
 #include "runtime/tokenizer_for_model.h"
 
 namespace kvp::cli {
@@ -25,6 +26,7 @@ void register_generate(CLI::App& app) {
     bool json = false;
     bool ignore_eos = false;
     std::string on_nonfinite = "error";
+    std::string chat_template = "none";
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "generate a continuation with the KV cache on or off");
@@ -51,6 +53,7 @@ void register_generate(CLI::App& app) {
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate"), 0);
   one_of(cmd->add_option("--cache", o->cache, "on: prefill + one row per step; off: recompute everything each step"),
          {"on", "off"});
+  chat_template_option(cmd, o->chat_template);
   cmd->add_option("--stop", o->stop,
                   "stop when the text contains this string (repeatable); text and output_ids end before it");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS (and BOS for llama2.c models)");
@@ -71,12 +74,17 @@ void register_generate(CLI::App& app) {
           o->batch_size, n_prompts, n_prompts);
     auto model = Model::load(o->model.model, o->model.compute_dtype());
     auto tok = tokenizer_for_model(*model, o->model.tokenizer);
+    const std::optional<ChatTemplate> chat_template =
+        chat_template_for(*model, o->model.tokenizer, o->chat_template, "--chat-template");
+    std::optional<ChatEncoder> chat;
+    if (chat_template) chat.emplace(*chat_template, *tok, o->model.model);
     std::vector<std::string> texts = o->prompts;
     if (texts.empty()) texts.push_back("");
     const int n_seq = o->batch_size > 0 ? o->batch_size : int(texts.size());
     std::vector<std::vector<int>> prompt_ids;
     for (int i = 0; i < n_seq; ++i) {
-      prompt_ids.push_back(tok->encode(texts[size_t(i) % texts.size()], tok->default_add_bos()));
+      const std::string& text = texts[size_t(i) % texts.size()];
+      prompt_ids.push_back(chat ? chat->encode({{"user", text}}) : tok->encode(text, tok->default_add_bos()));
       // Another model's tokenizer gives ids past the embedding: say so before any work.
       require_embedding_rows(prompt_ids.back(), model->config.vocab_size,
                              texts.size() > 1 ? fmt::format("prompt {}", i % int(texts.size())) : "the prompt",
@@ -89,6 +97,7 @@ void register_generate(CLI::App& app) {
     g.seed = o->sampler.seed();
     g.stop_strings = o->stop;
     g.stop_at_eos = !o->ignore_eos;
+    if (chat) g.turn_end_ids = chat->turn_end_ids();
     g.on_nonfinite = o->on_nonfinite == "warn" ? NonFinitePolicy::Warn : NonFinitePolicy::Error;
     EngineOptions eo = o->model.engine();
     eo.prefill_chunk = o->prefill_chunk;

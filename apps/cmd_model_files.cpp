@@ -7,6 +7,7 @@
 #include "model/quant_recipe.h"
 #include "model/synthetic.h"
 #include "progress_line.h"
+#include "runtime/chat_for_model.h"
 #include "runtime/tokenizer_for_model.h"
 #include "tokenizer/hf_json_writer.h"
 
@@ -125,9 +126,7 @@ void register_model_files(CLI::App& app) {
     if (c->to == "gguf" && !vocab) {
       // Embed the model's tokenizer when one can be found; a GGUF without vocabulary still loads.
       try {
-        auto model = Model::from_checkpoint(ckpt, DType::F32);
-        auto tok = tokenizer_for_model(*model, c->tokenizer);
-        vocab = tok->to_vocab_spec();
+        vocab = tokenizer_for_checkpoint(ckpt, c->tokenizer)->to_vocab_spec();
       } catch (const Error& e) {
         if (given(conv, "--tokenizer")) throw;  // asked for: its failure is not a footnote
         std::cerr << "note: no vocabulary embedded: " << e.what() << "\n";
@@ -135,6 +134,12 @@ void register_model_files(CLI::App& app) {
     }
     if (vocab) eo.vocab = &*vocab;
     if (c->to == "hf") hf_tokenizer_for_convert(ckpt, c->tokenizer, given(conv, "--tokenizer"), eo);
+    // The chat template travels with the vocabulary, so --chat-template auto reads the copy too.
+    try {
+      eo.chat_template = shipped_chat_template(ckpt.path, ckpt.chat_template, c->tokenizer).jinja;
+    } catch (const Error& e) {
+      std::cerr << "note: no chat template carried over: " << e.what() << "\n";
+    }
     ProgressLine line("convert");
     show_export_progress(eo, line);
     export_checkpoint(ckpt, c->to, c->out, eo);

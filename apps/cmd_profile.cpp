@@ -22,6 +22,7 @@ void register_profile(CLI::App& app) {
   cmd->add_option("--model", o->p.model, "checkpoint")->required();
   cmd->add_option("--tokenizer", o->p.tokenizer, "tokenizer (default: the one the model carries or sits beside)");
   cmd->add_option("--prompt", o->p.prompt, "prompt");
+  chat_template_option(cmd, o->p.chat_template);
   list_of(cmd->add_option("--dtype", o->dtypes, "dtypes side by side, comma-separated"), kDtypeNames);
   one_of(cmd->add_option("--kernels", o->kernels, "kernel policy"), kPolicyNames);
   threads_option(cmd, o->p.threads);

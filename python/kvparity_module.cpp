@@ -23,6 +23,7 @@
 #include "lab/prompt_set.h"
 #include "model/model.h"
 #include "python_arguments.h"
+#include "runtime/chat_for_model.h"
 #include "runtime/generator.h"
 #include "runtime/interrupt.h"
 #include "runtime/sampler.h"
@@ -154,8 +155,9 @@ class PyModel {
     py::gil_scoped_release release;
     model_ = Model::load(path, dt);
     // A model without a tokenizer still runs on token ids; text needs one.
+    tokenizer_given_ = tokenizer.value_or("");
     try {
-      tok_ = tokenizer_for_model(*model_, tokenizer.value_or(""));
+      tok_ = tokenizer_for_model(*model_, tokenizer_given_);
     } catch (const Error& e) {
       if (tokenizer) throw;
       tok_error_ = e.what();
@@ -196,6 +198,29 @@ class PyModel {
   }
 
   std::vector<int> tokenize(const std::string& text, bool bos) const { return tokenizer().encode(text, bos); }
+  // messages: a str (one user turn) or a list of {"role", "content"} dicts, as transformers takes them.
+  std::vector<int> apply_chat_template(const py::object& messages, const py::object& chat_template) const {
+    if (chat_template.is_none()) fail_usage("chat_template=None: give 'auto' or a format's name");
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template);
+    std::vector<ChatMessage> m;
+    if (py::isinstance<py::str>(messages)) {
+      m.push_back({"user", messages.cast<std::string>()});
+    } else {
+      if (!py::isinstance<py::sequence>(messages))
+        throw_type_error("messages", "a str or a list of {'role': ..., 'content': ...} dicts", messages);
+      const auto seq = py::reinterpret_borrow<py::sequence>(messages);
+      for (size_t i = 0; i < seq.size(); ++i) {
+        const std::string what = fmt::format("messages[{}]", i);
+        if (!py::isinstance<py::dict>(seq[i])) throw_type_error(what, "a dict with 'role' and 'content'", seq[i]);
+        const auto d = py::reinterpret_borrow<py::dict>(seq[i]);
+        for (const char* k : {"role", "content"})
+          if (!d.contains(k)) fail_usage("{}: no '{}' key", what, k);
+        m.push_back({cast_arg<std::string>(d["role"], what + "['role']", "a str"),
+                     cast_arg<std::string>(d["content"], what + "['content']", "a str")});
+      }
+    }
+    return chat->encode(m);
+  }
   std::string detokenize(const std::vector<int>& ids) const {
     check_ids(ids);
     return tokenizer().decode(ids);
@@ -247,9 +272,11 @@ class PyModel {
   }
 
   py::dict generate(const py::object& prompt, int max_new_tokens, bool cache, const SamplingArgs& sampling,
-                    const py::object& stop, bool return_logits, bool ignore_eos) {
-    const std::vector<int> ids = prompt_ids(prompt, "prompt");
-    const GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
+                    const py::object& stop, bool return_logits, bool ignore_eos, const py::object& chat_template) {
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template);
+    const std::vector<int> ids = prompt_ids(prompt, "prompt", chat);
+    GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
+    if (chat) g.turn_end_ids = chat->turn_end_ids();
     std::vector<float> logits;
     GenerationResult r;
     {
@@ -266,14 +293,17 @@ class PyModel {
   // Every prompt in one batch, in lockstep (the CLI's generate --batch-size): sequence b draws under
   // sequence id b; with the invariant kernels each comes out bitwise as if generated alone.
   py::list generate_batch(const py::object& prompts, int max_new_tokens, bool cache, const SamplingArgs& sampling,
-                          const py::object& stop, bool return_logits, bool ignore_eos) {
+                          const py::object& stop, bool return_logits, bool ignore_eos,
+                          const py::object& chat_template) {
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template);
     if (py::isinstance<py::str>(prompts) || !py::isinstance<py::sequence>(prompts))
       throw_type_error("prompts", "a list of prompts (each a str or a list of token ids)", prompts);
     const auto seq = py::reinterpret_borrow<py::sequence>(prompts);
     if (seq.size() == 0) fail_usage("prompts: give at least one prompt");
     std::vector<std::vector<int>> ids;
-    for (size_t i = 0; i < seq.size(); ++i) ids.push_back(prompt_ids(seq[i], fmt::format("prompts[{}]", i)));
-    const GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
+    for (size_t i = 0; i < seq.size(); ++i) ids.push_back(prompt_ids(seq[i], fmt::format("prompts[{}]", i), chat));
+    GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
+    if (chat) g.turn_end_ids = chat->turn_end_ids();
     std::vector<std::vector<float>> logits(ids.size());
     std::vector<GenerationResult> results;
     {
@@ -318,16 +348,29 @@ class PyModel {
   }
   // A prompt as text (encoded with the model's BOS rule; ids past the embedding mean another
   // model's tokenizer, an error) or as token ids (each one a token of the model, else ValueError).
-  std::vector<int> prompt_ids(const py::handle& prompt, const std::string& what) const {
+  // With a chat template, text is one user turn.
+  std::vector<int> prompt_ids(const py::handle& prompt, const std::string& what,
+                              const std::optional<ChatEncoder>& chat) const {
     std::vector<int> ids;
     if (py::isinstance<py::str>(prompt)) {
-      ids = tokenizer().encode(prompt.cast<std::string>(), tokenizer().default_add_bos());
+      const std::string text = prompt.cast<std::string>();
+      ids = chat ? chat->encode({{"user", text}}) : tokenizer().encode(text, tokenizer().default_add_bos());
       require_embedding_rows(ids, model_->config.vocab_size, what, model_->path);
     } else {
       ids = cast_arg<std::vector<int>>(prompt, what, "a str or a list of token ids");
       check_ids(ids);
     }
     return ids;
+  }
+  // chat_template= of generate and apply_chat_template: None (none), 'auto' or a format's name.
+  std::optional<ChatEncoder> chat_encoder(const py::object& choice) const {
+    if (choice.is_none()) return std::nullopt;
+    const std::string name = cast_arg<std::string>(choice, "chat_template", "a str");
+    if (std::find(std::begin(kChatTemplateNames), std::end(kChatTemplateNames), name) == std::end(kChatTemplateNames))
+      fail_usage("chat_template='{}': expected None, 'auto', 'llama2', 'llama3', 'mistral', 'gemma' or 'chatml'", name);
+    const std::optional<ChatTemplate> t = chat_template_for(*model_, tokenizer_given_, name, "chat_template");
+    if (!t) return std::nullopt;
+    return ChatEncoder(*t, tokenizer(), model_->path);
   }
   static GenerationConfig generation_config(int max_new_tokens, bool cache, const SamplingArgs& sampling,
                                             const py::object& stop, bool ignore_eos) {
@@ -373,7 +416,8 @@ class PyModel {
   EngineOptions opts_;
   std::shared_ptr<Model> model_;
   std::unique_ptr<Tokenizer> tok_;
-  std::string tok_error_;  // why there is no tokenizer
+  std::string tok_error_;        // why there is no tokenizer
+  std::string tokenizer_given_;  // the tokenizer= path, where auto looks for tokenizer_config.json first
   std::unique_ptr<Engine> engine_;
   // The engine's cache and buffers serve one call at a time; with the GIL released, two Python
   // threads could otherwise share them.
@@ -417,6 +461,12 @@ PYBIND11_MODULE(_kvparity, m) {
                              "device)")
       .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("bos") = true,
            "Token ids of `text` (list[int]), with BOS first when `bos` and the tokenizer has one.")
+      .def("apply_chat_template", &PyModel::apply_chat_template, py::arg("messages"), py::arg("chat_template") = "auto",
+           "Token ids of a conversation laid out in a chat format, ending with the assistant's turn opened, as\n"
+           "transformers' apply_chat_template(messages, add_generation_prompt=True) tokenises it. messages: a str\n"
+           "(one user turn) or a list of {'role': 'system'|'user'|'assistant', 'content': str} dicts.\n"
+           "chat_template: 'auto' (the template the model ships, in tokenizer_config.json or the GGUF) or\n"
+           "'llama2', 'llama3', 'mistral', 'gemma', 'chatml'.")
       .def("detokenize", &PyModel::detokenize, py::arg("ids"), "The text of token ids (control tokens give none).")
       .def("forward", &PyModel::forward, py::arg("ids"),
            "Logits of one cache-free pass over `ids`: float32 ndarray [T, vocab] (values of the compute dtype).")
@@ -433,35 +483,39 @@ PYBIND11_MODULE(_kvparity, m) {
           "generate",
           [](PyModel& m, const py::object& prompt, int max_new_tokens, bool cache, const py::object& sampler,
              const py::object& temperature, const py::object& top_k, const py::object& top_p, const py::object& min_p,
-             const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos) {
+             const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos,
+             const py::object& chat_template) {
             return m.generate(prompt, max_new_tokens, cache,
                               SamplingArgs{sampler, temperature, top_k, top_p, min_p, seed}, stop, return_logits,
-                              ignore_eos);
+                              ignore_eos, chat_template);
           },
           py::arg("prompt"), py::arg("max_new_tokens") = 64, py::arg("cache") = true, py::arg("sampler") = "greedy",
           py::arg("temperature") = py::none(), py::arg("top_k") = py::none(), py::arg("top_p") = py::none(),
           py::arg("min_p") = py::none(), py::arg("seed") = py::none(), py::arg("stop") = py::none(),
-          py::arg("return_logits") = false, py::arg("ignore_eos") = false,
+          py::arg("return_logits") = false, py::arg("ignore_eos") = false, py::arg("chat_template") = py::none(),
           "Generates from a prompt (str, encoded with the model's BOS rule) or token ids, cache ON (cache=True)\n"
           "or OFF, with the seeded samplers both paths share: sampler 'greedy', 'temperature', 'top-k', 'top-p'\n"
           "or 'min-p'. Unset, temperature is 1, top_k 40, top_p 0.9, min_p 0.05 and seed 0, as in the CLI; an\n"
           "argument the sampler ignores (temperature or seed with greedy, top_p without 'top-p') raises\n"
-          "ValueError. stop: a str or list of str ending the text before it.\n"
+          "ValueError. stop: a str or list of str ending the text before it. chat_template: 'auto' or a format\n"
+          "('llama2', 'llama3', 'mistral', 'gemma', 'chatml'): a str prompt is one user turn of it (token ids\n"
+          "are taken as they are: apply_chat_template makes them), and the format's end of turn stops the run.\n"
           "Returns the CLI's --json keys (prompt_ids, output_ids, text, stop_reason, dtype, kv_dtype, kernels,\n"
           "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits.")
       .def(
           "generate_batch",
           [](PyModel& m, const py::object& prompts, int max_new_tokens, bool cache, const py::object& sampler,
              const py::object& temperature, const py::object& top_k, const py::object& top_p, const py::object& min_p,
-             const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos) {
+             const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos,
+             const py::object& chat_template) {
             return m.generate_batch(prompts, max_new_tokens, cache,
                                     SamplingArgs{sampler, temperature, top_k, top_p, min_p, seed}, stop, return_logits,
-                                    ignore_eos);
+                                    ignore_eos, chat_template);
           },
           py::arg("prompts"), py::arg("max_new_tokens") = 64, py::arg("cache") = true, py::arg("sampler") = "greedy",
           py::arg("temperature") = py::none(), py::arg("top_k") = py::none(), py::arg("top_p") = py::none(),
           py::arg("min_p") = py::none(), py::arg("seed") = py::none(), py::arg("stop") = py::none(),
-          py::arg("return_logits") = false, py::arg("ignore_eos") = false,
+          py::arg("return_logits") = false, py::arg("ignore_eos") = false, py::arg("chat_template") = py::none(),
           "Generates from every prompt (each a str or token ids) in one batch, in lockstep, as\n"
           "`kvparity generate --batch-size` does: one forward per step over the unfinished sequences, each\n"
           "with its own cache slots. Sequence b samples under sequence id b (generate uses 0). With\n"

@@ -152,6 +152,32 @@ TEST(Stopping, IgnoreEosRunsPastEosAndBos) {
   EXPECT_EQ(r.text, " dog was named Lily. big red ballsun sun sun sun");  // no space after BOS (SentencePiece)
 }
 
+TEST(Stopping, TurnEndIdsEndTheRunAsEosDoesSoloAndBatched) {
+  const Scripted s = scripted(kScript, false);
+  const std::vector<std::vector<int>> prompts = {ids(s, {"<s>", "▁the"}), ids(s, {"<s>", "▁big"})};
+  for (CacheMode cache : {CacheMode::On, CacheMode::Off}) {
+    GenerationConfig g;
+    g.max_new_tokens = 9;
+    g.cache = cache;
+    g.turn_end_ids = {s.id.at("▁named"), s.id.at("▁ball")};
+    Engine solo(s.model, EngineOptions{});
+    const auto r = solo.generate(prompts[0], g, s.tok.get());
+    EXPECT_EQ(r.output_ids, ids(s, {"▁dog", "▁was", "▁named"}));
+    EXPECT_EQ(r.stop_reason, "end_of_turn");
+    Engine batch(s.model, EngineOptions{});
+    const auto rb = batch.generate_batch(prompts, g, s.tok.get());
+    ASSERT_EQ(rb.size(), 2u);
+    EXPECT_EQ(rb[0].output_ids, r.output_ids);
+    EXPECT_EQ(rb[0].stop_reason, "end_of_turn");
+    EXPECT_EQ(rb[1].output_ids, ids(s, {"▁red", "▁ball"}));
+    EXPECT_EQ(rb[1].stop_reason, "end_of_turn");
+    // --ignore-eos runs past them too.
+    g.stop_at_eos = false;
+    Engine on(s.model, EngineOptions{});
+    EXPECT_EQ(on.generate(prompts[0], g, s.tok.get()).stop_reason, "max_new_tokens");
+  }
+}
+
 TEST(Stopping, StopStringCutsTextAtItsStartAndDropsTokensThatReachIt) {
   const Scripted s = scripted(kScript, true);
   struct Case {

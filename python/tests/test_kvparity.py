@@ -473,3 +473,68 @@ def test_inspect_is_the_clis_json_and_what_a_load_sees(tmp_path):
         kvparity.inspect(shared(STORIES), kv_dtype="fp7")
     with pytest.raises(kvparity.Error, match="no such file"):
         kvparity.inspect(str(tmp_path / "missing.gguf"))
+
+
+GEMMA_TEMPLATE = ("{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'assistant') %}"
+                  "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+                  "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor %}"
+                  "{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}")
+SPECIALS = ["<|im_start|>", "<|im_end|>", "<start_of_turn>", "<end_of_turn>", "<|start_header_id|>",
+            "<|end_header_id|>", "<|eot_id|>", "<|extra|>"]
+
+
+def chat_model(tmp_path):
+    """A tiny synthetic model whose tokenizer holds the chat formats' special tokens (ids 504-511) and
+    whose tokenizer_config.json ships Gemma's template."""
+    d = tmp_path / "chat"
+    out = cli("synth", "--out", str(d))
+    assert out.returncode == 0, out.stderr
+    j = json.load(open(d / "tokenizer.json"))
+    gone = {p for p, i in j["model"]["vocab"].items() if i >= 504}
+    j["model"]["vocab"] = {p: i for p, i in j["model"]["vocab"].items() if i < 504}
+    j["model"]["merges"] = [m for m in j["model"]["merges"] if "".join(m) not in gone]
+    for k, piece in enumerate(SPECIALS):
+        j["added_tokens"].append({"id": 504 + k, "content": piece, "single_word": False, "lstrip": False,
+                                  "rstrip": False, "normalized": False, "special": True})
+    json.dump(j, open(d / "tokenizer.json", "w"))
+    config = json.load(open(d / "tokenizer_config.json"))
+    config["chat_template"] = GEMMA_TEMPLATE
+    json.dump(config, open(d / "tokenizer_config.json", "w"))
+    return str(d)
+
+
+def test_chat_templates_lay_prompts_out_as_the_clis(tmp_path):
+    d = chat_model(tmp_path)
+    m = kvparity.load(d)
+    ids = m.apply_chat_template("the dog")
+    assert ids[:2] == [m.config["bos_id"], 506] and ids.count(506) == 2 and ids.count(507) == 1
+    last_turn = len(ids) - 1 - ids[::-1].index(506)
+    assert m.detokenize(ids[last_turn + 1:]).strip() == "model"  # the assistant's turn opened
+    assert m.apply_chat_template([{"role": "user", "content": "the dog"}], chat_template="gemma") == ids
+    turns = m.apply_chat_template([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                                   {"role": "user", "content": "c"}], chat_template="chatml")
+    assert turns[0] == 504 and turns.count(504) == 5 and turns.count(505) == 4
+    # generate: a str prompt is the user turn, as the CLI's --chat-template.
+    r = m.generate("the dog", max_new_tokens=3, chat_template="auto")
+    assert r["prompt_ids"] == ids
+    out = cli("generate", "--model", d, "--prompt", "the dog", "--chat-template", "auto", "--max-new-tokens", "3",
+              "--json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["output_ids"] == r["output_ids"]
+    assert m.generate_batch(["the dog", "a cat"], max_new_tokens=3, chat_template="gemma")[0]["prompt_ids"] == ids
+    # compare and eval_gsm8k pin the template they used.
+    s = kvparity.compare(d, ["the dog"], chat_template="auto", max_new_tokens=3, out=str(tmp_path / "c"))
+    assert s["conditions"]
+    manifest = json.load(open(tmp_path / "c" / "manifest.json"))
+    assert manifest["commands"]["compare"]["settings"]["chat_template"] == "gemma"
+    p = kvparity.profile(d, "the dog", dtype="fp16", step=2, chat_template="gemma")
+    assert p["profiles"] and p["prompt"] == "the dog"
+    with pytest.raises(ValueError, match="chat_template='vicuna'"):
+        kvparity.compare(d, ["the dog"], chat_template="vicuna")
+    with pytest.raises(ValueError, match="messages\\[0\\]"):
+        m.apply_chat_template([{"role": "user"}])
+    with pytest.raises(TypeError, match="messages"):
+        m.apply_chat_template(3)
+    # A base model's tokenizer has no <|im_start|>: refused, naming the piece.
+    with pytest.raises(kvparity.Error, match="im_start"):
+        kvparity.load(shared(STORIES), tokenizer=shared(TOK)).apply_chat_template("hi", chat_template="chatml")

@@ -32,6 +32,7 @@ struct Checkpoint {
   std::vector<std::string> files;        // the files the tensors were mapped from (an HF directory's shards)
   std::optional<VocabSpec> vocab;        // GGUF embedded vocabulary
   std::string tokenizer_path;            // tokenizer.json beside an HF checkpoint, if present
+  std::string chat_template;             // GGUF tokenizer.chat_template (Jinja), if present
   // Family hyper-parameters ModelConfig has no field for yet, by their config.json name.
   // Gemma-2: query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping (when known).
   std::map<std::string, double> extras;

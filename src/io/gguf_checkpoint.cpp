@@ -227,6 +227,10 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     v.add_space_prefix = m.get_bool("tokenizer.ggml.add_space_prefix", v.model == "llama");
     ck.vocab = std::move(v);
   }
+  if (const GgufValue* ct = m.find("tokenizer.chat_template")) {
+    if (ct->type != GgufType::String) fail("{}: key 'tokenizer.chat_template' must be a string", name);
+    ck.chat_template = ct->s;
+  }
   c.bos_id = m.get_id("tokenizer.ggml.bos_token_id");
   c.eos_id = m.get_id("tokenizer.ggml.eos_token_id");
 

@@ -15,6 +15,7 @@
 #include "lab/side_timing.h"
 #include "lab/step_metrics.h"
 #include "model/model.h"
+#include "runtime/chat_for_model.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
 #include "runtime/tokenizer_for_model.h"
@@ -86,7 +87,9 @@ std::string record_key(const nlohmann::json& r) {
   return r.value("prompt_id", std::string()) + "\n" + r.value("condition", std::string());
 }
 
-std::vector<int> encode_prompt(const Tokenizer& tok, const Prompt& prompt) {
+// A prompt is one user message when the run has a chat template.
+std::vector<int> encode_prompt(const Tokenizer& tok, const Prompt& prompt, const ChatEncoder* chat) {
+  if (chat) return chat->encode({{"user", prompt.text}});
   return tok.encode(prompt.text, tok.default_add_bos());
 }
 
@@ -244,15 +247,21 @@ int run_compare(const CompareOptions& opts) {
   // of the wrong shape and a missing or unreadable tokenizer too.
   weights_footprint(ckpt, DType::F32);  // the load's checks of every tensor, without converting one
   const std::unique_ptr<Tokenizer> tok = tokenizer_for_checkpoint(ckpt, opts.tokenizer);
+  const std::optional<ChatTemplate> chat_template =
+      chat_template_for(ckpt, opts.tokenizer, opts.chat_template, "--chat-template");
+  std::optional<ChatEncoder> chat;
+  if (chat_template) chat.emplace(*chat_template, *tok, opts.model);
+  const ChatEncoder* enc = chat ? &*chat : nullptr;
   for (const Prompt& p : opts.prompts) {
-    const std::vector<int> ids = encode_prompt(*tok, p);
+    const std::vector<int> ids = encode_prompt(*tok, p, enc);
     if (int(ids.size()) > ckpt.config.max_seq_len)
       fail("prompt '{}': {} tokens do not fit the context of {} ({} positions); shorten it or leave it out", p.id,
            ids.size(), opts.model, ckpt.config.max_seq_len);
     require_embedding_rows(ids, ckpt.config.vocab_size, "prompt '" + p.id + "'", opts.model);
   }
   const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
-  const nlohmann::json settings = compare_settings(opts);
+  nlohmann::json settings = compare_settings(opts);
+  if (chat_template) settings["chat_template"] = chat_template->describe();
   refuse_other_shard(opts);
   check_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
   record_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
@@ -293,8 +302,9 @@ int run_compare(const CompareOptions& opts) {
       }
       std::vector<SidePrompt> group;
       for (size_t i = g0; i < g1; ++i)
-        group.push_back({encode_prompt(*tok, opts.prompts[i]), sequence_id_for(opts.prompts[i].id)});
-      const GenerationConfig g = generation_config(opts.prompts[g0], cond, opts);
+        group.push_back({encode_prompt(*tok, opts.prompts[i], enc), sequence_id_for(opts.prompts[i].id)});
+      GenerationConfig g = generation_config(opts.prompts[g0], cond, opts);
+      if (chat) g.turn_end_ids = chat->turn_end_ids();
       std::vector<SideTrace> cand_runs, base_runs;
       std::vector<StepLogits> forced;
       const SideTime ct = timed(*cand, [&] { cand_runs = cand->generate(group, g, tok.get(), want, true); });

@@ -43,6 +43,7 @@ struct CompareOptions {
   int max_new_tokens = 128;
   uint64_t seed = 1;
   bool stop_at_eos = false;  // off by default: both paths then always produce max_new_tokens
+  std::string chat_template;  // --chat-template: "" or "none", "auto", or a format (chat_for_model.h)
   ShardSpec shard;           // the slice of every condition's prompt groups this run takes
   std::string out_dir;
   bool progress = false;     // progress line on stderr

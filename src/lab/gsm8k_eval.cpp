@@ -22,6 +22,7 @@
 #include "lab/side_runner.h"
 #include "lab/side_timing.h"
 #include "model/model.h"
+#include "runtime/chat_for_model.h"
 #include "runtime/generator.h"
 #include "runtime/rng.h"
 #include "runtime/tokenizer_for_model.h"
@@ -236,6 +237,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     Checkpoint ckpt;
     std::unique_ptr<Tokenizer> tok;
     std::vector<Item> items;
+    std::vector<int> turn_end_ids;  // the chat template's end of turn: generation stops there
   };
   std::vector<Loaded> models;
   for (const auto& m : opts.models) {
@@ -248,12 +250,20 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     L.ckpt = open_checkpoint(m.path);
     weights_footprint(L.ckpt, DType::F32);  // the load's checks of every tensor, before anything is written
     L.tok = tokenizer_for_checkpoint(L.ckpt, m.tokenizer);
+    const std::optional<ChatTemplate> chat_template =
+        chat_template_for(L.ckpt, m.tokenizer, opts.chat_template, "--chat-template");
+    std::optional<ChatEncoder> chat;
+    if (chat_template) {
+      chat.emplace(*chat_template, *L.tok, m.path);
+      L.turn_end_ids = chat->turn_end_ids();
+    }
     const int context = L.ckpt.config.max_seq_len;
     int too_long = 0, cut = 0;
     size_t worst = 0;
     for (size_t i = 0; i < n_selected; ++i) {
-      Item it{&problems[i], L.tok->encode(gsm8k_prompt(exemplars, opts.shots, problems[i].question),
-                                          L.tok->default_add_bos()),
+      Item it{&problems[i],
+              chat ? chat->encode(gsm8k_chat_messages(exemplars, opts.shots, problems[i].question))
+                   : L.tok->encode(gsm8k_prompt(exemplars, opts.shots, problems[i].question), L.tok->default_add_bos()),
               true};
       require_embedding_rows(it.prompt_ids, L.ckpt.config.vocab_size,
                              fmt::format("problem {}'s prompt", problems[i].index), m.path);
@@ -277,6 +287,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
                                   {"tokenizer", m.tokenizer.empty() ? nlohmann::json("auto")
                                                                     : nlohmann::json(model_fingerprint(m.tokenizer))},
                                   {"config", config_json(L.ckpt.config)}});
+    if (chat_template) settings["models"].back()["chat_template"] = chat_template->describe();
     models.push_back(std::move(L));
   }
 
@@ -390,7 +401,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
               cand = std::make_unique<SideRunner>(pt.candidate, model_in(pt.candidate.dtype));
               base = std::make_unique<SideRunner>(pt.baseline, model_in(pt.baseline.dtype));
             }
-            const GenerationConfig g = generation_config(*fitting[0], cond, opts);
+            GenerationConfig g = generation_config(*fitting[0], cond, opts);
+            g.turn_end_ids = L.turn_end_ids;
             const SideTime ct = timed(*cand, [&] { cand_runs = cand->generate(group, g, L.tok.get(), want, false); });
             const SideTime bt = timed(*base, [&] { base_runs = base->generate(group, g, L.tok.get(), want, false); });
             SideTime ft;

@@ -46,6 +46,20 @@ std::string gsm8k_prompt(const std::vector<Gsm8kItem>& exemplars, int shots, con
   return p + "Question: " + question + "\nAnswer:";
 }
 
+std::vector<ChatMessage> gsm8k_chat_messages(const std::vector<Gsm8kItem>& exemplars, int shots,
+                                             const std::string& question) {
+  if (shots < 0) fail_usage("--shots must be >= 0");
+  if (size_t(shots) > exemplars.size())
+    fail_usage("--shots {}: only {} exemplars are available", shots, exemplars.size());
+  std::vector<ChatMessage> m;
+  for (int i = 0; i < shots; ++i) {
+    m.push_back({"user", "Question: " + exemplars[size_t(i)].question + "\nAnswer:"});
+    m.push_back({"assistant", exemplars[size_t(i)].answer});
+  }
+  m.push_back({"user", "Question: " + question + "\nAnswer:"});
+  return m;
+}
+
 std::vector<std::string> gsm8k_stop_strings() { return {"Question:", "</s>", "<|im_end|>"}; }
 
 std::string default_train_path(const std::string& data_path) {

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/chat_template.h"
+
 namespace kvp {
 
 struct Gsm8kItem {
@@ -22,6 +24,12 @@ std::vector<Gsm8kItem> load_gsm8k(const std::string& path);
 
 // The k-shot prompt for `question` with exemplars[0..shots).
 std::string gsm8k_prompt(const std::vector<Gsm8kItem>& exemplars, int shots, const std::string& question);
+
+// The same as a conversation, for a chat template: each exemplar a user turn "Question: {q}\nAnswer:"
+// and an assistant turn (its solution), then the question as the last user turn (lm-eval's
+// --apply_chat_template --fewshot_as_multiturn).
+std::vector<ChatMessage> gsm8k_chat_messages(const std::vector<Gsm8kItem>& exemplars, int shots,
+                                             const std::string& question);
 
 // lm-eval's `until` list for gsm8k; EOS is handled by the engine.
 std::vector<std::string> gsm8k_stop_strings();

@@ -10,6 +10,7 @@
 #include "lab/results_manifest.h"
 #include "lab/side_step.h"
 #include "model/model.h"
+#include "runtime/chat_for_model.h"
 #include "runtime/generator.h"
 #include "runtime/tokenizer_for_model.h"
 
@@ -86,7 +87,7 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
     auto tok = tokenizer_for_model(*model_c, opts.tokenizer);
     Engine cand(model_c, cs.engine_options()), base(model_b, bs.engine_options());
     // The shared prefix: prompt + the candidate's greedy tokens before `step`.
-    std::vector<int> seq = tok->encode(opts.prompt, tok->default_add_bos());
+    std::vector<int> seq = encode_prompt_as(*model_c, *tok, opts.tokenizer, opts.chat_template, opts.prompt);
     const int P = int(seq.size());
     if (P == 0) fail_usage("--prompt: encodes to no tokens (the model adds no BOS); give a non-empty prompt");
     // Step s compares the row at position P + s - 1, whose logits choose generated token s. Both
@@ -180,6 +181,7 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
   for (DType d : opts.dtypes) dtypes.push_back(std::string(dtype_name(d)));
   nlohmann::json j = {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
                       {"threads", opts.threads}, {"step", opts.step}};
+  if (!opts.chat_template.empty() && opts.chat_template != "none") j["chat_template"] = opts.chat_template;
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   std::vector<RunSettings> sides;
   for (const auto& [b, c] : profile_sides(opts)) sides.insert(sides.end(), {b, c});

@@ -17,6 +17,7 @@ namespace kvp {
 
 struct ProfileOptions {
   std::string model, tokenizer, prompt = "Once upon a time";
+  std::string chat_template;  // --chat-template (runtime/chat_for_model.h): the prompt as a user turn
   std::vector<DType> dtypes{DType::F32, DType::F16, DType::BF16};
   KernelPolicy kernels = KernelPolicy::Standard;
   int threads = 1;

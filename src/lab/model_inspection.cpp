@@ -11,6 +11,7 @@
 #include "core/quant.h"
 #include "io/checkpoint.h"
 #include "model/weights.h"
+#include "runtime/chat_for_model.h"
 #include "runtime/kv_cache.h"
 #include "runtime/tokenizer_for_model.h"
 
@@ -115,6 +116,14 @@ json tokenizer_of(const Checkpoint& ck, const InspectOptions& o) {
   return t;
 }
 
+// The chat template the model ships and how --chat-template auto reads it.
+json chat_of(const Checkpoint& ck, const InspectOptions& o) {
+  const ShippedChatTemplate shipped = shipped_chat_template(ck.path, ck.chat_template, o.tokenizer);
+  if (shipped.jinja.empty()) return {{"source", nullptr}};
+  const std::optional<ChatTemplate> t = chat_template_of(shipped.jinja);
+  return {{"source", shipped.source}, {"format", t ? json(t->describe()) : json(nullptr)}};
+}
+
 json memory_of(const Checkpoint& ck, const InspectOptions& o) {
   const ModelConfig& c = ck.config;
   const int capacity = o.cache_capacity > 0 ? std::min(o.cache_capacity, c.max_seq_len) : c.max_seq_len;
@@ -180,6 +189,7 @@ json inspect_model(const InspectOptions& o) {
                      {"head", f.head_parameters}};
   d["file"] = file_of(ck, f);
   d["tokenizer"] = tokenizer_of(ck, o);
+  d["chat_template"] = chat_of(ck, o);
   d["memory"] = memory_of(ck, o);
   return d;
 }
@@ -267,6 +277,15 @@ std::string inspect_text(const json& d) {
     if (n > rows)
       line("", fmt::format("note: {} tokens but {} embedding rows: ids from {} have no row", n, rows, rows));
   }
+  const json& ct = d["chat_template"];
+  if (ct["source"].is_null())
+    line("chat", "no chat template shipped (--chat-template auto refuses; a format by name still works)");
+  else if (ct["format"].is_null())
+    line("chat", fmt::format("{}: none of the formats kvparity renders (name the closest with --chat-template)",
+                             ct["source"].get<std::string>()));
+  else
+    line("chat", fmt::format("{}, from {} (what --chat-template auto takes)", ct["format"].get<std::string>(),
+                             ct["source"].get<std::string>()));
   const json& m = d["memory"];
   line("memory", fmt::format("static KV cache of {} positions x {} sequence{}", m["cache_capacity"].get<int>(),
                              m["batch_size"].get<int>(), m["batch_size"].get<int>() == 1 ? "" : "s"));

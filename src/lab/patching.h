@@ -20,6 +20,7 @@ namespace kvp {
 
 struct PatchOptions {
   std::string model, tokenizer, prompt = "Once upon a time";
+  std::string chat_template;  // --chat-template (runtime/chat_for_model.h): the prompt as a user turn
   DType dtype = DType::F16;
   KernelPolicy kernels = KernelPolicy::Standard;
   SamplerConfig sampler;

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -201,7 +202,15 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     write_hf_config(out + "/config.json", c, torch_dtype_name(common), extras);
     if (!opts.tokenizer_json_text.empty()) {
       write_file_atomic(out + "/tokenizer.json", opts.tokenizer_json_text);
-      if (!opts.tokenizer_config_text.empty()) write_file_atomic(out + "/tokenizer_config.json", opts.tokenizer_config_text);
+      if (!opts.tokenizer_config_text.empty()) {
+        std::string text = opts.tokenizer_config_text;
+        if (!opts.chat_template.empty()) {
+          nlohmann::json j = nlohmann::json::parse(text);
+          j["chat_template"] = opts.chat_template;
+          text = j.dump(2) + "\n";
+        }
+        write_file_atomic(out + "/tokenizer_config.json", text);
+      }
     } else if (!opts.tokenizer_json.empty()) {
       fs::copy_file(opts.tokenizer_json, out + "/tokenizer.json", fs::copy_options::overwrite_existing, ec);
       if (ec) fail("{}: cannot copy tokenizer.json into {}: {}", opts.tokenizer_json, out, ec.message());
@@ -221,6 +230,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     go.extras = extras;
     if (recipe) go.file_type = recipe->file_type;
     go.progress = writing;
+    if (!opts.chat_template.empty()) go.extra_kv["tokenizer.chat_template"] = GgufValue::of_str(opts.chat_template);
     write_gguf(out, c, tensors, opts.vocab, go);
   }
 }

@@ -18,6 +18,9 @@ struct ExportOptions {
   // Written into an HF directory as tokenizer.json / tokenizer_config.json (a vocabulary put into
   // HF form); used instead of tokenizer_json when set.
   std::string tokenizer_json_text, tokenizer_config_text;
+  // The model's chat template (Jinja): a GGUF's tokenizer.chat_template, or chat_template in the
+  // tokenizer_config.json written from tokenizer_config_text (a copied one keeps its own).
+  std::string chat_template;
   // GGUF only: a quantised format or mix for every matrix (model/quant_recipe.h), e.g. "Q4_K_M".
   // Empty keeps each tensor's type (a quantised source stays quantised in a GGUF, and is
   // dequantised into an HF directory).

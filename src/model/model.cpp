@@ -23,6 +23,7 @@ std::shared_ptr<Model> Model::from_checkpoint(const Checkpoint& ckpt, DType dtyp
   m->rope = RopeTable(c.head_dim, c.max_seq_len, c.rope_theta, rs);
   m->vocab = ckpt.vocab;
   m->tokenizer_path = ckpt.tokenizer_path;
+  m->chat_template = ckpt.chat_template;
   return m;
 }
 

@@ -20,6 +20,7 @@ struct Model {
   RopeTable rope;
   std::optional<VocabSpec> vocab;  // embedded (GGUF) vocabulary, if any
   std::string tokenizer_path;      // tokenizer.json found beside the checkpoint, if any
+  std::string chat_template;       // the GGUF's chat template, if any (Checkpoint::chat_template)
 
   static std::shared_ptr<Model> from_checkpoint(const Checkpoint& ckpt, DType dtype);
   static std::shared_ptr<Model> load(const std::string& path, DType dtype);

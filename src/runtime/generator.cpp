@@ -121,6 +121,12 @@ class SequenceRun {
       done_ = true;
       return;
     }
+    if (cfg.stop_at_eos &&
+        std::find(cfg.turn_end_ids.begin(), cfg.turn_end_ids.end(), token) != cfg.turn_end_ids.end()) {
+      r_.stop_reason = "end_of_turn";
+      done_ = true;
+      return;
+    }
     if (tokenizer == nullptr) return;
     const int prev = seq_[seq_.size() - 2];
     const size_t before = text_.size();

@@ -15,7 +15,8 @@
 //  - EOS ends the run (stop_reason "eos"); for llama2.c checkpoints (ModelConfig::bos_ends_generation)
 //    so does BOS ("bos"), as in llama2.c's run.c. GenerationConfig::stop_at_eos = false (--ignore-eos)
 //    runs on past both. The ending token stays in output_ids: it was sampled (and on_step saw it),
-//    so cache ON/OFF comparisons see it like any other step; it adds no text.
+//    so cache ON/OFF comparisons see it like any other step; it adds no text. A chat format's
+//    end-of-turn token (GenerationConfig::turn_end_ids) ends it the same way ("end_of_turn").
 //  - A stop string ends the run as soon as the decoded text contains it ("stop_string"). The text is
 //    cut where the earliest match begins (lm-evaluation-harness's rule; GSM8K answer extraction
 //    relies on it), and output_ids keep only the tokens whose bytes all lie before that point: a
@@ -47,6 +48,7 @@ struct GenerationConfig {
   uint64_t seed = 0;
   uint64_t sequence_id = 0;
   bool stop_at_eos = true;                // false: run on past EOS (and BOS for llama2.c models)
+  std::vector<int> turn_end_ids;          // end a run as EOS does, under stop_at_eos (a chat format's end of turn)
   std::vector<std::string> stop_strings;  // need a tokenizer to take effect
   NonFinitePolicy on_nonfinite = NonFinitePolicy::Error;
   // Teacher forcing: when not empty, sequence b (of generate_batch; 0 for generate) takes
@@ -72,7 +74,8 @@ struct GenerationResult {
   std::vector<int> prompt_ids;
   std::vector<int> output_ids;  // generated tokens: EOS/BOS included when it ended the run, cut before a stop string
   std::string text;             // decoded continuation (empty without a tokenizer), cut before a stop string
-  std::string stop_reason;      // "max_new_tokens" | "eos" | "bos" | "stop_string" | "context_full" | "forced_end"
+  std::string
+      stop_reason;  // "max_new_tokens" | "eos" | "bos" | "end_of_turn" | "stop_string" | "context_full" | "forced_end"
   std::string stop_string;      // the stop string that matched (stop_reason "stop_string" only)
   // The sampled tokens a stop string cut from output_ids (the straddling token and those after it),
   // so output_ids + dropped_ids is the whole sampled trajectory, one token per on_step call.

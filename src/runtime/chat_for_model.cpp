@@ -1,0 +1,100 @@
+#include "runtime/chat_for_model.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace kvp {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// tokenizer_config.json's chat_template: a string, or a list of named templates ("default" is the
+// one apply_chat_template takes). "" when the file or the key is absent.
+std::string template_in_config(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec)) return "";
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in) fail("{}: cannot read", file.string());
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", file.string());
+  if (!j.contains("chat_template") || j["chat_template"].is_null()) return "";
+  const nlohmann::json& t = j["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_array())
+    for (const auto& e : t)
+      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+        return e["template"].get<std::string>();
+  fail("{}: chat_template is neither a string nor a list holding a template named \"default\"", file.string());
+}
+
+fs::path dir_of(const std::string& path) {
+  const fs::path p(path);
+  std::error_code ec;
+  return fs::is_directory(p, ec) ? p : p.parent_path();
+}
+
+}  // namespace
+
+ShippedChatTemplate shipped_chat_template(const std::string& model_path, const std::string& gguf_template,
+                                          const std::string& explicit_tokenizer) {
+  if (!explicit_tokenizer.empty()) {
+    const fs::path f = dir_of(explicit_tokenizer) / "tokenizer_config.json";
+    if (std::string t = template_in_config(f); !t.empty()) return {t, f.string() + "'s chat_template"};
+  }
+  if (!gguf_template.empty()) return {gguf_template, model_path + "'s tokenizer.chat_template"};
+  const fs::path f = dir_of(model_path) / "tokenizer_config.json";
+  if (std::string t = template_in_config(f); !t.empty()) return {t, f.string() + "'s chat_template"};
+  return {};
+}
+
+namespace {
+
+std::optional<ChatTemplate> resolve(const std::string& path, const std::string& format,
+                                    const std::string& gguf_template, const std::string& explicit_tokenizer,
+                                    const std::string& choice, const std::string& option) {
+  if (choice.empty() || choice == "none") return std::nullopt;
+  if (choice != "auto") return parse_chat_template(choice, option);
+  const ShippedChatTemplate shipped = shipped_chat_template(path, gguf_template, explicit_tokenizer);
+  if (shipped.jinja.empty())
+    fail(
+        "{} auto: {} ships no chat template (no tokenizer_config.json with chat_template beside it{}); name the "
+        "format (llama2, llama3, mistral, gemma, chatml) or use none",
+        option, path, format == "gguf" ? ", no tokenizer.chat_template in the GGUF" : "");
+  std::optional<ChatTemplate> t = chat_template_of(shipped.jinja);
+  if (!t)
+    fail(
+        "{} auto: the chat template of {} is none of the formats kvparity renders (llama2, llama3, mistral, gemma, "
+        "chatml); name the closest one or use none",
+        option, shipped.source);
+  std::cerr << fmt::format("note: {} auto: {} is laid out as {}\n", option, shipped.source, t->describe());
+  return t;
+}
+
+}  // namespace
+
+std::optional<ChatTemplate> chat_template_for(const Checkpoint& ckpt, const std::string& explicit_tokenizer,
+                                              const std::string& choice, const std::string& option) {
+  return resolve(ckpt.path, ckpt.format, ckpt.chat_template, explicit_tokenizer, choice, option);
+}
+
+std::optional<ChatTemplate> chat_template_for(const Model& model, const std::string& explicit_tokenizer,
+                                              const std::string& choice, const std::string& option) {
+  return resolve(model.path, model.format, model.chat_template, explicit_tokenizer, choice, option);
+}
+
+std::vector<int> encode_prompt_as(const Model& model, const Tokenizer& tok, const std::string& explicit_tokenizer,
+                                  const std::string& choice, const std::string& text) {
+  const std::optional<ChatTemplate> t = chat_template_for(model, explicit_tokenizer, choice, "--chat-template");
+  if (!t) return tok.encode(text, tok.default_add_bos());
+  return ChatEncoder(*t, tok, model.path).encode({{"user", text}});
+}
+
+}  // namespace kvp

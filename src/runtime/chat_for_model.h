@@ -1,0 +1,36 @@
+#pragma once
+// Which chat template a run lays its prompts out in (--chat-template): none, a format by name, or
+// "auto", the one the model ships: tokenizer_config.json's chat_template beside an explicit
+// --tokenizer, a GGUF's tokenizer.chat_template, or tokenizer_config.json beside the model.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/checkpoint.h"
+#include "model/model.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvp {
+
+// A model's own template: its Jinja text and the file (and key) it came from; both empty when the
+// model ships none. A tokenizer_config.json that cannot be read is an error naming it.
+struct ShippedChatTemplate {
+  std::string jinja, source;
+};
+ShippedChatTemplate shipped_chat_template(const std::string& model_path, const std::string& gguf_template,
+                                          const std::string& explicit_tokenizer);
+
+// --chat-template's value resolved for one model: nullopt for "none" (or ""); "auto" refuses a
+// model without a template, or with one that is none of the formats, naming where it looked.
+std::optional<ChatTemplate> chat_template_for(const Checkpoint& ckpt, const std::string& explicit_tokenizer,
+                                              const std::string& choice, const std::string& option);
+std::optional<ChatTemplate> chat_template_for(const Model& model, const std::string& explicit_tokenizer,
+                                              const std::string& choice, const std::string& option);
+
+// One prompt's ids: a user turn of the template `choice` resolves to, or, for none, the text with
+// the tokenizer's BOS rule. For the commands that study one prompt without stopping (profile, patch).
+std::vector<int> encode_prompt_as(const Model& model, const Tokenizer& tok, const std::string& explicit_tokenizer,
+                                  const std::string& choice, const std::string& text);
+
+}  // namespace kvp

@@ -1,0 +1,73 @@
+#pragma once
+// Chat formats: how an instruction-tuned model's conversation is laid out as tokens. kvparity
+// does not run Jinja; it renders the templates of the families it serves, each exactly as
+// transformers' apply_chat_template(messages, add_generation_prompt=True) renders the template
+// that family's instruct checkpoints ship, then tokenises the text as that call does (no BOS added
+// beyond the template's own; special tokens spelled in the text are single tokens):
+//   llama2   Llama-2-chat: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>...
+//   llama3   Llama-3-Instruct: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{text}<|eot_id|>...
+//   mistral  Mistral-Instruct v0.1/v0.2: <s>[INST] {user} [/INST]{assistant}</s>...
+//   gemma    Gemma / Gemma-2 -it: <bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n
+//   chatml   Qwen2-Instruct: <|im_start|>{role}\n{text}<|im_end|>\n..., a default system message first
+// A model's own template (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
+// picks the format by the markers only one of them has (chat_template_of).
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kvp {
+
+class Tokenizer;
+
+enum class ChatFormat { Llama2, Llama3, Mistral, Gemma, ChatML };
+
+struct ChatTemplate {
+  ChatFormat format = ChatFormat::ChatML;
+  // chatml only: the system message put first when the conversation has none (Qwen2's template
+  // says "You are a helpful assistant."; a template that has none leaves it empty: no system turn).
+  std::string default_system;
+  std::string name() const;      // "chatml", ...
+  std::string describe() const;  // the name, and a non-standard default system message
+};
+
+// The option values: "none", "auto" and the formats' names.
+inline constexpr const char* kChatTemplateNames[] = {"none", "auto", "llama2", "llama3", "mistral", "gemma", "chatml"};
+
+// A format by name ("llama2", ...); `option` names the option in the error. "none" and "auto" are
+// the caller's to handle.
+ChatTemplate parse_chat_template(const std::string& name, const std::string& option);
+
+// Which format a model's own Jinja template is written in; nullopt when it is none of them.
+std::optional<ChatTemplate> chat_template_of(const std::string& jinja);
+
+struct ChatMessage {
+  std::string role;  // "system", "user" or "assistant"
+  std::string content;
+};
+
+// The conversation as text, ending with the assistant's turn opened (the generation prompt).
+// Roles must alternate user/assistant (after an optional system message, which mistral and gemma
+// refuse, as their templates do); errors name the message.
+std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages, const std::string& bos_piece,
+                        const std::string& eos_piece);
+
+// A chat format bound to a tokenizer. Refuses, naming `where` and the piece, a tokenizer in which a
+// special token the format spells is not one token (a base model's vocabulary, a llama2.c
+// tokenizer.bin): the text would be tokenised as ordinary words.
+class ChatEncoder {
+ public:
+  ChatEncoder(const ChatTemplate& t, const Tokenizer& tok, const std::string& where);
+  std::vector<int> encode(const std::vector<ChatMessage>& messages) const;
+  // The tokens that end the assistant's turn other than EOS (llama3 <|eot_id|>, gemma
+  // <end_of_turn>, chatml <|im_end|>): generation stops at them as at EOS.
+  const std::vector<int>& turn_end_ids() const { return turn_end_; }
+  const ChatTemplate& chat_template() const { return t_; }
+
+ private:
+  ChatTemplate t_;
+  const Tokenizer& tok_;
+  std::string bos_piece_, eos_piece_;
+  std::vector<int> turn_end_;
+};
+
+}  // namespace kvp

@@ -1,0 +1,412 @@
+// Chat templates (tokenizer/chat_template.h, runtime/chat_for_model.h): each format renders what
+// transformers' apply_chat_template renders for that family's template, the model's own template
+// picks its format, the special tokens are single tokens or the run is refused, and `compare`,
+// `eval gsm8k` and `generate` lay prompts out as user turns, pinning the choice in the results.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/model_writer.h"
+#include "model/synthetic.h"
+#include "runtime/chat_for_model.h"
+#include "test_util.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvp {
+namespace {
+
+using test::kvparity;
+using test::q;
+
+// The templates as the families' instruct checkpoints ship them (tokenizer_config.json).
+const char* kLlama2Jinja =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = "
+    "messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif "
+    "%}{% for message in loop_messages %}{% if loop.index0 == 0 and system_message != false %}{% set content = "
+    "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = "
+    "message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + "
+    "' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif "
+    "%}{% endfor %}";
+const char* kMistralJinja =
+    "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] "
+    "+ ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ "
+    "raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %}";
+const char* kMistralToolsJinja =
+    "{{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}{%- if tools is not none "
+    "%}{{- '[AVAILABLE_TOOLS] [' }}{%- endif %}{{- '[INST] ' + message['content'] + '[/INST]' }}{%- endif %}{%- "
+    "endfor %}";
+const char* kGemmaJinja =
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% "
+    "endif %}{% for message in messages %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else "
+    "%}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + "
+    "'<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}";
+const char* kLlama3Jinja =
+    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
+    "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
+    "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
+const char* kQwen2Jinja =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + message['role'] "
+    "+ '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant\n' }}{% endif %}";
+const char* kQwen25Jinja =
+    "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if messages[0]['role'] == 'system' %}\n        {{- "
+    "messages[0]['content'] }}\n    {%- endif %}\n{%- else %}\n    {%- if messages[0]['role'] == 'system' %}\n        "
+    "{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n    {%- else %}\n        {{- "
+    "'<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}\n    "
+    "{%- endif %}\n{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
+    "message.content + '<|im_end|>' + '\\n' }}{%- endfor %}";
+
+const std::vector<ChatMessage> kWithSystem = {
+    {"system", "Be brief."}, {"user", " What is 2+2? "}, {"assistant", " 4 "}, {"user", "And 3+3?"}};
+const std::vector<ChatMessage> kNoSystem = {{"user", " What is 2+2? "}, {"assistant", " 4 "}, {"user", "And 3+3?"}};
+
+std::string render(const char* name, const std::vector<ChatMessage>& m) {
+  return render_chat(parse_chat_template(name, "--chat-template"), m, "<s>", "</s>");
+}
+
+TEST(ChatTemplate, EachFormatRendersWhatItsFamilysTemplateRenders) {
+  EXPECT_EQ(render("llama2", kWithSystem),
+            "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\n What is 2+2? [/INST] 4 </s><s>[INST] And 3+3? [/INST]");
+  EXPECT_EQ(render("llama2", kNoSystem), "<s>[INST] What is 2+2? [/INST] 4 </s><s>[INST] And 3+3? [/INST]");
+  EXPECT_EQ(
+      render("llama3", kWithSystem),
+      "<s><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>"
+      "\n\nWhat is 2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|><|start_header_id|>"
+      "user<|end_header_id|>\n\nAnd 3+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(render("mistral", kNoSystem), "<s>[INST]  What is 2+2?  [/INST] 4 </s>[INST] And 3+3? [/INST]");
+  EXPECT_EQ(render("gemma", kNoSystem),
+            "<s><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n"
+            "<start_of_turn>user\nAnd 3+3?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render("chatml", kNoSystem),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n What is 2+2? <|im_end|>\n"
+            "<|im_start|>assistant\n 4 <|im_end|>\n<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(render("chatml", {{"system", "Be brief."}, {"user", "Hi"}}),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, ConversationsTheTemplatesRefuseAreRefused) {
+  auto error_of = [](const char* name, const std::vector<ChatMessage>& m) {
+    try {
+      render(name, m);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of("gemma", kWithSystem).find("no system message"), std::string::npos);
+  EXPECT_NE(error_of("mistral", kWithSystem).find("no system message"), std::string::npos);
+  EXPECT_NE(error_of("chatml", {{"user", "a"}, {"user", "b"}}).find("message 1 is 'user'"), std::string::npos);
+  EXPECT_NE(error_of("llama2", {{"user", "a"}, {"assistant", "b"}}).find("end with a user message"), std::string::npos);
+  EXPECT_NE(error_of("llama3", {{"system", "s"}}).find("no user message"), std::string::npos);
+  EXPECT_NE(error_of("chatml", {{"tool", "a"}}).find("'tool'"), std::string::npos);
+  try {
+    parse_chat_template("vicuna", "--chat-template");
+    ADD_FAILURE() << "an unknown format was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--chat-template vicuna"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
+  auto format_of = [](const char* jinja) {
+    const auto t = chat_template_of(jinja);
+    return t ? t->describe() : std::string("none");
+  };
+  EXPECT_EQ(format_of(kLlama2Jinja), "llama2");
+  EXPECT_EQ(format_of(kMistralJinja), "mistral");
+  EXPECT_EQ(format_of(kGemmaJinja), "gemma");
+  EXPECT_EQ(format_of(kLlama3Jinja), "llama3");
+  EXPECT_EQ(format_of(kQwen2Jinja), "chatml");
+  EXPECT_EQ(format_of(kQwen25Jinja),
+            "chatml (default system message \"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.\")");
+  EXPECT_EQ(format_of("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}"
+                      "{% endfor %}"),
+            "chatml (no default system message)");
+  // Layouts kvparity does not render are not taken for a near one.
+  EXPECT_EQ(format_of(kMistralToolsJinja), "none");
+  EXPECT_EQ(format_of("{{ messages[0]['content'] }}"), "none");
+  // The Qwen2.5 default is what its render puts first.
+  const auto qwen25 = chat_template_of(kQwen25Jinja);
+  ASSERT_TRUE(qwen25);
+  EXPECT_EQ(render_chat(*qwen25, {{"user", "Hi"}}, "", ""),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+// The synthetic vocabulary, 504 pieces, with eight special tokens after it: 512 ids, the tiny
+// synthetic model's embedding rows.
+const std::vector<std::string> kSpecials = {
+    "<|im_start|>",        "<|im_end|>",        "<start_of_turn>", "<end_of_turn>",
+    "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",      "<|extra|>"};
+
+std::string chat_tokenizer_json() {
+  nlohmann::json j = nlohmann::json::parse(make_synthetic_tokenizer_json(504));
+  for (size_t i = 0; i < kSpecials.size(); ++i)
+    j["added_tokens"].push_back({{"id", 504 + i},
+                                 {"content", kSpecials[i]},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", false},
+                                 {"special", true}});
+  return j.dump();
+}
+
+TEST(ChatTemplate, TheEncoderUsesTheSpecialTokensAndRefusesAVocabularyWithoutThem) {
+  const auto tok = tokenizer_from_json(chat_tokenizer_json(), "chat tokenizer");
+  ChatEncoder chatml(parse_chat_template("chatml", "--chat-template"), *tok, "model");
+  const std::vector<int> ids = chatml.encode({{"user", "the dog"}});
+  EXPECT_EQ(ids.front(), 504);                            // <|im_start|>, no BOS before it
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 504), 3);  // system, user, assistant
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 505), 2);
+  EXPECT_EQ(chatml.turn_end_ids(), std::vector<int>{505});
+  // A SentencePiece-style vocabulary starts each text between special tokens with its dummy space,
+  // as transformers' (legacy) Llama tokenizers do.
+  EXPECT_EQ(tok->decode(ids), " system\nYou are a helpful assistant. \n user\nthe dog \n assistant\n");
+
+  ChatEncoder gemma(parse_chat_template("gemma", "--chat-template"), *tok, "model");
+  const std::vector<int> g = gemma.encode({{"user", "the dog"}});
+  EXPECT_EQ(g[0], tok->bos_id());
+  EXPECT_EQ(g[1], 506);
+  EXPECT_EQ(gemma.turn_end_ids(), std::vector<int>{507});
+  ChatEncoder llama2(parse_chat_template("llama2", "--chat-template"), *tok, "model");
+  EXPECT_TRUE(llama2.turn_end_ids().empty());  // EOS ends its turns
+  EXPECT_EQ(llama2.encode({{"user", "hi"}})[0], tok->bos_id());
+  const std::vector<int> turns = llama2.encode(kNoSystem);
+  EXPECT_EQ(std::count(turns.begin(), turns.end(), tok->bos_id()), 2);
+
+  // A base model's vocabulary spells <|im_start|> as several tokens: refused, naming the piece.
+  const auto base = tokenizer_from_json(make_synthetic_tokenizer_json(512), "base tokenizer");
+  try {
+    ChatEncoder(parse_chat_template("chatml", "--chat-template"), *base, "base-model");
+    ADD_FAILURE() << "a vocabulary without <|im_start|> was accepted";
+  } catch (const Error& e) {
+    const std::string w = e.what();
+    EXPECT_NE(w.find("base-model"), std::string::npos) << w;
+    EXPECT_NE(w.find("\"<|im_start|>\""), std::string::npos) << w;
+    EXPECT_NE(w.find("--chat-template none"), std::string::npos) << w;
+  }
+  EXPECT_NO_THROW(ChatEncoder(parse_chat_template("mistral", "--chat-template"), *base, "base-model"));
+}
+
+void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
+
+TEST(ChatTemplate, AutoReadsTokenizerConfigOrTheGgufAndNamesWhereItLooked) {
+  test::TempDir t;
+  const std::string dir = t.file("m");
+  std::filesystem::create_directories(dir);
+  Checkpoint ck;
+  ck.path = dir;
+  ck.format = "hf";
+  auto error_of = [&](const std::string& explicit_tokenizer) {
+    try {
+      chat_template_for(ck, explicit_tokenizer, "auto", "--chat-template");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of("").find("ships no chat template"), std::string::npos);
+  EXPECT_FALSE(chat_template_for(ck, "", "none", "--chat-template"));
+  EXPECT_EQ(chat_template_for(ck, "", "gemma", "--chat-template")->name(), "gemma");
+
+  write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", kGemmaJinja}}).dump());
+  EXPECT_EQ(chat_template_for(ck, "", "auto", "--chat-template")->name(), "gemma");
+  // A list of named templates: the "default" one.
+  write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template",
+                                                              {{{"name", "tool_use"}, {"template", kGemmaJinja}},
+                                                               {{"name", "default"}, {"template", kLlama3Jinja}}}}})
+                                                 .dump());
+  EXPECT_EQ(chat_template_for(ck, "", "auto", "--chat-template")->name(), "llama3");
+  // An explicit --tokenizer's own tokenizer_config.json comes first.
+  std::filesystem::create_directories(t.file("tok"));
+  write_text(t.file("tok/tokenizer_config.json"), nlohmann::json({{"chat_template", kQwen2Jinja}}).dump());
+  EXPECT_EQ(chat_template_for(ck, t.file("tok/tokenizer.json"), "auto", "--chat-template")->name(), "chatml");
+  // Broken files and unknown layouts are named.
+  write_text(dir + "/tokenizer_config.json", "{\"chat_template\": ");
+  EXPECT_NE(error_of("").find(dir + "/tokenizer_config.json: not a JSON object"), std::string::npos);
+  write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", 7}}).dump());
+  EXPECT_NE(error_of("").find("neither a string nor a list"), std::string::npos);
+  write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", kMistralToolsJinja}}).dump());
+  EXPECT_NE(error_of("").find("none of the formats kvparity renders"), std::string::npos);
+
+  // A GGUF carries its template as tokenizer.chat_template.
+  const ModelConfig cfg = synthetic_config("llama", "tiny");
+  const Checkpoint syn = synthesize_checkpoint(cfg, DType::F32);
+  std::vector<TensorView> tensors;
+  for (const auto& [name, view] : syn.tensors) tensors.push_back(view);
+  GgufWriteOptions o;
+  o.extra_kv = {{"tokenizer.chat_template", GgufValue::of_str(kMistralJinja)}};
+  const VocabSpec vocab = make_synthetic_vocab(cfg.vocab_size);
+  write_gguf(t.file("m.gguf"), cfg, tensors, &vocab, o);
+  const Checkpoint g = open_checkpoint(t.file("m.gguf"));
+  EXPECT_EQ(g.chat_template, kMistralJinja);
+  EXPECT_EQ(chat_template_for(g, "", "auto", "--chat-template")->name(), "mistral");
+  o.extra_kv = {{"tokenizer.chat_template", GgufValue::of_u32(1)}};
+  write_gguf(t.file("bad.gguf"), cfg, tensors, &vocab, o);
+  try {
+    open_checkpoint(t.file("bad.gguf"));
+    ADD_FAILURE() << "a numeric tokenizer.chat_template was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer.chat_template"), std::string::npos) << e.what();
+  }
+}
+
+// A tiny synthetic HF model whose tokenizer has the formats' special tokens.
+std::string chat_model(const test::TempDir& t, const char* jinja) {
+  const std::string dir = t.file("chat-model");
+  if (kvparity("synth --out " + q(dir)).status != 0) return "";
+  write_text(dir + "/tokenizer.json", chat_tokenizer_json());
+  write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", jinja}}).dump());
+  return dir;
+}
+
+TEST(ChatTemplateCli, CompareLaysPromptsOutAsUserTurnsAndPinsTheTemplate) {
+  test::TempDir t;
+  const std::string m = chat_model(t, kQwen2Jinja);
+  ASSERT_FALSE(m.empty());
+  const std::string base = "compare --model " + q(m) + " --prompt 'the dog' --max-new-tokens 4 --no-report";
+  const auto r = kvparity(base + " --chat-template auto --out " + q(t.file("c")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("is laid out as chatml"), std::string::npos) << r.err;
+  std::ifstream manifest(t.file("c/manifest.json"));
+  const nlohmann::json man = nlohmann::json::parse(manifest);
+  EXPECT_EQ(man["commands"]["compare"]["settings"]["chat_template"], "chatml");
+  std::ifstream results(t.file("c/results.jsonl"));
+  std::string line;
+  ASSERT_TRUE(std::getline(results, line));
+  const nlohmann::json rec = nlohmann::json::parse(line);
+  ASSERT_TRUE(rec.contains("prompt_ids")) << line.substr(0, 300);
+  EXPECT_EQ(rec["prompt_ids"][0], 504);
+  // The named format is the same study; no template is another one.
+  EXPECT_EQ(kvparity(base + " --chat-template chatml --out " + q(t.file("c"))).status, 0);
+  const auto none = kvparity(base + " --out " + q(t.file("c")));
+  EXPECT_NE(none.status, 0);
+  EXPECT_NE(none.err.find("chat_template"), std::string::npos) << none.err;
+  // A base model's vocabulary is refused before anything is written.
+  const auto stories = kvparity("synth --out " + q(t.file("base")));
+  ASSERT_EQ(stories.status, 0);
+  const auto refused = kvparity("compare --model " + q(t.file("base")) +
+                                " --prompt hi --chat-template gemma --no-report --out " + q(t.file("refused")));
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("\"<start_of_turn>\""), std::string::npos) << refused.err;
+  EXPECT_FALSE(std::filesystem::exists(t.file("refused/results.jsonl")));
+}
+
+TEST(ChatTemplateCli, EvalGsm8kAndGenerateTakeTheTemplate) {
+  test::TempDir t;
+  const std::string m = chat_model(t, kGemmaJinja);
+  ASSERT_FALSE(m.empty());
+  write_text(t.file("test.jsonl"),
+             "{\"question\": \"the dog has 2 balls\", \"answer\": \"2\\n#### 2\"}\n"
+             "{\"question\": \"the cat has 3\", \"answer\": \"3\\n#### 3\"}\n");
+  const auto r = kvparity("eval gsm8k --data " + q(t.file("test.jsonl")) + " --model " + q(m) + " --shots 1 --train " +
+                          q(t.file("test.jsonl")) + " --max-new-tokens 4 --chat-template auto --no-report --out " +
+                          q(t.file("e")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::ifstream manifest(t.file("e/gsm8k_manifest.json"));
+  const nlohmann::json man = nlohmann::json::parse(manifest);
+  EXPECT_EQ(man["settings"]["models"][0]["chat_template"], "gemma") << man.dump();
+  // The prompt is the conversation: the exemplar's turns and the question's, longer than the plain one.
+  const auto plain_eval =
+      kvparity("eval gsm8k --data " + q(t.file("test.jsonl")) + " --model " + q(m) + " --shots 1 --train " +
+               q(t.file("test.jsonl")) + " --max-new-tokens 4 --no-report --out " + q(t.file("p")));
+  ASSERT_EQ(plain_eval.status, 0) << plain_eval.err;
+  auto first_prompt_tokens = [&](const std::string& dir) {
+    std::ifstream in(dir + "/gsm8k.jsonl");
+    std::string line;
+    std::getline(in, line);
+    return nlohmann::json::parse(line)["prompt_tokens"].get<int>();
+  };
+  const std::string plain_text =
+      "Question: the dog has 2 balls\nAnswer: 2\n#### 2\n\nQuestion: the dog has 2 balls\nAnswer:";
+  const auto tok = tokenizer_from_json(chat_tokenizer_json(), "chat tokenizer");
+  EXPECT_EQ(first_prompt_tokens(t.file("p")), int(tok->encode(plain_text, true).size()));
+  ChatEncoder gemma(parse_chat_template("gemma", "--chat-template"), *tok, "model");
+  EXPECT_EQ(first_prompt_tokens(t.file("e")), int(gemma
+                                                      .encode({{"user", "Question: the dog has 2 balls\nAnswer:"},
+                                                               {"assistant", "2\n#### 2"},
+                                                               {"user", "Question: the dog has 2 balls\nAnswer:"}})
+                                                      .size()));
+
+  const auto g = kvparity("generate --model " + q(m) +
+                          " --prompt 'the dog' --chat-template gemma --json "
+                          "--max-new-tokens 2");
+  ASSERT_EQ(g.status, 0) << g.err;
+  const nlohmann::json out = nlohmann::json::parse(g.out);
+  EXPECT_EQ(out["prompt_ids"][0], 1);    // <s>: the tokenizer's BOS, spelled by the template
+  EXPECT_EQ(out["prompt_ids"][1], 506);  // <start_of_turn>
+  const auto plain = kvparity("generate --model " + q(m) + " --prompt 'the dog' --json --max-new-tokens 2");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_NE(nlohmann::json::parse(plain.out)["prompt_ids"][1], 506);
+}
+
+TEST(ChatTemplateCli, ProfileAndPatchTakeThePromptAsAUserTurn) {
+  test::TempDir t;
+  const std::string m = chat_model(t, kQwen2Jinja);
+  ASSERT_FALSE(m.empty());
+  for (const char* cmd : {"profile --dtype fp16 --step 2", "patch --max-new-tokens 8 --step 1"}) {
+    const auto r = kvparity(std::string(cmd) + " --model " + q(m) + " --prompt 'the dog' --chat-template auto --out " +
+                            q(t.file("lab")));
+    ASSERT_EQ(r.status, 0) << cmd << ": " << r.err;
+  }
+  std::ifstream manifest(t.file("lab/manifest.json"));
+  const nlohmann::json man = nlohmann::json::parse(manifest);
+  EXPECT_EQ(man["commands"]["profile"]["settings"]["chat_template"], "auto");
+  EXPECT_EQ(man["commands"]["patch"]["settings"]["chat_template"], "auto");
+  // Without a template the prompt is another one: refused in the same folder, named.
+  const auto plain =
+      kvparity("profile --dtype fp16 --step 2 --model " + q(m) + " --prompt 'the dog' --out " + q(t.file("lab")));
+  EXPECT_NE(plain.status, 0);
+  EXPECT_NE(plain.err.find("chat_template"), std::string::npos) << plain.err;
+  ASSERT_EQ(kvparity("synth --out " + q(t.file("base"))).status, 0);
+  const auto refused = kvparity("patch --model " + q(t.file("base")) + " --prompt hi --chat-template chatml --out " +
+                                q(t.file("refused")));
+  EXPECT_EQ(refused.status, 1);
+  EXPECT_NE(refused.err.find("\"<|im_start|>\""), std::string::npos) << refused.err;
+}
+
+TEST(ChatTemplateCli, ConvertCarriesTheTemplateAndInspectSaysWhatAutoTakes) {
+  test::TempDir t;
+  const std::string m = chat_model(t, kLlama3Jinja);
+  ASSERT_FALSE(m.empty());
+  ASSERT_EQ(kvparity("convert --model " + q(m) + " --to gguf --out " + q(t.file("m.gguf"))).status, 0);
+  ASSERT_EQ(kvparity("convert --model " + q(t.file("m.gguf")) + " --to hf --out " + q(t.file("back"))).status, 0);
+  auto prompt_ids = [&](const std::string& model) {
+    const auto r =
+        kvparity("generate --model " + q(model) + " --prompt 'the dog' --chat-template auto --json --max-new-tokens 1");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.status == 0 ? nlohmann::json::parse(r.out)["prompt_ids"] : nlohmann::json();
+  };
+  // The special tokens land alike; the text between them may not: a GGUF vocabulary tokenises text
+  // after a control token as llama.cpp does (README, convert: "text that spells a control token
+  // mid-string aside").
+  for (const std::string& model : {m, t.file("m.gguf"), t.file("back")}) {
+    const nlohmann::json ids = prompt_ids(model);
+    ASSERT_TRUE(ids.is_array()) << model;
+    EXPECT_EQ(ids[0], 1) << model;
+    EXPECT_EQ(ids[1], 508) << model;  // <|start_header_id|> after the BOS
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), 508), 2) << model;
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), 510), 1) << model;  // <|eot_id|> after the user turn
+  }
+  const auto gguf = kvparity("inspect --model " + q(t.file("m.gguf")));
+  EXPECT_NE(gguf.out.find("llama3, from " + t.file("m.gguf") + "'s tokenizer.chat_template"), std::string::npos)
+      << gguf.out;
+  const auto plain = kvparity("inspect --model " + q(t.file("back")) + " --json");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(nlohmann::json::parse(plain.out)["chat_template"]["format"], "llama3");
+  const auto none = kvparity("synth --out " + q(t.file("base")));
+  ASSERT_EQ(none.status, 0);
+  EXPECT_NE(kvparity("inspect --model " + q(t.file("base"))).out.find("no chat template shipped"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvp
