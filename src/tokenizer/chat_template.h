@@ -6,7 +6,8 @@
 // beyond the template's own; special tokens spelled in the text are single tokens):
 //   llama2   Llama-2-chat: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>...
 //   llama3   Llama-3-Instruct: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{text}<|eot_id|>...
-//   mistral  Mistral-Instruct v0.1/v0.2: <s>[INST] {user} [/INST]{assistant}</s>...
+//   mistral  Mistral-Instruct v0.2: <s>[INST] {user} [/INST]{assistant}</s>... (v0.1's template adds a
+//            space after each </s>: the same prompt for one user turn)
 //   gemma    Gemma / Gemma-2 -it: <bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n
 //   chatml   Qwen2-Instruct: <|im_start|>{role}\n{text}<|im_end|>\n..., a default system message first
 // A model's own template (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
