@@ -187,6 +187,7 @@ class PyModel {
     d["tied_embeddings"] = c.tied_embeddings;
     d["bos_id"] = c.bos_id;
     d["eos_id"] = c.eos_id;
+    d["more_eos_ids"] = c.more_eos_ids;
     d["format"] = model_->format;
     d["dtype"] = std::string(dtype_name(model_->dtype));
     d["kv_dtype"] = opts_.kv_dtype.name();
@@ -457,7 +458,8 @@ PYBIND11_MODULE(_kvparity, m) {
            py::arg("device") = "cpu", py::arg("simd") = "auto")
       .def_property_readonly("config", &PyModel::config,
                              "dict: arch, n_layers, hidden_size, intermediate_size, n_heads, n_kv_heads, head_dim, "
-                             "vocab_size, context_length, ... and the run settings (dtype, kv_dtype, kernels, threads, "
+                             "vocab_size, context_length, bos_id, eos_id, more_eos_ids (further ids that end a "
+                             "generation), ... and the run settings (dtype, kv_dtype, kernels, threads, "
                              "device)")
       .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("bos") = true,
            "Token ids of `text` (list[int]), with BOS first when `bos` and the tokenizer has one.")

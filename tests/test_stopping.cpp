@@ -9,14 +9,18 @@
 #include <array>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
+#include "cli_run.h"
+#include "core/error.h"
+#include "io/checkpoint.h"
+#include "io/model_writer.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "runtime/generator.h"
-#include "cli_run.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 
@@ -176,6 +180,67 @@ TEST(Stopping, TurnEndIdsEndTheRunAsEosDoesSoloAndBatched) {
     Engine on(s.model, EngineOptions{});
     EXPECT_EQ(on.generate(prompts[0], g, s.tok.get()).stop_reason, "max_new_tokens");
   }
+}
+
+TEST(Stopping, EveryEosIdOfTheModelEndsTheRun) {
+  Scripted s = scripted(kScript, false);
+  s.model->config.more_eos_ids = {s.id.at("▁was")};
+  for (CacheMode cache : {CacheMode::On, CacheMode::Off}) {
+    const auto r = run(s, {"<s>", "▁the"}, 9, true, {}, cache);
+    EXPECT_EQ(r.output_ids, ids(s, {"▁dog", "▁was"}));
+    EXPECT_EQ(r.stop_reason, "eos");
+  }
+  EXPECT_EQ(run(s, {"<s>", "▁the"}, 4, /*stop_at_eos=*/false).stop_reason, "max_new_tokens");
+}
+
+// config.json's eos_token_id list, generation_config.json's ids and a GGUF's EOT/EOM tokens all end
+// a generation, as transformers' generate and llama.cpp end one.
+TEST(Stopping, EosListsOfConfigGenerationConfigAndGgufAreRead) {
+  test::TempDir t;
+  const std::string dir = t.file("m");
+  ASSERT_EQ(test::kvparity("synth --out " + test::q(dir)).status, 0);
+  auto edit_json = [](const std::string& path, const std::function<void(nlohmann::json&)>& f) {
+    nlohmann::json j = nlohmann::json::object();
+    if (std::ifstream in(path); in) j = nlohmann::json::parse(in);
+    f(j);
+    std::ofstream(path) << j.dump();
+  };
+  edit_json(dir + "/config.json", [](nlohmann::json& j) { j["eos_token_id"] = {2, 300, 2}; });
+  EXPECT_EQ(open_checkpoint(dir).config.eos_id, 2);
+  EXPECT_EQ(open_checkpoint(dir).config.more_eos_ids, std::vector<int>{300});
+  edit_json(dir + "/generation_config.json", [](nlohmann::json& j) { j["eos_token_id"] = {301, 2}; });
+  EXPECT_EQ(open_checkpoint(dir).config.more_eos_ids, (std::vector<int>{300, 301}));
+  // Written back as the list transformers reads.
+  ASSERT_EQ(test::kvparity("convert --model " + test::q(dir) + " --to hf --out " + test::q(t.file("back"))).status, 0);
+  std::ifstream back(t.file("back/config.json"));
+  EXPECT_EQ(nlohmann::json::parse(back)["eos_token_id"], nlohmann::json({2, 300, 301}));
+  const auto inspected = test::kvparity("inspect --model " + test::q(dir));
+  EXPECT_NE(inspected.out.find("EOS 2 (and 300, 301: generation ends at each)"), std::string::npos) << inspected.out;
+  // Out of the vocabulary, or not JSON: named.
+  edit_json(dir + "/generation_config.json", [](nlohmann::json& j) { j["eos_token_id"] = 9999; });
+  try {
+    open_checkpoint(dir);
+    ADD_FAILURE() << "an eos id past the vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("9999"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir + "/generation_config.json") << "{";
+  try {
+    open_checkpoint(dir);
+    ADD_FAILURE() << "a broken generation_config.json was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("generation_config.json: not a JSON object"), std::string::npos) << e.what();
+  }
+  // A GGUF's end-of-generation tokens.
+  const ModelConfig cfg = synthetic_config("llama", "tiny");
+  const Checkpoint syn = synthesize_checkpoint(cfg, DType::F32);
+  std::vector<TensorView> tensors;
+  for (const auto& [name, view] : syn.tensors) tensors.push_back(view);
+  GgufWriteOptions o;
+  o.extra_kv = {{"tokenizer.ggml.eot_token_id", GgufValue::of_u32(7)},
+                {"tokenizer.ggml.eom_token_id", GgufValue::of_u32(0xFFFFFFFFu)}};
+  write_gguf(t.file("m.gguf"), cfg, tensors, nullptr, o);
+  EXPECT_EQ(open_checkpoint(t.file("m.gguf")).config.more_eos_ids, std::vector<int>{7});
 }
 
 TEST(Stopping, StopStringCutsTextAtItsStartAndDropsTokensThatReachIt) {

@@ -506,6 +506,7 @@ def chat_model(tmp_path):
 def test_chat_templates_lay_prompts_out_as_the_clis(tmp_path):
     d = chat_model(tmp_path)
     m = kvparity.load(d)
+    assert m.config["more_eos_ids"] == []
     ids = m.apply_chat_template("the dog")
     assert ids[:2] == [m.config["bos_id"], 506] and ids.count(506) == 2 and ids.count(507) == 1
     last_turn = len(ids) - 1 - ids[::-1].index(506)

@@ -1,12 +1,13 @@
 #include "io/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
 #include "core/atomic_file.h"
+#include "core/error.h"
 #include "io/io_util.h"
 
 namespace kvp {
@@ -75,6 +76,18 @@ class ConfigReader {
   }
 
   // bos/eos: an int, null, or (eos in newer configs) a list whose first entry is used.
+  // Every id of an int or list field (none for null or absent).
+  std::vector<int> get_token_ids(const char* key) const {
+    std::vector<int> out;
+    if (!j_.contains(key) || j_.at(key).is_null()) return out;
+    const json& v = j_.at(key);
+    if (v.is_array())
+      for (const json& e : v) out.push_back(to_int(e, key));
+    else
+      out.push_back(to_int(v, key));
+    return out;
+  }
+
   int get_token_id(const char* key, int dflt) const {
     if (!j_.contains(key)) return dflt;
     const json& v = j_.at(key);
@@ -208,6 +221,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.tied_embeddings = r.get_bool("tie_word_embeddings", fd.tie);
   c.bos_id = r.get_token_id("bos_token_id", fd.bos);
   c.eos_id = r.get_token_id("eos_token_id", fd.eos);
+  for (int id : r.get_token_ids("eos_token_id"))
+    if (id != c.eos_id && std::find(c.more_eos_ids.begin(), c.more_eos_ids.end(), id) == c.more_eos_ids.end())
+      c.more_eos_ids.push_back(id);
   c.qkv_bias = c.arch == Arch::Qwen2;  // hard-wired in Qwen2's modeling code, no config field
   if (r.has("rope_scaling")) {
     // transformers v4.44 _compute_linear_scaling_rope_parameters / _compute_llama3_parameters.
@@ -278,7 +294,19 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
 }
 
 ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras) {
-  return parse_hf_config(io::read_text_file(path), path, extras);
+  ModelConfig c = parse_hf_config(io::read_text_file(path), path, extras);
+  // generation_config.json beside it: the ids transformers' generate stops at.
+  const std::filesystem::path gen = std::filesystem::path(path).parent_path() / "generation_config.json";
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(gen, ec)) {
+    const json g = json::parse(io::read_text_file(gen.string()), nullptr, false);
+    if (g.is_discarded() || !g.is_object()) fail("{}: not a JSON object", gen.string());
+    for (int id : ConfigReader(g, gen.string()).get_token_ids("eos_token_id"))
+      if (id != c.eos_id && std::find(c.more_eos_ids.begin(), c.more_eos_ids.end(), id) == c.more_eos_ids.end())
+        c.more_eos_ids.push_back(id);
+    c.validate();
+  }
+  return c;
 }
 
 void write_hf_config(const std::string& path, const ModelConfig& c, const std::string& torch_dtype,
@@ -306,6 +334,10 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
   j["tie_word_embeddings"] = c.tied_embeddings;
   j["bos_token_id"] = tok(c.bos_id);
   j["eos_token_id"] = tok(c.eos_id);
+  if (!c.more_eos_ids.empty() && c.eos_id >= 0) {
+    j["eos_token_id"] = json::array({c.eos_id});
+    for (int id : c.more_eos_ids) j["eos_token_id"].push_back(id);
+  }
   j["torch_dtype"] = torch_dtype;
   j["attention_dropout"] = 0.0;
   j["initializer_range"] = 0.02;

@@ -1,6 +1,7 @@
 #include "lab/model_inspection.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -180,7 +181,10 @@ json inspect_model(const InspectOptions& o) {
   d["rope"] = rope_of(ck);
   d["norm"] = {{"eps", c.norm_eps}, {"gain", c.arch == Arch::Gemma2 ? "1 + w" : "w"}};
   d["head"] = {{"tied", c.tied_embeddings}, {"final_logit_softcap", c.final_logit_softcapping}};
-  d["special_tokens"] = {{"bos", c.bos_id}, {"eos", c.eos_id}, {"bos_ends_generation", c.bos_ends_generation}};
+  d["special_tokens"] = {{"bos", c.bos_id},
+                         {"eos", c.eos_id},
+                         {"more_eos", c.more_eos_ids},
+                         {"bos_ends_generation", c.bos_ends_generation}};
   d["parameters"] = {{"total", f.parameters},
                      {"embedding", f.embedding_parameters},
                      {"layers", f.layer_parameters},
@@ -240,7 +244,10 @@ std::string inspect_text(const json& d) {
                    (fcap > 0 ? "; logits soft-capped at " + number_text(fcap) : ""));
   const json& sp = d["special_tokens"];
   line("special ids",
-       fmt::format("BOS {}, EOS {}{}", id_text(sp["bos"].get<int>()), id_text(sp["eos"].get<int>()),
+       fmt::format("BOS {}, EOS {}{}{}", id_text(sp["bos"].get<int>()), id_text(sp["eos"].get<int>()),
+                   sp["more_eos"].empty() ? ""
+                                          : fmt::format(" (and {}: generation ends at each)",
+                                                        fmt::join(sp["more_eos"].get<std::vector<int>>(), ", ")),
                    sp["bos_ends_generation"].get<bool>() ? "; sampling BOS ends a generation (llama2.c)" : ""));
   const json& p = d["parameters"];
   line("parameters", fmt::format("{}: embedding {}, layers {} ({} each), final norm {}, head {}",

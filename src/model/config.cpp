@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -64,6 +65,12 @@ void ModelConfig::validate() const {
          source);
   if (bos_id >= vocab_size) bad("bos token id", bos_id);
   if (eos_id >= vocab_size) bad("eos token id", eos_id);
+  for (int id : more_eos_ids)
+    if (id < 0 || id >= vocab_size) bad("eos token id", id);
+}
+
+bool ModelConfig::ends_generation(int id) const {
+  return id == eos_id || std::find(more_eos_ids.begin(), more_eos_ids.end(), id) != more_eos_ids.end();
 }
 
 }  // namespace kvp

@@ -33,6 +33,11 @@ struct ModelConfig {
   // delimits stories with BOS only (no EOS), so its checkpoints end a story by emitting BOS.
   // Set for llama2.c .bin files; other formats end at eos_id only.
   bool bos_ends_generation = false;
+  // Further ids that end a generation as eos_id does (stop_reason "eos"): the rest of config.json's
+  // eos_token_id list and generation_config.json's ids (transformers' generate stops at any of
+  // them: Llama-3.1's <|eom_id|> and <|eot_id|>, Gemma-2-it's <end_of_turn>), a GGUF's EOT token.
+  std::vector<int> more_eos_ids;
+  bool ends_generation(int id) const;  // eos_id or one of more_eos_ids
   // Family features (issue 4); for plain Llama these stay at their defaults.
   bool qkv_bias = false;
   int sliding_window = 0;   // 0 = none

@@ -116,8 +116,8 @@ class SequenceRun {
   void push(int token, const GenerationConfig& cfg, const Tokenizer* tokenizer, const ModelConfig& c) {
     seq_.push_back(token);
     r_.output_ids.push_back(token);
-    if (cfg.stop_at_eos && (token == c.eos_id || (c.bos_ends_generation && token == c.bos_id))) {
-      r_.stop_reason = token == c.eos_id ? "eos" : "bos";  // a model whose BOS is its EOS reports "eos"
+    if (cfg.stop_at_eos && (c.ends_generation(token) || (c.bos_ends_generation && token == c.bos_id))) {
+      r_.stop_reason = c.ends_generation(token) ? "eos" : "bos";  // a model whose BOS is its EOS reports "eos"
       done_ = true;
       return;
     }
