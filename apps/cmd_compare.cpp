@@ -1,5 +1,6 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <iostream>
 
@@ -16,7 +17,7 @@ void register_compare(CLI::App& app) {
                                   control, out, baseline, candidate, shard, chat_template = "none";
     SamplerOptions sampler;
     std::string device = "cpu", simd = "auto";
-    int max_new_tokens = 128, threads = 1, batch_size = 1;
+    int max_new_tokens = 128, threads = 1, batch_size = 1, limit = 0;
     bool stop_at_eos = false, no_report = false;
   };
   auto o = std::make_shared<Opts>();
@@ -38,6 +39,10 @@ void register_compare(CLI::App& app) {
   list_of(cmd->add_option("--kernels", o->kernels, "kernel policies, comma-separated, each run"), kPolicyNames);
   o->sampler.add(cmd, /*list=*/true);
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens per generation"), 1);
+  int_at_least(
+      cmd->add_option("--limit", o->limit,
+                      "the first N prompts (0: all); a larger limit (or none) later runs on in the same --out"),
+      0);
   threads_option(cmd, o->threads);
   device_option(cmd, o->device);
   simd_option(cmd, o->simd);
@@ -77,8 +82,9 @@ void register_compare(CLI::App& app) {
     c.chat_template = o->chat_template;
     c.prompts = given(cmd, "--prompt") ? std::vector<Prompt>{Prompt{"prompt-0", o->prompt}} : load_prompts(o->prompts);
     // A group of one is the solo run itself: batching needs two prompts to compare anything.
-    refuse_unless(cmd, "--batch-size", o->batch_size == 1 || c.prompts.size() > 1, "at least two prompts (--prompts)",
-                  "a batch of one prompt is its solo run");
+    const size_t n_prompts = o->limit > 0 ? std::min(c.prompts.size(), size_t(o->limit)) : c.prompts.size();
+    refuse_unless(cmd, "--batch-size", o->batch_size == 1 || n_prompts > 1,
+                  "at least two prompts (--prompts, and --limit 2 or more)", "a batch of one prompt is its solo run");
     if (o->batch_size > 1) {
       c.baseline = RunSpec::parse("cache=on", "--batch-size");
       c.candidate = RunSpec::parse(fmt::format("batch-size={}", o->batch_size), "--batch-size");
@@ -103,6 +109,7 @@ void register_compare(CLI::App& app) {
     c.max_new_tokens = o->max_new_tokens;
     c.seed = o->sampler.seed();
     c.stop_at_eos = o->stop_at_eos;
+    c.limit = o->limit;
     if (given(cmd, "--shard")) c.shard = parse_shard(o->shard);
     c.out_dir = clean_dir(o->out);
     c.progress = isatty(STDERR_FILENO);

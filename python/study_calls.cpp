@@ -217,10 +217,11 @@ py::object run_and_report(const char* call, const std::optional<std::string>& ou
 py::object compare(const std::string& model_path, const py::object& prompts,
                    const std::optional<std::string>& tokenizer, const std::optional<std::string>& out,
                    const py::kwargs& kwargs) {
-  const CallOptions o("compare", kwargs,
-                      with({"dtype", "kernels", "kv_dtype", "threads", "device", "simd", "max_new_tokens",
-                            "stop_at_eos", "batch_size", "control", "baseline", "candidate", "shard", "chat_template"},
-                           kSamplingOptions));
+  const CallOptions o(
+      "compare", kwargs,
+      with({"dtype", "kernels", "kv_dtype", "threads", "device", "simd", "max_new_tokens", "stop_at_eos", "batch_size",
+            "control", "baseline", "candidate", "shard", "chat_template", "limit"},
+           kSamplingOptions));
   CompareOptions c;
   c.model = model_path;
   c.tokenizer = tokenizer.value_or("");
@@ -229,6 +230,8 @@ py::object compare(const std::string& model_path, const py::object& prompts,
   if (c.max_new_tokens < 1) fail_usage("max_new_tokens={}: expected 1 or more", c.max_new_tokens);
   c.stop_at_eos = o.flag("stop_at_eos", c.stop_at_eos);
   c.chat_template = read_chat_template(o);
+  c.limit = o.integer("limit", 0);
+  if (c.limit < 0) fail_usage("limit={}: expected 0 (every prompt) or more", c.limit);
   c.baseline = read_spec(o, "baseline", c.baseline);
   c.candidate = read_spec(o, "candidate", c.candidate);
   const int batch_size = o.integer("batch_size", 1);
@@ -474,7 +477,7 @@ void add_study_calls(py::module_& m) {
         "baseline and candidate SPECs (key=value,... as --baseline takes), and shard='i/n' (with out=: in\n"
         "every condition the prompts, or groups of batch_size prompts, whose index mod n == i; kvparity.merge\n"
         "joins the shards' folders), chat_template ('auto' or a format: each prompt as a user turn of an\n"
-        "instruction-tuned model's chat, as --chat-template).");
+        "instruction-tuned model's chat, as --chat-template), and limit (the first N prompts; 0 every one).");
   m.def("eval_gsm8k", &eval_gsm8k, py::arg("data"), py::arg("models"), py::arg("out") = py::none(),
         "Runs `kvparity eval gsm8k` and returns its summary.json as a dict: GSM8K k-shot accuracy of both\n"
         "sides of a comparison (default cache OFF vs ON), with exact McNemar p, divergence and flips per model,\n"

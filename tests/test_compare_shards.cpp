@@ -110,6 +110,33 @@ TEST(CompareShards, BatchesAreShardedWholeAndStayTheSameBatches) {
   EXPECT_EQ(bytes_of(t.file("m/results.jsonl")), bytes_of(t.file("all/results.jsonl")));
 }
 
+// --limit N runs the first N prompts of every condition and is not a setting: a larger limit, or
+// none, runs on in the same folder to the whole study's records.
+TEST(CompareShards, LimitRunsTheFirstPromptsAndALargerLimitRunsOn) {
+  if (test::shared_dir().empty()) return;
+  TempDir t;
+  ASSERT_EQ(kvparity(shard_study_args(t.file("all"), "")).status, 0);
+  const auto first = kvparity(shard_study_args(t.file("lim"), "--limit 3"));
+  ASSERT_EQ(first.status, 0) << first.err;
+  std::map<std::string, int> per_condition;
+  for (const auto& rec : ResultsLog::read_all(t.file("lim/results.jsonl"))) {
+    EXPECT_LT(rec["prompt_index"].get<int>(), 3) << rec.dump();
+    ++per_condition[rec["condition"].get<std::string>()];
+  }
+  EXPECT_EQ(per_condition.size(), 2u);
+  for (const auto& [cond, n] : per_condition) EXPECT_EQ(n, 3) << cond;
+  const auto more = kvparity(shard_study_args(t.file("lim"), "--limit 10 --shard 0/1"));
+  ASSERT_EQ(more.status, 0) << more.err;
+  EXPECT_NE(more.err.find("6 of 20 records already there are re-used"), std::string::npos) << more.err;
+  const auto rest = kvparity(shard_study_args(t.file("lim"), ""));
+  ASSERT_EQ(rest.status, 0) << rest.err;
+  EXPECT_EQ(records_by_item(t.file("lim")), records_by_item(t.file("all")));
+  // A limit that leaves one prompt cannot form a batch.
+  const auto one = kvparity(shard_study_args(t.file("one"), "--limit 1 --batch-size 2"));
+  EXPECT_EQ(one.status, 2);
+  EXPECT_NE(one.err.find("--limit 2 or more"), std::string::npos) << one.err;
+}
+
 TEST(CompareShards, AMissingShardIsNamedAndTheUnshardedRunCompletesTheMerge) {
   if (test::shared_dir().empty()) return;
   TempDir t;

@@ -238,6 +238,9 @@ def test_compare_takes_the_clis_study_options(tmp_path):
 
     assert len(py_rows) == 4 * len(prompts)
     assert tokens(py_rows) == tokens(cli_rows)
+    kvparity.compare(shared(STORIES), prompts, tokenizer=shared(TOK), limit=2, max_new_tokens=4,
+                     out=str(tmp_path / "lim"))
+    assert [json.loads(l)["prompt_id"] for l in open(tmp_path / "lim" / "results.jsonl")] == ["prompt-0", "prompt-1"]
     b = kvparity.compare(shared(STORIES), prompts, tokenizer=shared(TOK), batch_size=2, max_new_tokens=6)
     assert [x["condition"] for x in b["conditions"]] == ["fp16/kv=fp16/standard/cache=on/batch-size=1->2/greedy"]
 

@@ -234,11 +234,13 @@ int run_compare(const CompareOptions& opts) {
   if (opts.prompts.empty()) fail_usage("compare: no prompts");
   if (opts.conditions.empty()) fail_usage("compare: no conditions");
   if (opts.max_new_tokens < 1) fail_usage("--max-new-tokens must be >= 1");
+  if (opts.limit < 0) fail_usage("--limit must be >= 0");
+  const size_t n = opts.limit > 0 ? std::min(opts.prompts.size(), size_t(opts.limit)) : opts.prompts.size();
   for (const Condition& cond : opts.conditions) {
     cond.sampler.validate();
     // A group of one is the solo run itself: batching needs two prompts to compare anything.
     for (const auto* side : {&cond.baseline, &cond.candidate})
-      if (side->batch_size > 1 && opts.prompts.size() < 2)
+      if (side->batch_size > 1 && n < 2)
         fail_usage("{}: batch-size={} needs at least two prompts (a batch of one prompt is its solo run)",
                    side == &cond.baseline ? "--baseline" : "--candidate", side->batch_size);
   }
@@ -252,7 +254,8 @@ int run_compare(const CompareOptions& opts) {
   std::optional<ChatEncoder> chat;
   if (chat_template) chat.emplace(*chat_template, *tok, opts.model);
   const ChatEncoder* enc = chat ? &*chat : nullptr;
-  for (const Prompt& p : opts.prompts) {
+  for (size_t i = 0; i < n; ++i) {
+    const Prompt& p = opts.prompts[i];
     const std::vector<int> ids = encode_prompt(*tok, p, enc);
     if (int(ids.size()) > ckpt.config.max_seq_len)
       fail("prompt '{}': {} tokens do not fit the context of {} ({} positions); shorten it or leave it out", p.id,
@@ -269,7 +272,6 @@ int run_compare(const CompareOptions& opts) {
   StudyTiming timing(opts.out_dir);
   const std::string name = model["name"].get<std::string>();
   int written = 0;
-  const size_t n = opts.prompts.size();
   size_t total = 0;  // this shard's records
   for (const Condition& cond : opts.conditions)
     for (size_t i = 0; i < n; ++i) total += opts.shard.takes(i / group_size(cond));

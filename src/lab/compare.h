@@ -45,6 +45,10 @@ struct CompareOptions {
   bool stop_at_eos = false;  // off by default: both paths then always produce max_new_tokens
   std::string chat_template;  // --chat-template: "" or "none", "auto", or a format (chat_for_model.h)
   ShardSpec shard;           // the slice of every condition's prompt groups this run takes
+  // The first N prompts (0: all). Not a setting: a larger limit (or none) later runs on in the same
+  // folder. A last group cut short by the limit is decoded as the smaller batch it is (its records'
+  // "batch" says so), and keeps those records when a larger limit completes the group.
+  int limit = 0;
   std::string out_dir;
   bool progress = false;     // progress line on stderr
   bool time_totals = true;   // each side's time on stderr at the end (timing.jsonl is always written)
