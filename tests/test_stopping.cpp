@@ -214,6 +214,9 @@ TEST(Stopping, EosListsOfConfigGenerationConfigAndGgufAreRead) {
   ASSERT_EQ(test::kvparity("convert --model " + test::q(dir) + " --to hf --out " + test::q(t.file("back"))).status, 0);
   std::ifstream back(t.file("back/config.json"));
   EXPECT_EQ(nlohmann::json::parse(back)["eos_token_id"], nlohmann::json({2, 300, 301}));
+  ASSERT_EQ(test::kvparity("convert --model " + test::q(dir) + " --to gguf --out " + test::q(t.file("c.gguf"))).status,
+            0);
+  EXPECT_EQ(open_checkpoint(t.file("c.gguf")).config.more_eos_ids, (std::vector<int>{300, 301}));
   const auto inspected = test::kvparity("inspect --model " + test::q(dir));
   EXPECT_NE(inspected.out.find("EOS 2 (and 300, 301: generation ends at each)"), std::string::npos) << inspected.out;
   // Out of the vocabulary, or not JSON: named.

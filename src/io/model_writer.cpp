@@ -293,6 +293,11 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     kv.set("tokenizer.ggml.model", GgufValue::of_str("none"));
     kv.set(A + "vocab_size", GgufValue::of_u32(uint32_t(cfg.vocab_size)));
   }
+  // Further end-of-generation ids (ModelConfig::more_eos_ids) as the two keys llama.cpp has for
+  // them, its EOT and EOM tokens; a third would have no key and is not written.
+  for (size_t i = 0; i < cfg.more_eos_ids.size() && i < 2; ++i)
+    kv.set(i == 0 ? "tokenizer.ggml.eot_token_id" : "tokenizer.ggml.eom_token_id",
+           GgufValue::of_u32(uint32_t(cfg.more_eos_ids[i])));
   for (const auto& [k, v] : opts.extra_kv) kv.set(k, v);
 
   AtomicFile f(path);
