@@ -233,6 +233,9 @@ TEST(ChatTemplate, AutoReadsTokenizerConfigOrTheGgufAndNamesWhereItLooked) {
   // Broken files and unknown layouts are named.
   write_text(dir + "/tokenizer_config.json", "{\"chat_template\": ");
   EXPECT_NE(error_of("").find(dir + "/tokenizer_config.json: not a JSON object"), std::string::npos);
+  write_text(dir + "/tokenizer_config.json",
+             nlohmann::json({{"chat_template", {{{"name", 3}, {"template", kGemmaJinja}}, 5}}}).dump());
+  EXPECT_NE(error_of("").find("neither a string nor a list"), std::string::npos);
   write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", 7}}).dump());
   EXPECT_NE(error_of("").find("neither a string nor a list"), std::string::npos);
   write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", kMistralToolsJinja}}).dump());

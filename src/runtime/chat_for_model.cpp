@@ -30,7 +30,8 @@ std::string template_in_config(const fs::path& file) {
   if (t.is_string()) return t.get<std::string>();
   if (t.is_array())
     for (const auto& e : t)
-      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string())
+      if (e.is_object() && e.contains("name") && e["name"] == "default" && e.contains("template") &&
+          e["template"].is_string())
         return e["template"].get<std::string>();
   fail("{}: chat_template is neither a string nor a list holding a template named \"default\"", file.string());
 }
