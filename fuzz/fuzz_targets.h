@@ -3,6 +3,8 @@
 // (a kvp::Error from a loader is the expected outcome for garbage) without crashing, hanging,
 // reading outside the input or allocating far beyond its size. Shared by the libFuzzer entry
 // points (fuzz/fuzz_*.cpp) and the regression test over fuzz/regressions/.
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,19 +13,20 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include "core/quant.h"
+#include "fuzz_common.h"
 #include "io/gguf.h"
-#include "kernels/dequant_rows.h"
 #include "io/hf_config.h"
 #include "io/llama2c.h"
 #include "io/safetensors.h"
+#include "kernels/dequant_rows.h"
+#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
-#include "fuzz_common.h"
 
 namespace kvp::fuzz {
 
@@ -277,6 +280,47 @@ inline int run_tokenize(const uint8_t* data, size_t size) {
   for (size_t i = 1; i + 1 < size; i += 2) any.push_back(int(data[i] | (data[i + 1] << 8)) % tok.vocab_size());
   (void)tok.decode(any);
   for (int id : any) (void)tok.piece(id);
+  return 0;
+}
+
+// Chat templates: a model's Jinja template read for its format, and a conversation of arbitrary
+// texts (special tokens spelled inside them included) rendered and encoded with a vocabulary that
+// holds every format's special tokens. Input: byte 0 picks the format (or, with bit 4, detection
+// over the rest as a template) and a leading system message (bit 3); the rest, split at NUL bytes,
+// is the messages' texts, user and assistant in turn.
+inline int run_chat_template(const uint8_t* data, size_t size) {
+  static const std::unique_ptr<kvp::Tokenizer> tok = [] {
+    nlohmann::json j = nlohmann::json::parse(kvp::make_synthetic_tokenizer_json(504));
+    const char* specials[] = {"<|im_start|>",        "<|im_end|>",        "<start_of_turn>", "<end_of_turn>",
+                              "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",      "<|extra|>"};
+    for (int i = 0; i < 8; ++i)
+      j["added_tokens"].push_back({{"id", 504 + i}, {"content", specials[i]}, {"special", true}});
+    return kvp::tokenizer_from_json(j.dump(), "chat tokenizer");
+  }();
+  if (size == 0) return 0;
+  const std::string_view rest = as_text(data + 1, size - 1);
+  expect_ok_or_error([&] {
+    static const char* names[] = {"llama2", "llama3", "mistral", "gemma", "chatml"};
+    std::optional<kvp::ChatTemplate> t;
+    if (data[0] & 16)
+      t = kvp::chat_template_of(std::string(rest));
+    else
+      t = kvp::parse_chat_template(names[data[0] % 5], "--chat-template");
+    if (!t) return;
+    std::vector<kvp::ChatMessage> messages;
+    if (data[0] & 8) messages.push_back({"system", "Be brief."});
+    size_t at = 0;
+    for (int k = 0; at <= rest.size() && k < 16; ++k) {
+      const size_t end = std::min(rest.find('\0', at), rest.size());
+      messages.push_back({k % 2 == 0 ? "user" : "assistant", std::string(rest.substr(at, end - at))});
+      at = end + 1;
+    }
+    const kvp::ChatEncoder enc(*t, *tok, "fuzz");
+    const std::vector<int> ids = enc.encode(messages);
+    for (int id : ids)
+      if (id < 0 || id >= tok->vocab_size()) __builtin_trap();
+    (void)tok->decode(ids);
+  });
   return 0;
 }
 

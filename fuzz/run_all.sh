@@ -15,7 +15,7 @@ shift || true
 BUILD="${FUZZ_BUILD:-build-fuzz}"
 WORK="${FUZZ_WORK:-$BUILD/work}"
 ALL=(fuzz_gguf fuzz_safetensors fuzz_safetensors_index fuzz_hf_config
-     fuzz_llama2c fuzz_tokenizer_bin fuzz_tokenizer_model fuzz_tokenizer_json fuzz_tokenize)
+     fuzz_llama2c fuzz_tokenizer_bin fuzz_tokenizer_model fuzz_tokenizer_json fuzz_tokenize fuzz_chat_template)
 TARGETS=("$@")
 ((${#TARGETS[@]})) || TARGETS=("${ALL[@]}")
 

@@ -35,6 +35,7 @@ const std::map<std::string, std::function<int(const uint8_t*, size_t)>>& targets
       {"fuzz_tokenizer_model", fuzz::run_tokenizer_model},
       {"fuzz_tokenizer_json", fuzz::run_tokenizer_json},
       {"fuzz_tokenize", fuzz::run_tokenize},
+      {"fuzz_chat_template", fuzz::run_chat_template},
   };
   return m;
 }
