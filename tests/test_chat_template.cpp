@@ -363,8 +363,8 @@ TEST(ChatTemplateCli, ProfileAndPatchTakeThePromptAsAUserTurn) {
   }
   std::ifstream manifest(t.file("lab/manifest.json"));
   const nlohmann::json man = nlohmann::json::parse(manifest);
-  EXPECT_EQ(man["commands"]["profile"]["settings"]["chat_template"], "auto");
-  EXPECT_EQ(man["commands"]["patch"]["settings"]["chat_template"], "auto");
+  EXPECT_EQ(man["commands"]["profile"]["settings"]["chat_template"], "chatml");
+  EXPECT_EQ(man["commands"]["patch"]["settings"]["chat_template"], "chatml");
   // Without a template the prompt is another one: refused in the same folder, named.
   const auto plain =
       kvparity("profile --dtype fp16 --step 2 --model " + q(m) + " --prompt 'the dog' --out " + q(t.file("lab")));

@@ -181,7 +181,8 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
   for (DType d : opts.dtypes) dtypes.push_back(std::string(dtype_name(d)));
   nlohmann::json j = {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
                       {"threads", opts.threads}, {"step", opts.step}};
-  if (!opts.chat_template.empty() && opts.chat_template != "none") j["chat_template"] = opts.chat_template;
+  if (const std::string chat = chat_template_setting(opts.model, opts.tokenizer, opts.chat_template); !chat.empty())
+    j["chat_template"] = chat;
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   std::vector<RunSettings> sides;
   for (const auto& [b, c] : profile_sides(opts)) sides.insert(sides.end(), {b, c});

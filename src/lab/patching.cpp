@@ -228,7 +228,8 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"step", opts.step < 0 ? nlohmann::json("first divergence") : nlohmann::json(opts.step)},
           {"continuation", opts.continuation},
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
-  if (!opts.chat_template.empty() && opts.chat_template != "none") j["chat_template"] = opts.chat_template;
+  if (const std::string chat = chat_template_setting(opts.model, opts.tokenizer, opts.chat_template); !chat.empty())
+    j["chat_template"] = chat;
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   const auto [b, c] = patch_sides(opts);
   add_numerics_identity(j, {b, c});

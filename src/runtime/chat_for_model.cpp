@@ -3,7 +3,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/error.h"
@@ -75,7 +77,11 @@ std::optional<ChatTemplate> resolve(const std::string& path, const std::string& 
         "{} auto: the chat template of {} is none of the formats kvparity renders (llama2, llama3, mistral, gemma, "
         "chatml); name the closest one or use none",
         option, shipped.source);
-  std::cerr << fmt::format("note: {} auto: {} is laid out as {}\n", option, shipped.source, t->describe());
+  static std::mutex mu;
+  static std::set<std::string> noted;  // once a source, though a run resolves it more than once
+  std::lock_guard<std::mutex> lock(mu);
+  if (noted.insert(shipped.source).second)
+    std::cerr << fmt::format("note: {} auto: {} is laid out as {}\n", option, shipped.source, t->describe());
   return t;
 }
 
@@ -89,6 +95,14 @@ std::optional<ChatTemplate> chat_template_for(const Checkpoint& ckpt, const std:
 std::optional<ChatTemplate> chat_template_for(const Model& model, const std::string& explicit_tokenizer,
                                               const std::string& choice, const std::string& option) {
   return resolve(model.path, model.format, model.chat_template, explicit_tokenizer, choice, option);
+}
+
+std::string chat_template_setting(const std::string& model_path, const std::string& explicit_tokenizer,
+                                  const std::string& choice) {
+  if (choice.empty() || choice == "none") return "";
+  const std::optional<ChatTemplate> t =
+      chat_template_for(open_checkpoint(model_path), explicit_tokenizer, choice, "--chat-template");
+  return t ? t->describe() : "";
 }
 
 std::vector<int> encode_prompt_as(const Model& model, const Tokenizer& tok, const std::string& explicit_tokenizer,

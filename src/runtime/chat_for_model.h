@@ -28,6 +28,10 @@ std::optional<ChatTemplate> chat_template_for(const Checkpoint& ckpt, const std:
 std::optional<ChatTemplate> chat_template_for(const Model& model, const std::string& explicit_tokenizer,
                                               const std::string& choice, const std::string& option);
 
+// What a results folder pins for --chat-template: the resolved format's describe(), "" for none.
+std::string chat_template_setting(const std::string& model_path, const std::string& explicit_tokenizer,
+                                  const std::string& choice);
+
 // One prompt's ids: a user turn of the template `choice` resolves to, or, for none, the text with
 // the tokenizer's BOS rule. For the commands that study one prompt without stopping (profile, patch).
 std::vector<int> encode_prompt_as(const Model& model, const Tokenizer& tok, const std::string& explicit_tokenizer,
