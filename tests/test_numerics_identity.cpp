@@ -62,6 +62,13 @@ TEST(NumericsIdentity, OldSettingsAdoptThisRunsAndOnlyIdentityDifferencesGetTheH
   EXPECT_EQ(d, "settings/numerics/cpu/standard/simd: \"avx2\" vs \"avx512\"");
   EXPECT_NE(numerics_difference_hint(d).find("another machine"), std::string::npos);
   EXPECT_EQ(numerics_difference_hint("settings/seed: 1 vs 2"), "");
+  // --simd given to one run and not the other: said so, rather than left to the reader.
+  const std::string simd = numerics_difference_hint(
+      "compare/settings/conditions/0/baseline: \"cache=off,dtype=fp16\" vs \"cache=off,dtype=fp16,simd=avx2\"");
+  EXPECT_NE(simd.find("given --simd"), std::string::npos) << simd;
+  EXPECT_EQ(numerics_difference_hint("compare/settings/conditions/0/baseline: \"cache=off,simd=avx2\" vs "
+                                     "\"cache=on,simd=avx2\""),
+            "");
 }
 
 class NumericsFolder : public ::testing::Test {

@@ -46,6 +46,13 @@ nlohmann::json with_numerics_of(nlohmann::json recorded, const nlohmann::json& n
 }
 
 std::string numerics_difference_hint(const std::string& difference) {
+  // One side of the difference spells simd= and the other does not: a run given --simd and one
+  // left to pick the machine's best, which record the target in different places.
+  const size_t vs = difference.find(" vs ");
+  if (vs != std::string::npos && (difference.find("simd=") < vs) != (difference.find("simd=", vs) != std::string::npos))
+    return "; one of the runs was given --simd (or a SPEC's simd=) and the other was not: give it the same way "
+           "to every run of a study (a run without it takes this machine's best target and records that under "
+           "numerics)";
   if (difference.find("settings/numerics") == std::string::npos) return "";
   return "; its records were computed on another machine or under other switches (a CPU whose best SIMD target "
          "differs, another GPU or cuBLAS, other KVPARITY_CUDA_* settings that change bits), and this run's would "
