@@ -200,7 +200,7 @@ class PyModel {
 
   std::vector<int> tokenize(const std::string& text, bool bos) const { return tokenizer().encode(text, bos); }
   // messages: a str (one user turn) or a list of {"role", "content"} dicts, as transformers takes them.
-  std::vector<int> apply_chat_template(const py::object& messages, const py::object& chat_template) const {
+  py::object apply_chat_template(const py::object& messages, const py::object& chat_template, bool tokenize) const {
     if (chat_template.is_none()) fail_usage("chat_template=None: give 'auto' or a format's name");
     const std::optional<ChatEncoder> chat = chat_encoder(chat_template);
     std::vector<ChatMessage> m;
@@ -220,7 +220,8 @@ class PyModel {
                      cast_arg<std::string>(d["content"], what + "['content']", "a str")});
       }
     }
-    return chat->encode(m);
+    if (!tokenize) return py::str(chat->render(m));
+    return py::cast(chat->encode(m));
   }
   std::string detokenize(const std::vector<int>& ids) const {
     check_ids(ids);
@@ -464,11 +465,13 @@ PYBIND11_MODULE(_kvparity, m) {
       .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("bos") = true,
            "Token ids of `text` (list[int]), with BOS first when `bos` and the tokenizer has one.")
       .def("apply_chat_template", &PyModel::apply_chat_template, py::arg("messages"), py::arg("chat_template") = "auto",
+           py::arg("tokenize") = true,
            "Token ids of a conversation laid out in a chat format, ending with the assistant's turn opened, as\n"
            "transformers' apply_chat_template(messages, add_generation_prompt=True) tokenises it. messages: a str\n"
            "(one user turn) or a list of {'role': 'system'|'user'|'assistant', 'content': str} dicts.\n"
            "chat_template: 'auto' (the template the model ships, in tokenizer_config.json or the GGUF) or\n"
-           "'llama2', 'llama3', 'mistral', 'gemma', 'chatml'.")
+           "'llama2', 'llama3', 'mistral', 'gemma', 'chatml'. tokenize=False: the text instead, special tokens\n"
+           "spelled out (the tokenizer's own BOS/EOS pieces).")
       .def("detokenize", &PyModel::detokenize, py::arg("ids"), "The text of token ids (control tokens give none).")
       .def("forward", &PyModel::forward, py::arg("ids"),
            "Logits of one cache-free pass over `ids`: float32 ndarray [T, vocab] (values of the compute dtype).")

@@ -515,6 +515,9 @@ def test_chat_templates_lay_prompts_out_as_the_clis(tmp_path):
     last_turn = len(ids) - 1 - ids[::-1].index(506)
     assert m.detokenize(ids[last_turn + 1:]).strip() == "model"  # the assistant's turn opened
     assert m.apply_chat_template([{"role": "user", "content": "the dog"}], chat_template="gemma") == ids
+    text = m.apply_chat_template("the dog", tokenize=False)
+    assert text == "<s><start_of_turn>user\nthe dog<end_of_turn>\n<start_of_turn>model\n"
+    assert m.tokenize(text, bos=False) == ids
     turns = m.apply_chat_template([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                                    {"role": "user", "content": "c"}], chat_template="chatml")
     assert turns[0] == 504 and turns.count(504) == 5 and turns.count(505) == 4

@@ -226,8 +226,12 @@ ChatEncoder::ChatEncoder(const ChatTemplate& t, const Tokenizer& tok, const std:
   if (const char* end = turn_end_piece(f)) turn_end_.push_back(one_token(end, "special token"));
 }
 
+std::string ChatEncoder::render(const std::vector<ChatMessage>& messages) const {
+  return render_chat(t_, messages, bos_piece_, eos_piece_);
+}
+
 std::vector<int> ChatEncoder::encode(const std::vector<ChatMessage>& messages) const {
-  return tok_.encode(render_chat(t_, messages, bos_piece_, eos_piece_), false);
+  return tok_.encode(render(messages), false);
 }
 
 }  // namespace kvp

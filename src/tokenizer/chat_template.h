@@ -59,6 +59,7 @@ class ChatEncoder {
  public:
   ChatEncoder(const ChatTemplate& t, const Tokenizer& tok, const std::string& where);
   std::vector<int> encode(const std::vector<ChatMessage>& messages) const;
+  std::string render(const std::vector<ChatMessage>& messages) const;  // the text encode() tokenises
   // The tokens that end the assistant's turn other than EOS (llama3 <|eot_id|>, gemma
   // <end_of_turn>, chatml <|im_end|>): generation stops at them as at EOS.
   const std::vector<int>& turn_end_ids() const { return turn_end_; }
