@@ -74,10 +74,8 @@ void register_generate(CLI::App& app) {
           o->batch_size, n_prompts, n_prompts);
     auto model = Model::load(o->model.model, o->model.compute_dtype());
     auto tok = tokenizer_for_model(*model, o->model.tokenizer);
-    const std::optional<ChatTemplate> chat_template =
-        chat_template_for(*model, o->model.tokenizer, o->chat_template, "--chat-template");
-    std::optional<ChatEncoder> chat;
-    if (chat_template) chat.emplace(*chat_template, *tok, o->model.model);
+    const std::optional<ChatEncoder> chat = ChatEncoder::of(
+        chat_template_for(*model, o->model.tokenizer, o->chat_template, "--chat-template"), *tok, o->model.model);
     std::vector<std::string> texts = o->prompts;
     if (texts.empty()) texts.push_back("");
     const int n_seq = o->batch_size > 0 ? o->batch_size : int(texts.size());

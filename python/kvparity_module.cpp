@@ -367,12 +367,10 @@ class PyModel {
   // chat_template= of generate and apply_chat_template: None (none), 'auto' or a format's name.
   std::optional<ChatEncoder> chat_encoder(const py::object& choice) const {
     if (choice.is_none()) return std::nullopt;
-    const std::string name = cast_arg<std::string>(choice, "chat_template", "a str");
-    if (std::find(std::begin(kChatTemplateNames), std::end(kChatTemplateNames), name) == std::end(kChatTemplateNames))
-      fail_usage("chat_template='{}': expected None, 'auto', 'llama2', 'llama3', 'mistral', 'gemma' or 'chatml'", name);
-    const std::optional<ChatTemplate> t = chat_template_for(*model_, tokenizer_given_, name, "chat_template");
-    if (!t) return std::nullopt;
-    return ChatEncoder(*t, tokenizer(), model_->path);
+    const std::string name = check_chat_template(cast_arg<std::string>(choice, "chat_template", "a str"));
+    if (name == "none") return std::nullopt;
+    return ChatEncoder::of(chat_template_for(*model_, tokenizer_given_, name, "chat_template"), tokenizer(),
+                           model_->path);
   }
   static GenerationConfig generation_config(int max_new_tokens, bool cache, const SamplingArgs& sampling,
                                             const py::object& stop, bool ignore_eos) {

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/nearest_name.h"
+#include "tokenizer/chat_template.h"
 
 namespace kvp::python {
 
@@ -166,6 +167,12 @@ std::function<bool(const std::string&)> read_hook_filter(const py::object& names
         w, hooks.front(), hooks.back());
   }
   return [wanted](const std::string& n) { return std::find(wanted.begin(), wanted.end(), n) != wanted.end(); };
+}
+
+std::string check_chat_template(const std::string& name) {
+  if (std::find(std::begin(kChatTemplateNames), std::end(kChatTemplateNames), name) == std::end(kChatTemplateNames))
+    fail_usage("chat_template='{}': expected None, 'auto', 'llama2', 'llama3', 'mistral', 'gemma' or 'chatml'", name);
+  return name;
 }
 
 }  // namespace kvp::python

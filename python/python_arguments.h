@@ -31,6 +31,10 @@ T cast_arg(const py::handle& v, const std::string& name, const std::string& expe
   }
 }
 
+// chat_template's value: 'none', 'auto' or a format's name, as --chat-template takes; a ValueError
+// otherwise.
+std::string check_chat_template(const std::string& name);
+
 // A list (any sequence) of strings; an item that is not one is a TypeError naming it ("prompts[2]").
 std::vector<std::string> read_str_list(const py::handle& v, const std::string& name, const std::string& expected);
 

@@ -27,7 +27,6 @@
 #include "lab/prompt_set.h"
 #include "lab/report.h"
 #include "python_arguments.h"
-#include "tokenizer/chat_template.h"
 
 namespace kvp::python {
 namespace {
@@ -170,15 +169,10 @@ std::vector<Prompt> read_prompts(const py::object& prompts) {
   return out;
 }
 
-// shard='i/n' (the whole study when not given); a slice needs a folder of its own to be merged from.
 // chat_template: None or 'none', 'auto', or a format's name (as --chat-template).
-std::string read_chat_template(const CallOptions& o) {
-  const std::string t = o.text("chat_template", "none");
-  if (std::find(std::begin(kChatTemplateNames), std::end(kChatTemplateNames), t) == std::end(kChatTemplateNames))
-    fail_usage("chat_template='{}': expected None, 'auto', 'llama2', 'llama3', 'mistral', 'gemma' or 'chatml'", t);
-  return t;
-}
+std::string read_chat_template(const CallOptions& o) { return check_chat_template(o.text("chat_template", "none")); }
 
+// shard='i/n' (the whole study when not given); a slice needs a folder of its own to be merged from.
 ShardSpec read_shard(const CallOptions& o, const std::optional<std::string>& out) {
   if (!o.has("shard")) return {};
   const ShardSpec s = parse_shard(o.text("shard", ""), "shard");

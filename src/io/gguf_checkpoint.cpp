@@ -235,9 +235,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   c.eos_id = m.get_id("tokenizer.ggml.eos_token_id");
   // llama.cpp ends a generation at these too (its end-of-generation set).
   for (const char* k : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
-    if (const int id = m.get_id(k); id >= 0 && id != c.eos_id &&
-                                    std::find(c.more_eos_ids.begin(), c.more_eos_ids.end(), id) == c.more_eos_ids.end())
-      c.more_eos_ids.push_back(id);
+    if (const int id = m.get_id(k); id >= 0 && !c.ends_generation(id)) c.more_eos_ids.push_back(id);
 
   if (auto it = ck.tensors.find("model.embed_tokens.weight"); it != ck.tensors.end() && !it->second.shape.empty())
     c.vocab_size = int(std::min<int64_t>(it->second.shape[0], INT32_MAX));

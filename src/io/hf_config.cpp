@@ -1,6 +1,5 @@
 #include "io/hf_config.h"
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -222,8 +221,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.bos_id = r.get_token_id("bos_token_id", fd.bos);
   c.eos_id = r.get_token_id("eos_token_id", fd.eos);
   for (int id : r.get_token_ids("eos_token_id"))
-    if (id != c.eos_id && std::find(c.more_eos_ids.begin(), c.more_eos_ids.end(), id) == c.more_eos_ids.end())
-      c.more_eos_ids.push_back(id);
+    if (!c.ends_generation(id)) c.more_eos_ids.push_back(id);
   c.qkv_bias = c.arch == Arch::Qwen2;  // hard-wired in Qwen2's modeling code, no config field
   if (r.has("rope_scaling")) {
     // transformers v4.44 _compute_linear_scaling_rope_parameters / _compute_llama3_parameters.
@@ -302,8 +300,7 @@ ModelConfig read_hf_config(const std::string& path, std::map<std::string, double
     const json g = json::parse(io::read_text_file(gen.string()), nullptr, false);
     if (g.is_discarded() || !g.is_object()) fail("{}: not a JSON object", gen.string());
     for (int id : ConfigReader(g, gen.string()).get_token_ids("eos_token_id"))
-      if (id != c.eos_id && std::find(c.more_eos_ids.begin(), c.more_eos_ids.end(), id) == c.more_eos_ids.end())
-        c.more_eos_ids.push_back(id);
+      if (!c.ends_generation(id)) c.more_eos_ids.push_back(id);
     c.validate();
   }
   return c;

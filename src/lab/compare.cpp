@@ -249,10 +249,8 @@ int run_compare(const CompareOptions& opts) {
   // of the wrong shape and a missing or unreadable tokenizer too.
   weights_footprint(ckpt, DType::F32);  // the load's checks of every tensor, without converting one
   const std::unique_ptr<Tokenizer> tok = tokenizer_for_checkpoint(ckpt, opts.tokenizer);
-  const std::optional<ChatTemplate> chat_template =
-      chat_template_for(ckpt, opts.tokenizer, opts.chat_template, "--chat-template");
-  std::optional<ChatEncoder> chat;
-  if (chat_template) chat.emplace(*chat_template, *tok, opts.model);
+  const std::optional<ChatEncoder> chat =
+      ChatEncoder::of(chat_template_for(ckpt, opts.tokenizer, opts.chat_template, "--chat-template"), *tok, opts.model);
   const ChatEncoder* enc = chat ? &*chat : nullptr;
   for (size_t i = 0; i < n; ++i) {
     const Prompt& p = opts.prompts[i];
@@ -264,7 +262,7 @@ int run_compare(const CompareOptions& opts) {
   }
   const nlohmann::json model = model_identity(ckpt, opts.model, opts.tokenizer);
   nlohmann::json settings = compare_settings(opts);
-  if (chat_template) settings["chat_template"] = chat_template->describe();
+  if (chat) settings["chat_template"] = chat->chat_template().describe();
   refuse_other_shard(opts);
   check_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});
   record_results_manifest(opts.out_dir, "compare", model, settings, {kCompareResultsFile});

@@ -250,13 +250,9 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     L.ckpt = open_checkpoint(m.path);
     weights_footprint(L.ckpt, DType::F32);  // the load's checks of every tensor, before anything is written
     L.tok = tokenizer_for_checkpoint(L.ckpt, m.tokenizer);
-    const std::optional<ChatTemplate> chat_template =
-        chat_template_for(L.ckpt, m.tokenizer, opts.chat_template, "--chat-template");
-    std::optional<ChatEncoder> chat;
-    if (chat_template) {
-      chat.emplace(*chat_template, *L.tok, m.path);
-      L.turn_end_ids = chat->turn_end_ids();
-    }
+    const std::optional<ChatEncoder> chat =
+        ChatEncoder::of(chat_template_for(L.ckpt, m.tokenizer, opts.chat_template, "--chat-template"), *L.tok, m.path);
+    if (chat) L.turn_end_ids = chat->turn_end_ids();
     const int context = L.ckpt.config.max_seq_len;
     int too_long = 0, cut = 0;
     size_t worst = 0;
@@ -287,7 +283,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
                                   {"tokenizer", m.tokenizer.empty() ? nlohmann::json("auto")
                                                                     : nlohmann::json(model_fingerprint(m.tokenizer))},
                                   {"config", config_json(L.ckpt.config)}});
-    if (chat_template) settings["models"].back()["chat_template"] = chat_template->describe();
+    if (chat) settings["models"].back()["chat_template"] = chat->chat_template().describe();
     models.push_back(std::move(L));
   }
 

@@ -107,9 +107,9 @@ std::string chat_template_setting(const std::string& model_path, const std::stri
 
 std::vector<int> encode_prompt_as(const Model& model, const Tokenizer& tok, const std::string& explicit_tokenizer,
                                   const std::string& choice, const std::string& text) {
-  const std::optional<ChatTemplate> t = chat_template_for(model, explicit_tokenizer, choice, "--chat-template");
-  if (!t) return tok.encode(text, tok.default_add_bos());
-  return ChatEncoder(*t, tok, model.path).encode({{"user", text}});
+  const std::optional<ChatEncoder> chat =
+      ChatEncoder::of(chat_template_for(model, explicit_tokenizer, choice, "--chat-template"), tok, model.path);
+  return chat ? chat->encode({{"user", text}}) : tok.encode(text, tok.default_add_bos());
 }
 
 }  // namespace kvp

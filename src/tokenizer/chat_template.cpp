@@ -21,37 +21,33 @@ std::string trimmed(const std::string& s) {
   return s.substr(b, s.find_last_not_of(ws) - b + 1);
 }
 
-// The special tokens a format spells, besides the tokenizer's own BOS and EOS.
-std::vector<std::string> special_pieces(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::Llama3:
-      return {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
-    case ChatFormat::Gemma:
-      return {"<start_of_turn>", "<end_of_turn>"};
-    case ChatFormat::ChatML:
-      return {"<|im_start|>", "<|im_end|>"};
-    default:
-      return {};
-  }
+// What each format spells and allows, in ChatFormat's order.
+struct FormatFacts {
+  ChatFormat format;
+  const char* name;
+  std::vector<std::string> specials;  // special tokens it spells besides the tokenizer's BOS and EOS
+  const char* turn_end;               // the piece that ends an assistant turn; nullptr: EOS does
+  bool bos, eos, system;              // spells BOS, spells EOS, takes a system message
+};
+
+const std::vector<FormatFacts>& formats() {
+  static const std::vector<FormatFacts> f = {
+      {ChatFormat::Llama2, "llama2", {}, nullptr, true, true, true},
+      {ChatFormat::Llama3,
+       "llama3",
+       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
+       "<|eot_id|>",
+       true,
+       false,
+       true},
+      {ChatFormat::Mistral, "mistral", {}, nullptr, true, true, false},
+      {ChatFormat::Gemma, "gemma", {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>", true, false, false},
+      {ChatFormat::ChatML, "chatml", {"<|im_start|>", "<|im_end|>"}, "<|im_end|>", false, false, true},
+  };
+  return f;
 }
 
-// The piece that ends an assistant turn, when it is not EOS.
-const char* turn_end_piece(ChatFormat f) {
-  switch (f) {
-    case ChatFormat::Llama3:
-      return "<|eot_id|>";
-    case ChatFormat::Gemma:
-      return "<end_of_turn>";
-    case ChatFormat::ChatML:
-      return "<|im_end|>";
-    default:
-      return nullptr;
-  }
-}
-
-bool uses_bos(ChatFormat f) { return f != ChatFormat::ChatML; }
-bool uses_eos(ChatFormat f) { return f == ChatFormat::Llama2 || f == ChatFormat::Mistral; }
-bool allows_system(ChatFormat f) { return f != ChatFormat::Mistral && f != ChatFormat::Gemma; }
+const FormatFacts& facts(ChatFormat f) { return formats()[size_t(f)]; }
 
 // The text of a ChatML template's default system message: the first literal
 // "<|im_start|>system\n...<|im_end|>" with nothing computed inside it ("" when there is none).
@@ -75,21 +71,7 @@ std::string chatml_default_system(const std::string& jinja) {
 
 }  // namespace
 
-std::string ChatTemplate::name() const {
-  switch (format) {
-    case ChatFormat::Llama2:
-      return "llama2";
-    case ChatFormat::Llama3:
-      return "llama3";
-    case ChatFormat::Mistral:
-      return "mistral";
-    case ChatFormat::Gemma:
-      return "gemma";
-    case ChatFormat::ChatML:
-      return "chatml";
-  }
-  return "?";
-}
+std::string ChatTemplate::name() const { return facts(format).name; }
 
 std::string ChatTemplate::describe() const {
   if (format != ChatFormat::ChatML || default_system == kQwen2System) return name();
@@ -98,20 +80,9 @@ std::string ChatTemplate::describe() const {
 }
 
 ChatTemplate parse_chat_template(const std::string& name, const std::string& option) {
-  ChatTemplate t;
-  if (name == "llama2")
-    t.format = ChatFormat::Llama2;
-  else if (name == "llama3")
-    t.format = ChatFormat::Llama3;
-  else if (name == "mistral")
-    t.format = ChatFormat::Mistral;
-  else if (name == "gemma")
-    t.format = ChatFormat::Gemma;
-  else if (name == "chatml")
-    t.default_system = kQwen2System;
-  else
-    fail_usage("{} {}: expected none, auto, llama2, llama3, mistral, gemma or chatml", option, name);
-  return t;
+  for (const FormatFacts& f : formats())
+    if (name == f.name) return {f.format, f.format == ChatFormat::ChatML ? kQwen2System : ""};
+  fail_usage("{} {}: expected none, auto, llama2, llama3, mistral, gemma or chatml", option, name);
 }
 
 std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
@@ -143,7 +114,7 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
   std::string system;
   bool has_system = false;
   if (!messages.empty() && messages[0].role == "system") {
-    if (!allows_system(f)) fail_usage("chat template {}: the format has no system message", t.name());
+    if (!facts(f).system) fail_usage("chat template {}: the format has no system message", t.name());
     system = messages[0].content;
     has_system = true;
     first = 1;
@@ -220,10 +191,17 @@ ChatEncoder::ChatEncoder(const ChatTemplate& t, const Tokenizer& tok, const std:
            nlohmann::json(piece).dump());
     return piece;
   };
-  if (uses_bos(f)) bos_piece_ = named(tok.bos_id(), "BOS");
-  if (uses_eos(f)) eos_piece_ = named(tok.eos_id(), "EOS");
-  for (const std::string& piece : special_pieces(f)) one_token(piece, "special token");
-  if (const char* end = turn_end_piece(f)) turn_end_.push_back(one_token(end, "special token"));
+  const FormatFacts& ff = facts(f);
+  if (ff.bos) bos_piece_ = named(tok.bos_id(), "BOS");
+  if (ff.eos) eos_piece_ = named(tok.eos_id(), "EOS");
+  for (const std::string& piece : ff.specials) one_token(piece, "special token");
+  if (ff.turn_end) turn_end_.push_back(one_token(ff.turn_end, "special token"));
+}
+
+std::optional<ChatEncoder> ChatEncoder::of(const std::optional<ChatTemplate>& t, const Tokenizer& tok,
+                                           const std::string& where) {
+  if (!t) return std::nullopt;
+  return ChatEncoder(*t, tok, where);
 }
 
 std::string ChatEncoder::render(const std::vector<ChatMessage>& messages) const {

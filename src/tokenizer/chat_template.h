@@ -20,6 +20,7 @@ namespace kvp {
 
 class Tokenizer;
 
+// In the order of the formats' table in chat_template.cpp (its index).
 enum class ChatFormat { Llama2, Llama3, Mistral, Gemma, ChatML };
 
 struct ChatTemplate {
@@ -58,6 +59,9 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
 class ChatEncoder {
  public:
   ChatEncoder(const ChatTemplate& t, const Tokenizer& tok, const std::string& where);
+  // The encoder of `t`, or none when there is no template (--chat-template none).
+  static std::optional<ChatEncoder> of(const std::optional<ChatTemplate>& t, const Tokenizer& tok,
+                                       const std::string& where);
   std::vector<int> encode(const std::vector<ChatMessage>& messages) const;
   std::string render(const std::vector<ChatMessage>& messages) const;  // the text encode() tokenises
   // The tokens that end the assistant's turn other than EOS (llama3 <|eot_id|>, gemma
