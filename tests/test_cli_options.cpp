@@ -92,6 +92,8 @@ TEST(CliOptions, OtherIgnoredCombinationsAreRefused) {
   const std::string cmp = "compare --model " + q(m) + " --max-new-tokens 2 --no-report --out " + q(t.file("c")) + " ";
   expect_usage(cmp + "--prompt hi --dtype fp32 --control fp32", {"--control"});
   expect_usage(cmp + "--prompt hi --batch-size 2", {"--batch-size", "two prompts"});
+  expect_usage(cmp + "--prompt hi --chat-template vicuna", {"--chat-template", "vicuna"});
+  expect_usage(cmp + "--prompt hi --limit -1", {"--limit"});
   expect_usage(cmp + "--prompt hi --kernels reference --threads 2", {"--threads"});
 
   const std::string data = test::shared_file("data/gsm8k/test.jsonl");
