@@ -127,6 +127,8 @@ void register_model_files(CLI::App& app) {
       // Embed the model's tokenizer when one can be found; a GGUF without vocabulary still loads.
       try {
         vocab = tokenizer_for_checkpoint(ckpt, c->tokenizer)->to_vocab_spec();
+        if (!vocab->not_carried.empty())
+          std::cerr << "note: the GGUF's vocabulary cannot hold the tokenizer's " << vocab->not_carried << "\n";
       } catch (const Error& e) {
         if (given(conv, "--tokenizer")) throw;  // asked for: its failure is not a footnote
         std::cerr << "note: no vocabulary embedded: " << e.what() << "\n";

@@ -389,17 +389,15 @@ TEST(ChatTemplateCli, ConvertCarriesTheTemplateAndInspectSaysWhatAutoTakes) {
     EXPECT_EQ(r.status, 0) << r.err;
     return r.status == 0 ? nlohmann::json::parse(r.out)["prompt_ids"] : nlohmann::json();
   };
-  // The special tokens land alike; the text between them may not: a GGUF vocabulary tokenises text
-  // after a control token as llama.cpp does (README, convert: "text that spells a control token
-  // mid-string aside").
-  for (const std::string& model : {m, t.file("m.gguf"), t.file("back")}) {
-    const nlohmann::json ids = prompt_ids(model);
-    ASSERT_TRUE(ids.is_array()) << model;
-    EXPECT_EQ(ids[0], 1) << model;
-    EXPECT_EQ(ids[1], 508) << model;  // <|start_header_id|> after the BOS
-    EXPECT_EQ(std::count(ids.begin(), ids.end(), 508), 2) << model;
-    EXPECT_EQ(std::count(ids.begin(), ids.end(), 510), 1) << model;  // <|eot_id|> after the user turn
-  }
+  // The GGUF and HF routes tokenise the text after each special token alike (a "▁" before it, as
+  // llama.cpp and transformers do), so the whole prompt survives both conversions.
+  const nlohmann::json first = prompt_ids(m);
+  ASSERT_TRUE(first.is_array());
+  EXPECT_EQ(first[0], 1);
+  EXPECT_EQ(first[1], 508);  // <|start_header_id|> after the BOS
+  EXPECT_EQ(std::count(first.begin(), first.end(), 508), 2);
+  EXPECT_EQ(std::count(first.begin(), first.end(), 510), 1);  // <|eot_id|> after the user turn
+  for (const std::string& model : {t.file("m.gguf"), t.file("back")}) EXPECT_EQ(prompt_ids(model), first) << model;
   const auto gguf = kvparity("inspect --model " + q(t.file("m.gguf")));
   EXPECT_NE(gguf.out.find("llama3, from " + t.file("m.gguf") + "'s tokenizer.chat_template"), std::string::npos)
       << gguf.out;
@@ -409,6 +407,40 @@ TEST(ChatTemplateCli, ConvertCarriesTheTemplateAndInspectSaysWhatAutoTakes) {
   const auto none = kvparity("synth --out " + q(t.file("base")));
   ASSERT_EQ(none.status, 0);
   EXPECT_NE(kvparity("inspect --model " + q(t.file("base"))).out.find("no chat template shipped"), std::string::npos);
+}
+
+// A tokenizer.json of the newer kind (Metaspace, prepend_scheme "first": no "▁" before text that
+// follows a special token) has no GGUF form: convert says so, and the converted file tokenises as
+// llama.cpp would read it.
+TEST(ChatTemplateCli, ConvertSaysWhatAGgufVocabularyCannotHold) {
+  test::TempDir t;
+  const std::string m = chat_model(t, kLlama3Jinja);
+  ASSERT_FALSE(m.empty());
+  nlohmann::json j = nlohmann::json::parse(chat_tokenizer_json());
+  j["normalizer"] = {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}};
+  j["pre_tokenizer"] = {
+      {"type", "Metaspace"}, {"replacement", "\u2581"}, {"prepend_scheme", "first"}, {"split", false}};
+  write_text(m + "/tokenizer.json", j.dump());
+  const auto conv = kvparity("convert --model " + q(m) + " --to gguf --out " + q(t.file("m.gguf")));
+  ASSERT_EQ(conv.status, 0) << conv.err;
+  EXPECT_NE(conv.err.find("note: the GGUF's vocabulary cannot hold the tokenizer's \"▁\" prefix rule"),
+            std::string::npos)
+      << conv.err;
+  auto prompt_ids = [&](const std::string& model) {
+    const auto r = kvparity("generate --model " + q(model) +
+                            " --prompt 'the dog' --chat-template llama3 --json --max-new-tokens 1");
+    EXPECT_EQ(r.status, 0) << r.err;
+    return r.status == 0 ? nlohmann::json::parse(r.out)["prompt_ids"] : nlohmann::json();
+  };
+  const nlohmann::json hf = prompt_ids(m), gguf = prompt_ids(t.file("m.gguf"));
+  ASSERT_TRUE(hf.is_array() && gguf.is_array());
+  EXPECT_NE(gguf, hf) << "the GGUF puts a \"▁\" before \"user\" and the turn's text";
+  EXPECT_EQ(gguf[1], hf[1]);  // <|start_header_id|>: the special tokens land alike
+  // A tokenizer.json of the older kind (normaliser Prepend, as Llama-2's) converts without a note.
+  const std::string plain = chat_model(t, kLlama3Jinja);
+  const auto quiet = kvparity("convert --model " + q(plain) + " --to gguf --out " + q(t.file("p.gguf")));
+  ASSERT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("cannot hold"), std::string::npos) << quiet.err;
 }
 
 }  // namespace

@@ -219,6 +219,14 @@ TEST_F(SpmFixture, KnownDifferences) {
   Ids g2 = gg->encode(strings[2], false);
   EXPECT_EQ(std::count(g2.begin(), g2.end(), 1), 1) << "literal <s> should become BOS in the GGUF route";
   EXPECT_EQ(std::count(ref[2].begin(), ref[2].end(), 1), 0);
+  // As llama.cpp does, each stretch of text around the control token is encoded on its own, with
+  // SentencePiece's dummy prefix: "x<s>y" reads as encode("x"), BOS, encode("y").
+  const std::vector<Ids> parts = spm_encode({"x", "y"});
+  ASSERT_EQ(parts.size(), 2u);
+  Ids expected = parts[0];
+  expected.push_back(1);
+  expected.insert(expected.end(), parts[1].begin(), parts[1].end());
+  EXPECT_EQ(g2, expected);
 }
 
 std::vector<std::string> random_strings(int n, uint32_t seed) {

@@ -387,6 +387,11 @@ VocabSpec BpeTokenizer::to_vocab_spec() const {
   }
   v.model = "llama";
   v.pre = "default";
+  if (cfg_.prepend == Prepend::First || cfg_.prepend_unless_present)
+    v.not_carried =
+        "\"▁\" prefix rule (Metaspace prepend_scheme \"first\": none before text that follows a special token "
+        "or already starts with a space); a GGUF \"llama\" vocabulary is read, by llama.cpp and kvparity alike, "
+        "with the prefix before every stretch of text, so prompts spelling special tokens may tokenise differently";
   if (cfg_.merge_by_score) {
     v.scores = cfg_.scores;
   } else {
@@ -443,7 +448,9 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std
     c.byte_fallback = true;
     c.replacements = {{" ", kMetaspace}};
     c.prepend_str = kMetaspace;
-    c.prepend = spec.add_space_prefix ? Prepend::First : Prepend::Never;
+    // llama.cpp prefixes every stretch of text that follows a special token, as SentencePiece-based
+    // HF tokenizers (legacy Llama/Mistral) do: "<s>[INST]" reads "<s>" "▁[" ...
+    c.prepend = spec.add_space_prefix ? Prepend::Always : Prepend::Never;
     c.decode_metaspace = true;
     c.decode_byte_fallback = true;
     c.strip_first_space = spec.add_space_prefix;

@@ -8,9 +8,8 @@
 namespace kvp {
 
 // tokenizer.json for `spec`. Read back by load_tokenizer(), it encodes and decodes as
-// tokenizer_from_vocab(spec) does, with one exception inherent to the HF format: an HF normaliser
-// runs again after every added token, so for a "llama" vocabulary text that spells a control token
-// mid-string ("a</s>b") gets a "▁" before the text that follows it, where the GGUF route adds none.
+// tokenizer_from_vocab(spec) does; for a "llama" vocabulary the normaliser's "▁" prefix runs again
+// after every added token, as llama.cpp prefixes each stretch of text after a special token.
 // For "llama", the score order becomes a merge list; that is exact when the scores of pieces made by
 // merges are distinct, as in SentencePiece-trained vocabularies (ties break leftmost by score, by
 // list position by rank). Throws kvp::Error naming `origin` when the vocabulary cannot be written.

@@ -23,6 +23,9 @@ struct VocabSpec {
   int pad_id = -1;
   bool add_bos = true;
   bool add_space_prefix = true;      // SentencePiece dummy prefix
+  // Not stored in a GGUF: what of the tokenizer this was made from (Tokenizer::to_vocab_spec) the
+  // spec cannot hold, in words, so that convert can say so; empty when nothing is lost.
+  std::string not_carried;
 };
 
 }  // namespace kvp
