@@ -71,13 +71,23 @@ CLI::Option* simd_option(CLI::App* app, std::string& simd) {
                 kSimdNames);
 }
 
-CLI::Option* chat_template_option(CLI::App* app, std::string& chat_template) {
-  return one_of(app->add_option("--chat-template", chat_template,
-                                "lay each prompt out as a user turn of an instruction-tuned model's chat: auto (the "
-                                "template the model ships), a format by name, or none (the text as it is); generation "
-                                "also stops at the format's end of turn")
-                    ->default_str("none"),
-                {std::begin(kChatTemplateNames), std::end(kChatTemplateNames)});
+void chat_options(CLI::App* app, ChatChoice& chat) {
+  one_of(app->add_option("--chat-template", chat.chat_template,
+                         "lay each prompt out as a user turn of an instruction-tuned model's chat: auto (the "
+                         "template the model ships), a format by name, or none (the text as it is); generation "
+                         "also stops at the format's end of turn")
+             ->default_str("none"),
+         {std::begin(kChatTemplateNames), std::end(kChatTemplateNames)});
+  app->add_option("--system", chat.system,
+                  "a system message before each prompt's user turn (with --chat-template; in place of the template's "
+                  "default system message, if it has one)");
+}
+
+void check_chat(const CLI::App* cmd, const ChatChoice& chat) {
+  refuse_unless(cmd, "--system", chat.chat_template != "none", "--chat-template auto or a format",
+                "a system message is a turn of a chat; it has no effect with --chat-template none");
+  if (given(cmd, "--system") && chat.system.empty())
+    fail_usage("--system: the system message is empty (leave the option out for the template's own)");
 }
 
 void SamplerOptions::add(CLI::App* app, bool list) {

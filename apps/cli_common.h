@@ -8,6 +8,7 @@
 
 #include "cli_checks.h"
 #include "model/model.h"
+#include "runtime/chat_choice.h"
 #include "runtime/generator.h"
 #include "tokenizer/tokenizer.h"
 
@@ -61,8 +62,10 @@ CLI::Option* device_option(CLI::App* app, std::string& device);
 // --simd auto|avx512|avx2|scalar (one value): the CPU kernels' SIMD target (kernels/simd_target.h).
 CLI::Option* simd_option(CLI::App* app, std::string& simd);
 
-// --chat-template none|auto|llama2|llama3|mistral|gemma|chatml (tokenizer/chat_template.h).
-CLI::Option* chat_template_option(CLI::App* app, std::string& chat_template);
+// --chat-template none|auto|llama2|llama3|llama3.1|mistral|gemma|chatml (tokenizer/chat_template.h)
+// and --system TEXT, into `chat`; check_chat refuses a --system that would have no effect.
+void chat_options(CLI::App* app, ChatChoice& chat);
+void check_chat(const CLI::App* cmd, const ChatChoice& chat);
 
 // Refuses --threads above 1 when every policy in `policies` is `reference`.
 void check_threads_policies(const CLI::App* cmd, int threads, const std::vector<std::string>& policies);

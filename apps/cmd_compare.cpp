@@ -14,7 +14,8 @@ namespace kvp::cli {
 void register_compare(CLI::App& app) {
   struct Opts {
     std::string model, tokenizer, prompts = "builtin:stories", prompt, dtypes = "fp16", kv_dtype, kernels = "standard",
-                                  control, out, baseline, candidate, shard, chat_template = "none";
+                                  control, out, baseline, candidate, shard;
+    ChatChoice chat;
     SamplerOptions sampler;
     std::string device = "cpu", simd = "auto";
     int max_new_tokens = 128, threads = 1, batch_size = 1, limit = 0;
@@ -32,7 +33,7 @@ void register_compare(CLI::App& app) {
   auto* prompt = cmd->add_option("--prompt", o->prompt, "a single prompt");
   prompts->excludes(prompt);
   prompt->excludes(prompts);
-  chat_template_option(cmd, o->chat_template);
+  chat_options(cmd, o->chat);
   list_of(cmd->add_option("--dtype", o->dtypes, "compute dtypes, comma-separated, each run"), kDtypeNames);
   one_of(cmd->add_option("--kv-dtype", o->kv_dtype, "KV-cache type of every condition (default: each --dtype)"),
          kKvTypeNames);
@@ -72,6 +73,7 @@ void register_compare(CLI::App& app) {
   cmd->add_option("--out", o->out, "results directory (results.jsonl is resumed if present)")->required();
   cmd->callback([o, cmd] {
     o->sampler.check(cmd);
+    check_chat(cmd, o->chat);
     const std::vector<std::string> dtypes = split_list(o->dtypes), kernels = split_list(o->kernels);
     check_threads_policies(cmd, o->threads, kernels);
     require_device(parse_device(o->device));
@@ -79,7 +81,7 @@ void register_compare(CLI::App& app) {
     CompareOptions c;
     c.model = o->model;
     c.tokenizer = o->tokenizer;
-    c.chat_template = o->chat_template;
+    c.chat = o->chat;
     c.prompts = given(cmd, "--prompt") ? std::vector<Prompt>{Prompt{"prompt-0", o->prompt}} : load_prompts(o->prompts);
     // A group of one is the solo run itself: batching needs two prompts to compare anything.
     const size_t n_prompts = o->limit > 0 ? std::min(c.prompts.size(), size_t(o->limit)) : c.prompts.size();

@@ -18,7 +18,8 @@ void register_eval(CLI::App& app) {
     std::string data, train, conditions = "greedy", dtypes = "fp16", kv_dtypes, kernels = "standard", shard, out,
         seed = "1", baseline, candidate;
     std::vector<std::string> models, tokenizers;
-    std::string device = "cpu", simd = "auto", chat_template = "none";
+    std::string device = "cpu", simd = "auto";
+    ChatChoice chat;
     int shots = 5, max_new_tokens = 256, limit = 0, threads = 1, batch_size = 1;
     bool skip_long = false, no_report = false, no_flips = false;
   };
@@ -39,7 +40,7 @@ void register_eval(CLI::App& app) {
                   "tokenizer per --model in the same order ('auto': found beside the model); default auto")
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
-  chat_template_option(cmd, o->chat_template);
+  chat_options(cmd, o->chat);
   cmd->add_option("--conditions", o->conditions, "sampling conditions, comma-separated, each run")
       ->type_name("{greedy|temperature:T|top-p:P|top-k:K|min-p:P},...");
   // --dtype as in compare and profile; --dtypes is the older name.
@@ -77,6 +78,7 @@ void register_eval(CLI::App& app) {
                 "cache-OFF pass; records carry teacher_forced: null)");
   cmd->add_option("--out", o->out, "results directory (gsm8k.jsonl is resumed if present)")->required();
   cmd->callback([o, cmd] {
+    check_chat(cmd, o->chat);
     Gsm8kOptions g;
     g.data = o->data;
     g.train = o->train;
@@ -100,7 +102,7 @@ void register_eval(CLI::App& app) {
     if (given(cmd, "--candidate")) g.candidate = RunSpec::parse(o->candidate, "--candidate");
     for (const auto& k : kernels) g.kernels.push_back(parse_policy(k));
     g.shots = o->shots;
-    g.chat_template = o->chat_template;
+    g.chat = o->chat;
     g.max_new_tokens = o->max_new_tokens;
     g.limit = o->limit;
     g.seed = parse_seed(o->seed);

@@ -26,7 +26,7 @@ void register_generate(CLI::App& app) {
     bool json = false;
     bool ignore_eos = false;
     std::string on_nonfinite = "error";
-    std::string chat_template = "none";
+    ChatChoice chat;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("generate", "generate a continuation with the KV cache on or off");
@@ -53,7 +53,7 @@ void register_generate(CLI::App& app) {
   int_at_least(cmd->add_option("--max-new-tokens", o->max_new_tokens, "tokens to generate"), 0);
   one_of(cmd->add_option("--cache", o->cache, "on: prefill + one row per step; off: recompute everything each step"),
          {"on", "off"});
-  chat_template_option(cmd, o->chat_template);
+  chat_options(cmd, o->chat);
   cmd->add_option("--stop", o->stop,
                   "stop when the text contains this string (repeatable); text and output_ids end before it");
   cmd->add_flag("--ignore-eos", o->ignore_eos, "keep generating after EOS (and BOS for llama2.c models)");
@@ -62,6 +62,7 @@ void register_generate(CLI::App& app) {
   cmd->callback([o, cmd] {
     o->model.check(cmd);
     o->sampler.check(cmd);
+    check_chat(cmd, o->chat);
     for (const auto& s : o->stop)
       if (s.empty()) fail_usage("--stop: an empty string would match before the first token; give non-empty strings");
     refuse_unless(cmd, "--prefill-chunk", o->cache == "on", "--cache on",
@@ -74,8 +75,8 @@ void register_generate(CLI::App& app) {
           o->batch_size, n_prompts, n_prompts);
     auto model = Model::load(o->model.model, o->model.compute_dtype());
     auto tok = tokenizer_for_model(*model, o->model.tokenizer);
-    const std::optional<ChatEncoder> chat = ChatEncoder::of(
-        chat_template_for(*model, o->model.tokenizer, o->chat_template, "--chat-template"), *tok, o->model.model);
+    const std::optional<ChatEncoder> chat =
+        ChatEncoder::of(chat_template_for(*model, o->model.tokenizer, o->chat), *tok, o->model.model);
     std::vector<std::string> texts = o->prompts;
     if (texts.empty()) texts.push_back("");
     const int n_seq = o->batch_size > 0 ? o->batch_size : int(texts.size());

@@ -22,7 +22,7 @@ void register_profile(CLI::App& app) {
   cmd->add_option("--model", o->p.model, "checkpoint")->required();
   cmd->add_option("--tokenizer", o->p.tokenizer, "tokenizer (default: the one the model carries or sits beside)");
   cmd->add_option("--prompt", o->p.prompt, "prompt");
-  chat_template_option(cmd, o->p.chat_template);
+  chat_options(cmd, o->p.chat);
   list_of(cmd->add_option("--dtype", o->dtypes, "dtypes side by side, comma-separated"), kDtypeNames);
   one_of(cmd->add_option("--kernels", o->kernels, "kernel policy"), kPolicyNames);
   threads_option(cmd, o->p.threads);
@@ -40,6 +40,7 @@ void register_profile(CLI::App& app) {
   cmd->add_option("--out", o->out, "directory for profile.json (and the report)");
   cmd->add_flag("--json", o->json, "print profile.json to stdout instead of the table");
   cmd->callback([o, cmd, device, simd] {
+    check_chat(cmd, o->p.chat);
     check_threads_policies(cmd, o->p.threads, {o->kernels});
     o->p.device = parse_device(*device);
     require_device(o->p.device);

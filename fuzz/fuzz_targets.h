@@ -300,13 +300,15 @@ inline int run_chat_template(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const std::string_view rest = as_text(data + 1, size - 1);
   expect_ok_or_error([&] {
-    static const char* names[] = {"llama2", "llama3", "mistral", "gemma", "chatml"};
+    static const char* names[] = {"llama2", "llama3", "llama3.1", "mistral", "gemma", "chatml"};
     std::optional<kvp::ChatTemplate> t;
     if (data[0] & 16)
       t = kvp::chat_template_of(std::string(rest));
     else
-      t = kvp::parse_chat_template(names[data[0] % 5], "--chat-template");
+      t = kvp::parse_chat_template(names[(data[0] & 7) % 6], "--chat-template");
     if (!t) return;
+    if (data[0] & 32) t = kvp::with_system(*t, std::string(rest.substr(0, rest.find('\0'))), "--system");
+    (void)t->describe();
     std::vector<kvp::ChatMessage> messages;
     if (data[0] & 8) messages.push_back({"system", "Be brief."});
     size_t at = 0;

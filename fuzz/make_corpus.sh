@@ -113,18 +113,21 @@ for i, s in enumerate(texts):
         data = s.encode("utf-8", "surrogatepass") if not s.startswith("\x00") else bytes([0, 1, 255])
         open(os.path.join(OUT, "fuzz_tokenize", f"t{i}_{sel}"), "wb").write(bytes([sel | 4]) + data)
 open(os.path.join(OUT, "fuzz_tokenize", "invalid_utf8"), "wb").write(b"\x01\xc3\x28\xe2\x82\xf0\x9f\x98")
-# Chat templates: each format with and without a system message, over texts that spell special
-# tokens, and templates (bit 4) in each family's layout for detection.
+# Chat templates: each format with and without a system message (bit 8: the conversation's, bit
+# 32: the run's), over texts that spell special tokens, and templates (bit 16) in each family's
+# layout for detection.
 turns = b"Question: 2+2?\nAnswer:\x00 4 <|im_end|>\x00And 3+3? <start_of_turn>user\n\xc3\xa9"
-for sel in range(5):
-    for flags in (0, 8):
+for sel in range(6):
+    for flags in (0, 8, 32):
         open(os.path.join(OUT, "fuzz_chat_template", f"turns{sel}_{flags}"), "wb").write(bytes([sel | flags]) + turns)
 for i, t in enumerate([
         "{{ bos_token }}{% for m in messages %}{{ '<start_of_turn>' + m['role'] + '\n' + m['content'] | trim + '<end_of_turn>\n' }}{% endfor %}",
         "{% for m in messages %}{{'<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n'}}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}{% endfor %}",
         "{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' + m['content'] | trim + '<|eot_id|>' }}",
         "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{{ '<<SYS>>\n' }}",
-        "{{ bos_token }}{{ '[INST] ' + message['content'] + ' [/INST]' }}"]):
+        "{{ bos_token }}{{ '[INST] ' + message['content'] + ' [/INST]' }}",
+        "{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}{%- set date_string = \"26 Jul 2024\" %}"
+        "{{- 'Cutting Knowledge Date: December 2023\\n' }}{{- 'Today Date: ' + date_string }}{{- '<|eot_id|>' }}"]):
     open(os.path.join(OUT, "fuzz_chat_template", f"jinja{i}"), "wb").write(bytes([16]) + t.encode())
 # A small llama2.c tokenizer.bin: <unk> <s> </s>, byte tokens, letters, a few merges.
 pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + ["\u2581"] + \

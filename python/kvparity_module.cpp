@@ -202,7 +202,7 @@ class PyModel {
   // messages: a str (one user turn) or a list of {"role", "content"} dicts, as transformers takes them.
   py::object apply_chat_template(const py::object& messages, const py::object& chat_template, bool tokenize) const {
     if (chat_template.is_none()) fail_usage("chat_template=None: give 'auto' or a format's name");
-    const std::optional<ChatEncoder> chat = chat_encoder(chat_template);
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, py::none());
     std::vector<ChatMessage> m;
     if (py::isinstance<py::str>(messages)) {
       m.push_back({"user", messages.cast<std::string>()});
@@ -274,8 +274,9 @@ class PyModel {
   }
 
   py::dict generate(const py::object& prompt, int max_new_tokens, bool cache, const SamplingArgs& sampling,
-                    const py::object& stop, bool return_logits, bool ignore_eos, const py::object& chat_template) {
-    const std::optional<ChatEncoder> chat = chat_encoder(chat_template);
+                    const py::object& stop, bool return_logits, bool ignore_eos, const py::object& chat_template,
+                    const py::object& system) {
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, system);
     const std::vector<int> ids = prompt_ids(prompt, "prompt", chat);
     GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
     if (chat) g.turn_end_ids = chat->turn_end_ids();
@@ -295,9 +296,9 @@ class PyModel {
   // Every prompt in one batch, in lockstep (the CLI's generate --batch-size): sequence b draws under
   // sequence id b; with the invariant kernels each comes out bitwise as if generated alone.
   py::list generate_batch(const py::object& prompts, int max_new_tokens, bool cache, const SamplingArgs& sampling,
-                          const py::object& stop, bool return_logits, bool ignore_eos,
-                          const py::object& chat_template) {
-    const std::optional<ChatEncoder> chat = chat_encoder(chat_template);
+                          const py::object& stop, bool return_logits, bool ignore_eos, const py::object& chat_template,
+                          const py::object& system) {
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, system);
     if (py::isinstance<py::str>(prompts) || !py::isinstance<py::sequence>(prompts))
       throw_type_error("prompts", "a list of prompts (each a str or a list of token ids)", prompts);
     const auto seq = py::reinterpret_borrow<py::sequence>(prompts);
@@ -364,13 +365,13 @@ class PyModel {
     }
     return ids;
   }
-  // chat_template= of generate and apply_chat_template: None (none), 'auto' or a format's name.
-  std::optional<ChatEncoder> chat_encoder(const py::object& choice) const {
-    if (choice.is_none()) return std::nullopt;
-    const std::string name = check_chat_template(cast_arg<std::string>(choice, "chat_template", "a str"));
-    if (name == "none") return std::nullopt;
-    return ChatEncoder::of(chat_template_for(*model_, tokenizer_given_, name, "chat_template"), tokenizer(),
-                           model_->path);
+  // chat_template= of generate and apply_chat_template: None (none), 'auto' or a format's name;
+  // system=: None, or a system message for it.
+  std::optional<ChatEncoder> chat_encoder(const py::object& choice, const py::object& system) const {
+    const ChatChoice c = chat_choice(
+        choice.is_none() ? "none" : cast_arg<std::string>(choice, "chat_template", "a str"),
+        system.is_none() ? std::nullopt : std::optional<std::string>(cast_arg<std::string>(system, "system", "a str")));
+    return ChatEncoder::of(chat_template_for(*model_, tokenizer_given_, c), tokenizer(), model_->path);
   }
   static GenerationConfig generation_config(int max_new_tokens, bool cache, const SamplingArgs& sampling,
                                             const py::object& stop, bool ignore_eos) {
@@ -468,7 +469,8 @@ PYBIND11_MODULE(_kvparity, m) {
            "transformers' apply_chat_template(messages, add_generation_prompt=True) tokenises it. messages: a str\n"
            "(one user turn) or a list of {'role': 'system'|'user'|'assistant', 'content': str} dicts.\n"
            "chat_template: 'auto' (the template the model ships, in tokenizer_config.json or the GGUF) or\n"
-           "'llama2', 'llama3', 'mistral', 'gemma', 'chatml'. tokenize=False: the text instead, special tokens\n"
+           "'llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml'. tokenize=False: the text instead, special "
+           "tokens\n"
            "spelled out (the tokenizer's own BOS/EOS pieces).")
       .def("detokenize", &PyModel::detokenize, py::arg("ids"), "The text of token ids (control tokens give none).")
       .def("forward", &PyModel::forward, py::arg("ids"),
@@ -487,22 +489,24 @@ PYBIND11_MODULE(_kvparity, m) {
           [](PyModel& m, const py::object& prompt, int max_new_tokens, bool cache, const py::object& sampler,
              const py::object& temperature, const py::object& top_k, const py::object& top_p, const py::object& min_p,
              const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos,
-             const py::object& chat_template) {
+             const py::object& chat_template, const py::object& system) {
             return m.generate(prompt, max_new_tokens, cache,
                               SamplingArgs{sampler, temperature, top_k, top_p, min_p, seed}, stop, return_logits,
-                              ignore_eos, chat_template);
+                              ignore_eos, chat_template, system);
           },
           py::arg("prompt"), py::arg("max_new_tokens") = 64, py::arg("cache") = true, py::arg("sampler") = "greedy",
           py::arg("temperature") = py::none(), py::arg("top_k") = py::none(), py::arg("top_p") = py::none(),
           py::arg("min_p") = py::none(), py::arg("seed") = py::none(), py::arg("stop") = py::none(),
           py::arg("return_logits") = false, py::arg("ignore_eos") = false, py::arg("chat_template") = py::none(),
+          py::arg("system") = py::none(),
           "Generates from a prompt (str, encoded with the model's BOS rule) or token ids, cache ON (cache=True)\n"
           "or OFF, with the seeded samplers both paths share: sampler 'greedy', 'temperature', 'top-k', 'top-p'\n"
           "or 'min-p'. Unset, temperature is 1, top_k 40, top_p 0.9, min_p 0.05 and seed 0, as in the CLI; an\n"
           "argument the sampler ignores (temperature or seed with greedy, top_p without 'top-p') raises\n"
           "ValueError. stop: a str or list of str ending the text before it. chat_template: 'auto' or a format\n"
-          "('llama2', 'llama3', 'mistral', 'gemma', 'chatml'): a str prompt is one user turn of it (token ids\n"
-          "are taken as they are: apply_chat_template makes them), and the format's end of turn stops the run.\n"
+          "('llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml'): a str prompt is one user turn of it\n"
+          "(token ids are taken as they are: apply_chat_template makes them), after the system message system=\n"
+          "if given, and the format's end of turn stops the run.\n"
           "Returns the CLI's --json keys (prompt_ids, output_ids, text, stop_reason, dtype, kv_dtype, kernels,\n"
           "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits.")
       .def(
@@ -510,15 +514,16 @@ PYBIND11_MODULE(_kvparity, m) {
           [](PyModel& m, const py::object& prompts, int max_new_tokens, bool cache, const py::object& sampler,
              const py::object& temperature, const py::object& top_k, const py::object& top_p, const py::object& min_p,
              const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos,
-             const py::object& chat_template) {
+             const py::object& chat_template, const py::object& system) {
             return m.generate_batch(prompts, max_new_tokens, cache,
                                     SamplingArgs{sampler, temperature, top_k, top_p, min_p, seed}, stop, return_logits,
-                                    ignore_eos, chat_template);
+                                    ignore_eos, chat_template, system);
           },
           py::arg("prompts"), py::arg("max_new_tokens") = 64, py::arg("cache") = true, py::arg("sampler") = "greedy",
           py::arg("temperature") = py::none(), py::arg("top_k") = py::none(), py::arg("top_p") = py::none(),
           py::arg("min_p") = py::none(), py::arg("seed") = py::none(), py::arg("stop") = py::none(),
           py::arg("return_logits") = false, py::arg("ignore_eos") = false, py::arg("chat_template") = py::none(),
+          py::arg("system") = py::none(),
           "Generates from every prompt (each a str or token ids) in one batch, in lockstep, as\n"
           "`kvparity generate --batch-size` does: one forward per step over the unfinished sequences, each\n"
           "with its own cache slots. Sequence b samples under sequence id b (generate uses 0). With\n"

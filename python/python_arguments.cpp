@@ -1,5 +1,6 @@
 #include "python_arguments.h"
 
+#include <fmt/ranges.h>
 #include <pybind11/stl.h>
 
 #include <algorithm>
@@ -171,8 +172,19 @@ std::function<bool(const std::string&)> read_hook_filter(const py::object& names
 
 std::string check_chat_template(const std::string& name) {
   if (std::find(std::begin(kChatTemplateNames), std::end(kChatTemplateNames), name) == std::end(kChatTemplateNames))
-    fail_usage("chat_template='{}': expected None, 'auto', 'llama2', 'llama3', 'mistral', 'gemma' or 'chatml'", name);
+    fail_usage("chat_template='{}': expected None or one of '{}'", name, fmt::join(kChatTemplateNames, "', '"));
   return name;
+}
+
+ChatChoice chat_choice(const std::string& chat_template, const std::optional<std::string>& system) {
+  ChatChoice c;
+  c.chat_template = check_chat_template(chat_template);
+  c.option = "chat_template";
+  c.system_option = "system";
+  if (system && system->empty())
+    fail_usage("system='': the system message is empty (leave system= out for the template's own)");
+  c.system = system.value_or("");
+  return c;
 }
 
 }  // namespace kvp::python

@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "runtime/chat_choice.h"
 #include "runtime/sampler.h"
 
 namespace kvp::python {
@@ -34,6 +36,10 @@ T cast_arg(const py::handle& v, const std::string& name, const std::string& expe
 // chat_template's value: 'none', 'auto' or a format's name, as --chat-template takes; a ValueError
 // otherwise.
 std::string check_chat_template(const std::string& name);
+
+// chat_template= and system= of a call (None: not given), as --chat-template and --system take them;
+// errors name the arguments.
+ChatChoice chat_choice(const std::string& chat_template, const std::optional<std::string>& system);
 
 // A list (any sequence) of strings; an item that is not one is a TypeError naming it ("prompts[2]").
 std::vector<std::string> read_str_list(const py::handle& v, const std::string& name, const std::string& expected);

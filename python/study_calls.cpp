@@ -169,8 +169,12 @@ std::vector<Prompt> read_prompts(const py::object& prompts) {
   return out;
 }
 
-// chat_template: None or 'none', 'auto', or a format's name (as --chat-template).
-std::string read_chat_template(const CallOptions& o) { return check_chat_template(o.text("chat_template", "none")); }
+// chat_template: None or 'none', 'auto', or a format's name (as --chat-template); system: a system
+// message (as --system).
+ChatChoice read_chat(const CallOptions& o) {
+  return chat_choice(o.text("chat_template", "none"),
+                     o.has("system") ? std::optional<std::string>(o.text("system", "")) : std::nullopt);
+}
 
 // shard='i/n' (the whole study when not given); a slice needs a folder of its own to be merged from.
 ShardSpec read_shard(const CallOptions& o, const std::optional<std::string>& out) {
@@ -214,7 +218,7 @@ py::object compare(const std::string& model_path, const py::object& prompts,
   const CallOptions o(
       "compare", kwargs,
       with({"dtype", "kernels", "kv_dtype", "threads", "device", "simd", "max_new_tokens", "stop_at_eos", "batch_size",
-            "control", "baseline", "candidate", "shard", "chat_template", "limit"},
+            "control", "baseline", "candidate", "shard", "chat_template", "system", "limit"},
            kSamplingOptions));
   CompareOptions c;
   c.model = model_path;
@@ -223,7 +227,7 @@ py::object compare(const std::string& model_path, const py::object& prompts,
   c.max_new_tokens = o.integer("max_new_tokens", c.max_new_tokens);
   if (c.max_new_tokens < 1) fail_usage("max_new_tokens={}: expected 1 or more", c.max_new_tokens);
   c.stop_at_eos = o.flag("stop_at_eos", c.stop_at_eos);
-  c.chat_template = read_chat_template(o);
+  c.chat = read_chat(o);
   c.limit = o.integer("limit", 0);
   if (c.limit < 0) fail_usage("limit={}: expected 0 (every prompt) or more", c.limit);
   c.baseline = read_spec(o, "baseline", c.baseline);
@@ -279,9 +283,9 @@ py::object compare(const std::string& model_path, const py::object& prompts,
 py::object eval_gsm8k(const std::string& data, const py::object& models, const std::optional<std::string>& out,
                       const py::kwargs& kwargs) {
   const CallOptions o("eval_gsm8k", kwargs,
-                      {"train",     "tokenizer", "conditions",     "dtype",     "kv_dtype", "kernels",      "baseline",
-                       "candidate", "shots",     "max_new_tokens", "limit",     "seed",     "batch_size",   "threads",
-                       "device",    "simd",      "shard",          "skip_long", "flips",    "chat_template"});
+                      {"train",     "tokenizer", "conditions",     "dtype",     "kv_dtype", "kernels",       "baseline",
+                       "candidate", "shots",     "max_new_tokens", "limit",     "seed",     "batch_size",    "threads",
+                       "device",    "simd",      "shard",          "skip_long", "flips",    "chat_template", "system"});
   Gsm8kOptions g;
   g.data = data;
   g.train = o.text("train", "");
@@ -322,7 +326,7 @@ py::object eval_gsm8k(const std::string& data, const py::object& models, const s
   g.simd = read_simd(o);
   g.shard = read_shard(o, out);
   g.skip_long = o.flag("skip_long", g.skip_long);
-  g.chat_template = read_chat_template(o);
+  g.chat = read_chat(o);
   g.flips = o.flag("flips", g.flips);
   g.time_totals = false;
   return run_and_report("eval_gsm8k", out, [&](const std::string& dir) {
@@ -354,11 +358,11 @@ py::object profile(const std::string& model_path, const std::string& prompt,
                    const py::kwargs& kwargs) {
   const CallOptions o(
       "profile", kwargs,
-      {"dtype", "kernels", "threads", "device", "simd", "step", "baseline", "candidate", "chat_template"});
+      {"dtype", "kernels", "threads", "device", "simd", "step", "baseline", "candidate", "chat_template", "system"});
   ProfileOptions p;
   p.model = model_path;
   p.tokenizer = tokenizer.value_or("");
-  p.chat_template = read_chat_template(o);
+  p.chat = read_chat(o);
   p.prompt = prompt;
   p.dtypes.clear();
   for (const auto& d : o.texts("dtype", {"fp32", "fp16", "bf16"})) p.dtypes.push_back(read_dtype(d));
@@ -388,12 +392,12 @@ py::object patch(const std::string& model_path, const std::string& prompt, const
                  const std::optional<std::string>& out, const py::kwargs& kwargs) {
   const CallOptions o("patch", kwargs,
                       with({"dtype", "kernels", "threads", "device", "simd", "max_new_tokens", "step", "continuation",
-                            "kv_positions", "baseline", "candidate", "chat_template"},
+                            "kv_positions", "baseline", "candidate", "chat_template", "system"},
                            kSamplingOptions));
   PatchOptions p;
   p.model = model_path;
   p.tokenizer = tokenizer.value_or("");
-  p.chat_template = read_chat_template(o);
+  p.chat = read_chat(o);
   p.prompt = prompt;
   p.dtype = read_dtype(o.text("dtype", "fp16"));
   p.kernels = read_policy(o.text("kernels", "standard"));
@@ -471,7 +475,8 @@ void add_study_calls(py::module_& m) {
         "baseline and candidate SPECs (key=value,... as --baseline takes), and shard='i/n' (with out=: in\n"
         "every condition the prompts, or groups of batch_size prompts, whose index mod n == i; kvparity.merge\n"
         "joins the shards' folders), chat_template ('auto' or a format: each prompt as a user turn of an\n"
-        "instruction-tuned model's chat, as --chat-template), and limit (the first N prompts; 0 every one).");
+        "instruction-tuned model's chat, as --chat-template), system (a system message before each prompt,\n"
+        "as --system), and limit (the first N prompts; 0 every one).");
   m.def("eval_gsm8k", &eval_gsm8k, py::arg("data"), py::arg("models"), py::arg("out") = py::none(),
         "Runs `kvparity eval gsm8k` and returns its summary.json as a dict: GSM8K k-shot accuracy of both\n"
         "sides of a comparison (default cache OFF vs ON), with exact McNemar p, divergence and flips per model,\n"
@@ -482,8 +487,8 @@ void add_study_calls(py::module_& m) {
         "default 'greedy'), dtype (default 'fp16'), kv_dtype, kernels (str or list), baseline and candidate\n"
         "SPECs, shots (5), max_new_tokens (256), limit (0: every problem), seed (1; sampling conditions only),\n"
         "batch_size (1), threads (1; 0 every core), device, simd, shard='i/n' (with out=), skip_long (False)\n"
-        "flips (True; False skips the teacher-forced pass that counts token flips) and chat_template ('auto'\n"
-        "or a format: exemplars and question as chat turns, as --chat-template).");
+        "flips (True; False skips the teacher-forced pass that counts token flips), chat_template ('auto'\n"
+        "or a format: exemplars and question as chat turns, as --chat-template) and system (as --system).");
   m.def("merge", &merge, py::arg("dirs"), py::arg("out"), py::arg("report") = true,
         "Runs `kvparity merge`: joins the out folders of the shards of one study (compare(..., shard=) or\n"
         "`kvparity eval gsm8k --shard`) into `out`, refusing shards of different studies. Returns the merged\n"
@@ -498,7 +503,7 @@ void add_study_calls(py::module_& m) {
         "Options, as the CLI's: dtype (str or list, default 'fp32,fp16,bf16'), kernels ('standard'),\n"
         "threads (1; 0 every core), device, simd, step (1: the first decode step), the baseline\n"
         "(default 'cache=off') and candidate ('cache=on') SPECs, and chat_template ('auto' or a format: the\n"
-        "prompt as a user turn).");
+        "prompt as a user turn) with system (a system message before it).");
   m.def("patch", &patch, py::arg("model_path"), py::arg("prompt") = "Once upon a time",
         py::arg("tokenizer") = py::none(), py::arg("out") = py::none(),
         "Runs `kvparity patch` and returns its patch.json as a dict: at the first step where the free runs\n"
@@ -509,7 +514,8 @@ void add_study_calls(py::module_& m) {
         "sampler, temperature, top_k, top_p, min_p and seed (1) as Model.generate takes them,\n"
         "max_new_tokens (96: the horizon searched for a divergence), step, continuation (16),\n"
         "kv_positions ((begin, end): the cached positions KV rows copy), the baseline ('cache=off')\n"
-        "and candidate ('cache=on') SPECs, and chat_template ('auto' or a format: the prompt as a user turn).");
+        "and candidate ('cache=on') SPECs, and chat_template ('auto' or a format: the prompt as a user turn)\n"
+        "with system (a system message before it).");
 }
 
 }  // namespace kvp::python

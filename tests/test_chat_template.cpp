@@ -64,6 +64,51 @@ const char* kQwen25Jinja =
     "{%- endif %}\n{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
     "message.content + '<|im_end|>' + '\\n' }}{%- endfor %}";
 
+// Llama-3.1-Instruct's template, its tool-calling branches left out (they do not run without tools).
+const char* kLlama31Jinja = R"J({{- bos_token }}
+{%- if custom_tools is defined %}
+    {%- set tools = custom_tools %}
+{%- endif %}
+{%- if not date_string is defined %}
+    {%- set date_string = "26 Jul 2024" %}
+{%- endif %}
+{%- if not tools is defined %}
+    {%- set tools = none %}
+{%- endif %}
+{%- if messages[0]['role'] == 'system' %}
+    {%- set system_message = messages[0]['content']|trim %}
+    {%- set messages = messages[1:] %}
+{%- else %}
+    {%- set system_message = "" %}
+{%- endif %}
+{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
+{%- if builtin_tools is defined or tools is not none %}
+    {{- "Environment: ipython\n" }}
+{%- endif %}
+{{- "Cutting Knowledge Date: December 2023\n" }}
+{{- "Today Date: " + date_string + "\n\n" }}
+{{- system_message }}
+{{- "<|eot_id|>" }}
+{%- for message in messages %}
+    {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- endif %}
+)J";
+
+// Llama-3.1 with the date block of Llama-3.2-Instruct's, which dates the prompt today.
+std::string llama32_jinja() {
+  std::string j = kLlama31Jinja;
+  const std::string fixed = R"J(    {%- set date_string = "26 Jul 2024" %})J";
+  j.replace(j.find(fixed), fixed.size(), R"J(    {%- if strftime_now is defined %}
+        {%- set date_string = strftime_now("%d %b %Y") %}
+    {%- else %}
+        {%- set date_string = "26 Jul 2024" %}
+    {%- endif %})J");
+  return j;
+}
+
 const std::vector<ChatMessage> kWithSystem = {
     {"system", "Be brief."}, {"user", " What is 2+2? "}, {"assistant", " 4 "}, {"user", "And 3+3?"}};
 const std::vector<ChatMessage> kNoSystem = {{"user", " What is 2+2? "}, {"assistant", " 4 "}, {"user", "And 3+3?"}};
@@ -81,6 +126,17 @@ TEST(ChatTemplate, EachFormatRendersWhatItsFamilysTemplateRenders) {
       "<s><|start_header_id|>system<|end_header_id|>\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>"
       "\n\nWhat is 2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|><|start_header_id|>"
       "user<|end_header_id|>\n\nAnd 3+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  // Rendered by jinja2 from kLlama31Jinja (transformers' settings: trim_blocks, lstrip_blocks).
+  EXPECT_EQ(render("llama3.1", kWithSystem),
+            "<s><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 "
+            "Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is "
+            "2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|><|start_header_id|>user<|end_"
+            "header_id|>\n\nAnd 3+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(render("llama3.1", kNoSystem),
+            "<s><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 "
+            "Jul 2024\n\n<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nWhat is "
+            "2+2?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n4<|eot_id|><|start_header_id|>user<|end_"
+            "header_id|>\n\nAnd 3+3?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
   EXPECT_EQ(render("mistral", kNoSystem), "<s>[INST]  What is 2+2?  [/INST] 4 </s>[INST] And 3+3? [/INST]");
   EXPECT_EQ(render("gemma", kNoSystem),
             "<s><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n"
@@ -124,6 +180,20 @@ TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
   EXPECT_EQ(format_of(kMistralJinja), "mistral");
   EXPECT_EQ(format_of(kGemmaJinja), "gemma");
   EXPECT_EQ(format_of(kLlama3Jinja), "llama3");
+  EXPECT_EQ(format_of(kLlama31Jinja), "llama3.1");
+  // Llama-3.2 dates its system turn today where transformers defines strftime_now; kvparity keeps
+  // the fallback date, so the prompt is the same every day, and says so.
+  EXPECT_EQ(format_of(llama32_jinja().c_str()), "llama3.1 (dated 26 Jul 2024, not today as the template would)");
+  std::string other = kLlama31Jinja;
+  other.replace(other.find("26 Jul 2024"), 11, "01 Jan 2025");
+  EXPECT_EQ(format_of(other.c_str()), "llama3.1 (dated 01 Jan 2025)");
+  const auto dated = chat_template_of(other);
+  ASSERT_TRUE(dated);
+  EXPECT_NE(render_chat(*dated, {{"user", "Hi"}}, "<s>", "").find("Today Date: 01 Jan 2025\n\n<|eot_id|>"),
+            std::string::npos);
+  other = kLlama31Jinja;
+  other.replace(other.find("December 2023"), 13, "March 2025");
+  EXPECT_EQ(format_of(other.c_str()), "none") << "another knowledge date is another layout";
   EXPECT_EQ(format_of(kQwen2Jinja), "chatml");
   EXPECT_EQ(format_of(kQwen25Jinja),
             "chatml (default system message \"You are Qwen, created by Alibaba Cloud. You are a helpful assistant.\")");
@@ -139,6 +209,39 @@ TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
   EXPECT_EQ(render_chat(*qwen25, {{"user", "Hi"}}, "", ""),
             "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n"
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplate, ARunsSystemMessageComesFirst) {
+  const std::vector<ChatMessage> user = {{"user", "Hi"}};
+  const std::vector<ChatMessage> with = {{"system", "Be brief."}, {"user", "Hi"}};
+  for (const char* name : {"llama2", "llama3", "llama3.1", "chatml"}) {
+    const ChatTemplate t = with_system(parse_chat_template(name, "--chat-template"), "Be brief.", "--system");
+    EXPECT_EQ(render_chat(t, user, "<s>", "</s>"), render(name, with)) << name;
+    EXPECT_EQ(t.describe(), std::string(name) + " (system message \"Be brief.\")");
+    // A conversation's own system message wins over the run's.
+    EXPECT_EQ(render_chat(t, {{"system", "Say no."}, {"user", "Hi"}}, "<s>", "</s>"),
+              render(name, {{"system", "Say no."}, {"user", "Hi"}}))
+        << name;
+  }
+  // The run's message replaces chatml's default; none given keeps it.
+  EXPECT_EQ(render_chat(with_system(parse_chat_template("chatml", "-"), "", "--system"), user, "", ""),
+            "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(render_chat(with_system(parse_chat_template("chatml", "-"), "Be brief.", "--system"), user, "", "")
+                .find("helpful"),
+            std::string::npos);
+  EXPECT_EQ(with_system(parse_chat_template("llama3", "-"), "", "--system").describe(), "llama3");
+  for (const char* name : {"gemma", "mistral"}) {
+    try {
+      with_system(parse_chat_template(name, "--chat-template"), "Be brief.", "--system");
+      ADD_FAILURE() << name << " took a system message";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Usage);
+      EXPECT_NE(std::string(e.what()).find("--system: chat template " + std::string(name) + " has no system message"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // The synthetic vocabulary, 504 pieces, with eight special tokens after it: 512 ids, the tiny
@@ -208,28 +311,28 @@ TEST(ChatTemplate, AutoReadsTokenizerConfigOrTheGgufAndNamesWhereItLooked) {
   ck.format = "hf";
   auto error_of = [&](const std::string& explicit_tokenizer) {
     try {
-      chat_template_for(ck, explicit_tokenizer, "auto", "--chat-template");
+      chat_template_for(ck, explicit_tokenizer, ChatChoice{"auto"});
     } catch (const Error& e) {
       return std::string(e.what());
     }
     return std::string();
   };
   EXPECT_NE(error_of("").find("ships no chat template"), std::string::npos);
-  EXPECT_FALSE(chat_template_for(ck, "", "none", "--chat-template"));
-  EXPECT_EQ(chat_template_for(ck, "", "gemma", "--chat-template")->name(), "gemma");
+  EXPECT_FALSE(chat_template_for(ck, "", ChatChoice{"none"}));
+  EXPECT_EQ(chat_template_for(ck, "", ChatChoice{"gemma"})->name(), "gemma");
 
   write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", kGemmaJinja}}).dump());
-  EXPECT_EQ(chat_template_for(ck, "", "auto", "--chat-template")->name(), "gemma");
+  EXPECT_EQ(chat_template_for(ck, "", ChatChoice{"auto"})->name(), "gemma");
   // A list of named templates: the "default" one.
   write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template",
                                                               {{{"name", "tool_use"}, {"template", kGemmaJinja}},
                                                                {{"name", "default"}, {"template", kLlama3Jinja}}}}})
                                                  .dump());
-  EXPECT_EQ(chat_template_for(ck, "", "auto", "--chat-template")->name(), "llama3");
+  EXPECT_EQ(chat_template_for(ck, "", ChatChoice{"auto"})->name(), "llama3");
   // An explicit --tokenizer's own tokenizer_config.json comes first.
   std::filesystem::create_directories(t.file("tok"));
   write_text(t.file("tok/tokenizer_config.json"), nlohmann::json({{"chat_template", kQwen2Jinja}}).dump());
-  EXPECT_EQ(chat_template_for(ck, t.file("tok/tokenizer.json"), "auto", "--chat-template")->name(), "chatml");
+  EXPECT_EQ(chat_template_for(ck, t.file("tok/tokenizer.json"), ChatChoice{"auto"})->name(), "chatml");
   // Broken files and unknown layouts are named.
   write_text(dir + "/tokenizer_config.json", "{\"chat_template\": ");
   EXPECT_NE(error_of("").find(dir + "/tokenizer_config.json: not a JSON object"), std::string::npos);
@@ -252,7 +355,7 @@ TEST(ChatTemplate, AutoReadsTokenizerConfigOrTheGgufAndNamesWhereItLooked) {
   write_gguf(t.file("m.gguf"), cfg, tensors, &vocab, o);
   const Checkpoint g = open_checkpoint(t.file("m.gguf"));
   EXPECT_EQ(g.chat_template, kMistralJinja);
-  EXPECT_EQ(chat_template_for(g, "", "auto", "--chat-template")->name(), "mistral");
+  EXPECT_EQ(chat_template_for(g, "", ChatChoice{"auto"})->name(), "mistral");
   o.extra_kv = {{"tokenizer.chat_template", GgufValue::of_u32(1)}};
   write_gguf(t.file("bad.gguf"), cfg, tensors, &vocab, o);
   try {
@@ -407,6 +510,52 @@ TEST(ChatTemplateCli, ConvertCarriesTheTemplateAndInspectSaysWhatAutoTakes) {
   const auto none = kvparity("synth --out " + q(t.file("base")));
   ASSERT_EQ(none.status, 0);
   EXPECT_NE(kvparity("inspect --model " + q(t.file("base"))).out.find("no chat template shipped"), std::string::npos);
+}
+
+// Llama-3.1's dated system turn, and a run's own system message (--system), pinned in the results.
+TEST(ChatTemplateCli, SystemMessageGoesFirstAndIsPinned) {
+  test::TempDir t;
+  const std::string m = chat_model(t, kLlama31Jinja);
+  ASSERT_FALSE(m.empty());
+  auto generate = [&](const std::string& options) {
+    return kvparity("generate --model " + q(m) + " --prompt 'the dog' --json --max-new-tokens 1 " + options);
+  };
+  const auto plain = generate("--chat-template auto");
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_NE(plain.err.find("is laid out as llama3.1"), std::string::npos) << plain.err;
+  const auto sys = generate("--chat-template auto --system 'Be brief.'");
+  ASSERT_EQ(sys.status, 0) << sys.err;
+  const nlohmann::json a = nlohmann::json::parse(plain.out)["prompt_ids"],
+                       b = nlohmann::json::parse(sys.out)["prompt_ids"];
+  EXPECT_GT(b.size(), a.size());
+  EXPECT_EQ(std::count(a.begin(), a.end(), 508), 3);  // <|start_header_id|>: system, user, assistant
+  EXPECT_EQ(std::count(b.begin(), b.end(), 508), 3);
+
+  struct Refusal {
+    std::string options, says;
+  };
+  for (const Refusal& r : std::vector<Refusal>{
+           {"--system 'Be brief.'", "--system needs --chat-template"},
+           {"--chat-template none --system 'Be brief.'", "--system needs --chat-template"},
+           {"--chat-template gemma --system 'Be brief.'", "--system: chat template gemma has no system message"},
+           {"--chat-template llama3 --system ''", "--system: the system message is empty"}}) {
+    const auto e = generate(r.options);
+    EXPECT_EQ(e.status, 2) << r.options << ": " << e.err;
+    EXPECT_NE(e.err.find(r.says), std::string::npos) << r.options << ": " << e.err;
+  }
+
+  const std::string compare = "compare --model " + q(m) +
+                              " --prompt 'the dog' --max-new-tokens 2 --no-report --chat-template auto --out " +
+                              q(t.file("c"));
+  const auto c = kvparity(compare + " --system 'Be brief.'");
+  ASSERT_EQ(c.status, 0) << c.err;
+  std::ifstream manifest(t.file("c/manifest.json"));
+  const nlohmann::json man = nlohmann::json::parse(manifest);
+  EXPECT_EQ(man["commands"]["compare"]["settings"]["chat_template"], "llama3.1 (system message \"Be brief.\")");
+  const auto other = kvparity(compare + " --system 'Say no.'");
+  EXPECT_NE(other.status, 0);
+  EXPECT_NE(other.err.find("chat_template"), std::string::npos) << other.err;
+  EXPECT_EQ(kvparity(compare + " --system 'Be brief.'").status, 0) << "the same message resumes";
 }
 
 // A tokenizer.json of the newer kind (Metaspace, prepend_scheme "first": no "▁" before text that

@@ -545,3 +545,21 @@ def test_chat_templates_lay_prompts_out_as_the_clis(tmp_path):
     # A base model's tokenizer has no <|im_start|>: refused, naming the piece.
     with pytest.raises(kvparity.Error, match="im_start"):
         kvparity.load(shared(STORIES), tokenizer=shared(TOK)).apply_chat_template("hi", chat_template="chatml")
+    # system=: a system message first, as --system; pinned in the results.
+    brief = m.apply_chat_template([{"role": "system", "content": "Be brief."}, {"role": "user", "content": "the dog"}],
+                                  chat_template="chatml")
+    assert m.generate("the dog", max_new_tokens=1, chat_template="chatml", system="Be brief.")["prompt_ids"] == brief
+    assert m.generate_batch(["the dog"], max_new_tokens=1, chat_template="chatml",
+                            system="Be brief.")[0]["prompt_ids"] == brief
+    kvparity.compare(d, ["the dog"], chat_template="chatml", system="Be brief.", max_new_tokens=2,
+                     out=str(tmp_path / "s"))
+    manifest = json.load(open(tmp_path / "s" / "manifest.json"))
+    assert manifest["commands"]["compare"]["settings"]["chat_template"] == 'chatml (system message "Be brief.")'
+    with pytest.raises(ValueError, match="system needs chat_template"):
+        m.generate("the dog", max_new_tokens=1, system="Be brief.")
+    with pytest.raises(ValueError, match="system: chat template gemma has no system message"):
+        kvparity.profile(d, "the dog", dtype="fp16", chat_template="gemma", system="Be brief.")
+    with pytest.raises(ValueError, match="system=''"):
+        kvparity.patch(d, "the dog", chat_template="chatml", system="")
+    with pytest.raises(TypeError, match="system"):
+        m.generate("the dog", chat_template="chatml", system=3)

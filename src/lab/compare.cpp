@@ -250,7 +250,7 @@ int run_compare(const CompareOptions& opts) {
   weights_footprint(ckpt, DType::F32);  // the load's checks of every tensor, without converting one
   const std::unique_ptr<Tokenizer> tok = tokenizer_for_checkpoint(ckpt, opts.tokenizer);
   const std::optional<ChatEncoder> chat =
-      ChatEncoder::of(chat_template_for(ckpt, opts.tokenizer, opts.chat_template, "--chat-template"), *tok, opts.model);
+      ChatEncoder::of(chat_template_for(ckpt, opts.tokenizer, opts.chat), *tok, opts.model);
   const ChatEncoder* enc = chat ? &*chat : nullptr;
   for (size_t i = 0; i < n; ++i) {
     const Prompt& p = opts.prompts[i];

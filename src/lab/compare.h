@@ -20,6 +20,7 @@
 #include "lab/prompt_set.h"
 #include "lab/run_spec.h"
 #include "lab/shard.h"
+#include "runtime/chat_choice.h"
 #include "runtime/sampler.h"
 
 namespace kvp {
@@ -43,7 +44,7 @@ struct CompareOptions {
   int max_new_tokens = 128;
   uint64_t seed = 1;
   bool stop_at_eos = false;  // off by default: both paths then always produce max_new_tokens
-  std::string chat_template;  // --chat-template: "" or "none", "auto", or a format (chat_for_model.h)
+  ChatChoice chat;           // --chat-template and --system (runtime/chat_for_model.h)
   ShardSpec shard;           // the slice of every condition's prompt groups this run takes
   // The first N prompts (0: all). Not a setting: a larger limit (or none) later runs on in the same
   // folder. A last group cut short by the limit is decoded as the smaller batch it is (its records'

@@ -251,7 +251,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
     weights_footprint(L.ckpt, DType::F32);  // the load's checks of every tensor, before anything is written
     L.tok = tokenizer_for_checkpoint(L.ckpt, m.tokenizer);
     const std::optional<ChatEncoder> chat =
-        ChatEncoder::of(chat_template_for(L.ckpt, m.tokenizer, opts.chat_template, "--chat-template"), *L.tok, m.path);
+        ChatEncoder::of(chat_template_for(L.ckpt, m.tokenizer, opts.chat), *L.tok, m.path);
     if (chat) L.turn_end_ids = chat->turn_end_ids();
     const int context = L.ckpt.config.max_seq_len;
     int too_long = 0, cut = 0;

@@ -18,6 +18,7 @@
 #include "lab/results_manifest.h"
 #include "lab/run_spec.h"
 #include "lab/shard.h"
+#include "runtime/chat_choice.h"
 #include "runtime/sampler.h"
 
 namespace kvp {
@@ -65,9 +66,10 @@ struct Gsm8kOptions {
   int batch_size = 1;
   ShardSpec shard;
   bool skip_long = false;  // prompts that do not fit the context: skipped records instead of an error
-  // --chat-template: "" or "none" (lm-eval's plain prompt), "auto" (each model's own) or a format:
-  // exemplars as user/assistant turns, the question as the last user turn (gsm8k_chat_messages).
-  std::string chat_template;
+  // --chat-template: "none" (lm-eval's plain prompt), "auto" (each model's own) or a format, and
+  // --system: exemplars as user/assistant turns, the question as the last user turn
+  // (gsm8k_chat_messages), after the system message.
+  ChatChoice chat;
   // Count token flips (the baseline teacher-forced along the candidate, keeping only its choices,
   // never logits). Off (--no-flips), records carry teacher_forced: null: under a batch-variant
   // policy, where the sides part early, the forced pass is a second cache-OFF pass, and only flips

@@ -87,7 +87,7 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
     auto tok = tokenizer_for_model(*model_c, opts.tokenizer);
     Engine cand(model_c, cs.engine_options()), base(model_b, bs.engine_options());
     // The shared prefix: prompt + the candidate's greedy tokens before `step`.
-    std::vector<int> seq = encode_prompt_as(*model_c, *tok, opts.tokenizer, opts.chat_template, opts.prompt);
+    std::vector<int> seq = encode_prompt_as(*model_c, *tok, opts.tokenizer, opts.chat, opts.prompt);
     const int P = int(seq.size());
     if (P == 0) fail_usage("--prompt: encodes to no tokens (the model adds no BOS); give a non-empty prompt");
     // Step s compares the row at position P + s - 1, whose logits choose generated token s. Both
@@ -181,7 +181,7 @@ nlohmann::json profile_settings(const ProfileOptions& opts) {
   for (DType d : opts.dtypes) dtypes.push_back(std::string(dtype_name(d)));
   nlohmann::json j = {{"prompt", opts.prompt}, {"dtypes", dtypes}, {"kernels", policy_name(opts.kernels)},
                       {"threads", opts.threads}, {"step", opts.step}};
-  if (const std::string chat = chat_template_setting(opts.model, opts.tokenizer, opts.chat_template); !chat.empty())
+  if (const std::string chat = chat_template_setting(opts.model, opts.tokenizer, opts.chat); !chat.empty())
     j["chat_template"] = chat;
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   std::vector<RunSettings> sides;

@@ -7,17 +7,17 @@
 // the K/V entries each side's cache holds at every position, per KV head.
 #include <nlohmann/json.hpp>
 #include <string>
-
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "lab/run_spec.h"
+#include "runtime/chat_choice.h"
 
 namespace kvp {
 
 struct ProfileOptions {
   std::string model, tokenizer, prompt = "Once upon a time";
-  std::string chat_template;  // --chat-template (runtime/chat_for_model.h): the prompt as a user turn
+  ChatChoice chat;  // --chat-template and --system (runtime/chat_for_model.h): the prompt as a user turn
   std::vector<DType> dtypes{DType::F32, DType::F16, DType::BF16};
   KernelPolicy kernels = KernelPolicy::Standard;
   int threads = 1;

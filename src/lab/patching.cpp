@@ -83,7 +83,7 @@ PatchResult run_patch(const PatchOptions& opts) {
   const ModelConfig& c = model->config;
   const EngineOptions eo = r.candidate.engine_options();
   Engine on(model, eo), off(model_b, r.baseline.engine_options());
-  const std::vector<int> prompt = encode_prompt_as(*model, *tok, opts.tokenizer, opts.chat_template, opts.prompt);
+  const std::vector<int> prompt = encode_prompt_as(*model, *tok, opts.tokenizer, opts.chat, opts.prompt);
   const int P = int(prompt.size());
   if (P == 0) fail_usage("--prompt: encodes to no tokens (the model adds no BOS); give a non-empty prompt");
   GenerationConfig g;
@@ -228,7 +228,7 @@ nlohmann::json patch_settings(const PatchOptions& opts) {
           {"step", opts.step < 0 ? nlohmann::json("first divergence") : nlohmann::json(opts.step)},
           {"continuation", opts.continuation},
           {"kv_positions", {opts.kv_begin, opts.kv_end < 0 ? nlohmann::json("step") : nlohmann::json(opts.kv_end)}}};
-  if (const std::string chat = chat_template_setting(opts.model, opts.tokenizer, opts.chat_template); !chat.empty())
+  if (const std::string chat = chat_template_setting(opts.model, opts.tokenizer, opts.chat); !chat.empty())
     j["chat_template"] = chat;
   add_side_settings(j, opts.device, opts.simd, opts.baseline, opts.candidate);
   const auto [b, c] = patch_sides(opts);

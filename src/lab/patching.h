@@ -9,18 +9,18 @@
 // either way (cache OFF: the K/V its one pass computed).
 #include <nlohmann/json.hpp>
 #include <string>
-
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "lab/run_spec.h"
+#include "runtime/chat_choice.h"
 #include "runtime/sampler.h"
 
 namespace kvp {
 
 struct PatchOptions {
   std::string model, tokenizer, prompt = "Once upon a time";
-  std::string chat_template;  // --chat-template (runtime/chat_for_model.h): the prompt as a user turn
+  ChatChoice chat;  // --chat-template and --system (runtime/chat_for_model.h): the prompt as a user turn
   DType dtype = DType::F16;
   KernelPolicy kernels = KernelPolicy::Standard;
   SamplerConfig sampler;

@@ -62,53 +62,59 @@ namespace {
 
 std::optional<ChatTemplate> resolve(const std::string& path, const std::string& format,
                                     const std::string& gguf_template, const std::string& explicit_tokenizer,
-                                    const std::string& choice, const std::string& option) {
-  if (choice.empty() || choice == "none") return std::nullopt;
-  if (choice != "auto") return parse_chat_template(choice, option);
+                                    const ChatChoice& c) {
+  const std::string& choice = c.chat_template;
+  const std::string& option = c.option;
+  if (choice.empty() || choice == "none") {
+    if (!c.system.empty())
+      fail_usage("{} needs {} (a system message is a turn of a chat; it has no effect with {})", c.system_option,
+                 option, spelled_option(option, "none"));
+    return std::nullopt;
+  }
+  if (choice != "auto") return with_system(parse_chat_template(choice, option), c.system, c.system_option);
   const ShippedChatTemplate shipped = shipped_chat_template(path, gguf_template, explicit_tokenizer);
   if (shipped.jinja.empty())
     fail(
         "{} auto: {} ships no chat template (no tokenizer_config.json with chat_template beside it{}); name the "
-        "format (llama2, llama3, mistral, gemma, chatml) or use none",
+        "format (llama2, llama3, llama3.1, mistral, gemma, chatml) or use none",
         option, path, format == "gguf" ? ", no tokenizer.chat_template in the GGUF" : "");
   std::optional<ChatTemplate> t = chat_template_of(shipped.jinja);
   if (!t)
     fail(
-        "{} auto: the chat template of {} is none of the formats kvparity renders (llama2, llama3, mistral, gemma, "
-        "chatml); name the closest one or use none",
+        "{} auto: the chat template of {} is none of the formats kvparity renders (llama2, llama3, llama3.1, mistral, "
+        "gemma, chatml); name the closest one or use none",
         option, shipped.source);
   static std::mutex mu;
   static std::set<std::string> noted;  // once a source, though a run resolves it more than once
   std::lock_guard<std::mutex> lock(mu);
   if (noted.insert(shipped.source).second)
     std::cerr << fmt::format("note: {} auto: {} is laid out as {}\n", option, shipped.source, t->describe());
-  return t;
+  return with_system(*t, c.system, c.system_option);
 }
 
 }  // namespace
 
 std::optional<ChatTemplate> chat_template_for(const Checkpoint& ckpt, const std::string& explicit_tokenizer,
-                                              const std::string& choice, const std::string& option) {
-  return resolve(ckpt.path, ckpt.format, ckpt.chat_template, explicit_tokenizer, choice, option);
+                                              const ChatChoice& choice) {
+  return resolve(ckpt.path, ckpt.format, ckpt.chat_template, explicit_tokenizer, choice);
 }
 
 std::optional<ChatTemplate> chat_template_for(const Model& model, const std::string& explicit_tokenizer,
-                                              const std::string& choice, const std::string& option) {
-  return resolve(model.path, model.format, model.chat_template, explicit_tokenizer, choice, option);
+                                              const ChatChoice& choice) {
+  return resolve(model.path, model.format, model.chat_template, explicit_tokenizer, choice);
 }
 
 std::string chat_template_setting(const std::string& model_path, const std::string& explicit_tokenizer,
-                                  const std::string& choice) {
-  if (choice.empty() || choice == "none") return "";
-  const std::optional<ChatTemplate> t =
-      chat_template_for(open_checkpoint(model_path), explicit_tokenizer, choice, "--chat-template");
+                                  const ChatChoice& choice) {
+  if (choice.chat_template.empty() || choice.chat_template == "none") return "";
+  const std::optional<ChatTemplate> t = chat_template_for(open_checkpoint(model_path), explicit_tokenizer, choice);
   return t ? t->describe() : "";
 }
 
 std::vector<int> encode_prompt_as(const Model& model, const Tokenizer& tok, const std::string& explicit_tokenizer,
-                                  const std::string& choice, const std::string& text) {
+                                  const ChatChoice& choice, const std::string& text) {
   const std::optional<ChatEncoder> chat =
-      ChatEncoder::of(chat_template_for(model, explicit_tokenizer, choice, "--chat-template"), tok, model.path);
+      ChatEncoder::of(chat_template_for(model, explicit_tokenizer, choice), tok, model.path);
   return chat ? chat->encode({{"user", text}}) : tok.encode(text, tok.default_add_bos());
 }
 

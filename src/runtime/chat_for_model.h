@@ -8,6 +8,7 @@
 
 #include "io/checkpoint.h"
 #include "model/model.h"
+#include "runtime/chat_choice.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -21,20 +22,21 @@ struct ShippedChatTemplate {
 ShippedChatTemplate shipped_chat_template(const std::string& model_path, const std::string& gguf_template,
                                           const std::string& explicit_tokenizer);
 
-// --chat-template's value resolved for one model: nullopt for "none" (or ""); "auto" refuses a
-// model without a template, or with one that is none of the formats, naming where it looked.
+// The choice resolved for one model: nullopt for "none" (or ""); "auto" refuses a model without a
+// template, or with one that is none of the formats, naming where it looked. A system message with
+// none, or for a format that takes none, is a usage error.
 std::optional<ChatTemplate> chat_template_for(const Checkpoint& ckpt, const std::string& explicit_tokenizer,
-                                              const std::string& choice, const std::string& option);
+                                              const ChatChoice& choice);
 std::optional<ChatTemplate> chat_template_for(const Model& model, const std::string& explicit_tokenizer,
-                                              const std::string& choice, const std::string& option);
+                                              const ChatChoice& choice);
 
-// What a results folder pins for --chat-template: the resolved format's describe(), "" for none.
+// What a results folder pins for the choice: the resolved template's describe(), "" for none.
 std::string chat_template_setting(const std::string& model_path, const std::string& explicit_tokenizer,
-                                  const std::string& choice);
+                                  const ChatChoice& choice);
 
-// One prompt's ids: a user turn of the template `choice` resolves to, or, for none, the text with
+// One prompt's ids: a user turn of the template the choice resolves to, or, for none, the text with
 // the tokenizer's BOS rule. For the commands that study one prompt without stopping (profile, patch).
 std::vector<int> encode_prompt_as(const Model& model, const Tokenizer& tok, const std::string& explicit_tokenizer,
-                                  const std::string& choice, const std::string& text);
+                                  const ChatChoice& choice, const std::string& text);
 
 }  // namespace kvp

@@ -1,6 +1,7 @@
 #include "tokenizer/chat_template.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@ namespace kvp {
 namespace {
 
 constexpr const char* kQwen2System = "You are a helpful assistant.";
+constexpr const char* kLlama31Date = "26 Jul 2024";  // the Llama-3.1 templates' date_string fallback
 
 // Jinja's trim and Python's str.strip() (ASCII whitespace: what the templates' texts hold).
 std::string trimmed(const std::string& s) {
@@ -35,6 +37,13 @@ const std::vector<FormatFacts>& formats() {
       {ChatFormat::Llama2, "llama2", {}, nullptr, true, true, true},
       {ChatFormat::Llama3,
        "llama3",
+       {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
+       "<|eot_id|>",
+       true,
+       false,
+       true},
+      {ChatFormat::Llama31,
+       "llama3.1",
        {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"},
        "<|eot_id|>",
        true,
@@ -69,20 +78,52 @@ std::string chatml_default_system(const std::string& jinja) {
   return "";
 }
 
+// The literal a template's `set date_string = "..."` gives ("" when it has none).
+std::string fallback_date(const std::string& jinja) {
+  const std::string key = "set date_string = \"";
+  const size_t b = jinja.find(key);
+  if (b == std::string::npos) return "";
+  const size_t e = jinja.find('"', b + key.size());
+  return e == std::string::npos ? "" : jinja.substr(b + key.size(), e - b - key.size());
+}
+
 }  // namespace
 
 std::string ChatTemplate::name() const { return facts(format).name; }
 
 std::string ChatTemplate::describe() const {
-  if (format != ChatFormat::ChatML || default_system == kQwen2System) return name();
-  if (default_system.empty()) return "chatml (no default system message)";
-  return fmt::format("chatml (default system message \"{}\")", default_system);
+  std::vector<std::string> notes;
+  auto quoted = [](const std::string& s) { return nlohmann::json(s).dump(); };
+  if (system_given)
+    notes.push_back("system message " + quoted(system));
+  else if (format == ChatFormat::ChatML && system.empty())
+    notes.push_back("no default system message");
+  else if (format == ChatFormat::ChatML && system != kQwen2System)
+    notes.push_back("default system message " + quoted(system));
+  if (format == ChatFormat::Llama31 && date != kLlama31Date) notes.push_back("dated " + date);
+  if (dated_today) notes.push_back(fmt::format("dated {}, not today as the template would", date));
+  return notes.empty() ? name() : fmt::format("{} ({})", name(), fmt::join(notes, "; "));
 }
 
 ChatTemplate parse_chat_template(const std::string& name, const std::string& option) {
-  for (const FormatFacts& f : formats())
-    if (name == f.name) return {f.format, f.format == ChatFormat::ChatML ? kQwen2System : ""};
-  fail_usage("{} {}: expected none, auto, llama2, llama3, mistral, gemma or chatml", option, name);
+  for (const FormatFacts& f : formats()) {
+    if (name != f.name) continue;
+    ChatTemplate t;
+    t.format = f.format;
+    if (f.format == ChatFormat::ChatML) t.system = kQwen2System;
+    if (f.format == ChatFormat::Llama31) t.date = kLlama31Date;
+    return t;
+  }
+  fail_usage("{} {}: expected none, auto, llama2, llama3, llama3.1, mistral, gemma or chatml", option, name);
+}
+
+ChatTemplate with_system(ChatTemplate t, const std::string& system, const std::string& option) {
+  if (system.empty()) return t;
+  if (!facts(t.format).system)
+    fail_usage("{}: chat template {} has no system message (the family's template refuses one)", option, t.name());
+  t.system = system;
+  t.system_given = true;
+  return t;
 }
 
 std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
@@ -90,11 +131,20 @@ std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
   ChatTemplate t;
   if (has("<|start_header_id|>") && has("<|eot_id|>")) {
     t.format = ChatFormat::Llama3;
+    if (has("Cutting Knowledge Date")) {
+      // Llama-3.1 and later: the dated system turn. Another knowledge date is another layout.
+      if (!has("Cutting Knowledge Date: December 2023\\n") && !has("Cutting Knowledge Date: December 2023\n"))
+        return std::nullopt;
+      t.format = ChatFormat::Llama31;
+      t.date = fallback_date(jinja);
+      if (t.date.empty()) t.date = kLlama31Date;
+      t.dated_today = has("strftime_now");
+    }
   } else if (has("<start_of_turn>") && has("<end_of_turn>")) {
     t.format = ChatFormat::Gemma;
   } else if (has("<|im_start|>") && has("<|im_end|>")) {
     t.format = ChatFormat::ChatML;
-    t.default_system = chatml_default_system(jinja);
+    t.system = chatml_default_system(jinja);
   } else if (has("[INST]") && has("<<SYS>>")) {
     t.format = ChatFormat::Llama2;
   } else if (has("[INST] ") && has(" [/INST]")) {
@@ -111,14 +161,13 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
                         const std::string& eos_piece) {
   const ChatFormat f = t.format;
   size_t first = 0;
-  std::string system;
-  bool has_system = false;
+  std::string system = t.system;
   if (!messages.empty() && messages[0].role == "system") {
     if (!facts(f).system) fail_usage("chat template {}: the format has no system message", t.name());
     system = messages[0].content;
-    has_system = true;
     first = 1;
   }
+  const bool has_system = first == 1 || !system.empty();
   if (first == messages.size()) fail_usage("chat template {}: the conversation has no user message", t.name());
   for (size_t i = first; i < messages.size(); ++i) {
     const char* want = (i - first) % 2 == 0 ? "user" : "assistant";
@@ -144,11 +193,16 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
       }
       break;  // the template opens no assistant turn: the text ends at " [/INST]"
     case ChatFormat::Llama3:
-      for (size_t i = 0; i < messages.size(); ++i) {
-        if (i == 0) out += bos_piece;
+    case ChatFormat::Llama31:
+      out += bos_piece;
+      if (f == ChatFormat::Llama31)
+        out += "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: " +
+               t.date + "\n\n" + trimmed(system) + "<|eot_id|>";
+      else if (has_system)
+        out += "<|start_header_id|>system<|end_header_id|>\n\n" + trimmed(system) + "<|eot_id|>";
+      for (size_t i = first; i < messages.size(); ++i)
         out += "<|start_header_id|>" + messages[i].role + "<|end_header_id|>\n\n" + trimmed(messages[i].content) +
                "<|eot_id|>";
-      }
       out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
     case ChatFormat::Mistral:
@@ -164,8 +218,9 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
       out += "<start_of_turn>model\n";
       break;
     case ChatFormat::ChatML:
-      if (!has_system && !t.default_system.empty()) out += "<|im_start|>system\n" + t.default_system + "<|im_end|>\n";
-      for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+      if (has_system) out += "<|im_start|>system\n" + system + "<|im_end|>\n";
+      for (size_t i = first; i < messages.size(); ++i)
+        out += "<|im_start|>" + messages[i].role + "\n" + messages[i].content + "<|im_end|>\n";
       out += "<|im_start|>assistant\n";
       break;
   }

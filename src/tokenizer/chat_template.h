@@ -6,6 +6,9 @@
 // beyond the template's own; special tokens spelled in the text are single tokens):
 //   llama2   Llama-2-chat: <s>[INST] <<SYS>>\n{system}\n<</SYS>>\n\n{user} [/INST] {assistant} </s>...
 //   llama3   Llama-3-Instruct: <|begin_of_text|><|start_header_id|>{role}<|end_header_id|>\n\n{text}<|eot_id|>...
+//   llama3.1 Llama-3.1/3.2/3.3-Instruct: llama3 with a system turn always first, dated:
+//            ...system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date:
+//            {date}\n\n{system}<|eot_id|>
 //   mistral  Mistral-Instruct v0.2: <s>[INST] {user} [/INST]{assistant}</s>... (v0.1's template adds a
 //            space after each </s>: the same prompt for one user turn)
 //   gemma    Gemma / Gemma-2 -it: <bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n
@@ -21,19 +24,27 @@ namespace kvp {
 class Tokenizer;
 
 // In the order of the formats' table in chat_template.cpp (its index).
-enum class ChatFormat { Llama2, Llama3, Mistral, Gemma, ChatML };
+enum class ChatFormat { Llama2, Llama3, Llama31, Mistral, Gemma, ChatML };
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::ChatML;
-  // chatml only: the system message put first when the conversation has none (Qwen2's template
-  // says "You are a helpful assistant."; a template that has none leaves it empty: no system turn).
-  std::string default_system;
+  // The system message a conversation that has none starts with: chatml's template default
+  // (Qwen2's "You are a helpful assistant."; empty for a template without one), or the one a run
+  // gives (--system, with_system). Empty: no system message.
+  std::string system;
+  bool system_given = false;  // `system` is the run's, not the template's
+  // llama3.1 only: the date of its system turn. The templates fall back to "26 Jul 2024"; Llama-3.2's
+  // writes today's date where transformers defines strftime_now, which kvparity does not follow, so
+  // that a run renders the same prompt every day (dated_today says the template would).
+  std::string date;
+  bool dated_today = false;
   std::string name() const;      // "chatml", ...
-  std::string describe() const;  // the name, and a non-standard default system message
+  std::string describe() const;  // the name, and whatever differs from the format's defaults
 };
 
 // The option values: "none", "auto" and the formats' names.
-inline constexpr const char* kChatTemplateNames[] = {"none", "auto", "llama2", "llama3", "mistral", "gemma", "chatml"};
+inline constexpr const char* kChatTemplateNames[] = {"none",     "auto",    "llama2", "llama3",
+                                                     "llama3.1", "mistral", "gemma",  "chatml"};
 
 // A format by name ("llama2", ...); `option` names the option in the error. "none" and "auto" are
 // the caller's to handle.
@@ -42,6 +53,10 @@ ChatTemplate parse_chat_template(const std::string& name, const std::string& opt
 // Which format a model's own Jinja template is written in; nullopt when it is none of them.
 std::optional<ChatTemplate> chat_template_of(const std::string& jinja);
 
+// `t` with the run's system message (--system; "" keeps the template's). A format whose template
+// refuses a system message (mistral, gemma) is a usage error naming `option`.
+ChatTemplate with_system(ChatTemplate t, const std::string& system, const std::string& option);
+
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
   std::string content;
@@ -49,7 +64,8 @@ struct ChatMessage {
 
 // The conversation as text, ending with the assistant's turn opened (the generation prompt).
 // Roles must alternate user/assistant (after an optional system message, which mistral and gemma
-// refuse, as their templates do); errors name the message.
+// refuse, as their templates do); errors name the message. A conversation without a system message
+// gets t.system, if any.
 std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& messages, const std::string& bos_piece,
                         const std::string& eos_piece);
 
