@@ -544,6 +544,20 @@ TEST(ChatTemplateCli, SystemMessageGoesFirstAndIsPinned) {
     EXPECT_NE(e.err.find(r.says), std::string::npos) << r.options << ": " << e.err;
   }
 
+  // tokenize shows the same prompt, as ids or as the text they encode.
+  const auto ids = kvparity("tokenize --model " + q(m) + " --text 'the dog' --chat-template auto --system 'Be brief.'");
+  ASSERT_EQ(ids.status, 0) << ids.err;
+  EXPECT_EQ(nlohmann::json::parse(ids.out), b);
+  const auto text = kvparity("tokenize --tokenizer " + q(m + "/tokenizer.json") +
+                             " --text 'the dog' --chat-template auto --system 'Be brief.' --rendered");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_EQ(text.out,
+            "<s><|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\nToday Date: 26 "
+            "Jul 2024\n\nBe brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n\nthe "
+            "dog<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  EXPECT_EQ(kvparity("tokenize --model " + q(m) + " --text x --rendered").status, 2);
+  EXPECT_EQ(kvparity("tokenize --model " + q(m) + " --text x --chat-template llama3 --bos").status, 2);
+
   const std::string compare = "compare --model " + q(m) +
                               " --prompt 'the dog' --max-new-tokens 2 --no-report --chat-template auto --out " +
                               q(t.file("c"));

@@ -104,6 +104,10 @@ std::optional<ChatTemplate> chat_template_for(const Model& model, const std::str
   return resolve(model.path, model.format, model.chat_template, explicit_tokenizer, choice);
 }
 
+std::optional<ChatTemplate> chat_template_for_tokenizer(const std::string& tokenizer_path, const ChatChoice& choice) {
+  return resolve(tokenizer_path, "", "", tokenizer_path, choice);
+}
+
 std::string chat_template_setting(const std::string& model_path, const std::string& explicit_tokenizer,
                                   const ChatChoice& choice) {
   if (choice.chat_template.empty() || choice.chat_template == "none") return "";

@@ -29,6 +29,9 @@ std::optional<ChatTemplate> chat_template_for(const Checkpoint& ckpt, const std:
                                               const ChatChoice& choice);
 std::optional<ChatTemplate> chat_template_for(const Model& model, const std::string& explicit_tokenizer,
                                               const ChatChoice& choice);
+// For a tokenizer file alone (kvparity tokenize --tokenizer): "auto" reads the tokenizer_config.json
+// beside it.
+std::optional<ChatTemplate> chat_template_for_tokenizer(const std::string& tokenizer_path, const ChatChoice& choice);
 
 // What a results folder pins for the choice: the resolved template's describe(), "" for none.
 std::string chat_template_setting(const std::string& model_path, const std::string& explicit_tokenizer,
