@@ -171,9 +171,9 @@ TEST(Cli, ConvertQuantisesAndTheQuantisedFileGenerates) {
   r = kvparity(base + q(tmp.file("no.gguf")) + " --quant Q4_K --dtype fp16");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("exclude each other"), std::string::npos) << r.err;
-  r = kvparity(base + q(tmp.file("no.gguf")) + " --quant IQ4_NL");
+  r = kvparity(base + q(tmp.file("no.gguf")) + " --quant IQ2_XXS");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("IQ4_NL"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("IQ2_XXS"), std::string::npos) << r.err;
   r = kvparity("synth --preset tiny --format hf --quant Q8_0 --out " + q(tmp.file("no_synth")));
   EXPECT_EQ(r.status, 2);
   EXPECT_FALSE(std::filesystem::exists(tmp.file("no.gguf")));

@@ -116,7 +116,7 @@ TEST_F(GgufConformance, QuantisedConvertPasses) {
   if (!have_python()) return;
   KVP_REQUIRE_SHARED(model, "models/stories260K/stories260K.bin");
   KVP_REQUIRE_SHARED(tok, "models/stories260K/tok512.bin");
-  for (const char* quant : {"Q8_0", "Q4_0", "Q5_1", "Q4_K_M"}) {
+  for (const char* quant : {"Q8_0", "Q4_0", "Q5_1", "Q4_K_M", "IQ4_XS"}) {
     const std::string out = tmp.file(std::string(quant) + ".gguf");
     const ProcResult r = run(std::string(KVPARITY_BIN) + " convert --model " + q(model) + " --tokenizer " + q(tok) +
                              " --to gguf --quant " + quant + " --out " + q(out));

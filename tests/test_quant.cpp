@@ -18,6 +18,7 @@
 #include "io/gguf.h"
 #include "kernels/dequant_rows.h"
 #include "kernels/simd_ops.h"
+#include "kernels/simd_target.h"
 #include "model/checkpoint_export.h"
 #include "model/model.h"
 #include "model/synthetic.h"
@@ -222,9 +223,53 @@ TEST(QuantBlocks, Q6_K) {
   }
 }
 
+// IQ4_NL: code j of weights j (low nibble of qs[j]) and j + 16 (high nibble) picks a level of the
+// non-linear table; w = d * level.
+constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+TEST(QuantBlocks, IQ4_NL) {
+  for (float d : {0.0123f, -1.5f, 0.0f}) {
+    Block blk(18);
+    blk.half(0, d);
+    std::vector<float> want(32);
+    for (int i = 0; i < 32; ++i) {
+      const int code = (i * 7 + 3) % 16;
+      blk.bits(2 + size_t(i % 16), i < 16 ? 0 : 4, 4, code);
+      want[i] = h(d) * float(kLevels[code]);
+    }
+    expect_bits(decode(QuantType::IQ4_NL, blk), want, "IQ4_NL");
+  }
+}
+
+// IQ4_XS: d, then 16 bits scales_h (2 high bits of sub-block i's scale at bit 2i), 4 bytes
+// scales_l (low 4 bits of scale i in nibble i % 2 of byte i / 2), then 8 x 16 bytes of codes in
+// IQ4_NL's order; w = d * (scale - 32) * level.
+TEST(QuantBlocks, IQ4_XS) {
+  for (float d : {0.0007f, -3.25f}) {
+    Block blk(136);
+    blk.half(0, d);
+    int sc[8];
+    unsigned scales_h = 0;
+    for (int i = 0; i < 8; ++i) {
+      sc[i] = i == 0 ? 0 : i == 1 ? 63 : (i * 23 + 5) % 64;
+      blk.bits(4 + size_t(i / 2), 4 * (i % 2), 4, sc[i] & 15);
+      scales_h |= unsigned(sc[i] >> 4) << (2 * i);
+    }
+    blk.b[2] = uint8_t(scales_h & 0xFF);
+    blk.b[3] = uint8_t(scales_h >> 8);
+    std::vector<float> want(256);
+    for (int i = 0; i < 256; ++i) {
+      const int sub = i / 32, l = i % 32, code = (i * 11 + sub) % 16;
+      blk.bits(8 + size_t(16 * sub + l % 16), l < 16 ? 0 : 4, 4, code);
+      want[i] = h(d) * float(sc[sub] - 32) * float(kLevels[code]);
+    }
+    expect_bits(decode(QuantType::IQ4_XS, blk), want, "IQ4_XS");
+  }
+}
+
 TEST(QuantBlocks, NamesSizesAndGgmlIds) {
-  const std::pair<const char*, uint32_t> ids[] = {{"Q4_0", 2}, {"Q4_1", 3}, {"Q5_0", 6}, {"Q5_1", 7}, {"Q8_0", 8},
-                                                  {"Q2_K", 10}, {"Q3_K", 11}, {"Q4_K", 12}, {"Q5_K", 13}, {"Q6_K", 14}};
+  const std::pair<const char*, uint32_t> ids[] = {{"Q4_0", 2},  {"Q4_1", 3},  {"Q5_0", 6},    {"Q5_1", 7},
+                                                  {"Q8_0", 8},  {"Q2_K", 10}, {"Q3_K", 11},   {"Q4_K", 12},
+                                                  {"Q5_K", 13}, {"Q6_K", 14}, {"IQ4_NL", 20}, {"IQ4_XS", 23}};
   for (auto [name, id] : ids) {
     const auto q = parse_quant(name);
     ASSERT_TRUE(q.has_value()) << name;
@@ -232,15 +277,29 @@ TEST(QuantBlocks, NamesSizesAndGgmlIds) {
     EXPECT_EQ(quant_from_ggml_type(id), q);
     EXPECT_EQ(quant_name(*q), name);
   }
-  for (uint32_t id : {0u, 1u, 9u, 15u, 16u, 20u, 30u, 34u, 35u}) EXPECT_FALSE(quant_from_ggml_type(id)) << id;
-  EXPECT_FALSE(parse_quant("IQ4_NL"));
+  for (uint32_t id : {0u, 1u, 9u, 15u, 16u, 21u, 22u, 30u, 34u, 35u}) EXPECT_FALSE(quant_from_ggml_type(id)) << id;
+  EXPECT_FALSE(parse_quant("IQ2_XXS"));
+  EXPECT_EQ(block_bytes(QuantType::IQ4_NL), 18u);
+  EXPECT_EQ(block_bytes(QuantType::IQ4_XS), 136u);
+  EXPECT_EQ(quant_names().size(), size_t(kLastQuantType));
+}
+
+// Every SIMD target this machine has (AVX-512, AVX2, the portable fallback), the default again after.
+template <class F>
+void on_every_simd_target(F&& f) {
+  for (SimdTarget t : test::simd_targets_here()) {
+    use_simd(t);
+    SCOPED_TRACE(simd_in_use());
+    f();
+  }
+  use_simd(SimdTarget::Auto);
 }
 
 // The vectorised decoders the kernels use give the scalar decoders' bits on arbitrary bytes
 // (random fp16 scales, NaN and Inf included).
-TEST(QuantBlocks, VectorisedDecodersMatchScalarBitwise) {
+void vectorised_decoders_match_scalar() {
   std::mt19937 rng(11);
-  for (int t = 1; t <= int(QuantType::Q6_K); ++t) {
+  for (int t = 1; t <= int(kLastQuantType); ++t) {
     const QuantType q = QuantType(t);
     const size_t nb = 37;
     std::vector<uint8_t> bytes(nb * block_bytes(q));
@@ -254,18 +313,20 @@ TEST(QuantBlocks, VectorisedDecodersMatchScalarBitwise) {
   }
 }
 
+TEST(QuantBlocks, VectorisedDecodersMatchScalarBitwise) { on_every_simd_target(vectorised_decoders_match_scalar); }
+
 // The decode GEMV that decodes in registers (simd::dot_rows_quant) against dot_rows on the
 // dequantised rows: bitwise, for row ranges that leave rows outside the four streams and k ranges
 // that start and end inside the row; and it declines (returning false) where it cannot keep
 // dot_rows' order.
-TEST(QuantBlocks, InRegisterGemvIsBitwiseDotRowsOnTheDequantisedRows) {
+void in_register_gemv_is_dot_rows() {
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const size_t K = 768, N = 23;
   std::vector<float> x(K), w(N * K);
   for (auto& v : x) v = u(rng);
   for (auto& v : w) v = u(rng) * (1.0f + float(rng() % 8));
-  for (QuantType q : {QuantType::Q8_0, QuantType::Q4_K, QuantType::Q6_K}) {
+  for (QuantType q : {QuantType::Q8_0, QuantType::Q4_K, QuantType::Q6_K, QuantType::IQ4_NL, QuantType::IQ4_XS}) {
     SCOPED_TRACE(quant_name(q));
     const size_t rb = quant_row_bytes(q, K);
     std::vector<uint8_t> blocks(N * rb);
@@ -287,12 +348,16 @@ TEST(QuantBlocks, InRegisterGemvIsBitwiseDotRowsOnTheDequantisedRows) {
   EXPECT_FALSE(simd::dot_rows_quant(x.data(), q5.data(), QuantType::Q5_K, K, 0, 1, 0, K, &y0));
 }
 
+TEST(QuantBlocks, InRegisterGemvIsBitwiseDotRowsOnTheDequantisedRows) {
+  on_every_simd_target(in_register_gemv_is_dot_rows);
+}
+
 // Round trip: every weight within a format-dependent fraction of its block's largest magnitude.
 TEST(Quantize, RoundTripWithinTheFormatsErrorBound) {
   const std::pair<QuantType, double> bounds[] = {
-      {QuantType::Q8_0, 0.0045}, {QuantType::Q4_0, 0.13}, {QuantType::Q4_1, 0.075}, {QuantType::Q5_0, 0.065},
-      {QuantType::Q5_1, 0.036},  {QuantType::Q2_K, 0.40}, {QuantType::Q3_K, 0.30},  {QuantType::Q4_K, 0.075},
-      {QuantType::Q5_K, 0.036},  {QuantType::Q6_K, 0.036}};
+      {QuantType::Q8_0, 0.0045}, {QuantType::Q4_0, 0.13},  {QuantType::Q4_1, 0.075},  {QuantType::Q5_0, 0.065},
+      {QuantType::Q5_1, 0.036},  {QuantType::Q2_K, 0.40},  {QuantType::Q3_K, 0.30},   {QuantType::Q4_K, 0.075},
+      {QuantType::Q5_K, 0.036},  {QuantType::Q6_K, 0.036}, {QuantType::IQ4_NL, 0.13}, {QuantType::IQ4_XS, 0.15}};
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const size_t n = 256 * 64;
@@ -363,8 +428,8 @@ TEST(QuantModel, OnTheFlyDequantisationIsBitwiseDequantiseThenF32) {
   std::vector<int> tokens;
   for (int i = 0; i < 21; ++i) tokens.push_back((i * 37 + 5) % 320);
   const Arch archs[] = {Arch::Llama, Arch::Qwen2, Arch::Gemma2};
-  const char* const quants[] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1",  "Q2_K",
-                                "Q3_K", "Q4_K", "Q5_K", "Q6_K", "Q4_K_M"};
+  const char* const quants[] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0",   "Q5_1",   "Q2_K",  "Q3_K",
+                                "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "Q4_K_M"};
   for (size_t ai = 0; ai < std::size(archs); ++ai) {
     const Arch arch = archs[ai];
     const Checkpoint src = synthesize_checkpoint(quant_config(arch), DType::F32, 99);

@@ -16,6 +16,8 @@
 //  Q4_K 144 B: d; dmin; u8 scales[12] (8 x 6-bit scale + 8 x 6-bit min); u8 qs[128]
 //  Q5_K 176 B: d; dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]
 //  Q6_K 210 B: u8 ql[128]; u8 qh[64]; int8 scales[16]; d
+//  IQ4_NL 18 B: d; u8 qs[16] (as Q4_0)                      w = d * kIq4nlLevels[nib]
+//  IQ4_XS 136 B: d; u16 scales_h; u8 scales_l[4]; u8 qs[128] (8 sub-blocks of 32, 6-bit scales)
 // The element order inside the K-quant blocks is spelled out in each decoder below.
 
 namespace kvp {
@@ -28,10 +30,12 @@ struct Info {
 };
 
 constexpr Info kInfo[] = {
-    {"none", 0, 1, 4},      {"Q8_0", 8, 32, 34},    {"Q4_0", 2, 32, 18},    {"Q4_1", 3, 32, 20},
-    {"Q5_0", 6, 32, 22},    {"Q5_1", 7, 32, 24},    {"Q2_K", 10, 256, 84},  {"Q3_K", 11, 256, 110},
-    {"Q4_K", 12, 256, 144}, {"Q5_K", 13, 256, 176}, {"Q6_K", 14, 256, 210},
+    {"none", 0, 1, 4},        {"Q8_0", 8, 32, 34},    {"Q4_0", 2, 32, 18},    {"Q4_1", 3, 32, 20},
+    {"Q5_0", 6, 32, 22},      {"Q5_1", 7, 32, 24},    {"Q2_K", 10, 256, 84},  {"Q3_K", 11, 256, 110},
+    {"Q4_K", 12, 256, 144},   {"Q5_K", 13, 256, 176}, {"Q6_K", 14, 256, 210}, {"IQ4_NL", 20, 32, 18},
+    {"IQ4_XS", 23, 256, 136},
 };
+static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == size_t(kLastQuantType) + 1, "one row per QuantType");
 constexpr size_t kCount = sizeof(kInfo) / sizeof(kInfo[0]);
 
 const Info& info(QuantType q) { return kInfo[size_t(q) < kCount ? size_t(q) : 0]; }
@@ -184,9 +188,44 @@ void q6_k(const uint8_t* b, float* y) {
   }
 }
 
+// IQ4_NL: Q4_0's nibble order (low nibbles weights 0-15, high 16-31), each code a level of the
+// table. d times a level (at most 7 bits) is exact in fp32.
+void iq4_nl(const uint8_t* b, float* y) {
+  const float d = half(b);
+  const uint8_t* qs = b + 2;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(kIq4nlLevels[qs[j] & 0x0F]);
+    y[j + 16] = d * float(kIq4nlLevels[qs[j] >> 4]);
+  }
+}
+
+// IQ4_XS: 8 sub-blocks of 32 in IQ4_NL's order, sub-block i with scale d * (s - 32), s a 6-bit code:
+// its low 4 bits are nibble i % 2 of scales_l[i / 2], its high 2 bits bits 2i..2i+1 of scales_h.
+// d * (s - 32) is exact (11 + 6 bits), and so is its product with a level (+ 7 bits: 24).
+void iq4_xs(const uint8_t* b, float* y) {
+  const float d = half(b);
+  const unsigned scales_h = unsigned(b[2]) | (unsigned(b[3]) << 8);
+  const uint8_t* scales_l = b + 4;
+  const uint8_t* qs = b + 8;
+  for (int i = 0; i < 8; ++i, qs += 16, y += 32) {
+    const int s = ((scales_l[i / 2] >> (4 * (i % 2))) & 0x0F) | int(((scales_h >> (2 * i)) & 3) << 4);
+    const float dl = d * float(s - 32);
+    for (int j = 0; j < 16; ++j) {
+      y[j] = dl * float(kIq4nlLevels[qs[j] & 0x0F]);
+      y[j + 16] = dl * float(kIq4nlLevels[qs[j] >> 4]);
+    }
+  }
+}
+
 }  // namespace
 
 std::string_view quant_name(QuantType q) { return info(q).name; }
+
+std::vector<std::string_view> quant_names() {
+  std::vector<std::string_view> v;
+  for (size_t i = 1; i < kCount; ++i) v.emplace_back(kInfo[i].name);
+  return v;
+}
 
 std::optional<QuantType> parse_quant(std::string_view s) {
   for (size_t i = 1; i < kCount; ++i) {
@@ -226,6 +265,12 @@ void dequantize_blocks(QuantType q, const void* blocks, size_t n_blocks, float* 
     case QuantType::Q4_K: f = q4_k; break;
     case QuantType::Q5_K: f = q5_k; break;
     case QuantType::Q6_K: f = q6_k; break;
+    case QuantType::IQ4_NL:
+      f = iq4_nl;
+      break;
+    case QuantType::IQ4_XS:
+      f = iq4_xs;
+      break;
   }
   for (size_t i = 0; i < n_blocks; ++i) f(b + i * bb, out + i * be);
 }

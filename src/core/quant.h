@@ -13,12 +13,18 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvp {
 
-enum class QuantType : uint8_t { None, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K };
+enum class QuantType : uint8_t { None, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS };
+inline constexpr QuantType kLastQuantType = QuantType::IQ4_XS;  // the formats are None + 1 .. this
+
+// IQ4_NL and IQ4_XS: a 4-bit code picks one of these 16 levels, not an evenly spaced one.
+inline constexpr int8_t kIq4nlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 std::string_view quant_name(QuantType q);  // "Q8_0", ...; "none" for None
+std::vector<std::string_view> quant_names();  // every format's, in QuantType order
 // Accepts the names above (case-insensitive); nullopt for anything else.
 std::optional<QuantType> parse_quant(std::string_view s);
 // ggml's type id of a format (GGML_TYPE_Q8_0 = 8, ...), and back: nullopt for ids that are not

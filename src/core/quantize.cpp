@@ -1,6 +1,7 @@
 #include "core/quantize.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -215,6 +216,64 @@ void q6_k(const float* x, uint8_t* b) {
       }
 }
 
+// The IQ4 level nearest v (v in the levels' units): a binary search over the midpoints.
+int nearest_level(float v) {
+  static const auto mid = [] {
+    std::array<float, 15> m{};
+    for (int k = 0; k < 15; ++k) m[size_t(k)] = 0.5f * float(kIq4nlLevels[k] + kIq4nlLevels[k + 1]);
+    return m;
+  }();
+  return int(std::upper_bound(mid.begin(), mid.end(), v) - mid.begin());
+}
+
+// The scale of 32 weights on the IQ4 levels: candidates putting the value of largest magnitude
+// on or near the outermost level (-127), each with the least-squares scale of the levels it picks;
+// the one with the smallest squared error (the largest sxl^2 / sll) wins.
+float iq4_scale(const float* x) {
+  const float m = signed_absmax(x, 32);
+  if (m == 0.0f) return 0.0f;
+  float best_d = m / -127.0f;
+  double best = -1.0;
+  for (int t = -7; t <= 7; ++t) {
+    const float per_weight = (-127.0f + float(t)) / m;
+    double sxl = 0, sll = 0;
+    for (int j = 0; j < 32; ++j) {
+      const double l = kIq4nlLevels[nearest_level(x[j] * per_weight)];
+      sxl += double(x[j]) * l;
+      sll += l * l;
+    }
+    if (sxl * sxl / sll > best) best = sxl * sxl / sll, best_d = float(sxl / sll);
+  }
+  return best_d;
+}
+
+void iq4_codes(const float* x, float d, int* codes) {
+  for (int j = 0; j < 32; ++j) codes[j] = d == 0.0f ? 8 : nearest_level(x[j] / d);
+}
+
+// IQ4_XS: each sub-block's own scale, as a signed 6-bit multiple of d = the largest / -32.
+void iq4_xs(const float* x, uint8_t* b) {
+  float scale[8], largest = 0.0f;
+  for (int i = 0; i < 8; ++i) {
+    scale[i] = iq4_scale(x + 32 * i);
+    if (std::fabs(scale[i]) > std::fabs(largest)) largest = scale[i];
+  }
+  const float d = stored_half(largest / -32.0f);
+  std::memset(b, 0, 136);
+  put_half(b, d);
+  unsigned scales_h = 0;
+  int codes[32];
+  for (int i = 0; i < 8; ++i) {
+    const int l = d == 0.0f ? 0 : clamp_round(scale[i] / d, -32, 31);
+    b[4 + i / 2] |= uint8_t(((l + 32) & 0x0F) << (4 * (i % 2)));
+    scales_h |= unsigned(((l + 32) >> 4) & 3) << (2 * i);
+    iq4_codes(x + 32 * i, d * float(l), codes);
+    pack_nibbles(codes, b + 8 + 16 * i);
+  }
+  b[2] = uint8_t(scales_h & 0xFF);
+  b[3] = uint8_t(scales_h >> 8);
+}
+
 }  // namespace
 
 void quantize_row(QuantType q, const float* x, size_t n, void* out) {
@@ -259,6 +318,16 @@ void quantize_row(QuantType q, const float* x, size_t n, void* out) {
       case QuantType::Q4_K: q45_k(x, o, 4); break;
       case QuantType::Q5_K: q45_k(x, o, 5); break;
       case QuantType::Q6_K: q6_k(x, o); break;
+      case QuantType::IQ4_NL: {
+        const float d = stored_half(iq4_scale(x));
+        put_half(o, d);
+        iq4_codes(x, d, codes);
+        pack_nibbles(codes, o + 2);
+        break;
+      }
+      case QuantType::IQ4_XS:
+        iq4_xs(x, o);
+        break;
     }
   }
 }

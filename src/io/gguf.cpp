@@ -1,5 +1,7 @@
 #include "io/gguf.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -332,9 +334,8 @@ GgufFile parse_gguf(const uint8_t* data, size_t size, const std::string& name) {
     const std::optional<QuantType> quant = quant_from_ggml_type(ti.type);
     if (ti.type != uint32_t(GgmlType::F32) && ti.type != uint32_t(GgmlType::F16) &&
         ti.type != uint32_t(GgmlType::BF16) && !quant)
-      fail("{}: tensor '{}' has ggml type {} ({}), which is not supported (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-           "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)",
-           name, ti.name, ggml_type_name(ti.type), ti.type);
+      fail("{}: tensor '{}' has ggml type {} ({}), which is not supported (F32, F16, BF16, {})", name, ti.name,
+           ggml_type_name(ti.type), ti.type, fmt::join(quant_names(), ", "));
     if (quant && ti.ne[0] % block_elems(*quant) != 0)
       fail("{}: tensor '{}' ({}): its rows of {} values are not a whole number of {}-value blocks", name, ti.name,
            quant_name(*quant), ti.ne[0], block_elems(*quant));

@@ -1,5 +1,5 @@
 // Vectorised block dequantisation for the formats decode time is spent on (Q8_0, Q4_0, Q4_K, Q5_K,
-// Q6_K); the rest use core/quant.cpp's scalar decoders. Each lane performs the scalar decoder's
+// Q6_K, IQ4_NL, IQ4_XS); the rest use core/quant.cpp's scalar decoders. Each lane performs the scalar decoder's
 // operations in the same order (integer code -> exact float conversion -> one rounded multiply ->
 // one rounded subtract), so the values are bitwise core/quant.h's (tests/test_quant.cpp checks).
 // Compiled once per SIMD target like the other kernel files.
@@ -26,6 +26,7 @@ using DF = hn::ScalableTag<float>;
 using DI = hn::RebindToSigned<DF>;
 using simd_common::HWY_NAMESPACE::Bytes;
 using simd_common::HWY_NAMESPACE::Half;
+using simd_common::HWY_NAMESPACE::Iq4Levels;
 using simd_common::HWY_NAMESPACE::SignedBytes;
 
 constexpr size_t kPrefetchBytes = 1024;
@@ -107,6 +108,28 @@ void Q6K(const uint8_t* b, float* y) {
   }
 }
 
+// IQ4_NL (one 32-weight group, scale d) and IQ4_XS (8 groups, scale d * (s - 32)): levels looked
+// up in registers, times the group's scale, as core/quant.cpp's one multiply.
+void IQ4_NL(const uint8_t* b, float* y) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const auto d = hn::Set(df, Half(b));
+  for (size_t l = 0; l < 32; l += L) hn::StoreU(hn::Mul(d, hn::ConvertTo(df, Iq4Levels(b + 2, l))), df, y + l);
+}
+
+void IQ4_XS(const uint8_t* b, float* y) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
+  const float d = Half(b);
+  const unsigned scales_h = unsigned(b[2]) | (unsigned(b[3]) << 8);
+  for (int i = 0; i < 8; ++i, y += 32) {
+    const int s = ((b[4 + i / 2] >> (4 * (i % 2))) & 0x0F) | int(((scales_h >> (2 * i)) & 3) << 4);
+    const auto dl = hn::Set(df, d * float(s - 32));
+    for (size_t l = 0; l < 32; l += L)
+      hn::StoreU(hn::Mul(dl, hn::ConvertTo(df, Iq4Levels(b + 8 + 16 * i, l))), df, y + l);
+  }
+}
+
 // One row is a single sequential stream interleaved with compute: without prefetching ahead
 // the loads wait on DRAM latency instead of streaming (measured 6 GB/s of 26 on 2 cores). The
 // decoder is a template argument so that it inlines into the loop: a call per 32-weight block
@@ -129,6 +152,10 @@ void DequantizeBlocks(QuantType q, const void* blocks, size_t n_blocks, float* o
     case QuantType::Q4_K: return Blocks<Q4K, 144, 256>(b, n_blocks, out);
     case QuantType::Q5_K: return Blocks<Q5K, 176, 256>(b, n_blocks, out);
     case QuantType::Q6_K: return Blocks<Q6K, 210, 256>(b, n_blocks, out);
+    case QuantType::IQ4_NL:
+      return Blocks<IQ4_NL, 18, 32>(b, n_blocks, out);
+    case QuantType::IQ4_XS:
+      return Blocks<IQ4_XS, 136, 256>(b, n_blocks, out);
     default: return dequantize_blocks(q, blocks, n_blocks, out);
   }
 }

@@ -1,5 +1,5 @@
-// Decode GEMV on Q8_0, Q4_K and Q6_K weights (what Q8_0 and the Q4_K_M/Q5_K_M mixes spend decode
-// on) with each vector of weights decoded in registers and multiplied at once, in exactly
+// Decode GEMV on Q8_0, Q4_K, Q6_K, IQ4_NL and IQ4_XS weights (what Q8_0, the Q4_K_M/Q5_K_M mixes
+// and IQ4 files spend decode on) with each vector of weights decoded in registers and multiplied at once, in exactly
 // dot_rows' per-output order (simd_ops.h): vector i of the k range goes to accumulator i % 2, the
 // two are added lane-wise and tree-summed. A block is a whole number of vector pairs and the range
 // starts on a block, so the block-at-a-time walk below feeds each accumulator the same products
@@ -31,6 +31,7 @@ using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 using simd_common::HWY_NAMESPACE::ForStreamRows;
 using simd_common::HWY_NAMESPACE::Half;
+using simd_common::HWY_NAMESPACE::Iq4Levels;
 using simd_common::HWY_NAMESPACE::kStreams;
 using simd_common::HWY_NAMESPACE::SignedBytes;
 
@@ -95,6 +96,40 @@ struct Q6_KFmt {
   }
 };
 
+// IQ4_NL: one 32-weight group with scale d; IQ4_XS: 8 groups, group t with scale d * (s_t - 32)
+// (core/quant.cpp), its codes at bytes [8 + 16t, +16). The level comes from Iq4Levels.
+struct IQ4_NLFmt {
+  static constexpr size_t kBytes = 18, kElems = 32;
+  struct State {
+    float d;
+  };
+  static HWY_INLINE void Prepare(const uint8_t* b, State& st) { st.d = Half(b); }
+  static HWY_INLINE VF Load(const uint8_t* b, const State& st, size_t j) {
+    const DF d;
+    return hn::Mul(hn::Set(d, st.d), hn::ConvertTo(d, Iq4Levels(b + 2, j)));
+  }
+};
+
+struct IQ4_XSFmt {
+  static constexpr size_t kBytes = 136, kElems = 256;
+  struct State {
+    float d[8];
+  };
+  static HWY_INLINE void Prepare(const uint8_t* b, State& st) {
+    const float d = Half(b);
+    const unsigned scales_h = unsigned(b[2]) | (unsigned(b[3]) << 8);
+    for (int t = 0; t < 8; ++t) {
+      const int s = ((b[4 + t / 2] >> (4 * (t % 2))) & 0x0F) | int(((scales_h >> (2 * t)) & 3) << 4);
+      st.d[t] = d * float(s - 32);
+    }
+  }
+  static HWY_INLINE VF Load(const uint8_t* b, const State& st, size_t j) {
+    const DF d;
+    const size_t t = j / 32;
+    return hn::Mul(hn::Set(d, st.d[t]), hn::ConvertTo(d, Iq4Levels(b + 8 + 16 * t, j % 32)));
+  }
+};
+
 // S rows (one per stream) over blocks [b0, b1): in each block, vector pair p of the k range
 // feeds accumulators 0 and 1, as dot_rows does.
 template <class Fmt, size_t S>
@@ -151,6 +186,12 @@ bool DotRowsQuant(const float* x, const void* W, QuantType q, size_t K, size_t n
     case QuantType::Q8_0: Rows<Q8_0Fmt>(x, base, K, n0, n1, k0, k1, y); return true;
     case QuantType::Q4_K: Rows<Q4_KFmt>(x, base, K, n0, n1, k0, k1, y); return true;
     case QuantType::Q6_K: Rows<Q6_KFmt>(x, base, K, n0, n1, k0, k1, y); return true;
+    case QuantType::IQ4_NL:
+      Rows<IQ4_NLFmt>(x, base, K, n0, n1, k0, k1, y);
+      return true;
+    case QuantType::IQ4_XS:
+      Rows<IQ4_XSFmt>(x, base, K, n0, n1, k0, k1, y);
+      return true;
     default: return false;
   }
 }

@@ -37,6 +37,10 @@ unsigned single_file_type(QuantType q) {
     case QuantType::Q4_K: return 15;
     case QuantType::Q5_K: return 17;
     case QuantType::Q6_K: return 18;
+    case QuantType::IQ4_NL:
+      return 25;
+    case QuantType::IQ4_XS:
+      return 30;
     case QuantType::None: return 0;
   }
   return 0;
@@ -73,7 +77,7 @@ std::optional<QuantRecipe> parse_quant_recipe(const std::string& name) {
 
 std::vector<std::string> quant_recipe_names() {
   std::vector<std::string> v;
-  for (int i = 1; i <= int(QuantType::Q6_K); ++i) v.emplace_back(quant_name(QuantType(i)));
+  for (int i = 1; i <= int(kLastQuantType); ++i) v.emplace_back(quant_name(QuantType(i)));
   for (const auto& m : kMixes) v.emplace_back(m.name);
   return v;
 }
@@ -92,6 +96,8 @@ QuantType quant_for_tensor(const QuantRecipe& r, const std::string& tensor, int 
     }
   }
   if (cols % long(block_elems(q)) == 0) return q;
+  // Rows too short for 256-weight blocks: IQ4_XS's 32-weight sibling, as llama.cpp falls back.
+  if (q == QuantType::IQ4_XS && cols % 32 == 0) return QuantType::IQ4_NL;
   return cols % 32 == 0 ? QuantType::Q8_0 : QuantType::None;
 }
 
