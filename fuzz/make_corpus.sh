@@ -39,8 +39,8 @@ def rnd(*shape):
     for d in shape: n *= d
     return (shape, [rng.gauss(0, 0.1) for _ in range(n)])
 def ones(n): return ((n,), [1.0] * n)
-def model(arch, bias):
-    d, f, V, H, KV, hd = 8, 16, 512, 2, 1, 4
+def model(arch, bias, d=8, f=16, V=512):
+    H, KV, hd = 2, 1, d // 2
     t = {"model.embed_tokens.weight": rnd(V, d), "model.norm.weight": ones(d)}
     p = "model.layers.0."
     t[p + "input_layernorm.weight"] = ones(d)
@@ -77,6 +77,11 @@ for arch, bias in (("llama", False), ("qwen2", True)):
     idx = {"metadata": {"total_size": 0}, "weight_map": {n: "a.safetensors" for n in half}}
     open(os.path.join(OUT, "fuzz_safetensors_index", f"{arch}.bin"), "wb").write(
         json.dumps(idx, indent=1).encode() + b"\n--shard--\n" + st_bytes(half, "F32"))
+# Rows of 32 and 64 values, for quantised GGUF seeds (convert --quant, below).
+t, cfg = model("llama", False, d=32, f=64, V=64)
+os.makedirs(os.path.join(T, "llama_q"), exist_ok=True)
+open(os.path.join(T, "llama_q", "model.safetensors"), "wb").write(st_bytes(t, "F32"))
+json.dump(cfg, open(os.path.join(T, "llama_q", "config.json"), "w"), indent=1)
 cfgs = {
   "mistral": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 64,
               "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -185,6 +190,11 @@ for arch in llama qwen2; do
   done
   "$KVP" convert --model "$T/${arch}_F32" --tokenizer "$T/synth_hf/tokenizer.json" --to gguf \
     --out "$OUT/fuzz_gguf/${arch}_spm.gguf" 2>/dev/null || true
+done
+# Quantised blocks, for the scalar-vs-vectorised decoder check (rows of 32 and 64 values take the
+# 32-value formats).
+for qt in Q8_0 Q4_0 Q5_1 IQ4_NL; do
+  "$KVP" convert --model "$T/llama_q" --to gguf --quant $qt --out "$OUT/fuzz_gguf/llama_$qt.gguf" 2>/dev/null || true
 done
 
 # Shared tiny models, when the data is there (never copied into the repository).
