@@ -231,6 +231,9 @@ TEST(ChatTemplate, ARunsSystemMessageComesFirst) {
                 .find("helpful"),
             std::string::npos);
   EXPECT_EQ(with_system(parse_chat_template("llama3", "-"), "", "--system").describe(), "llama3");
+  // Bytes that are not UTF-8 are shown replaced, not a failure (fuzz/regressions/fuzz_chat_template).
+  EXPECT_EQ(with_system(parse_chat_template("llama3", "-"), "a\xFF", "--system").describe(),
+            "llama3 (system message \"a\xEF\xBF\xBD\")");
   for (const char* name : {"gemma", "mistral"}) {
     try {
       with_system(parse_chat_template(name, "--chat-template"), "Be brief.", "--system");

@@ -199,17 +199,14 @@ void iq4_nl(const uint8_t* b, float* y) {
   }
 }
 
-// IQ4_XS: 8 sub-blocks of 32 in IQ4_NL's order, sub-block i with scale d * (s - 32), s a 6-bit code:
-// its low 4 bits are nibble i % 2 of scales_l[i / 2], its high 2 bits bits 2i..2i+1 of scales_h.
+// IQ4_XS: 8 sub-blocks of 32 in IQ4_NL's order, sub-block i with scale d * (s - 32), s a 6-bit code
+// (iq4_xs_scale).
 // d * (s - 32) is exact (11 + 6 bits), and so is its product with a level (+ 7 bits: 24).
 void iq4_xs(const uint8_t* b, float* y) {
   const float d = half(b);
-  const unsigned scales_h = unsigned(b[2]) | (unsigned(b[3]) << 8);
-  const uint8_t* scales_l = b + 4;
   const uint8_t* qs = b + 8;
   for (int i = 0; i < 8; ++i, qs += 16, y += 32) {
-    const int s = ((scales_l[i / 2] >> (4 * (i % 2))) & 0x0F) | int(((scales_h >> (2 * i)) & 3) << 4);
-    const float dl = d * float(s - 32);
+    const float dl = d * float(iq4_xs_scale(b, i) - 32);
     for (int j = 0; j < 16; ++j) {
       y[j] = dl * float(kIq4nlLevels[qs[j] & 0x0F]);
       y[j + 16] = dl * float(kIq4nlLevels[qs[j] >> 4]);

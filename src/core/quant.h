@@ -54,4 +54,12 @@ inline void k4_scale_min(int j, const uint8_t* q, int* sc, int* mn) {
   }
 }
 
+// IQ4_XS sub-block i's scale code s (0..63; the scale is d * (s - 32)) in an IQ4_XS block: its low
+// 4 bits are nibble i % 2 of scales_l[i / 2] (bytes 4..7), its high 2 bits bits 2i, 2i+1 of the
+// 16-bit scales_h (bytes 2..3). Shared by the scalar and vectorised decoders.
+inline int iq4_xs_scale(const uint8_t* block, int i) {
+  const unsigned scales_h = unsigned(block[2]) | (unsigned(block[3]) << 8);
+  return ((block[4 + i / 2] >> (4 * (i % 2))) & 0x0F) | int(((scales_h >> (2 * i)) & 3) << 4);
+}
+
 }  // namespace kvp

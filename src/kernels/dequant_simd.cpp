@@ -121,10 +121,8 @@ void IQ4_XS(const uint8_t* b, float* y) {
   const DF df;
   const size_t L = hn::Lanes(df);
   const float d = Half(b);
-  const unsigned scales_h = unsigned(b[2]) | (unsigned(b[3]) << 8);
   for (int i = 0; i < 8; ++i, y += 32) {
-    const int s = ((b[4 + i / 2] >> (4 * (i % 2))) & 0x0F) | int(((scales_h >> (2 * i)) & 3) << 4);
-    const auto dl = hn::Set(df, d * float(s - 32));
+    const auto dl = hn::Set(df, d * float(iq4_xs_scale(b, i) - 32));
     for (size_t l = 0; l < 32; l += L)
       hn::StoreU(hn::Mul(dl, hn::ConvertTo(df, Iq4Levels(b + 8 + 16 * i, l))), df, y + l);
   }

@@ -117,11 +117,7 @@ struct IQ4_XSFmt {
   };
   static HWY_INLINE void Prepare(const uint8_t* b, State& st) {
     const float d = Half(b);
-    const unsigned scales_h = unsigned(b[2]) | (unsigned(b[3]) << 8);
-    for (int t = 0; t < 8; ++t) {
-      const int s = ((b[4 + t / 2] >> (4 * (t % 2))) & 0x0F) | int(((scales_h >> (2 * t)) & 3) << 4);
-      st.d[t] = d * float(s - 32);
-    }
+    for (int t = 0; t < 8; ++t) st.d[t] = d * float(iq4_xs_scale(b, t) - 32);
   }
   static HWY_INLINE VF Load(const uint8_t* b, const State& st, size_t j) {
     const DF d;

@@ -78,6 +78,12 @@ std::string chatml_default_system(const std::string& jinja) {
   return "";
 }
 
+// s as a JSON string literal; bytes that are not UTF-8 (a --system given in Latin-1, a vocabulary
+// piece) show as U+FFFD rather than making the message itself fail.
+std::string quoted(const std::string& s) {
+  return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 // The literal a template's `set date_string = "..."` gives ("" when it has none).
 std::string fallback_date(const std::string& jinja) {
   const std::string key = "set date_string = \"";
@@ -93,7 +99,6 @@ std::string ChatTemplate::name() const { return facts(format).name; }
 
 std::string ChatTemplate::describe() const {
   std::vector<std::string> notes;
-  auto quoted = [](const std::string& s) { return nlohmann::json(s).dump(); };
   if (system_given)
     notes.push_back("system message " + quoted(system));
   else if (format == ChatFormat::ChatML && system.empty())
@@ -235,7 +240,7 @@ ChatEncoder::ChatEncoder(const ChatTemplate& t, const Tokenizer& tok, const std:
       fail(
           "{}: chat template {}: the tokenizer reads {} {} as {} tokens, not one: is it an instruction-tuned "
           "model's? (--chat-template none runs the prompts as they are)",
-          where, t.name(), what, nlohmann::json(piece).dump(), ids.size());
+          where, t.name(), what, quoted(piece), ids.size());
     return ids[0];
   };
   auto named = [&](int id, const char* what) {
@@ -243,7 +248,7 @@ ChatEncoder::ChatEncoder(const ChatTemplate& t, const Tokenizer& tok, const std:
     const std::string piece = tok.piece(id);
     if (one_token(piece, what) != id)
       fail("{}: chat template {}: the tokenizer reads its {} piece {} as another token", where, t.name(), what,
-           nlohmann::json(piece).dump());
+           quoted(piece));
     return piece;
   };
   const FormatFacts& ff = facts(f);
