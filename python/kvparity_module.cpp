@@ -469,9 +469,8 @@ PYBIND11_MODULE(_kvparity, m) {
            "transformers' apply_chat_template(messages, add_generation_prompt=True) tokenises it. messages: a str\n"
            "(one user turn) or a list of {'role': 'system'|'user'|'assistant', 'content': str} dicts.\n"
            "chat_template: 'auto' (the template the model ships, in tokenizer_config.json or the GGUF) or\n"
-           "'llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml'. tokenize=False: the text instead, special "
-           "tokens\n"
-           "spelled out (the tokenizer's own BOS/EOS pieces).")
+           "'llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml'. tokenize=False: the text instead,\n"
+           "special tokens spelled out (the tokenizer's own BOS/EOS pieces).")
       .def("detokenize", &PyModel::detokenize, py::arg("ids"), "The text of token ids (control tokens give none).")
       .def("forward", &PyModel::forward, py::arg("ids"),
            "Logits of one cache-free pass over `ids`: float32 ndarray [T, vocab] (values of the compute dtype).")

@@ -170,15 +170,13 @@ std::function<bool(const std::string&)> read_hook_filter(const py::object& names
   return [wanted](const std::string& n) { return std::find(wanted.begin(), wanted.end(), n) != wanted.end(); };
 }
 
-std::string check_chat_template(const std::string& name) {
-  if (std::find(std::begin(kChatTemplateNames), std::end(kChatTemplateNames), name) == std::end(kChatTemplateNames))
-    fail_usage("chat_template='{}': expected None or one of '{}'", name, fmt::join(kChatTemplateNames, "', '"));
-  return name;
-}
-
 ChatChoice chat_choice(const std::string& chat_template, const std::optional<std::string>& system) {
+  if (std::find(std::begin(kChatTemplateNames), std::end(kChatTemplateNames), chat_template) ==
+      std::end(kChatTemplateNames))
+    fail_usage("chat_template='{}': expected None or one of '{}'", chat_template,
+               fmt::join(kChatTemplateNames, "', '"));
   ChatChoice c;
-  c.chat_template = check_chat_template(chat_template);
+  c.chat_template = chat_template;
   c.option = "chat_template";
   c.system_option = "system";
   if (system && system->empty())

@@ -33,10 +33,6 @@ T cast_arg(const py::handle& v, const std::string& name, const std::string& expe
   }
 }
 
-// chat_template's value: 'none', 'auto' or a format's name, as --chat-template takes; a ValueError
-// otherwise.
-std::string check_chat_template(const std::string& name);
-
 // chat_template= and system= of a call (None: not given), as --chat-template and --system take them;
 // errors name the arguments.
 ChatChoice chat_choice(const std::string& chat_template, const std::optional<std::string>& system);

@@ -76,14 +76,14 @@ std::optional<ChatTemplate> resolve(const std::string& path, const std::string& 
   if (shipped.jinja.empty())
     fail(
         "{} auto: {} ships no chat template (no tokenizer_config.json with chat_template beside it{}); name the "
-        "format (llama2, llama3, llama3.1, mistral, gemma, chatml) or use none",
-        option, path, format == "gguf" ? ", no tokenizer.chat_template in the GGUF" : "");
+        "format ({}) or use none",
+        option, path, format == "gguf" ? ", no tokenizer.chat_template in the GGUF" : "", chat_format_names());
   std::optional<ChatTemplate> t = chat_template_of(shipped.jinja);
   if (!t)
     fail(
-        "{} auto: the chat template of {} is none of the formats kvparity renders (llama2, llama3, llama3.1, mistral, "
-        "gemma, chatml); name the closest one or use none",
-        option, shipped.source);
+        "{} auto: the chat template of {} is none of the formats kvparity renders ({}); name the closest one or use "
+        "none",
+        option, shipped.source, chat_format_names());
   static std::mutex mu;
   static std::set<std::string> noted;  // once a source, though a run resolves it more than once
   std::lock_guard<std::mutex> lock(mu);

@@ -110,6 +110,12 @@ std::string ChatTemplate::describe() const {
   return notes.empty() ? name() : fmt::format("{} ({})", name(), fmt::join(notes, "; "));
 }
 
+std::string chat_format_names() {
+  std::vector<std::string_view> names;
+  for (const FormatFacts& f : formats()) names.emplace_back(f.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
 ChatTemplate parse_chat_template(const std::string& name, const std::string& option) {
   for (const FormatFacts& f : formats()) {
     if (name != f.name) continue;
@@ -119,7 +125,7 @@ ChatTemplate parse_chat_template(const std::string& name, const std::string& opt
     if (f.format == ChatFormat::Llama31) t.date = kLlama31Date;
     return t;
   }
-  fail_usage("{} {}: expected none, auto, llama2, llama3, llama3.1, mistral, gemma or chatml", option, name);
+  fail_usage("{} {}: expected none, auto or a format ({})", option, name, chat_format_names());
 }
 
 ChatTemplate with_system(ChatTemplate t, const std::string& system, const std::string& option) {

@@ -46,6 +46,9 @@ struct ChatTemplate {
 inline constexpr const char* kChatTemplateNames[] = {"none",     "auto",    "llama2", "llama3",
                                                      "llama3.1", "mistral", "gemma",  "chatml"};
 
+// The formats' names, comma-separated, for messages: "llama2, llama3, ..., chatml".
+std::string chat_format_names();
+
 // A format by name ("llama2", ...); `option` names the option in the error. "none" and "auto" are
 // the caller's to handle.
 ChatTemplate parse_chat_template(const std::string& name, const std::string& option);
