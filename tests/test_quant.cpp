@@ -326,7 +326,8 @@ void in_register_gemv_is_dot_rows() {
   std::vector<float> x(K), w(N * K);
   for (auto& v : x) v = u(rng);
   for (auto& v : w) v = u(rng) * (1.0f + float(rng() % 8));
-  for (QuantType q : {QuantType::Q8_0, QuantType::Q4_K, QuantType::Q6_K, QuantType::IQ4_NL, QuantType::IQ4_XS}) {
+  for (int qi = 1; qi <= int(kLastQuantType); ++qi) {
+    const QuantType q = QuantType(qi);
     SCOPED_TRACE(quant_name(q));
     const size_t rb = quant_row_bytes(q, K);
     std::vector<uint8_t> blocks(N * rb);
@@ -343,9 +344,8 @@ void in_register_gemv_is_dot_rows() {
     std::vector<float> y(N);
     EXPECT_FALSE(simd::dot_rows_quant(x.data(), blocks.data(), q, K, 0, N, 16, K, y.data()));
   }
-  std::vector<uint8_t> q5(quant_row_bytes(QuantType::Q5_K, K));
   float y0 = 0;
-  EXPECT_FALSE(simd::dot_rows_quant(x.data(), q5.data(), QuantType::Q5_K, K, 0, 1, 0, K, &y0));
+  EXPECT_FALSE(simd::dot_rows_quant(x.data(), w.data(), QuantType::None, K, 0, 1, 0, K, &y0));
 }
 
 TEST(QuantBlocks, InRegisterGemvIsBitwiseDotRowsOnTheDequantisedRows) {

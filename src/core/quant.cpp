@@ -40,6 +40,38 @@ constexpr size_t kCount = sizeof(kInfo) / sizeof(kInfo[0]);
 
 const Info& info(QuantType q) { return kInfo[size_t(q) < kCount ? size_t(q) : 0]; }
 
+// K-quant 6-bit scale/min pair j of 8 packed in 12 bytes (Q4_K, Q5_K): j < 4 keeps them in the
+// low 6 bits of bytes j and j+4; j >= 4 splits them: low nibbles in byte j+4, top 2 bits in the
+// top bits of bytes j-4 (scale) and j (min). The vectorised decoders (kernels/quant_blocks-inl.h) unpack the same
+// fields several at a time.
+void k4_scale_min(int j, const uint8_t* q, int* sc, int* mn) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *mn = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
+    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+// IQ4_XS sub-block i's scale code s (0..63; the scale is d * (s - 32)) in an IQ4_XS block: its low
+// 4 bits are nibble i % 2 of scales_l[i / 2] (bytes 4..7), its high 2 bits bits 2i, 2i+1 of the
+// 16-bit scales_h (bytes 2..3). The vectorised decoders (kernels/quant_blocks-inl.h) unpack the same fields several at
+// a time.
+int iq4_xs_scale(const uint8_t* block, int i) {
+  const unsigned scales_h = unsigned(block[2]) | (unsigned(block[3]) << 8);
+  return ((block[4 + i / 2] >> (4 * (i % 2))) & 0x0F) | int(((scales_h >> (2 * i)) & 3) << 4);
+}
+
+// Q3_K sub-block i's signed scale (-32..31) from the block's 12 packed scale bytes at sp (block
+// bytes 96..107): stored + 32 in 6 bits, the low 4 in byte i % 8 (low nibble for i < 8, high for
+// i >= 8), the high 2 in byte 8 + i % 4 at bit 2 * (i / 4).
+int q3_k_scale(const uint8_t* sp, int i) {
+  const int lo = i < 8 ? (sp[i] & 0x0F) : (sp[i - 8] >> 4);
+  const int hi = (sp[8 + i % 4] >> (2 * (i / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
 float half(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -116,19 +148,15 @@ void q2_k(const uint8_t* b, float* y) {
 }
 
 // Q3_K: like Q2_K's order, with a third bit from hmask (bit set: +0, clear: -4) and signed 6-bit
-// scales (stored + 32) packed into 12 bytes: low 4 bits of scale i in byte i % 8 (low nibble for
-// i < 8, high for i >= 8), high 2 bits in byte 8 + i % 4 at bit 2 * (i / 4).
+// scales packed into 12 bytes (q3_k_scale). Weight [128h + 32s + 16t + l]'s third bit is bit
+// 4h + s of hmask[16t + l].
 void q3_k(const uint8_t* b, float* y) {
   const uint8_t* hm = b;
   const uint8_t* qs = b + 32;
   const uint8_t* sp = b + 96;
   const float d = half(b + 108);
   int scales[16];
-  for (int i = 0; i < 16; ++i) {
-    const int lo = i < 8 ? (sp[i] & 0x0F) : (sp[i - 8] >> 4);
-    const int hi = (sp[8 + i % 4] >> (2 * (i / 4))) & 3;
-    scales[i] = (lo | (hi << 4)) - 32;
-  }
+  for (int i = 0; i < 16; ++i) scales[i] = q3_k_scale(sp, i);
   int is = 0;
   uint8_t mask = 1;
   for (int h = 0; h < 2; ++h, qs += 32) {

@@ -41,25 +41,4 @@ inline size_t quant_row_bytes(QuantType q, size_t cols) { return cols / block_el
 // floats at `out`.
 void dequantize_blocks(QuantType q, const void* blocks, size_t n_blocks, float* out);
 
-// K-quant 6-bit scale/min pair j of 8 packed in 12 bytes (Q4_K, Q5_K): j < 4 keeps them in the
-// low 6 bits of bytes j and j+4; j >= 4 splits them: low nibbles in byte j+4, top 2 bits in the
-// top bits of bytes j-4 (scale) and j (min). Shared by the scalar and vectorised decoders.
-inline void k4_scale_min(int j, const uint8_t* q, int* sc, int* mn) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *mn = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0x0F) | ((q[j - 4] >> 6) << 4);
-    *mn = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
-
-// IQ4_XS sub-block i's scale code s (0..63; the scale is d * (s - 32)) in an IQ4_XS block: its low
-// 4 bits are nibble i % 2 of scales_l[i / 2] (bytes 4..7), its high 2 bits bits 2i, 2i+1 of the
-// 16-bit scales_h (bytes 2..3). Shared by the scalar and vectorised decoders.
-inline int iq4_xs_scale(const uint8_t* block, int i) {
-  const unsigned scales_h = unsigned(block[2]) | (unsigned(block[3]) << 8);
-  return ((block[4 + i / 2] >> (4 * (i % 2))) & 0x0F) | int(((scales_h >> (2 * i)) & 3) << 4);
-}
-
 }  // namespace kvp

@@ -1,7 +1,7 @@
-// Vectorised block dequantisation for the formats decode time is spent on (Q8_0, Q4_0, Q4_K, Q5_K,
-// Q6_K, IQ4_NL, IQ4_XS); the rest use core/quant.cpp's scalar decoders. Each lane performs the scalar decoder's
-// operations in the same order (integer code -> exact float conversion -> one rounded multiply ->
-// one rounded subtract), so the values are bitwise core/quant.h's (tests/test_quant.cpp checks).
+// Vectorised block dequantisation, every format through quant_blocks-inl.h's decoders. Each lane
+// performs the scalar decoder's operations in the same order (integer code -> exact float
+// conversion -> one rounded multiply -> one rounded add or subtract), so the values are bitwise
+// core/quant.h's (tests/test_quant.cpp checks).
 // Compiled once per SIMD target like the other kernel files.
 #include <cstring>
 
@@ -9,6 +9,7 @@
 #include "core/kv_type.h"
 #include "core/quant.h"
 #include "kernels/dequant_rows.h"
+#include "kernels/unroll.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/dequant_simd.cpp"
@@ -25,137 +26,35 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using DI = hn::RebindToSigned<DF>;
 using simd_common::HWY_NAMESPACE::Bytes;
-using simd_common::HWY_NAMESPACE::Half;
-using simd_common::HWY_NAMESPACE::Iq4Levels;
-using simd_common::HWY_NAMESPACE::SignedBytes;
+using simd_common::HWY_NAMESPACE::kMaxQuantLanes;
+using simd_common::HWY_NAMESPACE::WithQuantFormat;
 
 constexpr size_t kPrefetchBytes = 1024;
 
-void Q8_0(const uint8_t* b, float* y) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const auto d = hn::Set(df, Half(b));
-  for (size_t j = 0; j < 32; j += L) hn::StoreU(hn::Mul(hn::ConvertTo(df, SignedBytes(b + 2 + j)), d), df, y + j);
-}
-
-void Q4_0(const uint8_t* b, float* y) {
-  const DF df;
-  const DI di;
-  const size_t L = hn::Lanes(df);
-  const auto d = hn::Set(df, Half(b));
-  const auto eight = hn::Set(di, 8), lo = hn::Set(di, 0x0F);
-  for (size_t j = 0; j < 16; j += L) {
-    const auto q = Bytes(b + 2 + j);
-    hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::Sub(hn::And(q, lo), eight)), d), df, y + j);
-    hn::StoreU(hn::Mul(hn::ConvertTo(df, hn::Sub(hn::ShiftRight<4>(q), eight)), d), df, y + 16 + j);
-  }
-}
-
-// Q4_K (qh == nullptr) and Q5_K.
-HWY_INLINE void Q45K(const uint8_t* b, const uint8_t* qh, const uint8_t* qs, float* y) {
-  const DF df;
-  const DI di;
-  const size_t L = hn::Lanes(df);
-  const float d = Half(b), dmin = Half(b + 2);
-  const uint8_t* sp = b + 4;
-  const auto lo = hn::Set(di, 0x0F), one = hn::Set(di, 1);
-  for (int h = 0; h < 4; ++h, qs += 32, y += 64) {
-    int sc, mn;
-    k4_scale_min(2 * h, sp, &sc, &mn);
-    const auto d1 = hn::Set(df, d * float(sc)), m1 = hn::Set(df, dmin * float(mn));
-    k4_scale_min(2 * h + 1, sp, &sc, &mn);
-    const auto d2 = hn::Set(df, d * float(sc)), m2 = hn::Set(df, dmin * float(mn));
-    for (size_t l = 0; l < 32; l += L) {
-      const auto q = Bytes(qs + l);
-      auto c1 = hn::And(q, lo), c2 = hn::ShiftRight<4>(q);
-      if (qh != nullptr) {
-        const auto hb = Bytes(qh + l);
-        c1 = hn::Add(c1, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(hb, 2 * h), one)));
-        c2 = hn::Add(c2, hn::ShiftLeft<4>(hn::And(hn::ShiftRightSame(hb, 2 * h + 1), one)));
-      }
-      hn::StoreU(hn::Sub(hn::Mul(d1, hn::ConvertTo(df, c1)), m1), df, y + l);
-      hn::StoreU(hn::Sub(hn::Mul(d2, hn::ConvertTo(df, c2)), m2), df, y + 32 + l);
-    }
-  }
-}
-
-void Q4K(const uint8_t* b, float* y) { Q45K(b, nullptr, b + 16, y); }
-void Q5K(const uint8_t* b, float* y) { Q45K(b, b + 16, b + 48, y); }
-
-void Q6K(const uint8_t* b, float* y) {
-  const DF df;
-  const DI di;
-  const size_t L = hn::Lanes(df);
-  const uint8_t* ql = b;
-  const uint8_t* qh = b + 128;
-  const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
-  const float d = Half(b + 208);
-  const auto lo = hn::Set(di, 0x0F), three = hn::Set(di, 3), off = hn::Set(di, 32);
-  for (int h = 0; h < 2; ++h, ql += 64, qh += 32, sc += 8, y += 128) {
-    // A vector of L <= 16 lanes starting at a multiple of L never straddles a 16-weight sub-block.
-    for (size_t l = 0; l < 32; l += L) {
-      const size_t is = l / 16;
-      const auto a = Bytes(ql + l), c = Bytes(ql + 32 + l), hb = Bytes(qh + l);
-      const auto q1 = hn::Sub(hn::Or(hn::And(a, lo), hn::ShiftLeft<4>(hn::And(hb, three))), off);
-      const auto q2 = hn::Sub(hn::Or(hn::And(c, lo), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<2>(hb), three))), off);
-      const auto q3 = hn::Sub(hn::Or(hn::ShiftRight<4>(a), hn::ShiftLeft<4>(hn::And(hn::ShiftRight<4>(hb), three))), off);
-      const auto q4 = hn::Sub(hn::Or(hn::ShiftRight<4>(c), hn::ShiftLeft<4>(hn::ShiftRight<6>(hb))), off);
-      hn::StoreU(hn::Mul(hn::Set(df, d * float(sc[is])), hn::ConvertTo(df, q1)), df, y + l);
-      hn::StoreU(hn::Mul(hn::Set(df, d * float(sc[is + 2])), hn::ConvertTo(df, q2)), df, y + 32 + l);
-      hn::StoreU(hn::Mul(hn::Set(df, d * float(sc[is + 4])), hn::ConvertTo(df, q3)), df, y + 64 + l);
-      hn::StoreU(hn::Mul(hn::Set(df, d * float(sc[is + 6])), hn::ConvertTo(df, q4)), df, y + 96 + l);
-    }
-  }
-}
-
-// IQ4_NL (one 32-weight group, scale d) and IQ4_XS (8 groups, scale d * (s - 32)): levels looked
-// up in registers, times the group's scale, as core/quant.cpp's one multiply.
-void IQ4_NL(const uint8_t* b, float* y) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const auto d = hn::Set(df, Half(b));
-  for (size_t l = 0; l < 32; l += L) hn::StoreU(hn::Mul(d, hn::ConvertTo(df, Iq4Levels(b + 2, l))), df, y + l);
-}
-
-void IQ4_XS(const uint8_t* b, float* y) {
-  const DF df;
-  const size_t L = hn::Lanes(df);
-  const float d = Half(b);
-  for (int i = 0; i < 8; ++i, y += 32) {
-    const auto dl = hn::Set(df, d * float(iq4_xs_scale(b, i) - 32));
-    for (size_t l = 0; l < 32; l += L)
-      hn::StoreU(hn::Mul(dl, hn::ConvertTo(df, Iq4Levels(b + 8 + 16 * i, l))), df, y + l);
-  }
-}
-
 // One row is a single sequential stream interleaved with compute: without prefetching ahead
 // the loads wait on DRAM latency instead of streaming (measured 6 GB/s of 26 on 2 cores). The
-// decoder is a template argument so that it inlines into the loop: a call per 32-weight block
-// cost about as much as the decoding.
-template <void (*F)(const uint8_t*, float*), size_t kBytes, size_t kElems>
+// format is a template argument so that its decoder inlines into the loop: a call per 32-weight
+// block cost about as much as the decoding.
+template <class Fmt>
 void Blocks(const uint8_t* b, size_t n_blocks, float* out) {
+  const DF df;
+  const size_t L = hn::Lanes(df);
   // Every cache line ahead is asked for once: a K-quant block spans 2-4 lines.
   const uint8_t* next = b + kPrefetchBytes;
-  for (size_t i = 0; i < n_blocks; ++i) {
-    for (const uint8_t* end = b + (i + 1) * kBytes + kPrefetchBytes; next < end; next += 64) __builtin_prefetch(next);
-    F(b + i * kBytes, out + i * kElems);
+  for (size_t i = 0; i < n_blocks; ++i, out += Fmt::kElems) {
+    const uint8_t* blk = b + i * Fmt::kBytes;
+    for (const uint8_t* end = blk + Fmt::kBytes + kPrefetchBytes; next < end; next += 64) __builtin_prefetch(next);
+    typename Fmt::State st;
+    Fmt::Prepare(blk, st);
+    KVP_UNROLL(32)
+    for (size_t j = 0; j < Fmt::kElems; j += L) hn::StoreU(Fmt::Load(blk, st, j), df, out + j);
   }
 }
 
 void DequantizeBlocks(QuantType q, const void* blocks, size_t n_blocks, float* out) {
   const auto* b = static_cast<const uint8_t*>(blocks);
-  switch (q) {
-    case QuantType::Q8_0: return Blocks<Q8_0, 34, 32>(b, n_blocks, out);
-    case QuantType::Q4_0: return Blocks<Q4_0, 18, 32>(b, n_blocks, out);
-    case QuantType::Q4_K: return Blocks<Q4K, 144, 256>(b, n_blocks, out);
-    case QuantType::Q5_K: return Blocks<Q5K, 176, 256>(b, n_blocks, out);
-    case QuantType::Q6_K: return Blocks<Q6K, 210, 256>(b, n_blocks, out);
-    case QuantType::IQ4_NL:
-      return Blocks<IQ4_NL, 18, 32>(b, n_blocks, out);
-    case QuantType::IQ4_XS:
-      return Blocks<IQ4_XS, 136, 256>(b, n_blocks, out);
-    default: return dequantize_blocks(q, blocks, n_blocks, out);
-  }
+  if (hn::Lanes(DF()) > kMaxQuantLanes || !WithQuantFormat(q, [&]<class Fmt>() { Blocks<Fmt>(b, n_blocks, out); }))
+    dequantize_blocks(q, blocks, n_blocks, out);
 }
 
 // OCP FP8 codes to fp32, the values of core/kv_type.cpp's table times the scale, bit for bit:

@@ -39,8 +39,8 @@ void dot_rows(const float* x, const void* W, DType wt, size_t K, size_t n0, size
               float* y);
 
 // dot_rows for a quantised W ([*, K] rows of blocks), each vector decoded in registers: bitwise
-// dot_rows on the dequantised matrix. Returns false, having done nothing, for formats without an
-// in-register decoder or a k0 that is not a multiple of float_lanes().
+// dot_rows on the dequantised matrix. Returns false, having done nothing, when it cannot keep
+// dot_rows' order: k0, k1 or K not whole blocks, or blocks not whole vector pairs.
 bool dot_rows_quant(const float* x, const void* W, QuantType q, size_t K, size_t n0, size_t n1, size_t k0,
                     size_t k1, float* y);
 
