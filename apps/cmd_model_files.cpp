@@ -49,9 +49,15 @@ void show_export_progress(ExportOptions& eo, ProgressLine& line) {
 
 }  // namespace
 
+constexpr const char* kQuantHelp =
+    "quantise the matrices (GGUF only): a llama.cpp file type (Q4_0, Q8_0, Q2_K, Q3_K_M, Q4_K_M, IQ4_XS, ...), "
+    "whose mix of formats per tensor is llama-quantize's, or Q3_K/Q4_K/Q5_K, one format for every matrix";
+constexpr const char* kPureHelp = "every matrix in the --quant format, no mix (as llama-quantize --pure)";
+
 void register_model_files(CLI::App& app) {
   struct SynthOpts {
     std::string arch, preset = "tiny", dtype = "fp32", format = "hf", out, seed = "1234", quant;
+    bool pure = false;
   };
   auto s = std::make_shared<SynthOpts>();
   auto* synth = app.add_subcommand("synth", "write a model the project generates itself (real shapes, seeded weights)");
@@ -63,9 +69,9 @@ void register_model_files(CLI::App& app) {
   one_of(synth->add_option("--format", s->format, "hf (directory) or gguf (file)"), {"hf", "gguf"});
   seed_option(synth, s->seed, "weight seed");
   synth->add_option("--out", s->out, "output directory (hf) or file (gguf)")->required();
-  one_of(synth->add_option("--quant", s->quant,
-                           "quantise the matrices (--format gguf): one format, or a llama.cpp-style mix (Q4_K_M, ...)"),
-         quant_recipe_names());
+  auto* synth_quant = synth->add_option("--quant", s->quant, kQuantHelp);
+  one_of(synth_quant, quant_recipe_names());
+  synth->add_flag("--pure", s->pure, kPureHelp)->needs(synth_quant);
   synth->callback([s, synth] {
     if (given(synth, "--quant") && s->format != "gguf") fail_usage("--quant {} needs --format gguf", s->quant);
     const ModelConfig cfg = synthetic_config(s->arch, s->preset);
@@ -76,6 +82,7 @@ void register_model_files(CLI::App& app) {
     ExportOptions eo;
     show_export_progress(eo, line);
     eo.quant = s->quant;
+    eo.quant_pure = s->pure;
     const VocabSpec vocab = make_synthetic_vocab(cfg.vocab_size);
     if (s->format == "gguf") {
       eo.vocab = &vocab;
@@ -91,6 +98,7 @@ void register_model_files(CLI::App& app) {
 
   struct ConvertOpts {
     std::string model, tokenizer, to, out, dtype, quant;
+    bool pure = false;
   };
   auto c = std::make_shared<ConvertOpts>();
   auto* conv = app.add_subcommand("convert", "write the same weights in another format (hf or gguf)");
@@ -101,9 +109,9 @@ void register_model_files(CLI::App& app) {
   one_of(conv->add_option("--to", c->to, "output format")->required(), {"hf", "gguf"});
   conv->add_option("--out", c->out, "output directory (hf) or file (gguf)")->required();
   one_of(conv->add_option("--dtype", c->dtype, "convert tensors to this dtype (default: keep)"), kDtypeNames);
-  one_of(conv->add_option("--quant", c->quant,
-                          "quantise the matrices (--to gguf): one format, or a llama.cpp-style mix (Q4_K_M, ...)"),
-         quant_recipe_names());
+  auto* conv_quant = conv->add_option("--quant", c->quant, kQuantHelp);
+  one_of(conv_quant, quant_recipe_names());
+  conv->add_flag("--pure", c->pure, kPureHelp)->needs(conv_quant);
   conv->callback([c, conv] {
     const Checkpoint ckpt = open_checkpoint(c->model);
     if (c->to == "gguf" && ckpt.vocab && given(conv, "--tokenizer"))
@@ -122,6 +130,7 @@ void register_model_files(CLI::App& app) {
     if (given(conv, "--quant") && given(conv, "--dtype"))
       fail_usage("--quant and --dtype exclude each other (quantised blocks have no dtype)");
     eo.quant = c->quant;
+    eo.quant_pure = c->pure;
     std::optional<VocabSpec> vocab = ckpt.vocab;
     if (c->to == "gguf" && !vocab) {
       // Embed the model's tokenizer when one can be found; a GGUF without vocabulary still loads.

@@ -152,6 +152,16 @@ TEST(Cli, ConvertQuantisesAndTheQuantisedFileGenerates) {
   size_t quantised = 0;
   for (const auto& [name, t] : open_checkpoint(tmp.file("q8.gguf")).tensors) quantised += t.quant == QuantType::Q8_0;
   EXPECT_GE(quantised, 5u * 6u + 1u);  // ffn_down's 172-wide rows are no whole number of blocks: kept F32
+  // Q4_0 is llama.cpp's mix: the output matrix (here the tied embedding) gets more bits, unless
+  // --pure: Q6_K, or here its fallback Q8_0 (64-wide rows hold no 256-value block).
+  for (const bool pure : {false, true}) {
+    const std::string f = tmp.file(pure ? "q4p.gguf" : "q4.gguf");
+    r = kvparity(base + q(f) + " --quant Q4_0" + (pure ? " --pure" : ""));
+    ASSERT_EQ(r.status, 0) << r.err;
+    const Checkpoint ck = open_checkpoint(f);
+    EXPECT_EQ(ck.tensors.at("model.embed_tokens.weight").quant, pure ? QuantType::Q4_0 : QuantType::Q8_0);
+    EXPECT_EQ(ck.tensors.at("model.layers.0.self_attn.q_proj.weight").quant, QuantType::Q4_0);
+  }
   const std::string gen = " --prompt 'Once upon a time' --max-new-tokens 16 --json";
   const CliRun a = kvparity("generate --model " + q(tmp.file("f.gguf")) + gen);
   const CliRun b = kvparity("generate --model " + q(tmp.file("q8.gguf")) + gen);
@@ -176,6 +186,9 @@ TEST(Cli, ConvertQuantisesAndTheQuantisedFileGenerates) {
   EXPECT_NE(r.err.find("IQ2_XXS"), std::string::npos) << r.err;
   r = kvparity("synth --preset tiny --format hf --quant Q8_0 --out " + q(tmp.file("no_synth")));
   EXPECT_EQ(r.status, 2);
+  r = kvparity(base + q(tmp.file("no.gguf")) + " --pure");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--pure requires --quant"), std::string::npos) << r.err;
   EXPECT_FALSE(std::filesystem::exists(tmp.file("no.gguf")));
   EXPECT_FALSE(std::filesystem::exists(tmp.file("no_synth")));
 }

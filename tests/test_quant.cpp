@@ -479,6 +479,7 @@ TEST(QuantModel, MoreBitsTrackTheFloatModelCloser) {
   for (const char* qn : {"Q2_K", "Q4_K", "Q6_K", "Q8_0"}) {
     ExportOptions eo;
     eo.quant = qn;
+    eo.quant_pure = true;  // the formats, not llama.cpp's mixes
     export_checkpoint(src, "gguf", tmp.file(std::string(qn) + ".gguf"), eo);
     const auto got = run_logits(Model::load(tmp.file(std::string(qn) + ".gguf"), DType::F32), KernelPolicy::Standard,
                                 1, tokens);

@@ -167,9 +167,10 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   if (!opts.quant.empty()) {
     if (format != "gguf") fail_usage("--quant {} needs --to gguf (safetensors holds no ggml blocks)", opts.quant);
     if (opts.dtype) fail_usage("--quant {} and --dtype exclude each other (quantised blocks have no dtype)", opts.quant);
-    recipe = parse_quant_recipe(opts.quant);
+    recipe = parse_quant_recipe(opts.quant, opts.quant_pure);
     if (!recipe) fail_usage("unknown --quant '{}' (one of {})", opts.quant, fmt::join(quant_recipe_names(), ", "));
   }
+  const QuantShape shape{c.n_layers, c.n_heads / std::max(1, c.n_kv_heads), !ckpt.tensors.count("lm_head.weight")};
   ThreadPool pool(cores_here(64));
   for (const auto& [name, t] : ckpt.tensors) {
     // llama.cpp keeps 1-D tensors (norm gains, biases) in F32 whatever the matrices' type; the
@@ -177,7 +178,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     const bool vec = t.shape.size() == 1;
     QuantType q = QuantType::None;
     if (recipe && !vec)
-      q = quant_for_tensor(*recipe, name, c.n_layers, long(t.cols()));
+      q = quant_for_tensor(*recipe, name, shape, long(t.cols()));
     else if (format == "gguf" && t.quantized() && !opts.dtype && !recipe)
       q = t.quant;  // a quantised GGUF stays quantised unless a dtype or another format is asked for
     // Safetensors has no block types: quantised sources are dequantised (fp32 unless --dtype).

@@ -25,6 +25,8 @@ struct ExportOptions {
   // Empty keeps each tensor's type (a quantised source stays quantised in a GGUF, and is
   // dequantised into an HF directory).
   std::string quant;
+  // With `quant`: every matrix in the one format (llama-quantize --pure), no llama.cpp mix.
+  bool quant_pure = false;
   // Hears how far the export got: stage "converting" (tensors converted, quantised or re-laid out,
   // of all), then "writing" (tensor bytes written, of all).
   std::function<void(const char* stage, size_t done, size_t total)> progress;
