@@ -2,8 +2,9 @@
 // dequantiser (dequant_simd.cpp) and the decode GEMV that multiplies the weights where they are
 // decoded (quant_gemv_simd.cpp). Decoded values are core/quant.cpp's, bit for bit: each lane does
 // the scalar decoder's operations in its order, and every product there is exact in fp32 (an
-// 11-bit fp16 scale times codes and sub-scales of at most 13 bits), so contraction into FMAs, which
-// the compiler may apply, cannot change them.
+// 11-bit fp16 scale times codes and sub-scales of at most 13 bits), so a multiply-add in one
+// fused instruction (MulAdd/MulSub below; the build does not contract) rounds once, where the
+// scalar decoder's add or subtract does.
 // Highway -inl.h convention: included once per target after hwy/highway.h.
 #if defined(KVP_KERNELS_QUANT_BLOCKS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef KVP_KERNELS_QUANT_BLOCKS_INL_H_
@@ -197,7 +198,7 @@ struct Q4_1Fmt {
   static HWY_INLINE void Prepare(const uint8_t* b, State& st) { st.d = Half(b), st.m = Half(b + 2); }
   static HWY_INLINE hn::Vec<QDF> Load(const uint8_t* b, const State& st, size_t j) {
     const QDF df;
-    return hn::Add(hn::Mul(hn::ConvertTo(df, Widen(Nibbles(b + 4, j))), hn::Set(df, st.d)), hn::Set(df, st.m));
+    return hn::MulAdd(hn::ConvertTo(df, Widen(Nibbles(b + 4, j))), hn::Set(df, st.d), hn::Set(df, st.m));
   }
 };
 
@@ -222,7 +223,7 @@ struct Q5_1Fmt {
   static HWY_INLINE hn::Vec<QDF> Load(const uint8_t* b, const State& st, size_t j) {
     const QDF df;
     const auto q = Widen(hn::Or(Nibbles(b + 8, j), FifthBits(b + 4, j)));
-    return hn::Add(hn::Mul(hn::ConvertTo(df, q), hn::Set(df, st.d)), hn::Set(df, st.m));
+    return hn::MulAdd(hn::ConvertTo(df, q), hn::Set(df, st.d), hn::Set(df, st.m));
   }
 };
 
@@ -248,7 +249,7 @@ struct Q2_KFmt {
   static HWY_INLINE hn::Vec<QDF> Load(const uint8_t* b, const State& st, size_t j) {
     const QDF df;
     const auto q = Widen(TwoBits(b + 16, j));
-    return hn::Sub(hn::Mul(hn::Set(df, st.d[j / 16]), hn::ConvertTo(df, q)), hn::Set(df, st.m[j / 16]));
+    return hn::MulSub(hn::Set(df, st.d[j / 16]), hn::ConvertTo(df, q), hn::Set(df, st.m[j / 16]));
   }
 };
 
@@ -300,7 +301,7 @@ struct Q45_KFmt {
     const QVB q = LoadB(b + (kFifthBit ? 48 : 16) + 32 * (t / 2) + j % 32);
     QVB c = (t & 1) ? hn::ShiftRight<4>(q) : LowNibbles(q);
     if constexpr (kFifthBit) c = hn::Or(c, hn::ShiftLeft<4>(BitsAt(LoadB(b + 16 + j % 32), int(t), 1)));
-    return hn::Sub(hn::Mul(hn::Set(df, st.dm[t]), hn::ConvertTo(df, Widen(c))), hn::Set(df, st.dm[8 + t]));
+    return hn::MulSub(hn::Set(df, st.dm[t]), hn::ConvertTo(df, Widen(c)), hn::Set(df, st.dm[8 + t]));
   }
 };
 using Q4_KFmt = Q45_KFmt<false>;
