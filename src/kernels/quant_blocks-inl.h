@@ -55,8 +55,28 @@ HWY_INLINE hn::Vec<QDI> Widen(QVB v) { return hn::PromoteTo(QDI(), v); }
 // Bytes holding a signed code (wrapped by an unsigned subtract) widened with their sign.
 HWY_INLINE hn::Vec<QDI> WidenSigned(QVB v) { return hn::PromoteTo(QDI(), hn::BitCast(QDI8(), v)); }
 HWY_INLINE QVB LowNibbles(QVB v) { return hn::And(v, hn::Set(QDU8(), 0x0F)); }
-// Bits [k, k + width) of each byte, as the byte's value.
-HWY_INLINE QVB BitsAt(QVB v, int k, uint8_t mask) { return hn::And(hn::ShiftRightSame(v, k), hn::Set(QDU8(), mask)); }
+// The field at bit k of each byte (mask: its width), as the byte's value. x86 has no byte shifts:
+// a 16-bit one moves the next byte's low k bits in at the top, where the mask drops them (every
+// field here has mask < 1 << (8 - k)).
+HWY_INLINE QVB BitsAt(QVB v, int k, uint8_t mask) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::And(hn::ShiftRightSame(v, k), hn::Set(QDU8(), mask));
+#else
+  const hn::Repartition<uint16_t, QDU8> d16;
+  return hn::And(hn::BitCast(QDU8(), hn::ShiftRightSame(hn::BitCast(d16, v), k)), hn::Set(QDU8(), mask));
+#endif
+}
+// A field below 1 << (8 - kBits) moved up kBits within its byte: as a 16-bit shift nothing
+// crosses into the next byte, so no mask is needed.
+template <int kBits>
+HWY_INLINE QVB FieldUp(QVB v) {
+#if HWY_TARGET == HWY_SCALAR
+  return hn::ShiftLeft<kBits>(v);
+#else
+  const hn::Repartition<uint16_t, QDU8> d16;
+  return hn::BitCast(QDU8(), hn::ShiftLeft<kBits>(hn::BitCast(d16, v)));
+#endif
+}
 
 // IQ4_NL / IQ4_XS: the levels (core/quant.h's kIq4nlLevels) of weights [l, l + L) of a 32-weight
 // group whose 16 code bytes start at qs (weight l < 16: low nibble of qs[l], else high nibble of
@@ -274,7 +294,7 @@ struct Q3_KFmt {
     const QDF df;
     const size_t h = j / 128, s = j % 128 / 32, t = j % 32 / 16, l = j % 16;
     const QVB third = BitsAt(LoadB(b + 16 * t + l), int(4 * h + s), 1);
-    const QVB q = hn::Sub(hn::Or(TwoBits(b + 32, j), hn::ShiftLeft<2>(third)), hn::Set(QDU8(), 4));
+    const QVB q = hn::Sub(hn::Or(TwoBits(b + 32, j), FieldUp<2>(third)), hn::Set(QDU8(), 4));
     return hn::Mul(hn::Set(df, st.d[j / 16]), hn::ConvertTo(df, WidenSigned(q)));
   }
 };
@@ -300,7 +320,7 @@ struct Q45_KFmt {
     const size_t t = j / 32;
     const QVB q = LoadB(b + (kFifthBit ? 48 : 16) + 32 * (t / 2) + j % 32);
     QVB c = (t & 1) ? hn::ShiftRight<4>(q) : LowNibbles(q);
-    if constexpr (kFifthBit) c = hn::Or(c, hn::ShiftLeft<4>(BitsAt(LoadB(b + 16 + j % 32), int(t), 1)));
+    if constexpr (kFifthBit) c = hn::Or(c, FieldUp<4>(BitsAt(LoadB(b + 16 + j % 32), int(t), 1)));
     return hn::MulSub(hn::Set(df, st.dm[t]), hn::ConvertTo(df, Widen(c)), hn::Set(df, st.dm[8 + t]));
   }
 };
@@ -325,7 +345,7 @@ struct Q6_KFmt {
     const QVB a = LoadB(b + 64 * h + 32 * (u & 1) + l);
     const QVB lo = u < 2 ? LowNibbles(a) : hn::ShiftRight<4>(a);
     const QVB top = BitsAt(LoadB(b + 128 + 32 * h + l), int(2 * u), 3);
-    const QVB q = hn::Sub(hn::Or(lo, hn::ShiftLeft<4>(top)), hn::Set(QDU8(), 32));
+    const QVB q = hn::Sub(hn::Or(lo, FieldUp<4>(top)), hn::Set(QDU8(), 32));
     return hn::Mul(hn::Set(d, st.s[8 * h + l / 16 + 2 * u]), hn::ConvertTo(d, WidenSigned(q)));
   }
 };
