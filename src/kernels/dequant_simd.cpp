@@ -1,7 +1,7 @@
 // Vectorised block dequantisation, every format through quant_blocks-inl.h's decoders. Each lane
-// performs the scalar decoder's operations in the same order (integer code -> exact float
-// conversion -> one rounded multiply -> one rounded add or subtract), so the values are bitwise
-// core/quant.h's (tests/test_quant.cpp checks).
+// computes the scalar decoder's value the same way (integer code -> exact float conversion ->
+// exact product with the scale -> one rounding when an offset is added or subtracted), so the
+// values are bitwise core/quant.h's (tests/test_quant.cpp checks).
 // Compiled once per SIMD target like the other kernel files.
 #include <cstring>
 
