@@ -98,6 +98,12 @@ cfgs = {
                    "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 128,
                    "use_sliding_window": True, "sliding_window": 32, "max_window_layers": 0,
                    "rope_scaling": None, "tie_word_embeddings": True},
+  "qwen3": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 64,
+            "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 512, "max_position_embeddings": 128,
+            "use_sliding_window": False, "sliding_window": None, "attention_bias": False,
+            "layer_types": ["full_attention", "full_attention"], "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0, "tie_word_embeddings": True},
 }
 for k, v in cfgs.items():
     open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))

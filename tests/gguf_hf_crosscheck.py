@@ -33,6 +33,8 @@ def hf_to_gguf_name(h, arch):
                       "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
     else:
         table["post_attention_layernorm.weight"] = "ffn_norm.weight"
+    if arch == "qwen3":
+        table.update({"self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"})
     return "blk.%s.%s" % (i, table[rest]) if rest in table else None
 
 

@@ -1,6 +1,6 @@
 """What llama.cpp's loader expects of a GGUF file beyond the container (gguf_conformance.py): key
 types as llama-model-loader checks them, tensor names and shapes per architecture (llama, qwen2,
-gemma2), and the tokenizer's keys. Standard library only; shares no code with kvparity.
+qwen3, gemma2), and the tokenizer's keys. Standard library only; shares no code with kvparity.
 """
 import math
 import re
@@ -104,7 +104,7 @@ def expected_tensors(arch, hp):
     hk, hv, H, HKV = hp["head_k"], hp["head_v"], hp["n_head"], hp["n_head_kv"]
     q_out, k_out, v_out = hk * H, hk * HKV, hv * HKV
     exp = {"token_embd.weight": ([E, V], True), "output_norm.weight": ([E], True)}
-    if arch in ("llama", "qwen2"):
+    if arch in ("llama", "qwen2", "qwen3"):
         exp["output.weight"] = ([E, V], False)  # TENSOR_NOT_REQUIRED: falls back to token_embd
     for i in range(L):
         b = "blk.%d." % i
@@ -126,6 +126,9 @@ def expected_tensors(arch, hp):
             exp[b + "attn_q.bias"] = ([E], True)
             exp[b + "attn_k.bias"] = ([k_out], True)
             exp[b + "attn_v.bias"] = ([v_out], True)
+        elif arch == "qwen3":
+            exp[b + "attn_q_norm.weight"] = ([hk], True)
+            exp[b + "attn_k_norm.weight"] = ([hk], True)
         elif arch == "gemma2":
             exp[b + "post_attention_norm.weight"] = ([E], True)
             exp[b + "post_ffw_norm.weight"] = ([E], True)
@@ -143,8 +146,8 @@ def check_arch(kv, tensors, rep):
         return None
     arch = kv["general.architecture"].value
     rep.summary["architecture"] = arch
-    if arch not in ("llama", "qwen2", "gemma2"):
-        rep.fail("general.architecture '%s' is not one this checker knows (llama, qwen2, gemma2)" % arch)
+    if arch not in ("llama", "qwen2", "qwen3", "gemma2"):
+        rep.fail("general.architecture '%s' is not one this checker knows (llama, qwen2, qwen3, gemma2)" % arch)
         return None
     if any(t["type"] not in FLOAT_TYPES for t in tensors):
         if "general.quantization_version" not in kv:

@@ -56,6 +56,9 @@ inline const std::map<std::string, std::string> kPortableGolden = {
     {"qwen2 fp16", "74f3023d2a81e5b8df8adf11d3555295b6c3626e2cb52b4802f62c06562e7058"},
     {"qwen2 bf16", "c059303393ef93e3956ade8810f9214ea30d456244ee51db6488d206a0008bfd"},
     {"qwen2 fp32", "8710c5923f80c83d5ec3bdd85795cbeb2020fa79128854e90743c7c0d6378dda"},
+    {"qwen3 fp16", "f63968f1b708e231954c0be295820b9cf14cb6b16cca2c840a0e5e3238da1e43"},
+    {"qwen3 bf16", "7287239bc66058b1f5ec49ed76d7637d03530cd461fd240191826c0791197721"},
+    {"qwen3 fp32", "1aebf3ca8fe3f035983a038bdb3afbdf20901690dca3af4dd70c6cd7d3424bf8"},
 };
 
 }  // namespace kvp::test

@@ -64,6 +64,17 @@ const char* kQwen25Jinja =
     "{%- endif %}\n{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
     "message.content + '<|im_end|>' + '\\n' }}{%- endfor %}";
 
+// Qwen3's template, its tool and reasoning-history branches left out: no default system message,
+// and the empty think block only where the caller passes enable_thinking=false (transformers'
+// default leaves it undefined, so thinking is on and nothing follows the assistant header).
+const char* kQwen3Jinja =
+    "{%- if messages[0].role == 'system' %}\n    {{- '<|im_start|>system\\n' + messages[0].content + "
+    "'<|im_end|>\\n' }}\n{%- endif %}\n{%- for message in messages %}\n    {%- if message.role == \"user\" %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}\n    "
+    "{%- endif %}\n{%- endfor %}\n{%- if add_generation_prompt %}\n    {{- '<|im_start|>assistant\\n' }}\n    "
+    "{%- if enable_thinking is defined and enable_thinking is false %}\n        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
+    "    {%- endif %}\n{%- endif %}";
+
 // Llama-3.1-Instruct's template, its tool-calling branches left out (they do not run without tools).
 const char* kLlama31Jinja = R"J({{- bos_token }}
 {%- if custom_tools is defined %}
@@ -200,6 +211,10 @@ TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
   EXPECT_EQ(format_of("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}"
                       "{% endfor %}"),
             "chatml (no default system message)");
+  EXPECT_EQ(format_of(kQwen3Jinja), "chatml (no default system message)");
+  const auto qwen3 = chat_template_of(kQwen3Jinja);
+  ASSERT_TRUE(qwen3);
+  EXPECT_EQ(render_chat(*qwen3, {{"user", "Hi"}}, "", ""), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
   // Layouts kvparity does not render are not taken for a near one.
   EXPECT_EQ(format_of(kMistralToolsJinja), "none");
   EXPECT_EQ(format_of("{{ messages[0]['content'] }}"), "none");

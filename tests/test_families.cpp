@@ -1,5 +1,5 @@
-// Model families (issue 4): Llama, Mistral, Gemma-2 and Qwen2.
-//  - Hugging Face reference outputs (../shared/reference/<family>): fp32 logits / hidden states (1 and 2 threads) /
+// Model families (issue 4): Llama, Mistral, Gemma-2, Qwen2 and Qwen3.
+//  - Hugging Face reference outputs (../shared/reference/<family>; Qwen3's in tests/data/reference): fp32 logits / hidden states (1 and 2 threads) /
 //    cached step / greedy generations on both paths, and a bf16 plausibility bound;
 //  - every family x {HF dir, GGUF written by `kvparity synth`} x {cache on, off} x {fp32, bf16, fp16};
 //  - export + reload round-trips bitwise; sliding-window equivalence between the cache paths for
@@ -41,7 +41,7 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2"};
+const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3"};
 
 // ---------------------------------------------------------------------------------------------
 // Hugging Face reference outputs.
@@ -49,7 +49,7 @@ class FamilyReference : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FamilyReference, Fp32LogitsAndHiddenStatesMatchTransformers) {
   const std::string fam = GetParam();
-  KVP_REQUIRE_SHARED(dir, "reference/" + fam);
+  KVP_REQUIRE_REFERENCE(dir, fam);
   auto model = Model::load(dir, DType::F32);
   EXPECT_EQ(arch_name(model->config.arch), fam);
   const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
@@ -84,7 +84,7 @@ TEST_P(FamilyReference, Fp32LogitsAndHiddenStatesMatchTransformers) {
 
 TEST_P(FamilyReference, Fp32CachedStepAndGreedyGenerationsMatchTransformers) {
   const std::string fam = GetParam();
-  KVP_REQUIRE_SHARED(dir, "reference/" + fam);
+  KVP_REQUIRE_REFERENCE(dir, fam);
   auto model = Model::load(dir, DType::F32);
   const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
   const auto step_ref = read_f32(dir + "/step_logits.f32");
@@ -133,13 +133,14 @@ TEST_P(FamilyReference, Fp32CachedStepAndGreedyGenerationsMatchTransformers) {
 // The measured values are printed.
 TEST_P(FamilyReference, Bf16LogitsArePlausibleAgainstTransformersBf16) {
   const std::string fam = GetParam();
-  KVP_REQUIRE_SHARED(dir, "reference/" + fam);
-  KVP_REQUIRE_SHARED(summary_path, "reference/summary.json");
-  const double hf_gap = read_json(summary_path)["per_arch"][fam]["bf16_vs_fp32"].get<double>();
+  KVP_REQUIRE_REFERENCE(dir, fam);
   auto model = Model::load(dir, DType::BF16);
   const auto tokens = read_json(dir + "/tokens.json")["input_ids"].get<std::vector<int>>();
   const auto ref = read_f32(dir + "/logits_bf16.f32");
   const auto ref32 = read_f32(dir + "/logits.f32");
+  // HF's own bf16-vs-fp32 gap (summary.json's bf16_vs_fp32 for the shared four, the same number).
+  ASSERT_EQ(ref.size(), ref32.size());
+  const double hf_gap = max_abs_diff(ref.data(), ref32.data(), ref.size());
   const auto step_ref = read_f32(dir + "/step_logits_bf16.f32");
   const int V = model->config.vocab_size;
   const int n = int(tokens.size());
@@ -331,6 +332,17 @@ TEST(FamilyPresets, RealShapesAndArchitectureChecks) {
   EXPECT_EQ(q.vocab_size, 151936);
   EXPECT_TRUE(q.tied_embeddings && q.qkv_bias);
   EXPECT_EQ(q.rope_theta, 1e6f);
+  const ModelConfig q3 = synthetic_config("", "qwen3-0.6b");  // Qwen/Qwen3-0.6B
+  EXPECT_EQ(q3.arch, Arch::Qwen3);
+  EXPECT_EQ(q3.n_layers, 28);
+  EXPECT_EQ(q3.dim, 1024);
+  EXPECT_EQ(q3.n_heads, 16);
+  EXPECT_EQ(q3.n_kv_heads, 8);
+  EXPECT_EQ(q3.head_dim, 128);  // q_dim 2048, twice the hidden size
+  EXPECT_EQ(q3.hidden_dim, 3072);
+  EXPECT_EQ(q3.vocab_size, 151936);
+  EXPECT_TRUE(q3.tied_embeddings && q3.qk_norm && !q3.qkv_bias);
+  EXPECT_EQ(q3.rope_theta, 1e6f);
   const ModelConfig mi = synthetic_config("mistral", "mistral-7b");
   EXPECT_EQ(mi.vocab_size, 32768);
   EXPECT_EQ(mi.sliding_window, 0);
@@ -478,12 +490,63 @@ TEST(FamilyConfig, RopeScalingLinearAndLlama3) {
             all_logits(lg, toks, KernelPolicy::Reference));
 }
 
+// Qwen3Config's defaults where config.json leaves a field out (transformers v4.51: head_dim 128, not
+// hidden / heads; no bos/eos; untied), and the layer kinds newer transformers write out.
+TEST(FamilyConfig, Qwen3DefaultsAndLayerKinds) {
+  const std::string base = R"({"architectures":["Qwen3ForCausalLM"],"hidden_size":64,"intermediate_size":160,
+    "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":512,
+    "max_position_embeddings":512)";
+  const ModelConfig c = parse_hf_config(base + "}", "cfg.json");
+  EXPECT_EQ(c.arch, Arch::Qwen3);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_FALSE(c.qkv_bias);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_EQ(c.bos_id, -1);
+  EXPECT_EQ(c.eos_id, -1);
+  EXPECT_EQ(c.sliding_window, 0);
+  const ModelConfig full =
+      parse_hf_config(base + R"(,"sliding_window":8,"layer_types":["full_attention","full_attention"]})", "cfg.json");
+  EXPECT_EQ(full.sliding_window, 0);
+  const ModelConfig all = parse_hf_config(
+      base + R"(,"sliding_window":8,"layer_types":["sliding_attention","sliding_attention"]})", "cfg.json");
+  EXPECT_EQ(all.sliding_window, 8);
+  // A Qwen2 config gets no q/k norms and Qwen3 cannot lose them.
+  EXPECT_FALSE(parse_hf_config(R"({"model_type":"qwen2","hidden_size":64,"intermediate_size":160,
+    "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":512,"max_position_embeddings":512})", "cfg.json")
+                   .qk_norm);
+  ModelConfig bad = c;
+  bad.qk_norm = false;
+  EXPECT_NE(error_of([&] { bad.validate(); }).find("required for qwen3"), std::string::npos);
+}
+
+// A Qwen3 checkpoint without a head's gain, or with one of the wrong length, is refused naming the tensor.
+TEST(FamilyConfig, Qwen3HeadNormTensorsAreRequiredWithTheirShape) {
+  Checkpoint ck = synthesize_checkpoint(synthetic_config("qwen3", "tiny"), DType::F32);
+  Checkpoint missing = ck;
+  missing.tensors.erase("model.layers.2.self_attn.k_norm.weight");
+  std::string e = error_of([&] { Model::from_checkpoint(missing, DType::F32); });
+  EXPECT_NE(e.find("model.layers.2.self_attn.k_norm.weight"), std::string::npos) << e;
+  Checkpoint wrong = ck;
+  wrong.tensors["model.layers.1.self_attn.q_norm.weight"].shape = {16};
+  e = error_of([&] { Model::from_checkpoint(wrong, DType::F32); });
+  EXPECT_NE(e.find("model.layers.1.self_attn.q_norm.weight"), std::string::npos) << e;
+  EXPECT_NE(e.find("[32]"), std::string::npos) << e;
+  Checkpoint interleaved = ck;
+  interleaved.qk_layout = RopeLayout::Interleaved;
+  e = error_of([&] { Model::from_checkpoint(interleaved, DType::F32); });
+  EXPECT_NE(e.find("halves"), std::string::npos) << e;
+}
+
 TEST(FamilyConfig, UnsupportedFeaturesAreRefusedNamingTheField) {
   struct Case {
     std::string json;
     std::vector<std::string> want;
   };
   const std::string qwen = R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2","hidden_size":64,
+    "intermediate_size":160,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+    "vocab_size":512,"max_position_embeddings":512)";
+  const std::string qwen3 = R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","hidden_size":64,
     "intermediate_size":160,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
     "vocab_size":512,"max_position_embeddings":512)";
   const Case cases[] = {
@@ -495,6 +558,16 @@ TEST(FamilyConfig, UnsupportedFeaturesAreRefusedNamingTheField) {
       {cfg_with(kLlama, R"("num_local_experts":8)"), {"mixture-of-experts", "num_local_experts"}},
       {cfg_with(qwen.c_str(), R"("num_experts":60)"), {"mixture-of-experts", "num_experts"}},
       {cfg_with(kLlama, R"("vision_config":{"hidden_size":32})"), {"multimodal", "vision_config"}},
+      {cfg_with(qwen3.c_str(), R"("attention_bias":true)"), {"attention biases", "attention_bias"}},
+      {cfg_with(qwen3.c_str(), R"("num_experts":128,"num_experts_per_tok":8)"), {"mixture-of-experts"}},
+      {cfg_with(qwen3.c_str(), R"("rope_scaling":{"rope_type":"yarn","factor":4.0})"), {"'yarn'", "rope_scaling"}},
+      {cfg_with(qwen3.c_str(), R"("use_sliding_window":true,"sliding_window":8,"max_window_layers":1)"),
+       {"only some layers", "max_window_layers"}},
+      {cfg_with(qwen3.c_str(), R"("sliding_window":8,"layer_types":["full_attention","sliding_attention"])"),
+       {"only some layers", "layer_types"}},
+      {cfg_with(qwen3.c_str(), R"("layer_types":["full_attention"])"), {"one kind per layer", "layer_types"}},
+      {cfg_with(qwen3.c_str(), R"("layer_types":["full_attention","chunked_attention"])"),
+       {"\"chunked_attention\"", "layer_types"}},
   };
   for (const auto& c : cases) {
     const std::string err = error_of([&] { parse_hf_config(c.json, "cfg.json"); });

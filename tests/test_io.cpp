@@ -126,10 +126,11 @@ TEST(IoHf, ReferenceFamilies) {
       {"mistral", Arch::Mistral, 16, false, 1e-5f, 1, 2, 16, false, 3 + 4 * 9},
       {"gemma2", Arch::Gemma2, 32, true, 1e-6f, 2, 1, 16, false, 2 + 4 * 11},
       {"qwen2", Arch::Qwen2, 16, true, 1e-5f, -1, -1, 0, true, 2 + 4 * 12},
+      {"qwen3", Arch::Qwen3, 32, true, 1e-6f, -1, -1, 0, false, 2 + 4 * 11},  // + q_norm, k_norm
   };
   for (const auto& w : wants) {
     SCOPED_TRACE(w.dir);
-    KVP_REQUIRE_SHARED(dir, std::string("reference/") + w.dir);
+    KVP_REQUIRE_REFERENCE(dir, w.dir);
     Checkpoint ck = open_checkpoint(dir);
     const ModelConfig& c = ck.config;
     EXPECT_EQ(c.arch, w.arch);
@@ -215,9 +216,10 @@ TEST(IoWriter, SafetensorsRoundTripMixedDtypes) {
 }
 
 TEST(IoWriter, HfConfigRoundTrip) {
-  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2"}) {
+  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3"}) {
     SCOPED_TRACE(fam);
-    KVP_REQUIRE_SHARED(cfgp, std::string("reference/") + fam + "/config.json");
+    KVP_REQUIRE_REFERENCE(ref, fam);
+    const std::string cfgp = ref + "/config.json";
     std::map<std::string, double> ex;
     ModelConfig c = read_hf_config(cfgp, &ex);
     test::TempDir tmp;
@@ -345,9 +347,12 @@ TEST(IoWriter, GgufRoundTripAllFamilies) {
   };
   for (const Src& s : {Src{"models/stories260K/stories260K.bin", RopeLayout::Interleaved},
                        Src{"reference/llama", RopeLayout::Interleaved}, Src{"reference/mistral", RopeLayout::Interleaved},
-                       Src{"reference/gemma2", RopeLayout::Halves}, Src{"reference/qwen2", RopeLayout::Halves}}) {
+                       Src{"reference/gemma2", RopeLayout::Halves}, Src{"reference/qwen2", RopeLayout::Halves},
+                       Src{"reference/qwen3", RopeLayout::Halves}}) {
     SCOPED_TRACE(s.rel);
-    KVP_REQUIRE_SHARED(p, s.rel);
+    const std::string rel = s.rel;
+    const std::string p = rel == "reference/qwen3" ? test::reference_dir("qwen3") : test::shared_file(rel);
+    if (p.empty()) return;
     Checkpoint src = open_checkpoint(p);
     VocabSpec v = small_vocab(src.config.vocab_size);
     v.bos_id = src.config.bos_id;
@@ -394,6 +399,17 @@ TEST(IoWriter, GgufRoundTripAllFamilies) {
     if (src.config.arch == Arch::Mistral) {
       EXPECT_EQ(g.kv.at("general.architecture").s, "llama");
     }
+    if (src.config.arch == Arch::Qwen3) {
+      EXPECT_EQ(g.kv.at("general.architecture").s, "qwen3");
+      int head_norms = 0;
+      for (const auto& ti : g.tensors)
+        if (ti.name.find("_norm.weight") != std::string::npos && ti.name.find("attn_") != std::string::npos &&
+            ti.name.find("attn_norm") == std::string::npos) {
+          EXPECT_EQ(ti.ne, (std::vector<uint64_t>{uint64_t(src.config.head_dim)})) << ti.name;
+          ++head_norms;
+        }
+      EXPECT_EQ(head_norms, 2 * src.config.n_layers);
+    }
   }
 }
 
@@ -423,6 +439,10 @@ TEST(IoWriter, GgufNameMapping) {
             "blk.12.post_attention_norm.weight");
   EXPECT_EQ(hf_to_gguf_name("model.layers.0.pre_feedforward_layernorm.weight", "gemma2"), "blk.0.ffn_norm.weight");
   EXPECT_EQ(hf_to_gguf_name("model.layers.3.self_attn.v_proj.bias", "qwen2"), "blk.3.attn_v.bias");
+  EXPECT_EQ(hf_to_gguf_name("model.layers.5.self_attn.q_norm.weight", "qwen3"), "blk.5.attn_q_norm.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.5.attn_k_norm.weight", "qwen3"), "model.layers.5.self_attn.k_norm.weight");
+  EXPECT_EQ(gguf_to_hf_name("blk.5.attn_k_norm.weight", "qwen2"), "");  // not part of a qwen2 model
+  EXPECT_EQ(gguf_arch_for(Arch::Qwen3), "qwen3");
   EXPECT_EQ(gguf_to_hf_name("blk.7.attn_output.weight", "llama"), "model.layers.7.self_attn.o_proj.weight");
   EXPECT_EQ(gguf_to_hf_name("blk.7.post_ffw_norm.weight", "llama"), "");
   EXPECT_EQ(gguf_to_hf_name("blk.x.attn_q.weight", "llama"), "");

@@ -46,6 +46,7 @@ inline void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.bos_id, b.bos_id);
   EXPECT_EQ(a.eos_id, b.eos_id);
   EXPECT_EQ(a.qkv_bias, b.qkv_bias);
+  EXPECT_EQ(a.qk_norm, b.qk_norm);
   EXPECT_EQ(a.sliding_window, b.sliding_window);
 }
 

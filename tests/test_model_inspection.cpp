@@ -109,8 +109,8 @@ void expect_footprint_is_the_load(const Checkpoint& ck, const std::string& what)
 }
 
 TEST(WeightsFootprint, IsWhatALoadHolds) {
-  for (const char* family : {"llama", "mistral", "gemma2", "qwen2"})
-    expect_footprint_is_the_load(open_checkpoint(test::shared_file(std::string("reference/") + family)), family);
+  for (const char* family : {"llama", "mistral", "gemma2", "qwen2", "qwen3"})
+    expect_footprint_is_the_load(open_checkpoint(test::reference_dir(family)), family);
   expect_footprint_is_the_load(open_checkpoint(test::shared_file("models/stories260K/stories260K.bin")), "llama2c");
   test::TempDir tmp;
   for (const char* quant : {"Q8_0", "Q4_K_M"}) {

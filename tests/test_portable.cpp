@@ -255,7 +255,8 @@ TEST_P(PortableGolden, LogitsDigestIsTheSameOnEveryTargetCachePathAndThreadCount
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, PortableGolden, ::testing::Values("llama", "mistral", "gemma2", "qwen2"));
+INSTANTIATE_TEST_SUITE_P(Families, PortableGolden,
+                         ::testing::Values("llama", "mistral", "gemma2", "qwen2", "qwen3"));
 
 }  // namespace
 }  // namespace kvp

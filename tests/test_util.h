@@ -57,6 +57,23 @@ inline std::string shared_file(const std::string& rel) {
   return p;
 }
 
+// A family's transformers outputs: ../shared/reference/<family> for the four families the shared
+// data holds, tests/data/reference/<family> for Qwen3's, which the project produced with
+// transformers' own code (tests/data/reference/README.md). "" and a test failure when missing.
+inline std::string reference_dir(const std::string& family) {
+  if (family != "qwen3") return shared_file("reference/" + family);
+  const std::string d = std::string(KVPARITY_SOURCE_DIR) + "/tests/data/reference/" + family;
+  if (!std::filesystem::is_directory(d)) {
+    ADD_FAILURE() << "missing reference outputs: " << d;
+    return "";
+  }
+  return d;
+}
+
+#define KVP_REQUIRE_REFERENCE(var, family)               \
+  std::string var = ::kvp::test::reference_dir(family); \
+  if (var.empty()) return
+
 #define KVP_REQUIRE_SHARED(var, rel)          \
   std::string var = ::kvp::test::shared_file(rel); \
   if (var.empty()) return

@@ -13,7 +13,7 @@ import pytest
 
 import kvparity
 
-FAMILIES = ["llama", "mistral", "gemma2", "qwen2"]
+FAMILIES = ["llama", "mistral", "gemma2", "qwen2", "qwen3"]
 
 
 def shared(rel):
@@ -21,6 +21,15 @@ def shared(rel):
     assert root, "set KVPARITY_SHARED to the shared/ directory (models/, reference/)"
     path = os.path.join(root, rel)
     assert os.path.exists(path), f"shared test data missing: {path}"
+    return path
+
+
+def reference(family):
+    """transformers' outputs: shared/reference for four families, the repo's tests/data for Qwen3."""
+    if family != "qwen3":
+        return shared(f"reference/{family}")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "reference", family)
+    assert os.path.isdir(path), f"reference outputs missing: {path}"
     return path
 
 
@@ -39,7 +48,7 @@ def cli(*args):
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_forward_matches_transformers(family):
-    d = shared(f"reference/{family}")
+    d = reference(family)
     m = kvparity.load(d)
     assert m.config["arch"] == family
     hf = json.load(open(os.path.join(d, "config.json")))

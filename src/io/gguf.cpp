@@ -127,6 +127,10 @@ const BlockName kBlockNames[] = {
     {"ffn_down.weight", "mlp.down_proj.weight"},
 };
 const BlockName kLlamaNorms[] = {{"ffn_norm.weight", "post_attention_layernorm.weight"}};
+const BlockName kQwen3HeadNorms[] = {
+    {"attn_q_norm.weight", "self_attn.q_norm.weight"},
+    {"attn_k_norm.weight", "self_attn.k_norm.weight"},
+};
 const BlockName kGemma2Norms[] = {
     {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
     {"post_attention_norm.weight", "post_attention_layernorm.weight"},
@@ -140,6 +144,8 @@ void for_block_names(const std::string& arch, F&& f) {
     for (const auto& b : kGemma2Norms) f(b);
   else
     for (const auto& b : kLlamaNorms) f(b);
+  if (arch == "qwen3")
+    for (const auto& b : kQwen3HeadNorms) f(b);
 }
 
 }  // namespace
@@ -253,6 +259,7 @@ std::string gguf_arch_for(Arch a) {
   switch (a) {
     case Arch::Llama: case Arch::Mistral: return "llama";
     case Arch::Qwen2: return "qwen2";
+    case Arch::Qwen3: return "qwen3";
     case Arch::Gemma2: return "gemma2";
   }
   return "llama";

@@ -95,7 +95,7 @@ class Meta {
 Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t size, const std::string& name) {
   Meta m(g, name);
   const std::string arch = m.get_str("general.architecture", "", true);
-  if (arch != "llama" && arch != "qwen2" && arch != "gemma2")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
 
@@ -110,7 +110,11 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
 
   ModelConfig c;
   c.source = name;
-  c.arch = arch == "qwen2" ? Arch::Qwen2 : arch == "gemma2" ? Arch::Gemma2 : Arch::Llama;
+  c.arch = arch == "qwen2"    ? Arch::Qwen2
+           : arch == "qwen3"  ? Arch::Qwen3
+           : arch == "gemma2" ? Arch::Gemma2
+                              : Arch::Llama;
+  c.qk_norm = c.arch == Arch::Qwen3;
   c.dim = m.get_int(A + "embedding_length");
   c.hidden_dim = m.get_int(A + "feed_forward_length");
   c.n_layers = m.get_int(A + "block_count");

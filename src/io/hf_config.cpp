@@ -27,6 +27,7 @@ FamilyDefaults family_defaults(Arch a) {
     case Arch::Mistral: return {false, 1, 2};
     case Arch::Gemma2: return {true, 2, 1};
     case Arch::Qwen2: return {false, -1, -1};  // Qwen2Config sets no bos/eos; real checkpoints do
+    case Arch::Qwen3: return {false, -1, -1};  // Qwen3Config (v4.51) as Qwen2Config
   }
   return {false, 1, 2};
 }
@@ -37,6 +38,7 @@ const char* hf_class_name(Arch a) {
     case Arch::Mistral: return "MistralForCausalLM";
     case Arch::Gemma2: return "Gemma2ForCausalLM";
     case Arch::Qwen2: return "Qwen2ForCausalLM";
+    case Arch::Qwen3: return "Qwen3ForCausalLM";
   }
   return "?";
 }
@@ -127,7 +129,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
              j["architectures"][0].is_string()) {
     field = "architectures";
     std::string cls = j["architectures"][0].get<std::string>();
-    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2})
+    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2, Arch::Qwen3})
       if (cls == hf_class_name(a)) return a;
     name = cls;
   } else {
@@ -137,6 +139,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
   if (name == "mistral") return Arch::Mistral;
   if (name == "gemma2") return Arch::Gemma2;
   if (name == "qwen2") return Arch::Qwen2;
+  if (name == "qwen3") return Arch::Qwen3;
   fail("unsupported architecture '{}' in {} ({})", name, source, field);
 }
 
@@ -212,7 +215,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.n_heads = r.get_int("num_attention_heads");
   c.n_kv_heads = r.get_int("num_key_value_heads", c.n_heads);
   if (c.n_heads <= 0) fail("{}: invalid config: num_attention_heads = {}", source, c.n_heads);
-  c.head_dim = r.get_int("head_dim", c.arch == Arch::Gemma2 ? 256 : c.dim / c.n_heads);
+  // Gemma2Config's and Qwen3Config's head_dim defaults are their own, not hidden / heads.
+  c.head_dim = r.get_int("head_dim", c.arch == Arch::Gemma2   ? 256
+                                     : c.arch == Arch::Qwen3 ? 128
+                                                             : c.dim / c.n_heads);
   c.vocab_size = r.get_int("vocab_size");
   c.max_seq_len = r.get_int("max_position_embeddings");
   c.rope_theta = float(r.get_num("rope_theta", 10000.0));
@@ -223,6 +229,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   for (int id : r.get_token_ids("eos_token_id"))
     if (!c.ends_generation(id)) c.more_eos_ids.push_back(id);
   c.qkv_bias = c.arch == Arch::Qwen2;  // hard-wired in Qwen2's modeling code, no config field
+  c.qk_norm = c.arch == Arch::Qwen3;   // Qwen3Attention's q_norm and k_norm, likewise
   if (r.has("rope_scaling")) {
     // transformers v4.44 _compute_linear_scaling_rope_parameters / _compute_llama3_parameters.
     const json& rs = j["rope_scaling"];
@@ -253,6 +260,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       c.sliding_window = r.get_int("sliding_window", 0);
       break;
     case Arch::Qwen2:
+    case Arch::Qwen3:
       if (r.get_bool("use_sliding_window", false)) {
         // transformers windows only layers with index >= max_window_layers; kvparity has one
         // window for all layers, so only the all-or-nothing cases are representable.
@@ -263,6 +271,21 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
           fail("{}: a sliding window on only some layers is not supported (config.json fields use_sliding_window, "
                "max_window_layers = {})",
                source, mwl);
+      }
+      // Newer transformers (v4.54 on) write the layers' kinds out; they decide over the flags.
+      if (r.has("layer_types")) {
+        const json& lt = j["layer_types"];
+        if (!lt.is_array() || int(lt.size()) != c.n_layers)
+          fail("{}: field 'layer_types' must list one kind per layer ({} layers)", source, c.n_layers);
+        int windowed = 0;
+        for (const json& t : lt) {
+          if (!t.is_string() || (t != "full_attention" && t != "sliding_attention"))
+            fail("{}: layer kind {} is not supported (config.json field layer_types)", source, t.dump());
+          windowed += t == "sliding_attention";
+        }
+        if (windowed > 0 && windowed < c.n_layers)
+          fail("{}: a sliding window on only some layers is not supported (config.json field layer_types)", source);
+        c.sliding_window = windowed == 0 ? 0 : r.get_int("sliding_window");
       }
       break;
     case Arch::Gemma2:
@@ -366,7 +389,9 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
       j["sliding_window"] = window();
       break;
     case Arch::Qwen2:
+    case Arch::Qwen3:
       j["hidden_act"] = "silu";
+      if (c.arch == Arch::Qwen3) j["attention_bias"] = false;
       j["use_sliding_window"] = c.sliding_window > 0;
       j["sliding_window"] = window();
       // 0 = every layer windowed, matching kvparity's single window.

@@ -42,7 +42,8 @@ json attention_of(const ModelConfig& c) {
             {"score_scale_base", scalar},
             {"sliding_window", c.sliding_window},
             {"logit_softcap", c.attn_logit_softcapping},
-            {"qkv_bias", c.qkv_bias}};
+            {"qkv_bias", c.qkv_bias},
+            {"qk_norm", c.qk_norm}};
   if (c.sliding_window > 0) a["window_layers"] = c.sliding_window_period == 2 ? "even" : "every";
   return a;
 }
@@ -223,6 +224,7 @@ std::string inspect_text(const json& d) {
   const double cap = at["logit_softcap"].get<double>();
   heads += cap > 0 ? fmt::format("; scores soft-capped at {}", number_text(cap)) : "";
   heads += at["qkv_bias"].get<bool>() ? "; q/k/v biases" : "";
+  heads += at.value("qk_norm", false) ? "; q/k normalised per head" : "";
   line("attention", heads);
   std::string rope = "theta " + number_text(rp["theta"].get<double>());
   const std::string scaling = rp["scaling"].get<std::string>();

@@ -13,6 +13,7 @@ std::string arch_name(Arch a) {
     case Arch::Mistral: return "mistral";
     case Arch::Gemma2: return "gemma2";
     case Arch::Qwen2: return "qwen2";
+    case Arch::Qwen3: return "qwen3";
   }
   return "?";
 }
@@ -22,7 +23,8 @@ Arch parse_arch(const std::string& s) {
   if (s == "mistral") return Arch::Mistral;
   if (s == "gemma2") return Arch::Gemma2;
   if (s == "qwen2") return Arch::Qwen2;
-  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2)", s);
+  if (s == "qwen3") return Arch::Qwen3;
+  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3)", s);
 }
 
 void ModelConfig::validate() const {
@@ -63,6 +65,9 @@ void ModelConfig::validate() const {
     fail("{}: invalid config: llama3 rope_scaling needs high_freq_factor > low_freq_factor > 0 and "
          "original_max_position_embeddings > 0",
          source);
+  if (qk_norm != (arch == Arch::Qwen3))
+    fail("{}: invalid config: per-head q/k norms are {} for {}", source, qk_norm ? "not part of" : "required",
+         arch_name(arch));
   if (bos_id >= vocab_size) bad("bos token id", bos_id);
   if (eos_id >= vocab_size) bad("eos token id", eos_id);
   for (int id : more_eos_ids)

@@ -9,9 +9,9 @@
 
 namespace kvp {
 
-enum class Arch { Llama, Mistral, Gemma2, Qwen2 };
+enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3 };
 
-std::string arch_name(Arch a);          // "llama" | "mistral" | "gemma2" | "qwen2"
+std::string arch_name(Arch a);          // "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3"
 Arch parse_arch(const std::string& s);  // accepts the names above; errors name the value
 
 struct ModelConfig {
@@ -40,6 +40,9 @@ struct ModelConfig {
   bool ends_generation(int id) const;  // eos_id or one of more_eos_ids
   // Family features (issue 4); for plain Llama these stay at their defaults.
   bool qkv_bias = false;
+  // Qwen3: q and k are RMS-normalised per head (over head_dim, a gain of head_dim values each)
+  // between their projections and RoPE.
+  bool qk_norm = false;
   int sliding_window = 0;   // 0 = none
   // Which layers the window applies to: 1 = every layer (Mistral, Qwen2 with max_window_layers 0),
   // 2 = even layers only (Gemma-2: layer_idx % 2 == 0 is local, odd layers are global).

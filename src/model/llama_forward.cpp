@@ -1,12 +1,14 @@
-// Decoder forward pass for the four families: Llama; Mistral (+ sliding window); Qwen2 (+ q/k/v
-// biases); Gemma-2 (embedding normaliser, (1 + w) RMSNorm, four norms per layer, GeGLU, scaled and
-// soft-capped attention scores, window on even layers, final logit soft-capping).
+// Decoder forward pass for the five families: Llama; Mistral (+ sliding window); Qwen2 (+ q/k/v
+// biases); Qwen3 (per-head q/k norms before RoPE); Gemma-2 (embedding normaliser, (1 + w) RMSNorm,
+// four norms per layer, GeGLU, scaled and soft-capped attention scores, window on even layers,
+// final logit soft-capping).
 //
 // Rounding points (DESIGN.md §3), in the order HF's eager LlamaForCausalLM materialises tensors
 // in the compute dtype P. Every one goes through `Pass::materialise`, which also detects NaN/Inf:
 //   embed            embedding rows (already P: the table is stored in P)
 //   attn_norm        fp32 normalise -> P, * gain -> P                          (kernels.rmsnorm)
 //   q, k, v          matmul (fp32 accumulation, + bias for Qwen2) -> P
+//   q_norm, k_norm   Qwen3 only: each head's row as attn_norm, over head_dim    (kernels.rmsnorm)
 //   q_rope, k_rope   round(x*cos) + round(rotate_half(x)*sin) -> P, cos/sin fp32 -> P
 //                    (llama2.c/GGUF-llama rows hold the pairs adjacent: read there, written in halves)
 //   scores           round(q.k) -> P, / sqrt(head_dim) -> P; softmax fp32 -> P    (kernels.attention)
@@ -163,15 +165,27 @@ class Pass {
       linear_out(q, qd, &L.bq, "q_proj", l);
       linear_out(k, kvd, &L.bk, "k_proj", l);
       linear_out(v, kvd, &L.bv, "v_proj", l);
-      hook(HookPoint::QPre, l, q, qd);
-      hook(HookPoint::KPre, l, k, kvd);
+      // What RoPE rotates: the projections, or (Qwen3) their per-head norms.
+      float* qr = q;
+      float* kr = k;
+      if (c_.qk_norm) {
+        a_.qk_normed.ensure(dev_, M * (qd + size_t(kvd)));
+        qr = a_.qk_normed.data();
+        kr = qr + M * qd;
+        head_norm(q, c_.n_heads, L.q_norm, qr);
+        materialise(qr, M_, qd, "q_norm", l);
+        head_norm(k, c_.n_kv_heads, L.k_norm, kr);
+        materialise(kr, M_, kvd, "k_norm", l);
+      }
+      hook(HookPoint::QPre, l, qr, qd);
+      hook(HookPoint::KPre, l, kr, kvd);
       // Each rotation right before its rounding point: a device may fuse the two.
-      kn_.rope(q, M_, c_.n_heads, pos_of_row_.data(), m_.rope, P_, pairs);
-      materialise(q, M_, qd, "q_rope", l);
-      kn_.rope(k, M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
-      materialise(k, M_, kvd, "k_rope", l);
-      hook(HookPoint::Q, l, q, qd);
-      hook(HookPoint::K, l, k, kvd);
+      kn_.rope(qr, M_, c_.n_heads, pos_of_row_.data(), m_.rope, P_, pairs);
+      materialise(qr, M_, qd, "q_rope", l);
+      kn_.rope(kr, M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
+      materialise(kr, M_, kvd, "k_rope", l);
+      hook(HookPoint::Q, l, qr, qd);
+      hook(HookPoint::K, l, kr, kvd);
       hook(HookPoint::V, l, v, kvd);
       for (const bool is_v : {false, true}) {
         for (size_t s = 0; s < slices_.size(); ++s) {
@@ -182,12 +196,12 @@ class Pass {
           w.capacity = sl.cache->capacity();
           w.n_kv_heads = c_.n_kv_heads;
           w.head_dim = c_.head_dim;
-          w.rows = (is_v ? v : k) + size_t(row0_[s]) * kvd;
+          w.rows = (is_v ? v : kr) + size_t(row0_[s]) * kvd;
           w.n_rows = sl.n_tokens;
           w.start_pos = sl.start_pos;
         }
         // K's and V's rows live on only in the cache (the hook points read k before).
-        kn_.last_read(is_v ? v : k, size_t(M_) * kvd);
+        kn_.last_read(is_v ? v : kr, size_t(M_) * kvd);
         kn_.kv_write(kv_writes.data(), int(kv_writes.size()));
       }
 
@@ -199,7 +213,7 @@ class Pass {
         ap.n_heads = c_.n_heads;
         ap.n_kv_heads = c_.n_kv_heads;
         ap.head_dim = c_.head_dim;
-        ap.q = q + size_t(row0_[s]) * qd;
+        ap.q = qr + size_t(row0_[s]) * qd;
         ap.k_cache = sl.cache->k(l);
         ap.v_cache = sl.cache->v(l);
         ap.kv = sl.cache->type();
@@ -213,7 +227,7 @@ class Pass {
         ap.sliding_window = c_.window_for_layer(l);
         ap.act = P_;
       }
-      kn_.last_read(q, size_t(M_) * qd);  // q's rows, read by the attention alone
+      kn_.last_read(qr, size_t(M_) * qd);  // q's rows, read by the attention alone
       kn_.attention_batch(attn.data(), int(attn.size()));
       materialise(a_.att.data(), M_, qd, "attn", l);
       kn_.last_read(a_.att.data(), M * qd);
@@ -324,6 +338,12 @@ class Pass {
       kn_.rmsnorm_fp32_gain(x, M_, c_.dim, g, c_.norm_eps, P_, y);
     else
       kn_.rmsnorm(x, M_, c_.dim, g, c_.norm_eps, P_, y);
+  }
+
+  // Qwen3's q_norm / k_norm: every head's row of x [M, n_heads * head_dim] normalised over head_dim
+  // with one gain for all heads, as the model's RMSNorm rounds (the rows of [M * n_heads, head_dim]).
+  void head_norm(const float* x, int n_heads, const TensorView& w, float* y) {
+    kn_.rmsnorm(x, M_ * n_heads, c_.head_dim, static_cast<const float*>(w.data), c_.norm_eps, P_, y);
   }
 
   void final_softcap(float* logits, size_t n) {

@@ -10,7 +10,7 @@
 namespace kvp {
 
 std::vector<std::string> synthetic_presets() {
-  return {"tiny", "tinyllama-1.1b", "llama2-7b", "mistral-7b", "gemma2-2b", "qwen2.5-0.5b"};
+  return {"tiny", "tinyllama-1.1b", "llama2-7b", "mistral-7b", "gemma2-2b", "qwen2.5-0.5b", "qwen3-0.6b"};
 }
 
 namespace {
@@ -21,9 +21,10 @@ std::string preset_arch(const std::string& preset) {
   if (preset == "mistral-7b") return "mistral";
   if (preset == "gemma2-2b") return "gemma2";
   if (preset == "qwen2.5-0.5b") return "qwen2";
+  if (preset == "qwen3-0.6b") return "qwen3";
   if (preset == "tiny") return "";
-  fail_usage("synth: unknown preset '{}' (expected tiny, tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b or "
-             "qwen2.5-0.5b)",
+  fail_usage("synth: unknown preset '{}' (expected tiny, tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b, "
+             "qwen2.5-0.5b or qwen3-0.6b)",
              preset);
 }
 
@@ -59,6 +60,11 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
         c.n_kv_heads = 2; c.qkv_bias = true; c.tied_embeddings = true; c.norm_eps = 1e-6f;
         c.bos_id = -1; c.eos_id = 2;  // no BOS, as Qwen2's tokenizer
         break;
+      case Arch::Qwen3:
+        // head_dim (32) independent of dim / heads (16), as Qwen3's 128 is.
+        c.n_kv_heads = 2; c.head_dim = 32; c.qk_norm = true; c.tied_embeddings = true;
+        c.norm_eps = 1e-6f; c.bos_id = -1; c.eos_id = 2;
+        break;
     }
   } else if (preset == "tinyllama-1.1b") {
     c.dim = 2048; c.hidden_dim = 5632; c.n_layers = 22; c.n_heads = 32; c.n_kv_heads = 4;
@@ -74,6 +80,10 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.vocab_size = 256000; c.max_seq_len = 8192; c.norm_eps = 1e-6f; c.tied_embeddings = true;
     c.query_pre_attn_scalar = 256.0f; c.attn_logit_softcapping = 50.0f; c.final_logit_softcapping = 30.0f;
     c.sliding_window = 4096; c.sliding_window_period = 2; c.bos_id = 2; c.eos_id = 1;
+  } else if (preset == "qwen3-0.6b") {  // Qwen/Qwen3-0.6B
+    c.dim = 1024; c.hidden_dim = 3072; c.n_layers = 28; c.n_heads = 16; c.n_kv_heads = 8; c.head_dim = 128;
+    c.vocab_size = 151936; c.max_seq_len = 40960; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
+    c.tied_embeddings = true; c.qk_norm = true; c.bos_id = -1; c.eos_id = 151645;
   } else {  // qwen2.5-0.5b: Qwen/Qwen2.5-0.5B
     c.dim = 896; c.hidden_dim = 4864; c.n_layers = 24; c.n_heads = 14; c.n_kv_heads = 2;
     c.vocab_size = 151936; c.max_seq_len = 32768; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
@@ -176,6 +186,10 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
       add(f.uniform(p + "self_attn.q_proj.bias", {q}, 1000000 + index++, 0.0f, 0.5f));
       add(f.uniform(p + "self_attn.k_proj.bias", {kv}, 1000000 + index++, 0.0f, 0.5f));
       add(f.uniform(p + "self_attn.v_proj.bias", {kv}, 1000000 + index++, 0.0f, 0.1f));
+    }
+    if (cfg.qk_norm) {
+      add(f.uniform(p + "self_attn.q_norm.weight", {cfg.head_dim}, 1000000 + index++, 1.0f, 0.1f));
+      add(f.uniform(p + "self_attn.k_norm.weight", {cfg.head_dim}, 1000000 + index++, 1.0f, 0.1f));
     }
     if (gemma) {
       add(f.uniform(p + "pre_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));

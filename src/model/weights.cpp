@@ -149,6 +149,10 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
   c.validate();
   if (c.qkv_bias && c.arch != Arch::Qwen2)
     fail("{}: q/k/v biases are only supported for qwen2 (architecture '{}')", ckpt.path, arch_name(c.arch));
+  // A per-head gain runs along head_dim in the order q/k rows hold it; only the halves layout
+  // (HF, GGUF qwen3) holds them in the order the gain was trained on.
+  if (c.qk_norm && ckpt.qk_layout != RopeLayout::Halves)
+    fail("{}: per-head q/k norms need q/k rows in HF's (halves) RoPE layout", ckpt.path);
   const bool gemma = c.arch == Arch::Gemma2;
   if (ckpt.norm_weights_include_one && !gemma)
     fail("{}: norm gains stored as (1 + w) only exist for gemma2 (architecture '{}')", ckpt.path, arch_name(c.arch));
@@ -180,6 +184,10 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
       l.bq = b.vector_f32(p + "self_attn.q_proj.bias", q);
       l.bk = b.vector_f32(p + "self_attn.k_proj.bias", kv);
       l.bv = b.vector_f32(p + "self_attn.v_proj.bias", kv);
+    }
+    if (c.qk_norm) {
+      l.q_norm = b.vector_f32(p + "self_attn.q_norm.weight", c.head_dim);
+      l.k_norm = b.vector_f32(p + "self_attn.k_norm.weight", c.head_dim);
     }
     if (gemma) {
       l.post_attn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
