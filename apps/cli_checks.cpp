@@ -18,7 +18,7 @@ const std::vector<std::string> kKvTypeNames{"fp32", "fp16", "bf16", "q8_0", "q4_
 const std::vector<std::string> kPolicyNames{"reference", "standard", "invariant", "portable"};
 const std::vector<std::string> kSamplerNames{"greedy", "temperature", "top-k", "top-p", "min-p"};
 const std::vector<std::string> kSynthPresets{"tiny",      "tinyllama-1.1b", "llama2-7b",   "mistral-7b",
-                                             "gemma2-2b", "qwen2.5-0.5b",   "qwen3-0.6b"};
+                                             "gemma2-2b", "qwen2.5-0.5b",   "qwen3-0.6b",  "gemma3-1b"};
 
 namespace {
 

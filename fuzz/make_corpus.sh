@@ -104,6 +104,14 @@ cfgs = {
             "use_sliding_window": False, "sliding_window": None, "attention_bias": False,
             "layer_types": ["full_attention", "full_attention"], "rms_norm_eps": 1e-6,
             "rope_theta": 1000000.0, "tie_word_embeddings": True},
+  "gemma3": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text", "hidden_size": 64,
+             "intermediate_size": 128, "num_hidden_layers": 3, "num_attention_heads": 4,
+             "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 512, "max_position_embeddings": 128,
+             "sliding_window": 32, "sliding_window_pattern": 3, "rope_local_base_freq": 10000.0,
+             "rope_theta": 1000000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+             "query_pre_attn_scalar": 16, "attn_logit_softcapping": None, "final_logit_softcapping": None,
+             "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+             "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh"},
 }
 for k, v in cfgs.items():
     open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))

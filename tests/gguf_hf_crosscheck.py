@@ -27,13 +27,13 @@ def hf_to_gguf_name(h, arch):
              "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
              "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
              "mlp.down_proj.weight": "ffn_down.weight"}
-    if arch == "gemma2":
+    if arch in ("gemma2", "gemma3"):
         table.update({"post_attention_layernorm.weight": "post_attention_norm.weight",
                       "pre_feedforward_layernorm.weight": "ffn_norm.weight",
                       "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
     else:
         table["post_attention_layernorm.weight"] = "ffn_norm.weight"
-    if arch == "qwen3":
+    if arch in ("qwen3", "gemma3"):
         table.update({"self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"})
     return "blk.%s.%s" % (i, table[rest]) if rest in table else None
 
@@ -141,7 +141,7 @@ def check_against_hf(hf_dir, data, kv, tensors, data_offset, arch_hp, rep):
         start = data_offset + t["offset"]
         got = bytes(data[start:start + t["nbytes"]])
         gdt = gtypes[t["type"]]
-        add_one = arch == "gemma2" and hname.endswith("norm.weight")
+        add_one = arch in ("gemma2", "gemma3") and hname.endswith("norm.weight")
         if gdt == dtype and not add_one:
             if got != want:
                 a, b = decode(got, gdt), decode(want, dtype)

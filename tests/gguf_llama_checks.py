@@ -1,6 +1,6 @@
 """What llama.cpp's loader expects of a GGUF file beyond the container (gguf_conformance.py): key
 types as llama-model-loader checks them, tensor names and shapes per architecture (llama, qwen2,
-qwen3, gemma2), and the tokenizer's keys. Standard library only; shares no code with kvparity.
+qwen3, gemma2, gemma3), and the tokenizer's keys. Standard library only; shares no code with kvparity.
 """
 import math
 import re
@@ -40,6 +40,10 @@ def arch_keys(arch):
         a + "attn_logit_softcapping": "f32",
         a + "final_logit_softcapping": "f32",
         a + "tensor_data_layout": "string",
+        # llama.cpp's later key names for what it fixes per Gemma-3 (pattern 6, local base 10000),
+        # which kvparity writes so that other patterns and bases round-trip.
+        a + "attention.sliding_window_pattern": "u32",
+        a + "rope.freq_base_swa": "f32",
     }
     return required, optional
 
@@ -104,7 +108,7 @@ def expected_tensors(arch, hp):
     hk, hv, H, HKV = hp["head_k"], hp["head_v"], hp["n_head"], hp["n_head_kv"]
     q_out, k_out, v_out = hk * H, hk * HKV, hv * HKV
     exp = {"token_embd.weight": ([E, V], True), "output_norm.weight": ([E], True)}
-    if arch in ("llama", "qwen2", "qwen3"):
+    if arch in ("llama", "qwen2", "qwen3", "gemma3"):
         exp["output.weight"] = ([E, V], False)  # TENSOR_NOT_REQUIRED: falls back to token_embd
     for i in range(L):
         b = "blk.%d." % i
@@ -126,12 +130,12 @@ def expected_tensors(arch, hp):
             exp[b + "attn_q.bias"] = ([E], True)
             exp[b + "attn_k.bias"] = ([k_out], True)
             exp[b + "attn_v.bias"] = ([v_out], True)
-        elif arch == "qwen3":
-            exp[b + "attn_q_norm.weight"] = ([hk], True)
-            exp[b + "attn_k_norm.weight"] = ([hk], True)
-        elif arch == "gemma2":
+        elif arch in ("gemma2", "gemma3"):
             exp[b + "post_attention_norm.weight"] = ([E], True)
             exp[b + "post_ffw_norm.weight"] = ([E], True)
+        if arch in ("qwen3", "gemma3"):
+            exp[b + "attn_q_norm.weight"] = ([hk], True)
+            exp[b + "attn_k_norm.weight"] = ([hk], True)
     if arch == "llama":
         exp["rope_freqs.weight"] = ([hp["n_rot"] // 2], False)
     return exp
@@ -146,8 +150,8 @@ def check_arch(kv, tensors, rep):
         return None
     arch = kv["general.architecture"].value
     rep.summary["architecture"] = arch
-    if arch not in ("llama", "qwen2", "qwen3", "gemma2"):
-        rep.fail("general.architecture '%s' is not one this checker knows (llama, qwen2, qwen3, gemma2)" % arch)
+    if arch not in ("llama", "qwen2", "qwen3", "gemma2", "gemma3"):
+        rep.fail("general.architecture '%s' is not one this checker knows (llama, qwen2, qwen3, gemma2, gemma3)" % arch)
         return None
     if any(t["type"] not in FLOAT_TYPES for t in tensors):
         if "general.quantization_version" not in kv:

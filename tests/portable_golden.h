@@ -59,6 +59,9 @@ inline const std::map<std::string, std::string> kPortableGolden = {
     {"qwen3 fp16", "f63968f1b708e231954c0be295820b9cf14cb6b16cca2c840a0e5e3238da1e43"},
     {"qwen3 bf16", "7287239bc66058b1f5ec49ed76d7637d03530cd461fd240191826c0791197721"},
     {"qwen3 fp32", "1aebf3ca8fe3f035983a038bdb3afbdf20901690dca3af4dd70c6cd7d3424bf8"},
+    {"gemma3 fp16", "52eac9d7591220112f148456de099504186f70f10fa5d29665ce39de41de481d"},
+    {"gemma3 bf16", "77555aa80bf39d22c6a66b461d22f39d36488a38452f9370ebd8c13bb2e0f834"},
+    {"gemma3 fp32", "a8e715166e3c822817a6918a633068c7bc2b8aac783fea57b3b281066c3a3804"},
 };
 
 }  // namespace kvp::test

@@ -1,5 +1,6 @@
-// Model families (issue 4): Llama, Mistral, Gemma-2, Qwen2 and Qwen3.
-//  - Hugging Face reference outputs (../shared/reference/<family>; Qwen3's in tests/data/reference): fp32 logits / hidden states (1 and 2 threads) /
+// Model families (issue 4): Llama, Mistral, Gemma-2, Qwen2, Qwen3 and Gemma-3.
+//  - Hugging Face reference outputs (../shared/reference/<family>; Qwen3's and Gemma-3's in
+//    tests/data/reference): fp32 logits / hidden states (1 and 2 threads) /
 //    cached step / greedy generations on both paths, and a bf16 plausibility bound;
 //  - every family x {HF dir, GGUF written by `kvparity synth`} x {cache on, off} x {fp32, bf16, fp16};
 //  - export + reload round-trips bitwise; sliding-window equivalence between the cache paths for
@@ -41,7 +42,7 @@ std::string error_of(const std::function<void()>& f) {
   return "";
 }
 
-const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3"};
+const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"};
 
 // ---------------------------------------------------------------------------------------------
 // Hugging Face reference outputs.
@@ -303,7 +304,7 @@ TEST_P(FamilyWindow, SlidingWindowPathsAgreePastTheWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilySynth, ::testing::ValuesIn(kFamilies));
-INSTANTIATE_TEST_SUITE_P(Families, FamilyWindow, ::testing::Values("mistral", "gemma2"));
+INSTANTIATE_TEST_SUITE_P(Families, FamilyWindow, ::testing::Values("mistral", "gemma2", "gemma3"));
 
 // ---------------------------------------------------------------------------------------------
 TEST(FamilyPresets, RealShapesAndArchitectureChecks) {
@@ -343,6 +344,20 @@ TEST(FamilyPresets, RealShapesAndArchitectureChecks) {
   EXPECT_EQ(q3.vocab_size, 151936);
   EXPECT_TRUE(q3.tied_embeddings && q3.qk_norm && !q3.qkv_bias);
   EXPECT_EQ(q3.rope_theta, 1e6f);
+  const ModelConfig g3 = synthetic_config("", "gemma3-1b");  // google/gemma-3-1b-pt
+  EXPECT_EQ(g3.arch, Arch::Gemma3);
+  EXPECT_EQ(g3.n_layers, 26);
+  EXPECT_EQ(g3.dim, 1152);
+  EXPECT_EQ(g3.n_heads, 4);
+  EXPECT_EQ(g3.n_kv_heads, 1);
+  EXPECT_EQ(g3.head_dim, 256);
+  EXPECT_EQ(g3.hidden_dim, 6912);
+  EXPECT_EQ(g3.vocab_size, 262144);
+  EXPECT_EQ(g3.sliding_window, 512);
+  EXPECT_EQ(g3.window_for_layer(4), 512);
+  EXPECT_EQ(g3.window_for_layer(5), 0);  // every 6th layer global
+  EXPECT_EQ(g3.rope_local_theta, 10000.0f);
+  EXPECT_EQ(g3.rope_theta, 1e6f);
   const ModelConfig mi = synthetic_config("mistral", "mistral-7b");
   EXPECT_EQ(mi.vocab_size, 32768);
   EXPECT_EQ(mi.sliding_window, 0);
@@ -518,6 +533,68 @@ TEST(FamilyConfig, Qwen3DefaultsAndLayerKinds) {
   ModelConfig bad = c;
   bad.qk_norm = false;
   EXPECT_NE(error_of([&] { bad.validate(); }).find("required for qwen3"), std::string::npos);
+}
+
+// Gemma3TextConfig's defaults (v4.51: window 4096 on all but every 6th layer, local RoPE base 10000,
+// query_pre_attn_scalar 256, head_dim 256, no caps, tied), pattern 1 (every layer global), the
+// layer kinds newer configs list, the attention cap v4.51 does not apply, and the rope scaling it does.
+TEST(FamilyConfig, Gemma3DefaultsPatternsAndLayerKinds) {
+  const std::string base = R"({"architectures":["Gemma3ForCausalLM"],"model_type":"gemma3_text","hidden_size":64,
+    "intermediate_size":160,"num_hidden_layers":7,"num_attention_heads":4,"num_key_value_heads":2,"vocab_size":512,
+    "max_position_embeddings":512)";
+  const ModelConfig c = parse_hf_config(base + "}", "cfg.json");
+  EXPECT_EQ(c.arch, Arch::Gemma3);
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.query_pre_attn_scalar, 256.0f);
+  EXPECT_TRUE(c.qk_norm && c.tied_embeddings && c.gemma_family());
+  EXPECT_EQ(c.bos_id, 2);
+  EXPECT_EQ(c.eos_id, 1);
+  EXPECT_EQ(c.attn_logit_softcapping, 0.0f);
+  EXPECT_EQ(c.final_logit_softcapping, 0.0f);
+  EXPECT_EQ(c.rope_local_theta, 10000.0f);
+  for (int l = 0; l < 7; ++l) {
+    EXPECT_EQ(c.window_for_layer(l), l == 5 ? 0 : 4096) << "layer " << l;
+    EXPECT_EQ(c.local_rope(l), l != 5) << "layer " << l;
+  }
+  // Pattern 1: (l + 1) % 1 == 0, every layer global with the global RoPE.
+  const ModelConfig global = parse_hf_config(base + R"(,"sliding_window_pattern":1})", "cfg.json");
+  for (int l = 0; l < 7; ++l) EXPECT_FALSE(global.window_for_layer(l) > 0 || global.local_rope(l)) << l;
+  // Newer configs' layer kinds: the pattern read off them, or refused.
+  const ModelConfig kinds = parse_hf_config(
+      base + R"(,"sliding_window":8,"layer_types":["sliding_attention","sliding_attention","full_attention",
+      "sliding_attention","sliding_attention","full_attention","sliding_attention"]})",
+      "cfg.json");
+  EXPECT_EQ(kinds.sliding_window_period, 3);
+  EXPECT_EQ(kinds.window_for_layer(6), 8);
+  EXPECT_EQ(kinds.window_for_layer(5), 0);
+  std::string e = error_of([&] {
+    parse_hf_config(base + R"(,"layer_types":["sliding_attention","full_attention","full_attention",
+      "sliding_attention","sliding_attention","full_attention","sliding_attention"]})",
+                    "cfg.json");
+  });
+  EXPECT_NE(e.find("layer_types"), std::string::npos) << e;
+  // v4.51's Gemma3Attention does not pass the attention cap on, so neither does kvparity; the final
+  // cap is applied.
+  const ModelConfig caps =
+      parse_hf_config(base + R"(,"attn_logit_softcapping":50.0,"final_logit_softcapping":30.0})", "cfg.json");
+  EXPECT_EQ(caps.attn_logit_softcapping, 0.0f);
+  EXPECT_EQ(caps.final_logit_softcapping, 30.0f);
+  const ModelConfig scaled =
+      parse_hf_config(base + R"(,"rope_scaling":{"rope_type":"linear","factor":8.0}})", "cfg.json");
+  EXPECT_EQ(scaled.rope_scaling, ModelConfig::RopeScaling::Linear);
+  e = error_of([&] {
+    parse_hf_config(base + R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,
+      "high_freq_factor":4.0,"original_max_position_embeddings":8192}})",
+                    "cfg.json");
+  });
+  EXPECT_NE(e.find("rope_scaling"), std::string::npos) << e;
+  // The multimodal Gemma-3 (model_type gemma3, its text model under text_config) is refused by name.
+  e = error_of([&] {
+    parse_hf_config(R"({"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3",
+      "text_config":{"hidden_size":64},"vision_config":{"hidden_size":32}})",
+                    "cfg.json");
+  });
+  EXPECT_NE(e.find("multimodal"), std::string::npos) << e;
 }
 
 // A Qwen3 checkpoint without a head's gain, or with one of the wrong length, is refused naming the tensor.

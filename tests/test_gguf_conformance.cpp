@@ -92,21 +92,25 @@ TEST_F(GgufConformance, SynthTinyLlamaFp16Passes) {
   EXPECT_EQ(x.status, 0) << "checker report (vs synth --format hf):\n" << x.out << x.err;
 }
 
-// Qwen3: llama.cpp's qwen3 tensors (attn_q_norm / attn_k_norm of head_dim, q of heads x head_dim
-// wider than the hidden size) and keys; and the HF directory of the same weights.
-TEST_F(GgufConformance, SynthTinyQwen3Bf16Passes) {
+// Qwen3 and Gemma-3: llama.cpp's tensors for them (attn_q_norm / attn_k_norm of head_dim, q of
+// heads x head_dim wider than the hidden size; Gemma-3's four norms and its norms stored as 1 + w)
+// and keys; and the HF directory of the same weights.
+TEST_F(GgufConformance, SynthTinyQwen3AndGemma3Bf16Pass) {
   if (!have_python()) return;
-  const std::string gguf = tmp.file("qwen3.gguf"), hf = tmp.file("qwen3_hf");
-  for (const auto& [format, out] : {std::pair{"gguf", gguf}, std::pair{"hf", hf}}) {
-    const ProcResult r = run(std::string(KVPARITY_BIN) + " synth --arch qwen3 --preset tiny --dtype bf16 --format " +
-                             format + " --out " + q(out));
-    ASSERT_EQ(r.status, 0) << r.out << r.err;
+  for (const std::string arch : {"qwen3", "gemma3"}) {
+    SCOPED_TRACE(arch);
+    const std::string gguf = tmp.file(arch + ".gguf"), hf = tmp.file(arch + "_hf");
+    for (const auto& [format, out] : {std::pair{"gguf", gguf}, std::pair{"hf", hf}}) {
+      const ProcResult r = run(std::string(KVPARITY_BIN) + " synth --arch " + arch + " --preset tiny --dtype bf16 --format " +
+                               format + " --out " + q(out));
+      ASSERT_EQ(r.status, 0) << r.out << r.err;
+    }
+    const ProcResult c = check(gguf);
+    EXPECT_EQ(c.status, 0) << "checker report:\n" << c.out << c.err;
+    EXPECT_NE(c.out.find("\"architecture\": \"" + arch + "\""), std::string::npos) << c.out;
+    const ProcResult x = check(gguf, hf);
+    EXPECT_EQ(x.status, 0) << "checker report (vs synth --format hf):\n" << x.out << x.err;
   }
-  const ProcResult c = check(gguf);
-  EXPECT_EQ(c.status, 0) << "checker report:\n" << c.out << c.err;
-  EXPECT_NE(c.out.find("\"architecture\": \"qwen3\""), std::string::npos) << c.out;
-  const ProcResult x = check(gguf, hf);
-  EXPECT_EQ(x.status, 0) << "checker report (vs synth --format hf):\n" << x.out << x.err;
 }
 
 TEST_F(GgufConformance, ConvertStories260KPasses) {

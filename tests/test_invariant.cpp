@@ -310,7 +310,7 @@ using test::solo;
 using test::top_p;
 using test::Trace;
 
-const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3"};
+const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"};
 
 std::shared_ptr<const Model> synth(const std::string& arch, DType dt) {
   static std::map<std::pair<std::string, int>, std::shared_ptr<const Model>> cache;

@@ -120,6 +120,7 @@ TEST(IoHf, ReferenceFamilies) {
     int bos, eos, window;
     bool bias;
     size_t n_tensors;
+    int layers = 4;
   };
   const Want wants[] = {
       {"llama", Arch::Llama, 16, false, 1e-5f, 1, 2, 0, false, 3 + 4 * 9},
@@ -127,6 +128,7 @@ TEST(IoHf, ReferenceFamilies) {
       {"gemma2", Arch::Gemma2, 32, true, 1e-6f, 2, 1, 16, false, 2 + 4 * 11},
       {"qwen2", Arch::Qwen2, 16, true, 1e-5f, -1, -1, 0, true, 2 + 4 * 12},
       {"qwen3", Arch::Qwen3, 32, true, 1e-6f, -1, -1, 0, false, 2 + 4 * 11},  // + q_norm, k_norm
+      {"gemma3", Arch::Gemma3, 32, true, 1e-6f, 2, 1, 16, false, 2 + 6 * 13, 6},  // Gemma-2's + q/k norms
   };
   for (const auto& w : wants) {
     SCOPED_TRACE(w.dir);
@@ -136,14 +138,25 @@ TEST(IoHf, ReferenceFamilies) {
     EXPECT_EQ(c.arch, w.arch);
     EXPECT_EQ(c.dim, 64);
     EXPECT_EQ(c.hidden_dim, 160);
-    EXPECT_EQ(c.n_layers, 4);
+    EXPECT_EQ(c.n_layers, w.layers);
     EXPECT_EQ(c.n_heads, 4);
     EXPECT_EQ(c.n_kv_heads, 2);
     EXPECT_EQ(c.head_dim, w.head_dim);
     EXPECT_EQ(c.vocab_size, 512);
     EXPECT_EQ(c.max_seq_len, 512);
-    EXPECT_EQ(c.rope_theta, 10000.0f);
+    EXPECT_EQ(c.rope_theta, w.arch == Arch::Gemma3 ? 1e6f : 10000.0f);  // Gemma-3's global layers'
     EXPECT_EQ(c.norm_eps, w.eps);
+    if (w.arch == Arch::Gemma3) {
+      EXPECT_EQ(c.rope_local_theta, 10000.0f);
+      EXPECT_EQ(c.rope_scaling, ModelConfig::RopeScaling::Linear);
+      EXPECT_EQ(c.rope_factor, 8.0f);
+      EXPECT_EQ(c.sliding_window_period, 3);
+      for (int l = 0; l < 6; ++l) EXPECT_EQ(c.window_for_layer(l), l == 2 || l == 5 ? 0 : 16) << "layer " << l;
+      EXPECT_EQ(c.query_pre_attn_scalar, 24.0f);
+      EXPECT_EQ(c.attn_logit_softcapping, 0.0f);
+      EXPECT_EQ(c.final_logit_softcapping, 0.0f);
+      EXPECT_TRUE(c.qk_norm);
+    }
     EXPECT_EQ(c.tied_embeddings, w.tied);
     EXPECT_EQ(c.bos_id, w.bos);
     EXPECT_EQ(c.eos_id, w.eos);
@@ -216,7 +229,7 @@ TEST(IoWriter, SafetensorsRoundTripMixedDtypes) {
 }
 
 TEST(IoWriter, HfConfigRoundTrip) {
-  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3"}) {
+  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"}) {
     SCOPED_TRACE(fam);
     KVP_REQUIRE_REFERENCE(ref, fam);
     const std::string cfgp = ref + "/config.json";
@@ -348,10 +361,11 @@ TEST(IoWriter, GgufRoundTripAllFamilies) {
   for (const Src& s : {Src{"models/stories260K/stories260K.bin", RopeLayout::Interleaved},
                        Src{"reference/llama", RopeLayout::Interleaved}, Src{"reference/mistral", RopeLayout::Interleaved},
                        Src{"reference/gemma2", RopeLayout::Halves}, Src{"reference/qwen2", RopeLayout::Halves},
-                       Src{"reference/qwen3", RopeLayout::Halves}}) {
+                       Src{"reference/qwen3", RopeLayout::Halves}, Src{"reference/gemma3", RopeLayout::Halves}}) {
     SCOPED_TRACE(s.rel);
     const std::string rel = s.rel;
-    const std::string p = rel == "reference/qwen3" ? test::reference_dir("qwen3") : test::shared_file(rel);
+    const std::string p = rel == "reference/qwen3" || rel == "reference/gemma3" ? test::reference_dir(rel.substr(10))
+                                                                                : test::shared_file(rel);
     if (p.empty()) return;
     Checkpoint src = open_checkpoint(p);
     VocabSpec v = small_vocab(src.config.vocab_size);
@@ -372,7 +386,7 @@ TEST(IoWriter, GgufRoundTripAllFamilies) {
     ASSERT_TRUE(back.vocab.has_value());
     expect_same_vocab(v, *back.vocab);
     EXPECT_EQ(back.extras, src.extras);
-    EXPECT_EQ(back.norm_weights_include_one, src.config.arch == Arch::Gemma2);
+    EXPECT_EQ(back.norm_weights_include_one, src.config.gemma_family());
     // Alignment and llama.cpp names, checked on the raw parse.
     auto bytes = test::read_bytes(out);
     GgufFile g = parse_gguf(bytes.data(), bytes.size(), out);
@@ -399,8 +413,13 @@ TEST(IoWriter, GgufRoundTripAllFamilies) {
     if (src.config.arch == Arch::Mistral) {
       EXPECT_EQ(g.kv.at("general.architecture").s, "llama");
     }
-    if (src.config.arch == Arch::Qwen3) {
-      EXPECT_EQ(g.kv.at("general.architecture").s, "qwen3");
+    if (src.config.arch == Arch::Gemma3) {
+      EXPECT_EQ(g.kv.at("general.architecture").s, "gemma3");
+      EXPECT_EQ(g.kv.at("gemma3.attention.sliding_window_pattern").u, 3u);
+      EXPECT_EQ(g.kv.at("gemma3.rope.freq_base_swa").f, 10000.0);
+      EXPECT_EQ(g.kv.at("gemma3.rope.scaling.type").s, "linear");
+    }
+    if (src.config.qk_norm) {
       int head_norms = 0;
       for (const auto& ti : g.tensors)
         if (ti.name.find("_norm.weight") != std::string::npos && ti.name.find("attn_") != std::string::npos &&
@@ -409,6 +428,7 @@ TEST(IoWriter, GgufRoundTripAllFamilies) {
           ++head_norms;
         }
       EXPECT_EQ(head_norms, 2 * src.config.n_layers);
+      EXPECT_EQ(g.kv.at("general.architecture").s, arch_name(src.config.arch));
     }
   }
 }

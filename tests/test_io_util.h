@@ -48,6 +48,16 @@ inline void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.qkv_bias, b.qkv_bias);
   EXPECT_EQ(a.qk_norm, b.qk_norm);
   EXPECT_EQ(a.sliding_window, b.sliding_window);
+  for (int l = 0; l < a.n_layers; ++l) {
+    EXPECT_EQ(a.window_for_layer(l), b.window_for_layer(l)) << "layer " << l;
+    EXPECT_EQ(a.local_rope(l), b.local_rope(l)) << "layer " << l;
+  }
+  EXPECT_EQ(a.rope_local_theta, b.rope_local_theta);
+  EXPECT_EQ(a.rope_scaling, b.rope_scaling);
+  EXPECT_EQ(a.rope_factor, b.rope_factor);
+  EXPECT_EQ(a.query_pre_attn_scalar, b.query_pre_attn_scalar);
+  EXPECT_EQ(a.attn_logit_softcapping, b.attn_logit_softcapping);
+  EXPECT_EQ(a.final_logit_softcapping, b.final_logit_softcapping);
 }
 
 // Runs f, expecting a kvp::Error whose message contains every one of `parts`.

@@ -109,7 +109,7 @@ void expect_footprint_is_the_load(const Checkpoint& ck, const std::string& what)
 }
 
 TEST(WeightsFootprint, IsWhatALoadHolds) {
-  for (const char* family : {"llama", "mistral", "gemma2", "qwen2", "qwen3"})
+  for (const char* family : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"})
     expect_footprint_is_the_load(open_checkpoint(test::reference_dir(family)), family);
   expect_footprint_is_the_load(open_checkpoint(test::shared_file("models/stories260K/stories260K.bin")), "llama2c");
   test::TempDir tmp;
@@ -187,6 +187,22 @@ TEST(InspectCli, DescribesAModelAsJsonAndText) {
   EXPECT_GT(gd["head"]["final_logit_softcap"].get<double>(), 0);
   EXPECT_EQ(gd["norm"]["gain"], "1 + w");
   EXPECT_TRUE(gd["tokenizer"]["source"].is_null());
+  const auto g3 = kvparity("inspect --json --model " + q(test::reference_dir("gemma3")));
+  ASSERT_EQ(g3.status, 0) << g3.err;
+  const auto g3d = nlohmann::json::parse(g3.out);
+  EXPECT_EQ(g3d["family"], "gemma3");
+  EXPECT_EQ(g3d["attention"]["window_layers"], "periodic");
+  EXPECT_EQ(g3d["attention"]["window_period"], 3);
+  EXPECT_EQ(g3d["attention"]["qk_norm"], true);
+  EXPECT_EQ(g3d["attention"]["logit_softcap"], 0.0);
+  EXPECT_EQ(g3d["rope"]["local_theta"], 10000.0);
+  EXPECT_EQ(g3d["rope"]["scaling"], "linear");
+  EXPECT_EQ(g3d["norm"]["gain"], "1 + w");
+  const auto g3t = kvparity("inspect --model " + q(test::reference_dir("gemma3")));
+  ASSERT_EQ(g3t.status, 0) << g3t.err;
+  for (const char* s : {"window 16 in all but one of every 3 layers", "windowed layers theta 10000, unscaled",
+                        "q/k normalised per head"})
+    EXPECT_NE(g3t.out.find(s), std::string::npos) << s << "\n" << g3t.out;
 }
 
 TEST(InspectCli, BadInputIsAnErrorNamingIt) {

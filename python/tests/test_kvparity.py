@@ -13,7 +13,7 @@ import pytest
 
 import kvparity
 
-FAMILIES = ["llama", "mistral", "gemma2", "qwen2", "qwen3"]
+FAMILIES = ["llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"]
 
 
 def shared(rel):
@@ -25,8 +25,8 @@ def shared(rel):
 
 
 def reference(family):
-    """transformers' outputs: shared/reference for four families, the repo's tests/data for Qwen3."""
-    if family != "qwen3":
+    """transformers' outputs: shared/reference for four families, the repo's tests/data for Qwen3, Gemma-3."""
+    if family not in ("qwen3", "gemma3"):
         return shared(f"reference/{family}")
     path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "reference", family)
     assert os.path.isdir(path), f"reference outputs missing: {path}"

@@ -127,7 +127,7 @@ const BlockName kBlockNames[] = {
     {"ffn_down.weight", "mlp.down_proj.weight"},
 };
 const BlockName kLlamaNorms[] = {{"ffn_norm.weight", "post_attention_layernorm.weight"}};
-const BlockName kQwen3HeadNorms[] = {
+const BlockName kHeadNorms[] = {  // Qwen3's and Gemma-3's
     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
     {"attn_k_norm.weight", "self_attn.k_norm.weight"},
 };
@@ -140,12 +140,12 @@ const BlockName kGemma2Norms[] = {
 template <typename F>
 void for_block_names(const std::string& arch, F&& f) {
   for (const auto& b : kBlockNames) f(b);
-  if (arch == "gemma2")
+  if (arch == "gemma2" || arch == "gemma3")
     for (const auto& b : kGemma2Norms) f(b);
   else
     for (const auto& b : kLlamaNorms) f(b);
-  if (arch == "qwen3")
-    for (const auto& b : kQwen3HeadNorms) f(b);
+  if (arch == "qwen3" || arch == "gemma3")
+    for (const auto& b : kHeadNorms) f(b);
 }
 
 }  // namespace
@@ -261,6 +261,7 @@ std::string gguf_arch_for(Arch a) {
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
     case Arch::Gemma2: return "gemma2";
+    case Arch::Gemma3: return "gemma3";
   }
   return "llama";
 }

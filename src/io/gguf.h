@@ -82,7 +82,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
 
 Checkpoint load_gguf(const std::string& path);
 
-// Name mapping between llama.cpp and HF, per GGUF architecture ("llama" | "qwen2" | "qwen3" | "gemma2").
+// Name mapping between llama.cpp and HF, per GGUF architecture ("llama" | "qwen2" | "qwen3" | "gemma2" |
+// "gemma3").
 // Return "" for names with no counterpart.
 std::string gguf_to_hf_name(const std::string& gguf_name, const std::string& gguf_arch);
 // llama.cpp's RoPE frequency divisors (F32, [head_dim/2]); a model parameter, not a weight.

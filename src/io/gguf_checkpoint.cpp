@@ -95,7 +95,7 @@ class Meta {
 Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t size, const std::string& name) {
   Meta m(g, name);
   const std::string arch = m.get_str("general.architecture", "", true);
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
 
@@ -113,8 +113,9 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   c.arch = arch == "qwen2"    ? Arch::Qwen2
            : arch == "qwen3"  ? Arch::Qwen3
            : arch == "gemma2" ? Arch::Gemma2
+           : arch == "gemma3" ? Arch::Gemma3
                               : Arch::Llama;
-  c.qk_norm = c.arch == Arch::Qwen3;
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;
   c.dim = m.get_int(A + "embedding_length");
   c.hidden_dim = m.get_int(A + "feed_forward_length");
   c.n_layers = m.get_int(A + "block_count");
@@ -161,6 +162,24 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     c.attn_logit_softcapping = float(ex("attn_logit_softcapping", 50.0));
     c.final_logit_softcapping = float(ex("final_logit_softcapping", 30.0));
     c.sliding_window_period = 2;
+  }
+  if (c.arch == Arch::Gemma3) {
+    // llama.cpp's gemma3: norms stored as 1 + w (q/k norms too), the window on all but every 6th
+    // layer, local layers at base 10000 unscaled, scores x 1/sqrt(head_dim) but for the 27B
+    // (62 layers: 1/sqrt(hidden / heads)), no caps. kvparity's own keys, where present, say
+    // otherwise (sliding_window_pattern, freq_base_swa, query_pre_attn_scalar).
+    ck.norm_weights_include_one = true;
+    c.sliding_window_period = m.get_int(A + "attention.sliding_window_pattern", 6);
+    if (c.sliding_window_period < 1)
+      fail("{}: key '{}attention.sliding_window_pattern' = {} must be at least 1", name, A, c.sliding_window_period);
+    c.rope_local_theta = float(m.get_num(A + "rope.freq_base_swa", 10000.0));
+    if (c.sliding_window_period == 1) {  // llama.cpp's rule, il % P < P - 1: no local layer
+      c.sliding_window = 0;
+      c.rope_local_theta = 0.0f;
+    }
+    const double qpas = c.n_layers == 62 ? double(c.dim) / c.n_heads : double(c.head_dim);
+    c.query_pre_attn_scalar = float(m.get_num(A + "attention.query_pre_attn_scalar", qpas));
+    c.final_logit_softcapping = float(m.get_num(A + "final_logit_softcapping", 0.0));
   }
 
   for (const auto& ti : g.tensors) {

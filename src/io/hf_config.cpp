@@ -1,8 +1,11 @@
 #include "io/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <optional>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -28,6 +31,7 @@ FamilyDefaults family_defaults(Arch a) {
     case Arch::Gemma2: return {true, 2, 1};
     case Arch::Qwen2: return {false, -1, -1};  // Qwen2Config sets no bos/eos; real checkpoints do
     case Arch::Qwen3: return {false, -1, -1};  // Qwen3Config (v4.51) as Qwen2Config
+    case Arch::Gemma3: return {true, 2, 1};    // Gemma3TextConfig (v4.51)
   }
   return {false, 1, 2};
 }
@@ -39,9 +43,14 @@ const char* hf_class_name(Arch a) {
     case Arch::Gemma2: return "Gemma2ForCausalLM";
     case Arch::Qwen2: return "Qwen2ForCausalLM";
     case Arch::Qwen3: return "Qwen3ForCausalLM";
+    case Arch::Gemma3: return "Gemma3ForCausalLM";
   }
   return "?";
 }
+
+// config.json's model_type: the family's name, but Gemma-3's text model is "gemma3_text" ("gemma3"
+// is the multimodal Gemma3ForConditionalGeneration, refused by its vision_config).
+std::string hf_model_type(Arch a) { return a == Arch::Gemma3 ? "gemma3_text" : arch_name(a); }
 
 class ConfigReader {
  public:
@@ -129,7 +138,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
              j["architectures"][0].is_string()) {
     field = "architectures";
     std::string cls = j["architectures"][0].get<std::string>();
-    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2, Arch::Qwen3})
+    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3})
       if (cls == hf_class_name(a)) return a;
     name = cls;
   } else {
@@ -140,6 +149,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
   if (name == "gemma2") return Arch::Gemma2;
   if (name == "qwen2") return Arch::Qwen2;
   if (name == "qwen3") return Arch::Qwen3;
+  if (name == "gemma3_text" || name == "gemma3") return Arch::Gemma3;
   fail("unsupported architecture '{}' in {} ({})", name, source, field);
 }
 
@@ -153,9 +163,10 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
       for (const char* k : {"rope_type", "type"})
         if (rs.contains(k) && rs[k].is_string()) { type = rs[k].get<std::string>(); break; }
     }
-    // Llama's "linear" and "llama3" are implemented (parse_rope_scaling); everything else is refused.
+    // Llama's "linear" and "llama3" are implemented (parse_rope_scaling), and Gemma-3's "linear" (its
+    // global layers'); everything else is refused.
     const bool known = type == "linear" || type == "llama3" || type == "default";
-    if (!known || arch != Arch::Llama)
+    if (!known || (arch != Arch::Llama && !(arch == Arch::Gemma3 && type != "llama3")))
       fail("{}: rope_scaling type '{}' is not supported{} (config.json field rope_scaling)", src, type,
            known ? fmt::format(" for {}", arch_name(arch)) : std::string());
   }
@@ -176,11 +187,12 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
   if (r.get_bool("mlp_bias", false)) fail("{}: MLP biases are not supported (config.json field mlp_bias)", src);
   if (arch != Arch::Qwen2 && r.get_bool("attention_bias", false))
     fail("{}: attention biases (incl. o_proj) are not supported (config.json field attention_bias)", src);
-  if (arch == Arch::Gemma2) {
-    // Gemma2 reads hidden_activation; older configs only carry hidden_act.
+  if (arch == Arch::Gemma2 || arch == Arch::Gemma3) {
+    // Gemma-2/3 read hidden_activation; older configs only carry hidden_act.
     std::string act = r.get_str("hidden_activation", r.get_str("hidden_act", "gelu_pytorch_tanh"));
     if (act != "gelu_pytorch_tanh")
-      fail("{}: activation '{}' is not supported for gemma2 (config.json field hidden_activation)", src, act);
+      fail("{}: activation '{}' is not supported for {} (config.json field hidden_activation)", src, act,
+           arch_name(arch));
   } else {
     std::string act = r.get_str("hidden_act", "silu");
     if (act != "silu") fail("{}: activation '{}' is not supported (config.json field hidden_act)", src, act);
@@ -190,6 +202,43 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
 // A float field as the shortest decimal that reads back to the same float (1e-05, not
 // 9.999999747378752e-06), which is how transformers writes them.
 double float_for_json(float f) { return std::stod(fmt::format("{}", f)); }
+
+// layer_types (transformers v4.54 on: every layer's kind, deciding over the flags it replaces):
+// whether each layer is windowed; nullopt when the field is absent.
+std::optional<std::vector<bool>> windowed_layers(const json& j, const ConfigReader& r, int n_layers,
+                                                 const std::string& source) {
+  if (!r.has("layer_types")) return std::nullopt;
+  const json& lt = j["layer_types"];
+  if (!lt.is_array() || int(lt.size()) != n_layers)
+    fail("{}: field 'layer_types' must list one kind per layer ({} layers)", source, n_layers);
+  std::vector<bool> windowed;
+  for (const json& t : lt) {
+    if (!t.is_string() || (t != "full_attention" && t != "sliding_attention"))
+      fail("{}: layer kind {} is not supported (config.json field layer_types)", source, t.dump());
+    windowed.push_back(t == "sliding_attention");
+  }
+  return windowed;
+}
+
+// Gemma's local/global layers from layer_types, where given: the window (c.sliding_window, read
+// before) on all but every P-th layer, P read off the first global layer, or on none (then true:
+// no layer is local); any other pattern is refused.
+bool window_pattern_of_layer_types(const json& j, const ConfigReader& r, ModelConfig& c, const std::string& source) {
+  const auto kinds = windowed_layers(j, r, c.n_layers, source);
+  if (!kinds) return false;
+  const auto global = std::find(kinds->begin(), kinds->end(), false);
+  if (std::count(kinds->begin(), kinds->end(), true) == 0) {
+    c.sliding_window = 0;
+    return true;
+  }
+  c.sliding_window_period = global == kinds->end() ? 1 : int(global - kinds->begin()) + 1;
+  for (int l = 0; l < c.n_layers; ++l)
+    if ((*kinds)[size_t(l)] != (c.window_for_layer(l) > 0))
+      fail("{}: layer kinds that are not a window on all but every n-th layer are not supported (config.json field "
+           "layer_types, layer {})",
+           source, l);
+  return false;
+}
 
 }  // namespace
 
@@ -216,9 +265,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.n_kv_heads = r.get_int("num_key_value_heads", c.n_heads);
   if (c.n_heads <= 0) fail("{}: invalid config: num_attention_heads = {}", source, c.n_heads);
   // Gemma2Config's and Qwen3Config's head_dim defaults are their own, not hidden / heads.
-  c.head_dim = r.get_int("head_dim", c.arch == Arch::Gemma2   ? 256
-                                     : c.arch == Arch::Qwen3 ? 128
-                                                             : c.dim / c.n_heads);
+  c.head_dim = r.get_int("head_dim", c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 ? 256
+                                     : c.arch == Arch::Qwen3                          ? 128
+                                                                                      : c.dim / c.n_heads);
   c.vocab_size = r.get_int("vocab_size");
   c.max_seq_len = r.get_int("max_position_embeddings");
   c.rope_theta = float(r.get_num("rope_theta", 10000.0));
@@ -229,7 +278,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   for (int id : r.get_token_ids("eos_token_id"))
     if (!c.ends_generation(id)) c.more_eos_ids.push_back(id);
   c.qkv_bias = c.arch == Arch::Qwen2;  // hard-wired in Qwen2's modeling code, no config field
-  c.qk_norm = c.arch == Arch::Qwen3;   // Qwen3Attention's q_norm and k_norm, likewise
+  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;  // their attentions' q_norm, k_norm
   if (r.has("rope_scaling")) {
     // transformers v4.44 _compute_linear_scaling_rope_parameters / _compute_llama3_parameters.
     const json& rs = j["rope_scaling"];
@@ -272,20 +321,11 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
                "max_window_layers = {})",
                source, mwl);
       }
-      // Newer transformers (v4.54 on) write the layers' kinds out; they decide over the flags.
-      if (r.has("layer_types")) {
-        const json& lt = j["layer_types"];
-        if (!lt.is_array() || int(lt.size()) != c.n_layers)
-          fail("{}: field 'layer_types' must list one kind per layer ({} layers)", source, c.n_layers);
-        int windowed = 0;
-        for (const json& t : lt) {
-          if (!t.is_string() || (t != "full_attention" && t != "sliding_attention"))
-            fail("{}: layer kind {} is not supported (config.json field layer_types)", source, t.dump());
-          windowed += t == "sliding_attention";
-        }
-        if (windowed > 0 && windowed < c.n_layers)
+      if (const auto kinds = windowed_layers(j, r, c.n_layers, source)) {
+        const long n = std::count(kinds->begin(), kinds->end(), true);
+        if (n > 0 && n < c.n_layers)
           fail("{}: a sliding window on only some layers is not supported (config.json field layer_types)", source);
-        c.sliding_window = windowed == 0 ? 0 : r.get_int("sliding_window");
+        c.sliding_window = n == 0 ? 0 : r.get_int("sliding_window");
       }
       break;
     case Arch::Gemma2:
@@ -293,6 +333,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       // checked above with the other families'.
       c.sliding_window = r.get_int("sliding_window", 4096);
       c.sliding_window_period = 2;  // Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
+      window_pattern_of_layer_types(j, r, c, source);
       c.query_pre_attn_scalar = float(r.get_num("query_pre_attn_scalar", 224.0));
       // null disables a cap; 0 stands for that.
       c.attn_logit_softcapping = (j.contains("attn_logit_softcapping") && j["attn_logit_softcapping"].is_null())
@@ -308,6 +349,25 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
         for (auto [k, d] : {std::pair{"attn_logit_softcapping", 50.0}, std::pair{"final_logit_softcapping", 30.0}})
           (*extras)[k] = (j.contains(k) && j[k].is_null()) ? 0.0 : r.get_num(k, d);
       }
+      break;
+    case Arch::Gemma3:
+      // Gemma3TextConfig (v4.51): layer l is local where (l + 1) % sliding_window_pattern != 0
+      // (Gemma3DecoderLayer.is_sliding) and rotates with rope_local_base_freq, unscaled; no caps.
+      c.sliding_window = r.get_int("sliding_window", 4096);
+      c.sliding_window_period = r.get_int("sliding_window_pattern", 6);
+      if (c.sliding_window_period < 1)
+        fail("{}: sliding_window_pattern = {} must be at least 1 (config.json field sliding_window_pattern)", source,
+             c.sliding_window_period);
+      c.rope_local_theta = float(r.get_num("rope_local_base_freq", 10000.0));
+      if (window_pattern_of_layer_types(j, r, c, source) || (c.sliding_window_period == 1 && !r.has("layer_types"))) {
+        c.sliding_window = 0;  // every layer global ((l + 1) % 1 == 0), none local
+        c.rope_local_theta = 0.0f;
+      }
+      c.query_pre_attn_scalar = float(r.get_num("query_pre_attn_scalar", 256.0));
+      // v4.51's Gemma3Attention never passes attn_logit_softcapping on: the scores are not capped
+      // whatever it says (read only for its type). The final cap is applied.
+      r.get_num("attn_logit_softcapping", 0.0);
+      c.final_logit_softcapping = float(r.get_num("final_logit_softcapping", 0.0));
       break;
   }
   c.validate();
@@ -340,7 +400,7 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
   auto tok = [](int id) { return id < 0 ? json(nullptr) : json(id); };
   json j;
   j["architectures"] = json::array({hf_class_name(c.arch)});
-  j["model_type"] = arch_name(c.arch);
+  j["model_type"] = hf_model_type(c.arch);
   j["hidden_size"] = c.dim;
   j["intermediate_size"] = c.hidden_dim;
   j["num_hidden_layers"] = c.n_layers;
@@ -414,6 +474,36 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
         double v = extra(k, d);
         j[k] = v == 0.0 ? json(nullptr) : json(v);
       }
+      break;
+    }
+    case Arch::Gemma3: {
+      j["hidden_activation"] = "gelu_pytorch_tanh";
+      j["attention_bias"] = false;
+      // No windowed layer is pattern 1 (every layer global) and a window on every layer a pattern
+      // longer than the model, as transformers reads them. transformers ties a layer's window and
+      // its local RoPE (unscaled) to its kind, which two configurations here cannot say.
+      const bool windowed = c.sliding_window > 0;
+      if (!windowed && c.rope_local_theta > 0 && c.sliding_window_period > 1)
+        fail("{}: gemma3 with local layers but no window has no config.json form", path);
+      if (windowed && c.rope_local_theta <= 0 && c.rope_scaling != ModelConfig::RopeScaling::None)
+        fail("{}: gemma3 with a window but scaled RoPE on its local layers has no config.json form", path);
+      j["sliding_window"] = windowed ? c.sliding_window : 4096;
+      j["sliding_window_pattern"] = !windowed                       ? 1
+                                    : c.sliding_window_period == 1 ? c.n_layers + 1
+                                                                   : c.sliding_window_period;
+      j["rope_local_base_freq"] = float_for_json(c.rope_local_theta > 0.0f ? c.rope_local_theta : c.rope_theta);
+      const float qpas = c.query_pre_attn_scalar;
+      j["query_pre_attn_scalar"] = qpas == std::floor(qpas) ? json(int64_t(qpas)) : json(float_for_json(qpas));
+      j["attn_logit_softcapping"] = c.attn_logit_softcapping > 0 ? json(float_for_json(c.attn_logit_softcapping)) : json(nullptr);
+      j["final_logit_softcapping"] =
+          c.final_logit_softcapping > 0 ? json(float_for_json(c.final_logit_softcapping)) : json(nullptr);
+      if (c.rope_scaling == ModelConfig::RopeScaling::Linear)
+        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", float_for_json(c.rope_factor)}};
+      else if (c.rope_scaling != ModelConfig::RopeScaling::None)
+        fail("{}: gemma3 takes only linear RoPE scaling in transformers", path);
+      else
+        j["rope_scaling"] = nullptr;
+      j["cache_implementation"] = "hybrid";
       break;
     }
   }

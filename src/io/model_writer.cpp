@@ -250,6 +250,19 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "rope.dimension_count", GgufValue::of_u32(uint32_t(cfg.head_dim)));
   // Under "llama" this key is kvparity's Mistral marker (llama.cpp ignores it); gemma2 reads it.
   if (cfg.sliding_window > 0) kv.set(A + "attention.sliding_window", GgufValue::of_u32(uint32_t(cfg.sliding_window)));
+  if (cfg.arch == Arch::Gemma3) {
+    // llama.cpp reads the window and the caps; the pattern, the local base and the score scalar
+    // are keys of kvparity's (llama.cpp fixes them at 6, 10000 and head_dim for every Gemma-3).
+    const bool local = cfg.sliding_window > 0 || cfg.rope_local_theta > 0;  // any local layer
+    const uint32_t pattern = !local                          ? 1u
+                             : cfg.sliding_window_period <= 1 ? uint32_t(cfg.n_layers + 1)
+                                                              : uint32_t(cfg.sliding_window_period);
+    kv.set(A + "attention.sliding_window_pattern", GgufValue::of_u32(pattern));
+    kv.set(A + "rope.freq_base_swa", GgufValue::of_f32(cfg.rope_local_theta > 0 ? cfg.rope_local_theta : cfg.rope_theta));
+    kv.set(A + "attention.query_pre_attn_scalar", GgufValue::of_f32(cfg.query_pre_attn_scalar));
+    if (cfg.final_logit_softcapping > 0)
+      kv.set(A + "final_logit_softcapping", GgufValue::of_f32(cfg.final_logit_softcapping));
+  }
   if (cfg.arch == Arch::Gemma2) {
     for (auto [ex, key] : {std::pair{"attn_logit_softcapping", "attn_logit_softcapping"},
                            std::pair{"final_logit_softcapping", "final_logit_softcapping"},

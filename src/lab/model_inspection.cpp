@@ -44,7 +44,11 @@ json attention_of(const ModelConfig& c) {
             {"logit_softcap", c.attn_logit_softcapping},
             {"qkv_bias", c.qkv_bias},
             {"qk_norm", c.qk_norm}};
-  if (c.sliding_window > 0) a["window_layers"] = c.sliding_window_period == 2 ? "even" : "every";
+  if (c.sliding_window > 0) {
+    // "periodic": every layer l with (l + 1) % window_period != 0 (Gemma-3's local layers).
+    a["window_layers"] = c.sliding_window_period == 1 ? "every" : c.sliding_window_period == 2 ? "even" : "periodic";
+    a["window_period"] = c.sliding_window_period;
+  }
   return a;
 }
 
@@ -52,6 +56,7 @@ json rope_of(const Checkpoint& ck) {
   const ModelConfig& c = ck.config;
   using RS = ModelConfig::RopeScaling;
   json r = {{"theta", c.rope_theta}, {"qk_rows", ck.qk_layout == RopeLayout::Interleaved ? "interleaved" : "halves"}};
+  if (c.rope_local_theta > 0) r["local_theta"] = c.rope_local_theta;  // the windowed layers', unscaled
   switch (c.rope_scaling) {
     case RS::None:
       r["scaling"] = "none";
@@ -180,7 +185,7 @@ json inspect_model(const InspectOptions& o) {
   d["shape"] = shape_of(c);
   d["attention"] = attention_of(c);
   d["rope"] = rope_of(ck);
-  d["norm"] = {{"eps", c.norm_eps}, {"gain", c.arch == Arch::Gemma2 ? "1 + w" : "w"}};
+  d["norm"] = {{"eps", c.norm_eps}, {"gain", c.gemma_family() ? "1 + w" : "w"}};
   d["head"] = {{"tied", c.tied_embeddings}, {"final_logit_softcap", c.final_logit_softcapping}};
   d["special_tokens"] = {{"bos", c.bos_id},
                          {"eos", c.eos_id},
@@ -219,7 +224,10 @@ std::string inspect_text(const json& d) {
                        at["score_scale_of"].get<std::string>(), number_text(at["score_scale_base"].get<double>()));
   const int window = at["sliding_window"].get<int>();
   heads += window > 0
-               ? fmt::format("; window {} in {} layers", window, at["window_layers"] == "even" ? "the even" : "all")
+               ? fmt::format("; window {} in {} layers", window,
+                             at["window_layers"] == "even"    ? std::string("the even")
+                             : at["window_layers"] == "every" ? std::string("all")
+                                                              : fmt::format("all but one of every {}", at["window_period"].get<int>()))
                : "; no window";
   const double cap = at["logit_softcap"].get<double>();
   heads += cap > 0 ? fmt::format("; scores soft-capped at {}", number_text(cap)) : "";
@@ -236,6 +244,8 @@ std::string inspect_text(const json& d) {
                         number_text(rp["high_freq_factor"].get<double>()), rp["original_context"].get<int>());
   if (scaling == "frequency factors")
     rope += fmt::format(", {} per-frequency divisors (GGUF rope_freqs)", rp["frequency_factors"].get<int>());
+  if (rp.contains("local_theta"))
+    rope += fmt::format(" (global layers); windowed layers theta {}, unscaled", number_text(rp["local_theta"].get<double>()));
   rope += rp["qk_rows"] == "interleaved" ? "; q/k rows in adjacent pairs (llama.cpp, llama2.c)"
                                          : "; q/k rows in halves (Hugging Face)";
   line("rope", rope);

@@ -138,7 +138,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   if (format == "hf") {
     target = RopeLayout::Halves;
   } else if (format == "gguf") {
-    // llama.cpp's "llama" arch (also used for Mistral) expects adjacent pairs; qwen2/gemma2 use halves.
+    // llama.cpp's "llama" arch (also used for Mistral) expects adjacent pairs; the others use halves.
     target = (c.arch == Arch::Llama || c.arch == Arch::Mistral) ? RopeLayout::Interleaved : RopeLayout::Halves;
   } else {
     fail_usage("unknown output format '{}' (expected hf or gguf)", format);
@@ -155,7 +155,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     extras["final_logit_softcapping"] = c.final_logit_softcapping;
   }
   float norm_shift = 0.0f;
-  if (c.arch == Arch::Gemma2) {
+  if (c.gemma_family()) {
     if (format == "gguf" && !ckpt.norm_weights_include_one) norm_shift = 1.0f;
     if (format == "hf" && ckpt.norm_weights_include_one) norm_shift = -1.0f;
   }

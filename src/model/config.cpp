@@ -14,6 +14,7 @@ std::string arch_name(Arch a) {
     case Arch::Gemma2: return "gemma2";
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
+    case Arch::Gemma3: return "gemma3";
   }
   return "?";
 }
@@ -24,7 +25,8 @@ Arch parse_arch(const std::string& s) {
   if (s == "gemma2") return Arch::Gemma2;
   if (s == "qwen2") return Arch::Qwen2;
   if (s == "qwen3") return Arch::Qwen3;
-  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3)", s);
+  if (s == "gemma3") return Arch::Gemma3;
+  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3)", s);
 }
 
 void ModelConfig::validate() const {
@@ -43,11 +45,14 @@ void ModelConfig::validate() const {
   if (!(rope_theta > 0.0f)) fail("{}: invalid config: rope_theta = {}", source, rope_theta);
   if (!(norm_eps > 0.0f) || norm_eps > 1.0f) fail("{}: invalid config: rms_norm_eps = {}", source, norm_eps);
   if (sliding_window < 0) bad("sliding window", sliding_window);
-  if (sliding_window_period != 1 && sliding_window_period != 2) bad("sliding window layer period", sliding_window_period);
+  if (sliding_window_period < 1 || sliding_window_period > 1024) bad("sliding window layer period", sliding_window_period);
+  if (rope_local_theta < 0.0f || !std::isfinite(rope_local_theta))
+    fail("{}: invalid config: rope_local_base_freq = {}", source, rope_local_theta);
   if (query_pre_attn_scalar < 0.0f || !std::isfinite(query_pre_attn_scalar))
     fail("{}: invalid config: query_pre_attn_scalar = {}", source, query_pre_attn_scalar);
-  if (arch == Arch::Gemma2 && !(query_pre_attn_scalar > 0.0f))
-    fail("{}: invalid config: gemma2 needs query_pre_attn_scalar > 0 (got {})", source, query_pre_attn_scalar);
+  if (gemma_family() && !(query_pre_attn_scalar > 0.0f))
+    fail("{}: invalid config: {} needs query_pre_attn_scalar > 0 (got {})", source, arch_name(arch),
+         query_pre_attn_scalar);
   if (attn_logit_softcapping < 0.0f || !std::isfinite(attn_logit_softcapping))
     fail("{}: invalid config: attn_logit_softcapping = {}", source, attn_logit_softcapping);
   if (final_logit_softcapping < 0.0f || !std::isfinite(final_logit_softcapping))
@@ -65,7 +70,7 @@ void ModelConfig::validate() const {
     fail("{}: invalid config: llama3 rope_scaling needs high_freq_factor > low_freq_factor > 0 and "
          "original_max_position_embeddings > 0",
          source);
-  if (qk_norm != (arch == Arch::Qwen3))
+  if (qk_norm != (arch == Arch::Qwen3 || arch == Arch::Gemma3))
     fail("{}: invalid config: per-head q/k norms are {} for {}", source, qk_norm ? "not part of" : "required",
          arch_name(arch));
   if (bos_id >= vocab_size) bad("bos token id", bos_id);

@@ -9,9 +9,9 @@
 
 namespace kvp {
 
-enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3 };
+enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3 };
 
-std::string arch_name(Arch a);          // "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3"
+std::string arch_name(Arch a);          // "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3"
 Arch parse_arch(const std::string& s);  // accepts the names above; errors name the value
 
 struct ModelConfig {
@@ -40,13 +40,17 @@ struct ModelConfig {
   bool ends_generation(int id) const;  // eos_id or one of more_eos_ids
   // Family features (issue 4); for plain Llama these stay at their defaults.
   bool qkv_bias = false;
-  // Qwen3: q and k are RMS-normalised per head (over head_dim, a gain of head_dim values each)
-  // between their projections and RoPE.
+  // Qwen3 and Gemma-3: q and k are RMS-normalised per head (over head_dim, a gain of head_dim
+  // values each; Gemma-3's as its other norms, (1 + w) in fp32) between their projections and RoPE.
   bool qk_norm = false;
   int sliding_window = 0;   // 0 = none
-  // Which layers the window applies to: 1 = every layer (Mistral, Qwen2 with max_window_layers 0),
-  // 2 = even layers only (Gemma-2: layer_idx % 2 == 0 is local, odd layers are global).
+  // Which layers the window applies to: 1 = every layer (Mistral, Qwen2 with max_window_layers 0);
+  // P > 1 = all but every P-th, layer l windowed where (l + 1) % P != 0 (Gemma-2: P = 2, the even
+  // layers local, the odd ones global; Gemma-3: sliding_window_pattern, 6 in its checkpoints).
   int sliding_window_period = 1;
+  // Gemma-3: the RoPE base of the windowed (local) layers, unscaled (rope_local_base_freq); the
+  // global layers take rope_theta and rope_scaling. 0 = one RoPE for every layer.
+  float rope_local_theta = 0.0f;
   // Gemma-2 (0 = absent): attention scores are multiplied by query_pre_attn_scalar^-0.5 (instead of
   // divided by sqrt(head_dim)); scores and final logits are soft-capped as cap * tanh(x / cap).
   float query_pre_attn_scalar = 0.0f;
@@ -67,9 +71,16 @@ struct ModelConfig {
   int q_dim() const { return n_heads * head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   // The window (0 = none) that attention in layer `layer` uses.
-  int window_for_layer(int layer) const {
-    return sliding_window > 0 && layer % std::max(1, sliding_window_period) == 0 ? sliding_window : 0;
+  int window_for_layer(int layer) const { return sliding_window > 0 && local_layer(layer) ? sliding_window : 0; }
+  // Whether layer `layer` is of the kind the window applies to (whatever its size), by the period.
+  bool local_layer(int layer) const {
+    return sliding_window_period <= 1 || (layer + 1) % sliding_window_period != 0;
   }
+  // Whether layer `layer` rotates with the local RoPE (rope_local_theta) rather than the global one:
+  // Gemma-3's local layers, by their kind, as transformers picks position_embeddings_local.
+  bool local_rope(int layer) const { return rope_local_theta > 0.0f && local_layer(layer); }
+  // Gemma-2 and Gemma-3 (embedding normaliser, (1 + w) norms, four per layer, GeGLU, scaled scores).
+  bool gemma_family() const { return arch == Arch::Gemma2 || arch == Arch::Gemma3; }
   // Throws a clear error naming `source` when the numbers are inconsistent or unsupported.
   void validate() const;
 };

@@ -8,7 +8,7 @@
 //   embed            embedding rows (already P: the table is stored in P)
 //   attn_norm        fp32 normalise -> P, * gain -> P                          (kernels.rmsnorm)
 //   q, k, v          matmul (fp32 accumulation, + bias for Qwen2) -> P
-//   q_norm, k_norm   Qwen3 only: each head's row as attn_norm, over head_dim    (kernels.rmsnorm)
+//   q_norm, k_norm   Qwen3, Gemma-3: each head's row as attn_norm, over head_dim (kernels.rmsnorm)
 //   q_rope, k_rope   round(x*cos) + round(rotate_half(x)*sin) -> P, cos/sin fp32 -> P
 //                    (llama2.c/GGUF-llama rows hold the pairs adjacent: read there, written in halves)
 //   scores           round(q.k) -> P, / sqrt(head_dim) -> P; softmax fp32 -> P    (kernels.attention)
@@ -31,6 +31,10 @@
 //   act              gelu_tanh(gate) -> P, * up -> P
 //   mlp_out          down_proj -> P, post_feedforward_layernorm -> P, then resid_post
 //   logits           lm_head -> P, / cap -> P, tanh -> P, * cap -> P (final_logit_softcapping)
+// Gemma-3 (transformers v4.51.3 Gemma3ForCausalLM, eager) is Gemma-2 with: q_norm and k_norm as its
+// other norms ((1 + w) in fp32, one rounding) before RoPE; no soft-capping; the window on layers
+// with (l + 1) % sliding_window_pattern != 0, which rotate with rope_local_base_freq unscaled, the
+// others with rope_theta and rope_scaling.
 // K/V enter the cache converted to the KV dtype (lossless when it is wider than P).
 #include <cmath>
 
@@ -57,7 +61,7 @@ class Pass {
   Pass(const Model& model, Kernels& kernels, Activations& act, const std::vector<SequenceSlice>& slices,
        const ForwardOptions& opts)
       : m_(model), c_(model.config), kn_(kernels), a_(act), slices_(slices), opts_(opts), P_(model.dtype),
-        gemma_(model.config.arch == Arch::Gemma2), dev_(kernels.device()) {
+        gemma_(model.config.gemma_family()), dev_(kernels.device()) {
     M_ = 0;
     for (const auto& sl : slices_) {
       row0_.push_back(M_);
@@ -180,9 +184,10 @@ class Pass {
       hook(HookPoint::QPre, l, qr, qd);
       hook(HookPoint::KPre, l, kr, kvd);
       // Each rotation right before its rounding point: a device may fuse the two.
-      kn_.rope(qr, M_, c_.n_heads, pos_of_row_.data(), m_.rope, P_, pairs);
+      const RopeTable& rope = c_.local_rope(l) ? m_.rope_local : m_.rope;
+      kn_.rope(qr, M_, c_.n_heads, pos_of_row_.data(), rope, P_, pairs);
       materialise(qr, M_, qd, "q_rope", l);
-      kn_.rope(kr, M_, c_.n_kv_heads, pos_of_row_.data(), m_.rope, P_, pairs);
+      kn_.rope(kr, M_, c_.n_kv_heads, pos_of_row_.data(), rope, P_, pairs);
       materialise(kr, M_, kvd, "k_rope", l);
       hook(HookPoint::Q, l, qr, qd);
       hook(HookPoint::K, l, kr, kvd);
@@ -340,10 +345,15 @@ class Pass {
       kn_.rmsnorm(x, M_, c_.dim, g, c_.norm_eps, P_, y);
   }
 
-  // Qwen3's q_norm / k_norm: every head's row of x [M, n_heads * head_dim] normalised over head_dim
-  // with one gain for all heads, as the model's RMSNorm rounds (the rows of [M * n_heads, head_dim]).
+  // Qwen3's and Gemma-3's q_norm / k_norm: every head's row of x [M, n_heads * head_dim] normalised
+  // over head_dim with one gain for all heads, as the model's RMSNorm rounds (the rows of
+  // [M * n_heads, head_dim]).
   void head_norm(const float* x, int n_heads, const TensorView& w, float* y) {
-    kn_.rmsnorm(x, M_ * n_heads, c_.head_dim, static_cast<const float*>(w.data), c_.norm_eps, P_, y);
+    const auto* g = static_cast<const float*>(w.data);
+    if (gemma_)
+      kn_.rmsnorm_fp32_gain(x, M_ * n_heads, c_.head_dim, g, c_.norm_eps, P_, y);
+    else
+      kn_.rmsnorm(x, M_ * n_heads, c_.head_dim, g, c_.norm_eps, P_, y);
   }
 
   void final_softcap(float* logits, size_t n) {

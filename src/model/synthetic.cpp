@@ -10,7 +10,7 @@
 namespace kvp {
 
 std::vector<std::string> synthetic_presets() {
-  return {"tiny", "tinyllama-1.1b", "llama2-7b", "mistral-7b", "gemma2-2b", "qwen2.5-0.5b", "qwen3-0.6b"};
+  return {"tiny", "tinyllama-1.1b", "llama2-7b", "mistral-7b", "gemma2-2b", "qwen2.5-0.5b", "qwen3-0.6b", "gemma3-1b"};
 }
 
 namespace {
@@ -22,9 +22,10 @@ std::string preset_arch(const std::string& preset) {
   if (preset == "gemma2-2b") return "gemma2";
   if (preset == "qwen2.5-0.5b") return "qwen2";
   if (preset == "qwen3-0.6b") return "qwen3";
+  if (preset == "gemma3-1b") return "gemma3";
   if (preset == "tiny") return "";
   fail_usage("synth: unknown preset '{}' (expected tiny, tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b, "
-             "qwen2.5-0.5b or qwen3-0.6b)",
+             "qwen2.5-0.5b, qwen3-0.6b or gemma3-1b)",
              preset);
 }
 
@@ -65,6 +66,14 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
         c.n_kv_heads = 2; c.head_dim = 32; c.qk_norm = true; c.tied_embeddings = true;
         c.norm_eps = 1e-6f; c.bos_id = -1; c.eos_id = 2;
         break;
+      case Arch::Gemma3:
+        // Six layers, every third global (so both kinds, and a pattern that is not Gemma-2's), the
+        // local RoPE unscaled and the global one at another base, linearly scaled, as 4B and up.
+        c.n_layers = 6; c.n_heads = 4; c.n_kv_heads = 2; c.head_dim = 48; c.query_pre_attn_scalar = 40.0f;
+        c.sliding_window = 16; c.sliding_window_period = 3; c.rope_local_theta = 10000.0f;
+        c.rope_theta = 1000000.0f; c.rope_scaling = ModelConfig::RopeScaling::Linear; c.rope_factor = 8.0f;
+        c.qk_norm = true; c.norm_eps = 1e-6f; c.tied_embeddings = true; c.bos_id = 2; c.eos_id = 1;
+        break;
     }
   } else if (preset == "tinyllama-1.1b") {
     c.dim = 2048; c.hidden_dim = 5632; c.n_layers = 22; c.n_heads = 32; c.n_kv_heads = 4;
@@ -80,6 +89,11 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.vocab_size = 256000; c.max_seq_len = 8192; c.norm_eps = 1e-6f; c.tied_embeddings = true;
     c.query_pre_attn_scalar = 256.0f; c.attn_logit_softcapping = 50.0f; c.final_logit_softcapping = 30.0f;
     c.sliding_window = 4096; c.sliding_window_period = 2; c.bos_id = 2; c.eos_id = 1;
+  } else if (preset == "gemma3-1b") {  // google/gemma-3-1b-pt
+    c.dim = 1152; c.hidden_dim = 6912; c.n_layers = 26; c.n_heads = 4; c.n_kv_heads = 1; c.head_dim = 256;
+    c.vocab_size = 262144; c.max_seq_len = 32768; c.norm_eps = 1e-6f; c.tied_embeddings = true;
+    c.query_pre_attn_scalar = 256.0f; c.sliding_window = 512; c.sliding_window_period = 6;
+    c.rope_theta = 1000000.0f; c.rope_local_theta = 10000.0f; c.qk_norm = true; c.bos_id = 2; c.eos_id = 1;
   } else if (preset == "qwen3-0.6b") {  // Qwen/Qwen3-0.6B
     c.dim = 1024; c.hidden_dim = 3072; c.n_layers = 28; c.n_heads = 16; c.n_kv_heads = 8; c.head_dim = 128;
     c.vocab_size = 151936; c.max_seq_len = 40960; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
@@ -163,7 +177,7 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
   const int64_t dim = cfg.dim, q = cfg.q_dim(), kv = cfg.kv_dim(), hid = cfg.hidden_dim, vocab = cfg.vocab_size;
   const float w_dim = 1.0f / std::sqrt(float(dim)), w_q = 1.0f / std::sqrt(float(q)),
               w_hid = 1.0f / std::sqrt(float(hid));
-  const bool gemma = cfg.arch == Arch::Gemma2;
+  const bool gemma = cfg.gemma_family();
   // Gemma-2 stores w where the gain is (1 + w); the other families store the gain itself.
   const float norm_mean = gemma ? 0.0f : 1.0f;
   // A tied table is also the output head, so it gets the head's scale (Gemma-2 multiplies the
@@ -188,8 +202,8 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
       add(f.uniform(p + "self_attn.v_proj.bias", {kv}, 1000000 + index++, 0.0f, 0.1f));
     }
     if (cfg.qk_norm) {
-      add(f.uniform(p + "self_attn.q_norm.weight", {cfg.head_dim}, 1000000 + index++, 1.0f, 0.1f));
-      add(f.uniform(p + "self_attn.k_norm.weight", {cfg.head_dim}, 1000000 + index++, 1.0f, 0.1f));
+      add(f.uniform(p + "self_attn.q_norm.weight", {cfg.head_dim}, 1000000 + index++, norm_mean, 0.1f));
+      add(f.uniform(p + "self_attn.k_norm.weight", {cfg.head_dim}, 1000000 + index++, norm_mean, 0.1f));
     }
     if (gemma) {
       add(f.uniform(p + "pre_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));

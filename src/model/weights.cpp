@@ -153,9 +153,10 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
   // (HF, GGUF qwen3) holds them in the order the gain was trained on.
   if (c.qk_norm && ckpt.qk_layout != RopeLayout::Halves)
     fail("{}: per-head q/k norms need q/k rows in HF's (halves) RoPE layout", ckpt.path);
-  const bool gemma = c.arch == Arch::Gemma2;
+  const bool gemma = c.gemma_family();
   if (ckpt.norm_weights_include_one && !gemma)
-    fail("{}: norm gains stored as (1 + w) only exist for gemma2 (architecture '{}')", ckpt.path, arch_name(c.arch));
+    fail("{}: norm gains stored as (1 + w) only exist for gemma2 and gemma3 (architecture '{}')", ckpt.path,
+         arch_name(c.arch));
   ModelWeights w;
   w.dtype = dtype;
   w.qk_layout = ckpt.qk_layout;
