@@ -64,6 +64,39 @@ const char* kQwen25Jinja =
     "{%- endif %}\n{%- endif %}{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + "
     "message.content + '<|im_end|>' + '\\n' }}{%- endfor %}";
 
+// Gemma-3-it's template, its image branches left out: a system message is the first user turn's prefix.
+const char* kGemma3Jinja = R"J({{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+)J";
+
 // Qwen3's template, its tool and reasoning-history branches left out: no default system message,
 // and the empty think block only where the caller passes enable_thinking=false (transformers'
 // default leaves it undefined, so thinking is on and nothing follows the assistant header).
@@ -152,6 +185,11 @@ TEST(ChatTemplate, EachFormatRendersWhatItsFamilysTemplateRenders) {
   EXPECT_EQ(render("gemma", kNoSystem),
             "<s><start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n"
             "<start_of_turn>user\nAnd 3+3?<end_of_turn>\n<start_of_turn>model\n");
+  // Rendered by jinja2 from kGemma3Jinja (transformers' settings: trim_blocks, lstrip_blocks).
+  EXPECT_EQ(render("gemma3", kWithSystem),
+            "<s><start_of_turn>user\nBe brief.\n\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n"
+            "<start_of_turn>user\nAnd 3+3?<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(render("gemma3", kNoSystem), render("gemma", kNoSystem));
   EXPECT_EQ(render("chatml", kNoSystem),
             "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n What is 2+2? <|im_end|>\n"
             "<|im_start|>assistant\n 4 <|im_end|>\n<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n");
@@ -212,6 +250,16 @@ TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
                       "{% endfor %}"),
             "chatml (no default system message)");
   EXPECT_EQ(format_of(kQwen3Jinja), "chatml (no default system message)");
+  EXPECT_EQ(format_of(kGemma3Jinja), "gemma3");
+  // Some GGUF conversions' Gemma-3 template separates the system message with one newline.
+  std::string one_newline = kGemma3Jinja;
+  for (size_t at = one_newline.find("'\\n\\n'"); at != std::string::npos; at = one_newline.find("'\\n\\n'"))
+    one_newline.replace(at, 6, "'\\n'");
+  EXPECT_EQ(format_of(one_newline.c_str()), "gemma3 (system message followed by \"\\n\")");
+  const auto g3 = chat_template_of(one_newline);
+  ASSERT_TRUE(g3);
+  EXPECT_EQ(render_chat(*g3, {{"system", "Be brief."}, {"user", "Hi"}}, "<s>", ""),
+            "<s><start_of_turn>user\nBe brief.\nHi<end_of_turn>\n<start_of_turn>model\n");
   const auto qwen3 = chat_template_of(kQwen3Jinja);
   ASSERT_TRUE(qwen3);
   EXPECT_EQ(render_chat(*qwen3, {{"user", "Hi"}}, "", ""), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
@@ -229,7 +277,7 @@ TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
 TEST(ChatTemplate, ARunsSystemMessageComesFirst) {
   const std::vector<ChatMessage> user = {{"user", "Hi"}};
   const std::vector<ChatMessage> with = {{"system", "Be brief."}, {"user", "Hi"}};
-  for (const char* name : {"llama2", "llama3", "llama3.1", "chatml"}) {
+  for (const char* name : {"llama2", "llama3", "llama3.1", "chatml", "gemma3"}) {
     const ChatTemplate t = with_system(parse_chat_template(name, "--chat-template"), "Be brief.", "--system");
     EXPECT_EQ(render_chat(t, user, "<s>", "</s>"), render(name, with)) << name;
     EXPECT_EQ(t.describe(), std::string(name) + " (system message \"Be brief.\")");

@@ -52,6 +52,7 @@ const std::vector<FormatFacts>& formats() {
       {ChatFormat::Mistral, "mistral", {}, nullptr, true, true, false},
       {ChatFormat::Gemma, "gemma", {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>", true, false, false},
       {ChatFormat::ChatML, "chatml", {"<|im_start|>", "<|im_end|>"}, "<|im_end|>", false, false, true},
+      {ChatFormat::Gemma3, "gemma3", {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>", true, false, true},
   };
   return f;
 }
@@ -93,6 +94,27 @@ std::string fallback_date(const std::string& jinja) {
   return e == std::string::npos ? "" : jinja.substr(b + key.size(), e - b - key.size());
 }
 
+// The literal a Gemma-3 template puts after the system message: `set first_user_prefix =
+// messages[0]['content'] + '...'`, Jinja's escapes \n read; nullopt for a prefix built otherwise.
+std::optional<std::string> gemma3_separator(const std::string& jinja) {
+  const std::string key = "set first_user_prefix = messages[0]['content'] + '";
+  const size_t b = jinja.find(key);
+  if (b == std::string::npos) return std::nullopt;
+  std::string out;
+  for (size_t i = b + key.size(); i < jinja.size(); ++i) {
+    if (jinja[i] == '\'') return out;
+    if (jinja[i] == '\\' && i + 1 < jinja.size() && jinja[i + 1] == 'n') {
+      out += '\n';
+      ++i;
+    } else if (jinja[i] == '\\') {
+      return std::nullopt;  // another escape: not a layout this renders
+    } else {
+      out += jinja[i];
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string ChatTemplate::name() const { return facts(format).name; }
@@ -106,6 +128,8 @@ std::string ChatTemplate::describe() const {
   else if (format == ChatFormat::ChatML && system != kQwen2System)
     notes.push_back("default system message " + quoted(system));
   if (format == ChatFormat::Llama31 && date != kLlama31Date) notes.push_back("dated " + date);
+  if (format == ChatFormat::Gemma3 && system_separator != "\n\n")
+    notes.push_back("system message followed by " + quoted(system_separator));
   if (dated_today) notes.push_back(fmt::format("dated {}, not today as the template would", date));
   return notes.empty() ? name() : fmt::format("{} ({})", name(), fmt::join(notes, "; "));
 }
@@ -152,7 +176,13 @@ std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
       t.dated_today = has("strftime_now");
     }
   } else if (has("<start_of_turn>") && has("<end_of_turn>")) {
-    t.format = ChatFormat::Gemma;
+    // Gemma-3's template takes a system message, as a prefix of the first user turn.
+    t.format = has("first_user_prefix") ? ChatFormat::Gemma3 : ChatFormat::Gemma;
+    if (t.format == ChatFormat::Gemma3) {
+      const auto sep = gemma3_separator(jinja);
+      if (!sep) return std::nullopt;
+      t.system_separator = *sep;
+    }
   } else if (has("<|im_start|>") && has("<|im_end|>")) {
     t.format = ChatFormat::ChatML;
     t.system = chatml_default_system(jinja);
@@ -225,6 +255,15 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
       out += bos_piece;
       for (const ChatMessage& m : messages)
         out += "<start_of_turn>" + std::string(m.role == "assistant" ? "model" : m.role) + "\n" + trimmed(m.content) +
+               "<end_of_turn>\n";
+      out += "<start_of_turn>model\n";
+      break;
+    case ChatFormat::Gemma3:
+      // The system message's text as it is, then the separator, before the first turn's trimmed text.
+      out += bos_piece;
+      for (size_t i = first; i < messages.size(); ++i)
+        out += "<start_of_turn>" + std::string(messages[i].role == "assistant" ? "model" : messages[i].role) + "\n" +
+               (i == first && has_system ? system + t.system_separator : std::string()) + trimmed(messages[i].content) +
                "<end_of_turn>\n";
       out += "<start_of_turn>model\n";
       break;

@@ -12,6 +12,8 @@
 //   mistral  Mistral-Instruct v0.2: <s>[INST] {user} [/INST]{assistant}</s>... (v0.1's template adds a
 //            space after each </s>: the same prompt for one user turn)
 //   gemma    Gemma / Gemma-2 -it: <bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n
+//   gemma3   Gemma-3-it: gemma, a system message folded into the first user turn:
+//            <bos><start_of_turn>user\n{system}\n\n{text}<end_of_turn>\n<start_of_turn>model\n
 //   chatml   Qwen2-Instruct: <|im_start|>{role}\n{text}<|im_end|>\n..., a default system message first
 // A model's own template (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
 // picks the format by the markers only one of them has (chat_template_of).
@@ -24,7 +26,7 @@ namespace kvp {
 class Tokenizer;
 
 // In the order of the formats' table in chat_template.cpp (its index).
-enum class ChatFormat { Llama2, Llama3, Llama31, Mistral, Gemma, ChatML };
+enum class ChatFormat { Llama2, Llama3, Llama31, Mistral, Gemma, ChatML, Gemma3 };
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::ChatML;
@@ -38,13 +40,16 @@ struct ChatTemplate {
   // that a run renders the same prompt every day (dated_today says the template would).
   std::string date;
   bool dated_today = false;
+  // gemma3 only: what follows the system message before the first user turn's text (the
+  // template's literal: "\n\n" in Google's checkpoints, "\n" in some GGUF conversions').
+  std::string system_separator = "\n\n";
   std::string name() const;      // "chatml", ...
   std::string describe() const;  // the name, and whatever differs from the format's defaults
 };
 
 // The option values: "none", "auto" and the formats' names.
-inline constexpr const char* kChatTemplateNames[] = {"none",     "auto",    "llama2", "llama3",
-                                                     "llama3.1", "mistral", "gemma",  "chatml"};
+inline constexpr const char* kChatTemplateNames[] = {"none",    "auto",  "llama2", "llama3", "llama3.1",
+                                                     "mistral", "gemma", "chatml", "gemma3"};
 
 // The formats' names, comma-separated, for messages: "llama2, llama3, ..., chatml".
 std::string chat_format_names();
