@@ -81,11 +81,16 @@ void chat_options(CLI::App* app, ChatChoice& chat) {
   app->add_option("--system", chat.system,
                   "a system message before each prompt's user turn (with --chat-template; in place of the template's "
                   "default system message, if it has one)");
+  app->add_flag("--no-thinking", chat.no_thinking,
+                "a reasoning model's chat with its thinking switched off, as its template renders enable_thinking="
+                "False (Qwen3: an empty think block opens each answer); refused for a template without that switch");
 }
 
 void check_chat(const CLI::App* cmd, const ChatChoice& chat) {
   refuse_unless(cmd, "--system", chat.chat_template != "none", "--chat-template auto or a format",
                 "a system message is a turn of a chat; it has no effect with --chat-template none");
+  refuse_unless(cmd, "--no-thinking", chat.chat_template != "none", "--chat-template auto",
+                "thinking is switched in a chat template; it has no effect with --chat-template none");
   if (given(cmd, "--system") && chat.system.empty())
     fail_usage("--system: the system message is empty (leave the option out for the template's own)");
 }

@@ -200,9 +200,10 @@ class PyModel {
 
   std::vector<int> tokenize(const std::string& text, bool bos) const { return tokenizer().encode(text, bos); }
   // messages: a str (one user turn) or a list of {"role", "content"} dicts, as transformers takes them.
-  py::object apply_chat_template(const py::object& messages, const py::object& chat_template, bool tokenize) const {
+  py::object apply_chat_template(const py::object& messages, const py::object& chat_template, bool tokenize,
+                                 const py::object& enable_thinking) const {
     if (chat_template.is_none()) fail_usage("chat_template=None: give 'auto' or a format's name");
-    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, py::none());
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, py::none(), enable_thinking);
     std::vector<ChatMessage> m;
     if (py::isinstance<py::str>(messages)) {
       m.push_back({"user", messages.cast<std::string>()});
@@ -275,8 +276,8 @@ class PyModel {
 
   py::dict generate(const py::object& prompt, int max_new_tokens, bool cache, const SamplingArgs& sampling,
                     const py::object& stop, bool return_logits, bool ignore_eos, const py::object& chat_template,
-                    const py::object& system) {
-    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, system);
+                    const py::object& system, const py::object& enable_thinking) {
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, system, enable_thinking);
     const std::vector<int> ids = prompt_ids(prompt, "prompt", chat);
     GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
     if (chat) g.turn_end_ids = chat->turn_end_ids();
@@ -297,8 +298,8 @@ class PyModel {
   // sequence id b; with the invariant kernels each comes out bitwise as if generated alone.
   py::list generate_batch(const py::object& prompts, int max_new_tokens, bool cache, const SamplingArgs& sampling,
                           const py::object& stop, bool return_logits, bool ignore_eos, const py::object& chat_template,
-                          const py::object& system) {
-    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, system);
+                          const py::object& system, const py::object& enable_thinking) {
+    const std::optional<ChatEncoder> chat = chat_encoder(chat_template, system, enable_thinking);
     if (py::isinstance<py::str>(prompts) || !py::isinstance<py::sequence>(prompts))
       throw_type_error("prompts", "a list of prompts (each a str or a list of token ids)", prompts);
     const auto seq = py::reinterpret_borrow<py::sequence>(prompts);
@@ -367,10 +368,16 @@ class PyModel {
   }
   // chat_template= of generate and apply_chat_template: None (none), 'auto' or a format's name;
   // system=: None, or a system message for it.
-  std::optional<ChatEncoder> chat_encoder(const py::object& choice, const py::object& system) const {
+  static bool thinking_arg(const py::object& v) {
+    if (!py::isinstance<py::bool_>(v)) throw_type_error("enable_thinking", "a bool or None", v);
+    return v.cast<bool>();
+  }
+  std::optional<ChatEncoder> chat_encoder(const py::object& choice, const py::object& system,
+                                          const py::object& enable_thinking) const {
     const ChatChoice c = chat_choice(
         choice.is_none() ? "none" : cast_arg<std::string>(choice, "chat_template", "a str"),
-        system.is_none() ? std::nullopt : std::optional<std::string>(cast_arg<std::string>(system, "system", "a str")));
+        system.is_none() ? std::nullopt : std::optional<std::string>(cast_arg<std::string>(system, "system", "a str")),
+        enable_thinking.is_none() ? std::nullopt : std::optional<bool>(thinking_arg(enable_thinking)));
     return ChatEncoder::of(chat_template_for(*model_, tokenizer_given_, c), tokenizer(), model_->path);
   }
   static GenerationConfig generation_config(int max_new_tokens, bool cache, const SamplingArgs& sampling,
@@ -464,13 +471,14 @@ PYBIND11_MODULE(_kvparity, m) {
       .def("tokenize", &PyModel::tokenize, py::arg("text"), py::arg("bos") = true,
            "Token ids of `text` (list[int]), with BOS first when `bos` and the tokenizer has one.")
       .def("apply_chat_template", &PyModel::apply_chat_template, py::arg("messages"), py::arg("chat_template") = "auto",
-           py::arg("tokenize") = true,
+           py::arg("tokenize") = true, py::arg("enable_thinking") = py::none(),
            "Token ids of a conversation laid out in a chat format, ending with the assistant's turn opened, as\n"
            "transformers' apply_chat_template(messages, add_generation_prompt=True) tokenises it. messages: a str\n"
            "(one user turn) or a list of {'role': 'system'|'user'|'assistant', 'content': str} dicts.\n"
            "chat_template: 'auto' (the template the model ships, in tokenizer_config.json or the GGUF) or\n"
-           "'llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml'. tokenize=False: the text instead,\n"
-           "special tokens spelled out (the tokenizer's own BOS/EOS pieces).")
+           "'llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml', 'gemma3'. tokenize=False: the text\n"
+           "instead, special tokens spelled out (the tokenizer's own BOS/EOS pieces). enable_thinking=False:\n"
+           "a reasoning template's thinking off, as transformers' argument (Qwen3's; others refuse it).")
       .def("detokenize", &PyModel::detokenize, py::arg("ids"), "The text of token ids (control tokens give none).")
       .def("forward", &PyModel::forward, py::arg("ids"),
            "Logits of one cache-free pass over `ids`: float32 ndarray [T, vocab] (values of the compute dtype).")
@@ -488,24 +496,25 @@ PYBIND11_MODULE(_kvparity, m) {
           [](PyModel& m, const py::object& prompt, int max_new_tokens, bool cache, const py::object& sampler,
              const py::object& temperature, const py::object& top_k, const py::object& top_p, const py::object& min_p,
              const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos,
-             const py::object& chat_template, const py::object& system) {
+             const py::object& chat_template, const py::object& system, const py::object& enable_thinking) {
             return m.generate(prompt, max_new_tokens, cache,
                               SamplingArgs{sampler, temperature, top_k, top_p, min_p, seed}, stop, return_logits,
-                              ignore_eos, chat_template, system);
+                              ignore_eos, chat_template, system, enable_thinking);
           },
           py::arg("prompt"), py::arg("max_new_tokens") = 64, py::arg("cache") = true, py::arg("sampler") = "greedy",
           py::arg("temperature") = py::none(), py::arg("top_k") = py::none(), py::arg("top_p") = py::none(),
           py::arg("min_p") = py::none(), py::arg("seed") = py::none(), py::arg("stop") = py::none(),
           py::arg("return_logits") = false, py::arg("ignore_eos") = false, py::arg("chat_template") = py::none(),
-          py::arg("system") = py::none(),
+          py::arg("system") = py::none(), py::arg("enable_thinking") = py::none(),
           "Generates from a prompt (str, encoded with the model's BOS rule) or token ids, cache ON (cache=True)\n"
           "or OFF, with the seeded samplers both paths share: sampler 'greedy', 'temperature', 'top-k', 'top-p'\n"
           "or 'min-p'. Unset, temperature is 1, top_k 40, top_p 0.9, min_p 0.05 and seed 0, as in the CLI; an\n"
           "argument the sampler ignores (temperature or seed with greedy, top_p without 'top-p') raises\n"
           "ValueError. stop: a str or list of str ending the text before it. chat_template: 'auto' or a format\n"
-          "('llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml'): a str prompt is one user turn of it\n"
-          "(token ids are taken as they are: apply_chat_template makes them), after the system message system=\n"
-          "if given, and the format's end of turn stops the run.\n"
+          "('llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml', 'gemma3'): a str prompt is one user\n"
+          "turn of it (token ids are taken as they are: apply_chat_template makes them), after the system\n"
+          "message system= if given (enable_thinking=False: a reasoning template's thinking off), and the\n"
+          "format's end of turn stops the run.\n"
           "Returns the CLI's --json keys (prompt_ids, output_ids, text, stop_reason, dtype, kv_dtype, kernels,\n"
           "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits.")
       .def(
@@ -513,16 +522,16 @@ PYBIND11_MODULE(_kvparity, m) {
           [](PyModel& m, const py::object& prompts, int max_new_tokens, bool cache, const py::object& sampler,
              const py::object& temperature, const py::object& top_k, const py::object& top_p, const py::object& min_p,
              const py::object& seed, const py::object& stop, bool return_logits, bool ignore_eos,
-             const py::object& chat_template, const py::object& system) {
+             const py::object& chat_template, const py::object& system, const py::object& enable_thinking) {
             return m.generate_batch(prompts, max_new_tokens, cache,
                                     SamplingArgs{sampler, temperature, top_k, top_p, min_p, seed}, stop, return_logits,
-                                    ignore_eos, chat_template, system);
+                                    ignore_eos, chat_template, system, enable_thinking);
           },
           py::arg("prompts"), py::arg("max_new_tokens") = 64, py::arg("cache") = true, py::arg("sampler") = "greedy",
           py::arg("temperature") = py::none(), py::arg("top_k") = py::none(), py::arg("top_p") = py::none(),
           py::arg("min_p") = py::none(), py::arg("seed") = py::none(), py::arg("stop") = py::none(),
           py::arg("return_logits") = false, py::arg("ignore_eos") = false, py::arg("chat_template") = py::none(),
-          py::arg("system") = py::none(),
+          py::arg("system") = py::none(), py::arg("enable_thinking") = py::none(),
           "Generates from every prompt (each a str or token ids) in one batch, in lockstep, as\n"
           "`kvparity generate --batch-size` does: one forward per step over the unfinished sequences, each\n"
           "with its own cache slots. Sequence b samples under sequence id b (generate uses 0). With\n"

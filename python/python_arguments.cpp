@@ -170,7 +170,8 @@ std::function<bool(const std::string&)> read_hook_filter(const py::object& names
   return [wanted](const std::string& n) { return std::find(wanted.begin(), wanted.end(), n) != wanted.end(); };
 }
 
-ChatChoice chat_choice(const std::string& chat_template, const std::optional<std::string>& system) {
+ChatChoice chat_choice(const std::string& chat_template, const std::optional<std::string>& system,
+                       std::optional<bool> enable_thinking) {
   if (std::find(std::begin(kChatTemplateNames), std::end(kChatTemplateNames), chat_template) ==
       std::end(kChatTemplateNames))
     fail_usage("chat_template='{}': expected None or one of '{}'", chat_template,
@@ -182,6 +183,10 @@ ChatChoice chat_choice(const std::string& chat_template, const std::optional<std
   if (system && system->empty())
     fail_usage("system='': the system message is empty (leave system= out for the template's own)");
   c.system = system.value_or("");
+  // enable_thinking as transformers' apply_chat_template takes it: False switches thinking off,
+  // True is the templates' default.
+  c.no_thinking = enable_thinking.has_value() && !*enable_thinking;
+  c.thinking_option = "enable_thinking=False";
   return c;
 }
 

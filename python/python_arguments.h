@@ -33,9 +33,10 @@ T cast_arg(const py::handle& v, const std::string& name, const std::string& expe
   }
 }
 
-// chat_template= and system= of a call (None: not given), as --chat-template and --system take them;
-// errors name the arguments.
-ChatChoice chat_choice(const std::string& chat_template, const std::optional<std::string>& system);
+// chat_template=, system= and enable_thinking= of a call (None: not given), as --chat-template,
+// --system and --no-thinking take them; errors name the arguments.
+ChatChoice chat_choice(const std::string& chat_template, const std::optional<std::string>& system,
+                       std::optional<bool> enable_thinking = std::nullopt);
 
 // A list (any sequence) of strings; an item that is not one is a TypeError naming it ("prompts[2]").
 std::vector<std::string> read_str_list(const py::handle& v, const std::string& name, const std::string& expected);

@@ -170,10 +170,11 @@ std::vector<Prompt> read_prompts(const py::object& prompts) {
 }
 
 // chat_template: None or 'none', 'auto', or a format's name (as --chat-template); system: a system
-// message (as --system).
+// message (as --system); enable_thinking=False: a reasoning template's thinking off (as --no-thinking).
 ChatChoice read_chat(const CallOptions& o) {
   return chat_choice(o.text("chat_template", "none"),
-                     o.has("system") ? std::optional<std::string>(o.text("system", "")) : std::nullopt);
+                     o.has("system") ? std::optional<std::string>(o.text("system", "")) : std::nullopt,
+                     o.has("enable_thinking") ? std::optional<bool>(o.flag("enable_thinking", true)) : std::nullopt);
 }
 
 // shard='i/n' (the whole study when not given); a slice needs a folder of its own to be merged from.
@@ -218,7 +219,7 @@ py::object compare(const std::string& model_path, const py::object& prompts,
   const CallOptions o(
       "compare", kwargs,
       with({"dtype", "kernels", "kv_dtype", "threads", "device", "simd", "max_new_tokens", "stop_at_eos", "batch_size",
-            "control", "baseline", "candidate", "shard", "chat_template", "system", "limit"},
+            "control", "baseline", "candidate", "shard", "chat_template", "system", "enable_thinking", "limit"},
            kSamplingOptions));
   CompareOptions c;
   c.model = model_path;
@@ -285,7 +286,8 @@ py::object eval_gsm8k(const std::string& data, const py::object& models, const s
   const CallOptions o("eval_gsm8k", kwargs,
                       {"train",     "tokenizer", "conditions",     "dtype",     "kv_dtype", "kernels",       "baseline",
                        "candidate", "shots",     "max_new_tokens", "limit",     "seed",     "batch_size",    "threads",
-                       "device",    "simd",      "shard",          "skip_long", "flips",    "chat_template", "system"});
+                       "device",    "simd",      "shard",          "skip_long", "flips",    "chat_template", "system",
+                       "enable_thinking"});
   Gsm8kOptions g;
   g.data = data;
   g.train = o.text("train", "");
@@ -358,7 +360,8 @@ py::object profile(const std::string& model_path, const std::string& prompt,
                    const py::kwargs& kwargs) {
   const CallOptions o(
       "profile", kwargs,
-      {"dtype", "kernels", "threads", "device", "simd", "step", "baseline", "candidate", "chat_template", "system"});
+      {"dtype", "kernels", "threads", "device", "simd", "step", "baseline", "candidate", "chat_template", "system",
+       "enable_thinking"});
   ProfileOptions p;
   p.model = model_path;
   p.tokenizer = tokenizer.value_or("");
@@ -392,7 +395,7 @@ py::object patch(const std::string& model_path, const std::string& prompt, const
                  const std::optional<std::string>& out, const py::kwargs& kwargs) {
   const CallOptions o("patch", kwargs,
                       with({"dtype", "kernels", "threads", "device", "simd", "max_new_tokens", "step", "continuation",
-                            "kv_positions", "baseline", "candidate", "chat_template", "system"},
+                            "kv_positions", "baseline", "candidate", "chat_template", "system", "enable_thinking"},
                            kSamplingOptions));
   PatchOptions p;
   p.model = model_path;

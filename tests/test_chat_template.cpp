@@ -329,6 +329,60 @@ std::string chat_tokenizer_json() {
   return j.dump();
 }
 
+// A ChatML vocabulary with Qwen3's thinking tags (ids 500-503), for the thinking switch.
+std::string thinking_tokenizer_json() {
+  nlohmann::json j = nlohmann::json::parse(make_synthetic_tokenizer_json(500));
+  int id = 500;
+  for (const char* piece : {"<|im_start|>", "<|im_end|>", "<think>", "</think>"})
+    j["added_tokens"].push_back({{"id", id++},
+                                 {"content", piece},
+                                 {"single_word", false},
+                                 {"lstrip", false},
+                                 {"rstrip", false},
+                                 {"normalized", false},
+                                 {"special", std::string(piece).find('|') != std::string::npos}});
+  return j.dump();
+}
+
+// Qwen3's enable_thinking=False: the empty think block after the assistant header; a template
+// without the switch refuses it, and so does a vocabulary without the tags.
+TEST(ChatTemplate, ThinkingOffIsTheTemplatesEmptyThinkBlock) {
+  const auto qwen3 = chat_template_of(kQwen3Jinja);
+  ASSERT_TRUE(qwen3);
+  EXPECT_TRUE(qwen3->thinking_switch);
+  const ChatTemplate off = with_thinking_off(*qwen3, true, "--no-thinking");
+  EXPECT_EQ(render_chat(off, {{"user", "Hi"}}, "", ""),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(off.describe(), "chatml (no default system message; thinking off)");
+  EXPECT_EQ(with_thinking_off(*qwen3, false, "--no-thinking").describe(), qwen3->describe());
+  for (const auto& t : {parse_chat_template("chatml", "-"), *chat_template_of(kQwen2Jinja)}) {
+    try {
+      with_thinking_off(t, true, "--no-thinking");
+      ADD_FAILURE() << t.describe() << " took --no-thinking";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Usage);
+      EXPECT_NE(std::string(e.what()).find("--no-thinking: chat template chatml has no thinking switch"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  const auto tok = tokenizer_from_json(thinking_tokenizer_json(), "thinking tokenizer");
+  const std::vector<int> ids = ChatEncoder(off, *tok, "model").encode({{"user", "Hi"}});
+  // ... <think> "\n\n" </think> "\n\n": each tag one token, the prompt without them its prefix.
+  const std::vector<int> plain = ChatEncoder(*qwen3, *tok, "model").encode({{"user", "Hi"}});
+  ASSERT_GT(ids.size(), plain.size() + 2);
+  EXPECT_TRUE(std::equal(plain.begin(), plain.end(), ids.begin()));
+  EXPECT_EQ(ids[plain.size()], 502);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 503), 1);
+  const auto no_tags = tokenizer_from_json(chat_tokenizer_json(), "chat tokenizer");
+  try {
+    ChatEncoder(off, *no_tags, "model");
+    ADD_FAILURE() << "a vocabulary without <think> took thinking off";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("<think>"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ChatTemplate, TheEncoderUsesTheSpecialTokensAndRefusesAVocabularyWithoutThem) {
   const auto tok = tokenizer_from_json(chat_tokenizer_json(), "chat tokenizer");
   ChatEncoder chatml(parse_chat_template("chatml", "--chat-template"), *tok, "model");
@@ -636,6 +690,49 @@ TEST(ChatTemplateCli, SystemMessageGoesFirstAndIsPinned) {
   EXPECT_NE(other.status, 0);
   EXPECT_NE(other.err.find("chat_template"), std::string::npos) << other.err;
   EXPECT_EQ(kvparity(compare + " --system 'Be brief.'").status, 0) << "the same message resumes";
+}
+
+// --no-thinking on the commands: the prompt ends with the empty think block, the setting is pinned,
+// and it is refused without a template or for one without the switch.
+TEST(ChatTemplateCli, NoThinkingOpensTheAnswerWithAnEmptyThinkBlockAndIsPinned) {
+  test::TempDir t;
+  const std::string m = t.file("qwen3-chat");
+  ASSERT_EQ(kvparity("synth --arch qwen3 --out " + q(m)).status, 0);
+  write_text(m + "/tokenizer.json", thinking_tokenizer_json());
+  write_text(m + "/tokenizer_config.json", nlohmann::json({{"chat_template", kQwen3Jinja}}).dump());
+  auto generate = [&](const std::string& options) {
+    return kvparity("generate --model " + q(m) + " --prompt 'the dog' --json --max-new-tokens 1 " + options);
+  };
+  const auto on = generate("--chat-template auto");
+  const auto off = generate("--chat-template auto --no-thinking");
+  ASSERT_EQ(on.status, 0) << on.err;
+  ASSERT_EQ(off.status, 0) << off.err;
+  const nlohmann::json a = nlohmann::json::parse(on.out)["prompt_ids"], b = nlohmann::json::parse(off.out)["prompt_ids"];
+  EXPECT_EQ(std::count(a.begin(), a.end(), 502), 0);
+  EXPECT_EQ(std::count(b.begin(), b.end(), 502), 1);
+  EXPECT_EQ(std::count(b.begin(), b.end(), 503), 1);
+  ASSERT_GT(b.size(), a.size() + 2);
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), b.begin()));  // the answer opened by the block
+  EXPECT_EQ(b[a.size()], 502);
+  const auto text = kvparity("tokenize --model " + q(m) + " --text 'the dog' --chat-template auto --no-thinking --rendered");
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_EQ(text.out, "<|im_start|>user\nthe dog<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  for (const auto& [options, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--no-thinking", "--no-thinking needs --chat-template"},
+           {"--chat-template chatml --no-thinking", "--no-thinking: chat template chatml has no thinking switch"}}) {
+    const auto e = generate(options);
+    EXPECT_EQ(e.status, 2) << options << ": " << e.err;
+    EXPECT_NE(e.err.find(says), std::string::npos) << options << ": " << e.err;
+  }
+  const std::string compare = "compare --model " + q(m) +
+                              " --prompt 'the dog' --max-new-tokens 2 --no-report --chat-template auto --out " +
+                              q(t.file("c"));
+  const auto c = kvparity(compare + " --no-thinking");
+  ASSERT_EQ(c.status, 0) << c.err;
+  std::ifstream manifest(t.file("c/manifest.json"));
+  EXPECT_EQ(nlohmann::json::parse(manifest)["commands"]["compare"]["settings"]["chat_template"],
+            "chatml (no default system message; thinking off)");
+  EXPECT_NE(kvparity(compare).status, 0) << "thinking on is another study";
 }
 
 // A tokenizer.json of the newer kind (Metaspace, prepend_scheme "first": no "▁" before text that

@@ -595,6 +595,8 @@ TEST(FamilyConfig, Gemma3DefaultsPatternsAndLayerKinds) {
                     "cfg.json");
   });
   EXPECT_NE(e.find("multimodal"), std::string::npos) << e;
+  e = error_of([&] { parse_hf_config(base + R"(,"use_bidirectional_attention":true})", "cfg.json"); });
+  EXPECT_NE(e.find("use_bidirectional_attention"), std::string::npos) << e;
 }
 
 // A Qwen3 checkpoint without a head's gain, or with one of the wrong length, is refused naming the tensor.

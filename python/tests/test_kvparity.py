@@ -572,3 +572,14 @@ def test_chat_templates_lay_prompts_out_as_the_clis(tmp_path):
         kvparity.patch(d, "the dog", chat_template="chatml", system="")
     with pytest.raises(TypeError, match="system"):
         m.generate("the dog", chat_template="chatml", system=3)
+    # enable_thinking=False (transformers' argument, --no-thinking): only a template with the switch.
+    with pytest.raises(ValueError, match="enable_thinking=False: chat template chatml has no thinking switch"):
+        m.apply_chat_template("the dog", chat_template="chatml", enable_thinking=False)
+    with pytest.raises(ValueError, match="enable_thinking=False needs chat_template"):
+        m.generate("the dog", max_new_tokens=1, enable_thinking=False)
+    with pytest.raises(ValueError, match="enable_thinking=False: chat template gemma"):
+        kvparity.compare(d, ["the dog"], chat_template="gemma", enable_thinking=False, max_new_tokens=1)
+    with pytest.raises(TypeError, match="enable_thinking"):
+        m.apply_chat_template("the dog", chat_template="chatml", enable_thinking="no")
+    assert m.apply_chat_template("the dog", chat_template="chatml", enable_thinking=True) == \
+        m.apply_chat_template("the dog", chat_template="chatml")

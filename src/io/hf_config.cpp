@@ -185,6 +185,9 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
   if (r.has("partial_rotary_factor") && r.get_num("partial_rotary_factor", 1.0) != 1.0)
     fail("{}: partial rotary embeddings are not supported (config.json field partial_rotary_factor)", src);
   if (r.get_bool("mlp_bias", false)) fail("{}: MLP biases are not supported (config.json field mlp_bias)", src);
+  // EmbeddingGemma's Gemma-3 attends both ways: not a decoder, no KV cache to compare.
+  if (r.get_bool("use_bidirectional_attention", false))
+    fail("{}: bidirectional attention is not supported (config.json field use_bidirectional_attention)", src);
   if (arch != Arch::Qwen2 && r.get_bool("attention_bias", false))
     fail("{}: attention biases (incl. o_proj) are not supported (config.json field attention_bias)", src);
   if (arch == Arch::Gemma2 || arch == Arch::Gemma3) {

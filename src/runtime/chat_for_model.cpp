@@ -69,9 +69,14 @@ std::optional<ChatTemplate> resolve(const std::string& path, const std::string& 
     if (!c.system.empty())
       fail_usage("{} needs {} (a system message is a turn of a chat; it has no effect with {})", c.system_option,
                  option, spelled_option(option, "none"));
+    if (c.no_thinking)
+      fail_usage("{} needs {} (thinking is switched in a chat template; it has no effect with {})", c.thinking_option,
+                 option, spelled_option(option, "none"));
     return std::nullopt;
   }
-  if (choice != "auto") return with_system(parse_chat_template(choice, option), c.system, c.system_option);
+  if (choice != "auto")
+    return with_thinking_off(with_system(parse_chat_template(choice, option), c.system, c.system_option),
+                             c.no_thinking, c.thinking_option);
   const ShippedChatTemplate shipped = shipped_chat_template(path, gguf_template, explicit_tokenizer);
   if (shipped.jinja.empty())
     fail(
@@ -89,7 +94,7 @@ std::optional<ChatTemplate> resolve(const std::string& path, const std::string& 
   std::lock_guard<std::mutex> lock(mu);
   if (noted.insert(shipped.source).second)
     std::cerr << fmt::format("note: {} auto: {} is laid out as {}\n", option, shipped.source, t->describe());
-  return with_system(*t, c.system, c.system_option);
+  return with_thinking_off(with_system(*t, c.system, c.system_option), c.no_thinking, c.thinking_option);
 }
 
 }  // namespace

@@ -13,8 +13,9 @@ enum class HookPoint {
   ResidMid,    // [M, dim] residual after the attention block
   MlpOut,      // [M, dim] MLP block output
   ResidPost,   // [M, dim] residual leaving layer L
-  QPre,        // [M, n_heads*head_dim] queries of the new rows before RoPE (as q_proj gives them)
-  KPre,        // [M, kv_dim] keys of the new rows before RoPE
+  QPre,        // [M, n_heads*head_dim] queries of the new rows before RoPE (as q_proj gives them;
+               // Qwen3/Gemma-3: after their per-head norms, what RoPE rotates)
+  KPre,        // [M, kv_dim] keys of the new rows before RoPE (likewise)
   Q,           // [M, n_heads*head_dim] queries after RoPE, as attention reads them
   K,           // [M, kv_dim] keys of the new rows after RoPE, before they enter the cache
   V,           // [M, kv_dim] values of the new rows, before they enter the cache

@@ -128,6 +128,7 @@ std::string ChatTemplate::describe() const {
   else if (format == ChatFormat::ChatML && system != kQwen2System)
     notes.push_back("default system message " + quoted(system));
   if (format == ChatFormat::Llama31 && date != kLlama31Date) notes.push_back("dated " + date);
+  if (thinking_off) notes.push_back("thinking off");
   if (format == ChatFormat::Gemma3 && system_separator != "\n\n")
     notes.push_back("system message followed by " + quoted(system_separator));
   if (dated_today) notes.push_back(fmt::format("dated {}, not today as the template would", date));
@@ -161,6 +162,17 @@ ChatTemplate with_system(ChatTemplate t, const std::string& system, const std::s
   return t;
 }
 
+ChatTemplate with_thinking_off(ChatTemplate t, bool off, const std::string& option) {
+  if (!off) return t;
+  if (!t.thinking_switch)
+    fail_usage(
+        "{}: chat template {} has no thinking switch (Qwen3's enable_thinking; --chat-template auto takes a model's "
+        "own template)",
+        option, t.name());
+  t.thinking_off = true;
+  return t;
+}
+
 std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
   auto has = [&](const char* s) { return jinja.find(s) != std::string::npos; };
   ChatTemplate t;
@@ -186,6 +198,7 @@ std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
   } else if (has("<|im_start|>") && has("<|im_end|>")) {
     t.format = ChatFormat::ChatML;
     t.system = chatml_default_system(jinja);
+    t.thinking_switch = has("enable_thinking is defined and enable_thinking is false") && has("<think>");
   } else if (has("[INST]") && has("<<SYS>>")) {
     t.format = ChatFormat::Llama2;
   } else if (has("[INST] ") && has(" [/INST]")) {
@@ -272,6 +285,7 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
       for (size_t i = first; i < messages.size(); ++i)
         out += "<|im_start|>" + messages[i].role + "\n" + messages[i].content + "<|im_end|>\n";
       out += "<|im_start|>assistant\n";
+      if (t.thinking_off) out += "<think>\n\n</think>\n\n";
       break;
   }
   return out;
@@ -301,6 +315,8 @@ ChatEncoder::ChatEncoder(const ChatTemplate& t, const Tokenizer& tok, const std:
   if (ff.eos) eos_piece_ = named(tok.eos_id(), "EOS");
   for (const std::string& piece : ff.specials) one_token(piece, "special token");
   if (ff.turn_end) turn_end_.push_back(one_token(ff.turn_end, "special token"));
+  if (t.thinking_off)
+    for (const char* piece : {"<think>", "</think>"}) one_token(piece, "thinking tag");
 }
 
 std::optional<ChatEncoder> ChatEncoder::of(const std::optional<ChatTemplate>& t, const Tokenizer& tok,

@@ -14,7 +14,8 @@
 //   gemma    Gemma / Gemma-2 -it: <bos><start_of_turn>user\n{text}<end_of_turn>\n<start_of_turn>model\n
 //   gemma3   Gemma-3-it: gemma, a system message folded into the first user turn:
 //            <bos><start_of_turn>user\n{system}\n\n{text}<end_of_turn>\n<start_of_turn>model\n
-//   chatml   Qwen2-Instruct: <|im_start|>{role}\n{text}<|im_end|>\n..., a default system message first
+//   chatml   Qwen2-Instruct: <|im_start|>{role}\n{text}<|im_end|>\n..., a default system message first;
+//            Qwen3's template the same, with an empty think block opening the answer when thinking is off
 // A model's own template (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
 // picks the format by the markers only one of them has (chat_template_of).
 #include <optional>
@@ -43,6 +44,11 @@ struct ChatTemplate {
   // gemma3 only: what follows the system message before the first user turn's text (the
   // template's literal: "\n\n" in Google's checkpoints, "\n" in some GGUF conversions').
   std::string system_separator = "\n\n";
+  // chatml from a template with Qwen3's enable_thinking switch: thinking_off renders what the
+  // template gives with enable_thinking=False (an empty <think>\n\n</think>\n\n block after the
+  // assistant header); left on, what it gives by default.
+  bool thinking_switch = false;
+  bool thinking_off = false;
   std::string name() const;      // "chatml", ...
   std::string describe() const;  // the name, and whatever differs from the format's defaults
 };
@@ -64,6 +70,9 @@ std::optional<ChatTemplate> chat_template_of(const std::string& jinja);
 // `t` with the run's system message (--system; "" keeps the template's). A format whose template
 // refuses a system message (mistral, gemma) is a usage error naming `option`.
 ChatTemplate with_system(ChatTemplate t, const std::string& system, const std::string& option);
+// t with its thinking switched off (off), as enable_thinking=False; a template without the switch
+// refuses, naming `option`.
+ChatTemplate with_thinking_off(ChatTemplate t, bool off, const std::string& option);
 
 struct ChatMessage {
   std::string role;  // "system", "user" or "assistant"
