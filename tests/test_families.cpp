@@ -342,7 +342,7 @@ TEST(FamilyPresets, RealShapesAndArchitectureChecks) {
   EXPECT_EQ(q3.head_dim, 128);  // q_dim 2048, twice the hidden size
   EXPECT_EQ(q3.hidden_dim, 3072);
   EXPECT_EQ(q3.vocab_size, 151936);
-  EXPECT_TRUE(q3.tied_embeddings && q3.qk_norm && !q3.qkv_bias);
+  EXPECT_TRUE(q3.tied_embeddings && q3.qk_norm() && !q3.qkv_bias);
   EXPECT_EQ(q3.rope_theta, 1e6f);
   const ModelConfig g3 = synthetic_config("", "gemma3-1b");  // google/gemma-3-1b-pt
   EXPECT_EQ(g3.arch, Arch::Gemma3);
@@ -514,7 +514,7 @@ TEST(FamilyConfig, Qwen3DefaultsAndLayerKinds) {
   const ModelConfig c = parse_hf_config(base + "}", "cfg.json");
   EXPECT_EQ(c.arch, Arch::Qwen3);
   EXPECT_EQ(c.head_dim, 128);
-  EXPECT_TRUE(c.qk_norm);
+  EXPECT_TRUE(c.qk_norm());
   EXPECT_FALSE(c.qkv_bias);
   EXPECT_FALSE(c.tied_embeddings);
   EXPECT_EQ(c.bos_id, -1);
@@ -526,13 +526,10 @@ TEST(FamilyConfig, Qwen3DefaultsAndLayerKinds) {
   const ModelConfig all = parse_hf_config(
       base + R"(,"sliding_window":8,"layer_types":["sliding_attention","sliding_attention"]})", "cfg.json");
   EXPECT_EQ(all.sliding_window, 8);
-  // A Qwen2 config gets no q/k norms and Qwen3 cannot lose them.
+  // A Qwen2 config gets no q/k norms.
   EXPECT_FALSE(parse_hf_config(R"({"model_type":"qwen2","hidden_size":64,"intermediate_size":160,
     "num_hidden_layers":2,"num_attention_heads":4,"vocab_size":512,"max_position_embeddings":512})", "cfg.json")
-                   .qk_norm);
-  ModelConfig bad = c;
-  bad.qk_norm = false;
-  EXPECT_NE(error_of([&] { bad.validate(); }).find("required for qwen3"), std::string::npos);
+                   .qk_norm());
 }
 
 // Gemma3TextConfig's defaults (v4.51: window 4096 on all but every 6th layer, local RoPE base 10000,
@@ -546,7 +543,7 @@ TEST(FamilyConfig, Gemma3DefaultsPatternsAndLayerKinds) {
   EXPECT_EQ(c.arch, Arch::Gemma3);
   EXPECT_EQ(c.head_dim, 256);
   EXPECT_EQ(c.query_pre_attn_scalar, 256.0f);
-  EXPECT_TRUE(c.qk_norm && c.tied_embeddings && c.gemma_family());
+  EXPECT_TRUE(c.qk_norm() && c.tied_embeddings && c.gemma_family());
   EXPECT_EQ(c.bos_id, 2);
   EXPECT_EQ(c.eos_id, 1);
   EXPECT_EQ(c.attn_logit_softcapping, 0.0f);
@@ -597,6 +594,31 @@ TEST(FamilyConfig, Gemma3DefaultsPatternsAndLayerKinds) {
   EXPECT_NE(e.find("multimodal"), std::string::npos) << e;
   e = error_of([&] { parse_hf_config(base + R"(,"use_bidirectional_attention":true})", "cfg.json"); });
   EXPECT_NE(e.find("use_bidirectional_attention"), std::string::npos) << e;
+  // What config.json cannot say is refused when writing it, naming the file.
+  test::TempDir tmp;
+  const std::string out = tmp.file("config.json");
+  ModelConfig no_window = synthetic_config("gemma3", "tiny");
+  no_window.sliding_window = 0;
+  e = error_of([&] { write_hf_config(out, no_window, "float32", {}); });
+  EXPECT_NE(e.find("local layers but no window"), std::string::npos) << e;
+  ModelConfig scaled_local = synthetic_config("gemma3", "tiny");
+  scaled_local.rope_local_theta = 0.0f;
+  e = error_of([&] { write_hf_config(out, scaled_local, "float32", {}); });
+  EXPECT_NE(e.find("scaled RoPE on its local layers"), std::string::npos) << e;
+  EXPECT_NE(e.find(out), std::string::npos) << e;
+  ModelConfig llama3 = synthetic_config("gemma3", "tiny");
+  llama3.rope_scaling = ModelConfig::RopeScaling::Llama3;
+  e = error_of([&] { write_hf_config(out, llama3, "float32", {}); });
+  EXPECT_NE(e.find("only linear RoPE scaling"), std::string::npos) << e;
+  // Pattern 1 and a window on every layer round-trip as transformers reads them.
+  ModelConfig all_local = synthetic_config("gemma3", "tiny");
+  all_local.sliding_window_period = 1;
+  write_hf_config(out, all_local, "float32", {});
+  const ModelConfig back = read_hf_config(out);
+  for (int l = 0; l < all_local.n_layers; ++l) {
+    EXPECT_EQ(back.window_for_layer(l), 16) << l;
+    EXPECT_TRUE(back.local_rope(l)) << l;
+  }
 }
 
 // A Qwen3 checkpoint without a head's gain, or with one of the wrong length, is refused naming the tensor.

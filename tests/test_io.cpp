@@ -155,7 +155,7 @@ TEST(IoHf, ReferenceFamilies) {
       EXPECT_EQ(c.query_pre_attn_scalar, 24.0f);
       EXPECT_EQ(c.attn_logit_softcapping, 0.0f);
       EXPECT_EQ(c.final_logit_softcapping, 0.0f);
-      EXPECT_TRUE(c.qk_norm);
+      EXPECT_TRUE(c.qk_norm());
     }
     EXPECT_EQ(c.tied_embeddings, w.tied);
     EXPECT_EQ(c.bos_id, w.bos);
@@ -419,7 +419,7 @@ TEST(IoWriter, GgufRoundTripAllFamilies) {
       EXPECT_EQ(g.kv.at("gemma3.rope.freq_base_swa").f, 10000.0);
       EXPECT_EQ(g.kv.at("gemma3.rope.scaling.type").s, "linear");
     }
-    if (src.config.qk_norm) {
+    if (src.config.qk_norm()) {
       int head_norms = 0;
       for (const auto& ti : g.tensors)
         if (ti.name.find("_norm.weight") != std::string::npos && ti.name.find("attn_") != std::string::npos &&

@@ -46,7 +46,6 @@ inline void expect_same_config(const ModelConfig& a, const ModelConfig& b) {
   EXPECT_EQ(a.bos_id, b.bos_id);
   EXPECT_EQ(a.eos_id, b.eos_id);
   EXPECT_EQ(a.qkv_bias, b.qkv_bias);
-  EXPECT_EQ(a.qk_norm, b.qk_norm);
   EXPECT_EQ(a.sliding_window, b.sliding_window);
   for (int l = 0; l < a.n_layers; ++l) {
     EXPECT_EQ(a.window_for_layer(l), b.window_for_layer(l)) << "layer " << l;

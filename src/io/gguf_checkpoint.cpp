@@ -115,7 +115,6 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
            : arch == "gemma2" ? Arch::Gemma2
            : arch == "gemma3" ? Arch::Gemma3
                               : Arch::Llama;
-  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;
   c.dim = m.get_int(A + "embedding_length");
   c.hidden_dim = m.get_int(A + "feed_forward_length");
   c.n_layers = m.get_int(A + "block_count");

@@ -281,7 +281,6 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   for (int id : r.get_token_ids("eos_token_id"))
     if (!c.ends_generation(id)) c.more_eos_ids.push_back(id);
   c.qkv_bias = c.arch == Arch::Qwen2;  // hard-wired in Qwen2's modeling code, no config field
-  c.qk_norm = c.arch == Arch::Qwen3 || c.arch == Arch::Gemma3;  // their attentions' q_norm, k_norm
   if (r.has("rope_scaling")) {
     // transformers v4.44 _compute_linear_scaling_rope_parameters / _compute_llama3_parameters.
     const json& rs = j["rope_scaling"];
@@ -362,8 +361,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
         fail("{}: sliding_window_pattern = {} must be at least 1 (config.json field sliding_window_pattern)", source,
              c.sliding_window_period);
       c.rope_local_theta = float(r.get_num("rope_local_base_freq", 10000.0));
-      if (window_pattern_of_layer_types(j, r, c, source) || (c.sliding_window_period == 1 && !r.has("layer_types"))) {
-        c.sliding_window = 0;  // every layer global ((l + 1) % 1 == 0), none local
+      // No local layer: layer kinds all global, or pattern 1 ((l + 1) % 1 == 0 for every layer).
+      if (r.has("layer_types") ? window_pattern_of_layer_types(j, r, c, source) : c.sliding_window_period == 1) {
+        c.sliding_window = 0;
         c.rope_local_theta = 0.0f;
       }
       c.query_pre_attn_scalar = float(r.get_num("query_pre_attn_scalar", 256.0));
@@ -482,18 +482,15 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
     case Arch::Gemma3: {
       j["hidden_activation"] = "gelu_pytorch_tanh";
       j["attention_bias"] = false;
-      // No windowed layer is pattern 1 (every layer global) and a window on every layer a pattern
-      // longer than the model, as transformers reads them. transformers ties a layer's window and
-      // its local RoPE (unscaled) to its kind, which two configurations here cannot say.
+      // transformers ties a layer's window and its local RoPE (unscaled) to the layer's kind, which
+      // two configurations here cannot say.
       const bool windowed = c.sliding_window > 0;
-      if (!windowed && c.rope_local_theta > 0 && c.sliding_window_period > 1)
+      if (!windowed && c.rope_local_theta > 0)
         fail("{}: gemma3 with local layers but no window has no config.json form", path);
       if (windowed && c.rope_local_theta <= 0 && c.rope_scaling != ModelConfig::RopeScaling::None)
         fail("{}: gemma3 with a window but scaled RoPE on its local layers has no config.json form", path);
       j["sliding_window"] = windowed ? c.sliding_window : 4096;
-      j["sliding_window_pattern"] = !windowed                       ? 1
-                                    : c.sliding_window_period == 1 ? c.n_layers + 1
-                                                                   : c.sliding_window_period;
+      j["sliding_window_pattern"] = c.local_layer_pattern();
       j["rope_local_base_freq"] = float_for_json(c.rope_local_theta > 0.0f ? c.rope_local_theta : c.rope_theta);
       const float qpas = c.query_pre_attn_scalar;
       j["query_pre_attn_scalar"] = qpas == std::floor(qpas) ? json(int64_t(qpas)) : json(float_for_json(qpas));

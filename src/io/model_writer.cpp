@@ -253,11 +253,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   if (cfg.arch == Arch::Gemma3) {
     // llama.cpp reads the window and the caps; the pattern, the local base and the score scalar
     // are keys of kvparity's (llama.cpp fixes them at 6, 10000 and head_dim for every Gemma-3).
-    const bool local = cfg.sliding_window > 0 || cfg.rope_local_theta > 0;  // any local layer
-    const uint32_t pattern = !local                          ? 1u
-                             : cfg.sliding_window_period <= 1 ? uint32_t(cfg.n_layers + 1)
-                                                              : uint32_t(cfg.sliding_window_period);
-    kv.set(A + "attention.sliding_window_pattern", GgufValue::of_u32(pattern));
+    kv.set(A + "attention.sliding_window_pattern", GgufValue::of_u32(uint32_t(cfg.local_layer_pattern())));
     kv.set(A + "rope.freq_base_swa", GgufValue::of_f32(cfg.rope_local_theta > 0 ? cfg.rope_local_theta : cfg.rope_theta));
     kv.set(A + "attention.query_pre_attn_scalar", GgufValue::of_f32(cfg.query_pre_attn_scalar));
     if (cfg.final_logit_softcapping > 0)

@@ -43,7 +43,7 @@ json attention_of(const ModelConfig& c) {
             {"sliding_window", c.sliding_window},
             {"logit_softcap", c.attn_logit_softcapping},
             {"qkv_bias", c.qkv_bias},
-            {"qk_norm", c.qk_norm}};
+            {"qk_norm", c.qk_norm()}};
   if (c.sliding_window > 0) {
     // "periodic": every layer l with (l + 1) % window_period != 0 (Gemma-3's local layers).
     a["window_layers"] = c.sliding_window_period == 1 ? "every" : c.sliding_window_period == 2 ? "even" : "periodic";

@@ -70,9 +70,6 @@ void ModelConfig::validate() const {
     fail("{}: invalid config: llama3 rope_scaling needs high_freq_factor > low_freq_factor > 0 and "
          "original_max_position_embeddings > 0",
          source);
-  if (qk_norm != (arch == Arch::Qwen3 || arch == Arch::Gemma3))
-    fail("{}: invalid config: per-head q/k norms are {} for {}", source, qk_norm ? "not part of" : "required",
-         arch_name(arch));
   if (bos_id >= vocab_size) bad("bos token id", bos_id);
   if (eos_id >= vocab_size) bad("eos token id", eos_id);
   for (int id : more_eos_ids)

@@ -40,9 +40,6 @@ struct ModelConfig {
   bool ends_generation(int id) const;  // eos_id or one of more_eos_ids
   // Family features (issue 4); for plain Llama these stay at their defaults.
   bool qkv_bias = false;
-  // Qwen3 and Gemma-3: q and k are RMS-normalised per head (over head_dim, a gain of head_dim
-  // values each; Gemma-3's as its other norms, (1 + w) in fp32) between their projections and RoPE.
-  bool qk_norm = false;
   int sliding_window = 0;   // 0 = none
   // Which layers the window applies to: 1 = every layer (Mistral, Qwen2 with max_window_layers 0);
   // P > 1 = all but every P-th, layer l windowed where (l + 1) % P != 0 (Gemma-2: P = 2, the even
@@ -79,8 +76,19 @@ struct ModelConfig {
   // Whether layer `layer` rotates with the local RoPE (rope_local_theta) rather than the global one:
   // Gemma-3's local layers, by their kind, as transformers picks position_embeddings_local.
   bool local_rope(int layer) const { return rope_local_theta > 0.0f && local_layer(layer); }
+  // The local layers as Gemma-3's sliding_window_pattern says them (transformers and llama.cpp
+  // alike: layer l local where (l + 1) % P != 0): 1 when none is (no window, no local RoPE), a
+  // period longer than the model when every layer is, else the period.
+  int local_layer_pattern() const {
+    if (sliding_window <= 0 && rope_local_theta <= 0.0f) return 1;
+    return sliding_window_period <= 1 ? n_layers + 1 : sliding_window_period;
+  }
   // Gemma-2 and Gemma-3 (embedding normaliser, (1 + w) norms, four per layer, GeGLU, scaled scores).
   bool gemma_family() const { return arch == Arch::Gemma2 || arch == Arch::Gemma3; }
+  // Qwen3 and Gemma-3: q and k are RMS-normalised per head (over head_dim, a gain of head_dim
+  // values each; Gemma-3's as its other norms, (1 + w) in fp32) between their projections and RoPE.
+  // Hard-wired in both families' modeling code: no config field says it.
+  bool qk_norm() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
   // Throws a clear error naming `source` when the numbers are inconsistent or unsupported.
   void validate() const;
 };

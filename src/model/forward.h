@@ -49,7 +49,7 @@ struct Activations {
   // qkv holds q [M, q_dim], k and v [M, kv_dim] one after another; gate_up gate then up [M,
   // hidden]: the members of one matmul_group each (a decode row of each is one output row).
   ActivationBuffer x, xb, qkv, att, proj, gate_up, logits;
-  ActivationBuffer qk_normed;              // Qwen3: q's and k's per-head norms, RoPE's input
+  ActivationBuffer qk_normed;              // Qwen3/Gemma-3: q's and k's per-head norms, RoPE's input
   std::vector<float> host_logits;          // the logits copied back from a device other than the CPU
   std::vector<NonFiniteEvent> nonfinite;  // events recorded under NonFinitePolicy::Warn
 };

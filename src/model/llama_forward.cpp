@@ -1,7 +1,7 @@
-// Decoder forward pass for the five families: Llama; Mistral (+ sliding window); Qwen2 (+ q/k/v
+// Decoder forward pass for the six families: Llama; Mistral (+ sliding window); Qwen2 (+ q/k/v
 // biases); Qwen3 (per-head q/k norms before RoPE); Gemma-2 (embedding normaliser, (1 + w) RMSNorm,
 // four norms per layer, GeGLU, scaled and soft-capped attention scores, window on even layers,
-// final logit soft-capping).
+// final logit soft-capping); Gemma-3 (below).
 //
 // Rounding points (DESIGN.md §3), in the order HF's eager LlamaForCausalLM materialises tensors
 // in the compute dtype P. Every one goes through `Pass::materialise`, which also detects NaN/Inf:
@@ -169,10 +169,10 @@ class Pass {
       linear_out(q, qd, &L.bq, "q_proj", l);
       linear_out(k, kvd, &L.bk, "k_proj", l);
       linear_out(v, kvd, &L.bv, "v_proj", l);
-      // What RoPE rotates: the projections, or (Qwen3) their per-head norms.
+      // What RoPE rotates: the projections, or (Qwen3, Gemma-3) their per-head norms.
       float* qr = q;
       float* kr = k;
-      if (c_.qk_norm) {
+      if (c_.qk_norm()) {
         a_.qk_normed.ensure(dev_, M * (qd + size_t(kvd)));
         qr = a_.qk_normed.data();
         kr = qr + M * qd;
@@ -336,24 +336,23 @@ class Pass {
     return a_.host_logits.data();
   }
 
-  // RMSNorm of M rows: HF Llama's (two roundings) or Gemma-2's (fp32 gain, one rounding).
-  void norm(const float* x, const TensorView& w, float* y) {
-    const auto* g = static_cast<const float*>(w.data);
-    if (gemma_)
-      kn_.rmsnorm_fp32_gain(x, M_, c_.dim, g, c_.norm_eps, P_, y);
-    else
-      kn_.rmsnorm(x, M_, c_.dim, g, c_.norm_eps, P_, y);
-  }
+  // RMSNorm of the M rows of the residual stream: HF Llama's (two roundings) or Gemma's (fp32 gain,
+  // one rounding).
+  void norm(const float* x, const TensorView& w, float* y) { norm_rows(x, M_, c_.dim, w, y); }
 
   // Qwen3's and Gemma-3's q_norm / k_norm: every head's row of x [M, n_heads * head_dim] normalised
-  // over head_dim with one gain for all heads, as the model's RMSNorm rounds (the rows of
+  // over head_dim with one gain for all heads, as the model's other norms round (the rows of
   // [M * n_heads, head_dim]).
   void head_norm(const float* x, int n_heads, const TensorView& w, float* y) {
+    norm_rows(x, M_ * n_heads, c_.head_dim, w, y);
+  }
+
+  void norm_rows(const float* x, int rows, int width, const TensorView& w, float* y) {
     const auto* g = static_cast<const float*>(w.data);
     if (gemma_)
-      kn_.rmsnorm_fp32_gain(x, M_ * n_heads, c_.head_dim, g, c_.norm_eps, P_, y);
+      kn_.rmsnorm_fp32_gain(x, rows, width, g, c_.norm_eps, P_, y);
     else
-      kn_.rmsnorm(x, M_ * n_heads, c_.head_dim, g, c_.norm_eps, P_, y);
+      kn_.rmsnorm(x, rows, width, g, c_.norm_eps, P_, y);
   }
 
   void final_softcap(float* logits, size_t n) {

@@ -63,7 +63,7 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
         break;
       case Arch::Qwen3:
         // head_dim (32) independent of dim / heads (16), as Qwen3's 128 is.
-        c.n_kv_heads = 2; c.head_dim = 32; c.qk_norm = true; c.tied_embeddings = true;
+        c.n_kv_heads = 2; c.head_dim = 32; c.tied_embeddings = true;
         c.norm_eps = 1e-6f; c.bos_id = -1; c.eos_id = 2;
         break;
       case Arch::Gemma3:
@@ -72,7 +72,7 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
         c.n_layers = 6; c.n_heads = 4; c.n_kv_heads = 2; c.head_dim = 48; c.query_pre_attn_scalar = 40.0f;
         c.sliding_window = 16; c.sliding_window_period = 3; c.rope_local_theta = 10000.0f;
         c.rope_theta = 1000000.0f; c.rope_scaling = ModelConfig::RopeScaling::Linear; c.rope_factor = 8.0f;
-        c.qk_norm = true; c.norm_eps = 1e-6f; c.tied_embeddings = true; c.bos_id = 2; c.eos_id = 1;
+        c.norm_eps = 1e-6f; c.tied_embeddings = true; c.bos_id = 2; c.eos_id = 1;
         break;
     }
   } else if (preset == "tinyllama-1.1b") {
@@ -93,11 +93,11 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.dim = 1152; c.hidden_dim = 6912; c.n_layers = 26; c.n_heads = 4; c.n_kv_heads = 1; c.head_dim = 256;
     c.vocab_size = 262144; c.max_seq_len = 32768; c.norm_eps = 1e-6f; c.tied_embeddings = true;
     c.query_pre_attn_scalar = 256.0f; c.sliding_window = 512; c.sliding_window_period = 6;
-    c.rope_theta = 1000000.0f; c.rope_local_theta = 10000.0f; c.qk_norm = true; c.bos_id = 2; c.eos_id = 1;
+    c.rope_theta = 1000000.0f; c.rope_local_theta = 10000.0f; c.bos_id = 2; c.eos_id = 1;
   } else if (preset == "qwen3-0.6b") {  // Qwen/Qwen3-0.6B
     c.dim = 1024; c.hidden_dim = 3072; c.n_layers = 28; c.n_heads = 16; c.n_kv_heads = 8; c.head_dim = 128;
     c.vocab_size = 151936; c.max_seq_len = 40960; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
-    c.tied_embeddings = true; c.qk_norm = true; c.bos_id = -1; c.eos_id = 151645;
+    c.tied_embeddings = true; c.bos_id = -1; c.eos_id = 151645;
   } else {  // qwen2.5-0.5b: Qwen/Qwen2.5-0.5B
     c.dim = 896; c.hidden_dim = 4864; c.n_layers = 24; c.n_heads = 14; c.n_kv_heads = 2;
     c.vocab_size = 151936; c.max_seq_len = 32768; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
@@ -201,7 +201,7 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
       add(f.uniform(p + "self_attn.k_proj.bias", {kv}, 1000000 + index++, 0.0f, 0.5f));
       add(f.uniform(p + "self_attn.v_proj.bias", {kv}, 1000000 + index++, 0.0f, 0.1f));
     }
-    if (cfg.qk_norm) {
+    if (cfg.qk_norm()) {
       add(f.uniform(p + "self_attn.q_norm.weight", {cfg.head_dim}, 1000000 + index++, norm_mean, 0.1f));
       add(f.uniform(p + "self_attn.k_norm.weight", {cfg.head_dim}, 1000000 + index++, norm_mean, 0.1f));
     }

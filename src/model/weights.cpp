@@ -150,8 +150,8 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
   if (c.qkv_bias && c.arch != Arch::Qwen2)
     fail("{}: q/k/v biases are only supported for qwen2 (architecture '{}')", ckpt.path, arch_name(c.arch));
   // A per-head gain runs along head_dim in the order q/k rows hold it; only the halves layout
-  // (HF, GGUF qwen3) holds them in the order the gain was trained on.
-  if (c.qk_norm && ckpt.qk_layout != RopeLayout::Halves)
+  // (HF, GGUF qwen3 and gemma3) holds them in the order the gain was trained on.
+  if (c.qk_norm() && ckpt.qk_layout != RopeLayout::Halves)
     fail("{}: per-head q/k norms need q/k rows in HF's (halves) RoPE layout", ckpt.path);
   const bool gemma = c.gemma_family();
   if (ckpt.norm_weights_include_one && !gemma)
@@ -186,7 +186,7 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
       l.bk = b.vector_f32(p + "self_attn.k_proj.bias", kv);
       l.bv = b.vector_f32(p + "self_attn.v_proj.bias", kv);
     }
-    if (c.qk_norm) {
+    if (c.qk_norm()) {
       l.q_norm = b.vector_f32(p + "self_attn.q_norm.weight", c.head_dim);
       l.k_norm = b.vector_f32(p + "self_attn.k_norm.weight", c.head_dim);
     }

@@ -65,6 +65,10 @@ std::optional<ChatTemplate> resolve(const std::string& path, const std::string& 
                                     const ChatChoice& c) {
   const std::string& choice = c.chat_template;
   const std::string& option = c.option;
+  // The run's own additions to a template: its system message, its thinking switch.
+  auto with_run = [&](const ChatTemplate& t) {
+    return with_thinking_off(with_system(t, c.system, c.system_option), c.no_thinking, c.thinking_option);
+  };
   if (choice.empty() || choice == "none") {
     if (!c.system.empty())
       fail_usage("{} needs {} (a system message is a turn of a chat; it has no effect with {})", c.system_option,
@@ -74,9 +78,7 @@ std::optional<ChatTemplate> resolve(const std::string& path, const std::string& 
                  option, spelled_option(option, "none"));
     return std::nullopt;
   }
-  if (choice != "auto")
-    return with_thinking_off(with_system(parse_chat_template(choice, option), c.system, c.system_option),
-                             c.no_thinking, c.thinking_option);
+  if (choice != "auto") return with_run(parse_chat_template(choice, option));
   const ShippedChatTemplate shipped = shipped_chat_template(path, gguf_template, explicit_tokenizer);
   if (shipped.jinja.empty())
     fail(
@@ -94,7 +96,7 @@ std::optional<ChatTemplate> resolve(const std::string& path, const std::string& 
   std::lock_guard<std::mutex> lock(mu);
   if (noted.insert(shipped.source).second)
     std::cerr << fmt::format("note: {} auto: {} is laid out as {}\n", option, shipped.source, t->describe());
-  return with_thinking_off(with_system(*t, c.system, c.system_option), c.no_thinking, c.thinking_option);
+  return with_run(*t);
 }
 
 }  // namespace
