@@ -62,7 +62,7 @@ void register_model_files(CLI::App& app) {
   auto s = std::make_shared<SynthOpts>();
   auto* synth = app.add_subcommand("synth", "write a model the project generates itself (real shapes, seeded weights)");
   one_of(synth->add_option("--arch", s->arch, "architecture (default: the preset's; llama for tiny)"),
-         {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"});
+         {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "mixtral", "qwen2_moe", "qwen3_moe"});
   one_of(synth->add_option("--preset", s->preset, "shapes: tiny (any --arch) or a real model's (its own --arch)"),
          kSynthPresets);
   one_of(synth->add_option("--dtype", s->dtype, "weight dtype"), kDtypeNames);
@@ -92,7 +92,7 @@ void register_model_files(CLI::App& app) {
     }
     export_checkpoint(ckpt, s->format, s->out, eo);
     line.clear();
-    std::cerr << "wrote " << s->preset << " (" << arch_name(cfg.arch) << ", " << (s->quant.empty() ? s->dtype : s->quant)
+    std::cerr << "wrote " << s->preset << " (" << family_name(cfg) << ", " << (s->quant.empty() ? s->dtype : s->quant)
               << ") to " << s->out << "\n";
   });
 

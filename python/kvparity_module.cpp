@@ -65,6 +65,8 @@ std::string tl_name(HookPoint p, int layer) {
     case HookPoint::V: return b + "attn.hook_v";
     case HookPoint::FinalNorm: return "ln_final.hook_normalized";
     case HookPoint::Logits: return "";
+    // No TransformerLens name for a router's logits; kvparity's own, beside the MLP's.
+    case HookPoint::RouterLogits: return b + "mlp.hook_router_logits";
   }
   return "";
 }
@@ -79,10 +81,11 @@ struct NamedHook {
 std::vector<NamedHook> named_hooks(const ModelConfig& c) {
   std::vector<NamedHook> out;
   for (int l = -1; l < c.n_layers; ++l)
-    for (int p = 0; p <= int(HookPoint::Logits); ++p) {
+    for (int p = 0; p <= int(HookPoint::RouterLogits); ++p) {
       const auto point = HookPoint(p);
       const bool model_level = point == HookPoint::Embed || point == HookPoint::FinalNorm;
       if (model_level != (l == -1)) continue;
+      if (point == HookPoint::RouterLogits && !c.moe_layer(l)) continue;
       std::string name = tl_name(point, l);
       if (!name.empty()) out.push_back({point, l, std::move(name)});
     }
@@ -173,6 +176,9 @@ class PyModel {
     const ModelConfig& c = model_->config;
     py::dict d;
     d["arch"] = arch_name(c.arch);
+    d["family"] = family_name(c);
+    d["n_experts"] = c.moe.n_experts;
+    d["experts_per_token"] = c.moe.n_used;
     d["n_layers"] = c.n_layers;
     d["hidden_size"] = c.dim;
     d["intermediate_size"] = c.hidden_dim;

@@ -62,6 +62,15 @@ inline const std::map<std::string, std::string> kPortableGolden = {
     {"gemma3 fp16", "52eac9d7591220112f148456de099504186f70f10fa5d29665ce39de41de481d"},
     {"gemma3 bf16", "77555aa80bf39d22c6a66b461d22f39d36488a38452f9370ebd8c13bb2e0f834"},
     {"gemma3 fp32", "a8e715166e3c822817a6918a633068c7bc2b8aac783fea57b3b281066c3a3804"},
+    {"mixtral fp16", "f02bc0d2a2acb2c09e09e2148dc30927536ad1a2b80cfbc1947a898b00519b42"},
+    {"mixtral bf16", "031fa0ef42f053ca93a022ad619318897324c99c9dded0d3171298bc049f14e6"},
+    {"mixtral fp32", "9202856c5665a6596d45c25263eccbc7b634a9fb967e69cdec19e727c3552ba6"},
+    {"qwen2_moe fp16", "6bb90596fcbe2aff864f52c1318ee879e7d246ebbc21cd11b0a167d89cbca2e0"},
+    {"qwen2_moe bf16", "6098dda60eeb9c05a896625ba93009eb3293cb93d7a37d8f106d18c3f16a50a3"},
+    {"qwen2_moe fp32", "7c7aa379a8865435f17664c81b1ffc8c48056debdfb0cead32906f573a26c54a"},
+    {"qwen3_moe fp16", "40cbb80d0f4a27c7dd2abf371d4cce00fab564dd621eefed645e0578e53fa1fd"},
+    {"qwen3_moe bf16", "062bfe20e51d77721f04fe5bee3d12063efb5a3c3e4408b8ec3e7402ea2c18f0"},
+    {"qwen3_moe fp32", "931853f86c5bc40230cacbc56382997b0c1f66db013e7d4262e3793d01428225"},
 };
 
 }  // namespace kvp::test

@@ -228,7 +228,9 @@ TEST(IoMalformed, HfConfig) {
   std::string gptneox = kLlamaConfig;
   gptneox.replace(gptneox.find("\"llama\""), 7, "\"gpt_neox\"");
   check(gptneox, {"unsupported architecture 'gpt_neox'", "(model_type)"});
-  check(R"({"architectures":["MixtralForCausalLM"],"hidden_size":8})", {"'MixtralForCausalLM'", "(architectures)"});
+  check(R"({"architectures":["PhiMoEForCausalLM"],"hidden_size":8})", {"'PhiMoEForCausalLM'", "(architectures)"});
+  // A known class by name alone is read as its family; what it lacks is named.
+  check(R"({"architectures":["MixtralForCausalLM"],"hidden_size":8})", {"missing required field 'intermediate_size'"});
   check(R"({"hidden_size":8})", {"model_type"});
   std::string no_hidden = kLlamaConfig;
   no_hidden.replace(no_hidden.find("\"hidden_size\":8,"), 16, "");

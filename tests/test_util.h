@@ -58,10 +58,12 @@ inline std::string shared_file(const std::string& rel) {
 }
 
 // A family's transformers outputs: ../shared/reference/<family> for the four families the shared
-// data holds, tests/data/reference/<family> for Qwen3's and Gemma-3's, which the project produced
-// with transformers' own code (tests/data/reference/README.md). "" and a test failure when missing.
+// data holds, tests/data/reference/<family> for the others (Qwen3, Gemma-3, Mixtral, Qwen2-MoE,
+// Qwen3-MoE), which the project produced with transformers' own code (tests/data/reference/README.md).
+// "" and a test failure when missing.
 inline std::string reference_dir(const std::string& family) {
-  if (family != "qwen3" && family != "gemma3") return shared_file("reference/" + family);
+  if (family == "llama" || family == "mistral" || family == "gemma2" || family == "qwen2")
+    return shared_file("reference/" + family);
   const std::string d = std::string(KVPARITY_SOURCE_DIR) + "/tests/data/reference/" + family;
   if (!std::filesystem::is_directory(d)) {
     ADD_FAILURE() << "missing reference outputs: " << d;

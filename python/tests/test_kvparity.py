@@ -13,7 +13,7 @@ import pytest
 
 import kvparity
 
-FAMILIES = ["llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"]
+FAMILIES = ["llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "mixtral", "qwen2_moe", "qwen3_moe"]
 
 
 def shared(rel):
@@ -25,8 +25,8 @@ def shared(rel):
 
 
 def reference(family):
-    """transformers' outputs: shared/reference for four families, the repo's tests/data for Qwen3, Gemma-3."""
-    if family not in ("qwen3", "gemma3"):
+    """transformers' outputs: shared/reference for four families, the repo's tests/data for the others."""
+    if family in ("llama", "mistral", "gemma2", "qwen2"):
         return shared(f"reference/{family}")
     path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "data", "reference", family)
     assert os.path.isdir(path), f"reference outputs missing: {path}"
@@ -50,7 +50,7 @@ def cli(*args):
 def test_forward_matches_transformers(family):
     d = reference(family)
     m = kvparity.load(d)
-    assert m.config["arch"] == family
+    assert m.config["family"] == family
     hf = json.load(open(os.path.join(d, "config.json")))
     # fp32 fields read back as config.json wrote them (the shortest decimal, not the float widened)
     assert m.config["norm_eps"] == hf["rms_norm_eps"]
@@ -60,6 +60,25 @@ def test_forward_matches_transformers(family):
     ref = np.fromfile(os.path.join(d, "logits.f32"), dtype=np.float32).reshape(len(ids), -1)
     assert logits.shape == ref.shape and logits.dtype == np.float32
     assert np.max(np.abs(logits - ref)) <= 1e-4
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe"])
+def test_router_logits_are_transformers_and_name_the_sparse_layers(family):
+    d = reference(family)
+    m = kvparity.load(d)
+    hf = json.load(open(os.path.join(d, "config.json")))
+    assert m.config["n_experts"] == hf.get("num_local_experts", hf.get("num_experts"))
+    assert m.config["experts_per_token"] == hf["num_experts_per_tok"]
+    ids = json.load(open(os.path.join(d, "tokens.json")))["input_ids"]
+    _, acts = m.run_with_cache(ids, names=lambda n: n.endswith("mlp.hook_router_logits"))
+    dense = set(hf.get("mlp_only_layers", []))
+    sparse = [l for l in range(hf["num_hidden_layers"]) if l not in dense]
+    assert sorted(acts) == sorted(f"blocks.{l}.mlp.hook_router_logits" for l in sparse)
+    ref = np.fromfile(os.path.join(d, "router_logits.f32"), dtype=np.float32).reshape(len(sparse), len(ids), -1)
+    for i, l in enumerate(sparse):
+        got = acts[f"blocks.{l}.mlp.hook_router_logits"]
+        assert got.shape == ref[i].shape
+        assert np.max(np.abs(got - ref[i])) <= 1e-4
 
 
 def test_run_with_cache_names_shapes_and_logits(stories):

@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "io/hf_moe_config.h"
 #include "io/io_util.h"
 
 namespace kvp {
@@ -130,6 +131,7 @@ class ConfigReader {
 };
 
 Arch arch_from_json(const json& j, const std::string& source) {
+  if (const auto moe = hf_moe_family(j)) return *moe;
   std::string name;
   const char* field = "model_type";
   if (j.contains("model_type") && j["model_type"].is_string()) {
@@ -175,7 +177,7 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
     if (r.has(k)) fail("{}: multimodal models are not supported (config.json field {})", src, k);
   for (const char* k : {"num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts",
                         "moe_intermediate_size", "shared_expert_intermediate_size"}) {
-    if (!r.has(k)) continue;
+    if (!r.has(k) || hf_moe_family(j)) continue;
     const json& v = j[k];
     if (v.is_number() && v.get<double>() == 0.0) continue;
     fail("{}: mixture-of-experts models are not supported (config.json field {} = {})", src, k, v.dump());
@@ -373,6 +375,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       c.final_logit_softcapping = float(r.get_num("final_logit_softcapping", 0.0));
       break;
   }
+  if (hf_moe_family(j)) read_hf_moe_fields(j, c, source);
   c.validate();
   return c;
 }
@@ -507,6 +510,7 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
       break;
     }
   }
+  if (c.is_moe()) write_hf_moe_fields(j, c, path);
   AtomicFile f(path);
   f.write_str(j.dump(2) + "\n");
   f.commit();

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -10,6 +13,7 @@
 #include "lab/results_manifest.h"
 #include "lab/side_step.h"
 #include "model/model.h"
+#include "model/moe_routing.h"
 #include "runtime/chat_for_model.h"
 #include "runtime/generator.h"
 #include "runtime/tokenizer_for_model.h"
@@ -53,6 +57,13 @@ MaxMean diff(const std::vector<float>& a, const std::vector<float>& b) {
 nlohmann::json mm(const MaxMean& m) { return {{"max", m.max}, {"mean", m.mean}}; }
 
 }  // namespace
+
+bool LayerProfile::experts_differ() const {
+  std::vector<int> a = experts_baseline, b = experts_candidate;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  return a != b;
+}
 
 bool ProfileOptions::default_sides() const { return kvp::default_sides(baseline, candidate); }
 
@@ -132,6 +143,18 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
       L.resid_post = diff(cap_c.get(HookPoint::ResidPost, l), cap_b.get(HookPoint::ResidPost, l));
       L.attn_out = diff(cap_c.get(HookPoint::AttnOut, l), cap_b.get(HookPoint::AttnOut, l));
       L.mlp_out = diff(cap_c.get(HookPoint::MlpOut, l), cap_b.get(HookPoint::MlpOut, l));
+      if (c.moe_layer(l)) {
+        // The routing each side's pass took at the row, from the logits it saw (moe_routing.h).
+        const auto& rb = cap_b.get(HookPoint::RouterLogits, l);
+        const auto& rc = cap_c.get(HookPoint::RouterLogits, l);
+        const ExpertRouting b = route_experts(rb.data(), 1, c.moe.n_experts, c.moe.n_used, c.moe.norm_topk_prob, DType::F32);
+        const ExpertRouting k = route_experts(rc.data(), 1, c.moe.n_experts, c.moe.n_used, c.moe.norm_topk_prob, DType::F32);
+        L.sparse = true;
+        L.router = diff(rc, rb);
+        L.experts_baseline = b.expert;
+        L.experts_candidate = k.expert;
+        L.router_margin = b.margin[0];
+      }
       for (bool is_v : {false, true}) {
         auto& into = is_v ? L.v : L.k;
         for (int h = 0; h < c.n_kv_heads; ++h) {
@@ -162,8 +185,17 @@ nlohmann::json profile_json(const std::vector<DtypeProfile>& ps, const ProfileOp
       nlohmann::json k = nlohmann::json::array(), v = nlohmann::json::array();
       for (const auto& x : L.k) k.push_back(mm(x));
       for (const auto& x : L.v) v.push_back(mm(x));
-      layers.push_back({{"layer", l}, {"resid_mid", mm(L.resid_mid)}, {"resid_post", mm(L.resid_post)},
-                        {"attn_out", mm(L.attn_out)}, {"mlp_out", mm(L.mlp_out)}, {"k", k}, {"v", v}});
+      nlohmann::json layer = {{"layer", l},         {"resid_mid", mm(L.resid_mid)}, {"resid_post", mm(L.resid_post)},
+                              {"attn_out", mm(L.attn_out)}, {"mlp_out", mm(L.mlp_out)},   {"k", k},
+                              {"v", v}};
+      if (L.sparse)
+        layer["routing"] = {{"router_logits", mm(L.router)},
+                            {"experts_baseline", L.experts_baseline},
+                            {"experts_candidate", L.experts_candidate},
+                            {"experts_differ", L.experts_differ()},
+                            {"baseline_margin", std::isinf(L.router_margin) ? nlohmann::json(nullptr)
+                                                                            : nlohmann::json(L.router_margin)}};
+      layers.push_back(std::move(layer));
     }
     arr.push_back({{"dtype", p.dtype}, {"condition", p.condition}, {"baseline", p.baseline.spec()},
                    {"candidate", p.candidate.spec()}, {"position", p.position}, {"tokens", p.tokens},
@@ -217,6 +249,10 @@ std::string profile_table(const std::vector<DtypeProfile>& ps, bool default_side
   std::string s = legend + fmt::format("{:<7}", "layer");
   for (const auto& p : ps) s += fmt::format(" {:>{}}", label(p) + " resid", w);
   for (const auto& p : ps) s += fmt::format(" {:>{}}", label(p) + " K", w);
+  const bool moe = !ps.empty() && std::any_of(ps[0].layers.begin(), ps[0].layers.end(),
+                                              [](const LayerProfile& L) { return L.sparse; });
+  if (moe)
+    for (const auto& p : ps) s += fmt::format(" {:>{}}", label(p) + " experts", w + 4);
   s += "\n";
   const size_t L = ps.empty() ? 0 : ps[0].layers.size();
   for (size_t l = 0; l < L; ++l) {
@@ -227,6 +263,14 @@ std::string profile_table(const std::vector<DtypeProfile>& ps, bool default_side
       for (const auto& h : p.layers[l].k) k = std::max(k, h.max);
       s += fmt::format(" {:>{}.3e}", k, w);
     }
+    // "same" or the experts that changed, baseline -> candidate ("-" for a dense layer).
+    if (moe)
+      for (const auto& p : ps) {
+        const LayerProfile& Lp = p.layers[l];
+        std::string e = !Lp.sparse ? "-" : !Lp.experts_differ() ? "same" : fmt::format("{} -> {}", fmt::join(Lp.experts_baseline, ","),
+                                                                                 fmt::join(Lp.experts_candidate, ","));
+        s += fmt::format(" {:>{}}", e, w + 4);
+      }
     s += "\n";
   }
   s += fmt::format("{:<7}", "logits");

@@ -37,6 +37,14 @@ struct MaxMean {
 struct LayerProfile {
   MaxMean resid_mid, resid_post, attn_out, mlp_out;
   std::vector<MaxMean> k, v;  // per KV head, over all positions and head_dim
+  // Sparse layers (mixtures of experts) only: the router's logits at the row, and the experts
+  // each side chose there (largest first), the baseline's margin to its next expert.
+  bool sparse = false;
+  MaxMean router;
+  std::vector<int> experts_baseline, experts_candidate;
+  double router_margin = 0;
+  // Whether the two sides run different experts (as sets: the order does not change the sum).
+  bool experts_differ() const;
 };
 
 struct DtypeProfile {

@@ -181,8 +181,19 @@ json inspect_model(const InspectOptions& o) {
   const Checkpoint ck = open_checkpoint(o.model);
   const ModelConfig& c = ck.config;
   const WeightsFootprint f = weights_footprint(ck, DType::F32);  // validates the config and every tensor
-  json d = {{"model", ck.path}, {"format", ck.format}, {"family", arch_name(c.arch)}};
+  json d = {{"model", ck.path}, {"format", ck.format}, {"family", family_name(c)}};
   d["shape"] = shape_of(c);
+  if (c.is_moe()) {
+    std::vector<int> sparse;
+    for (int l = 0; l < c.n_layers; ++l)
+      if (c.moe_layer(l)) sparse.push_back(l);
+    d["experts"] = {{"experts", c.moe.n_experts},
+                    {"per_token", c.moe.n_used},
+                    {"expert_intermediate_size", c.moe.expert_hidden_dim},
+                    {"shared_expert_intermediate_size", c.moe.shared_hidden_dim},
+                    {"renormalised", c.moe.norm_topk_prob},
+                    {"sparse_layers", sparse}};
+  }
   d["attention"] = attention_of(c);
   d["rope"] = rope_of(ck);
   d["norm"] = {{"eps", c.norm_eps}, {"gain", c.gemma_family() ? "1 + w" : "w"}};
@@ -212,6 +223,16 @@ std::string inspect_text(const json& d) {
   const json& rp = d["rope"];
   line("model", fmt::format("{} ({})", d["model"].get<std::string>(), d["format"].get<std::string>()));
   line("family", d["family"].get<std::string>());
+  if (d.contains("experts")) {
+    const json& e = d["experts"];
+    line("experts", fmt::format("{} of {} a token, {} wide{}{}, {} of {} layers sparse", e["per_token"].get<int>(),
+                                e["experts"].get<int>(), e["expert_intermediate_size"].get<int>(),
+                                e["renormalised"].get<bool>() ? ", renormalised" : "",
+                                e["shared_expert_intermediate_size"].get<int>() > 0
+                                    ? fmt::format(", shared expert {} wide", e["shared_expert_intermediate_size"].get<int>())
+                                    : std::string(),
+                                e["sparse_layers"].size(), d["shape"]["layers"].get<int>()));
+  }
   line("shape",
        fmt::format("{} layers, hidden {}, MLP {}, vocab {}, context {}", sh["layers"].get<int>(),
                    sh["hidden"].get<int>(), sh["mlp"].get<int>(), sh["vocab"].get<int>(), sh["context"].get<int>()));

@@ -195,8 +195,11 @@ std::string config_summary(const json& c) {
   if (!c.is_object()) return c.is_null() ? "" : value_text(c);
   std::vector<std::string> parts;
   auto num = [&](const char* key) { return field(c, key); };
-  if (const auto a = num("arch"); !a.empty()) parts.push_back(a);
+  const json* moe = c.contains("experts") && c["experts"].is_object() ? &c["experts"] : nullptr;
+  if (const auto a = moe != nullptr ? field(*moe, "family") : num("arch"); !a.empty()) parts.push_back(a);
   if (const auto l = num("n_layers"); !l.empty()) parts.push_back(l + " layers");
+  if (moe != nullptr)
+    parts.push_back(field(*moe, "per_token") + " of " + field(*moe, "experts") + " experts a token");
   if (const auto d = num("dim"); !d.empty()) parts.push_back("dim " + d);
   const std::string heads = num("n_heads"), kv = num("n_kv_heads");
   if (!heads.empty()) parts.push_back(heads + " heads" + (kv.empty() ? "" : " / " + kv + " KV heads"));

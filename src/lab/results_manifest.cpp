@@ -71,9 +71,13 @@ std::string model_name(const std::string& path) {
 }
 
 nlohmann::json config_json(const ModelConfig& c) {
-  return {{"arch", std::string(arch_name(c.arch))}, {"dim", c.dim}, {"hidden_dim", c.hidden_dim},
-          {"n_layers", c.n_layers}, {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads}, {"vocab_size", c.vocab_size},
-          {"max_seq_len", c.max_seq_len}};
+  nlohmann::json j = {{"arch", std::string(arch_name(c.arch))}, {"dim", c.dim}, {"hidden_dim", c.hidden_dim},
+                      {"n_layers", c.n_layers}, {"n_heads", c.n_heads}, {"n_kv_heads", c.n_kv_heads},
+                      {"vocab_size", c.vocab_size}, {"max_seq_len", c.max_seq_len}};
+  if (c.is_moe())
+    j["experts"] = {{"family", family_name(c)}, {"experts", c.moe.n_experts}, {"per_token", c.moe.n_used},
+                    {"expert_hidden_dim", c.moe.expert_hidden_dim}};
+  return j;
 }
 
 nlohmann::json tokenizer_identity(const Checkpoint& ckpt, const std::string& explicit_tokenizer) {

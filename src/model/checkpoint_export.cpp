@@ -143,6 +143,9 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   } else {
     fail_usage("unknown output format '{}' (expected hf or gguf)", format);
   }
+  if (format == "gguf" && c.is_moe())
+    fail_usage("{}: {} is a mixture of experts, which kvparity does not write as GGUF yet (use --format hf)", out,
+               family_name(c));
   if (format == "hf" && c.rope_scaling == ModelConfig::RopeScaling::FreqFactors)
     fail("{}: this model's RoPE frequency factors (GGUF rope_freqs.weight) have no config.json form; export to "
          "gguf instead",

@@ -19,6 +19,12 @@ std::string arch_name(Arch a) {
   return "?";
 }
 
+std::string family_name(const ModelConfig& c) {
+  if (!c.is_moe()) return arch_name(c.arch);
+  if (c.mixtral_names()) return "mixtral";
+  return arch_name(c.arch) + "_moe";
+}
+
 Arch parse_arch(const std::string& s) {
   if (s == "llama") return Arch::Llama;
   if (s == "mistral") return Arch::Mistral;
@@ -70,6 +76,23 @@ void ModelConfig::validate() const {
     fail("{}: invalid config: llama3 rope_scaling needs high_freq_factor > low_freq_factor > 0 and "
          "original_max_position_embeddings > 0",
          source);
+  if (is_moe()) {
+    if (moe.n_experts > 4096) bad("number of experts", moe.n_experts);
+    if (moe.n_used <= 0 || moe.n_used > moe.n_experts)
+      fail("{}: invalid config: {} experts per token of {} experts", source, moe.n_used, moe.n_experts);
+    if (moe.expert_hidden_dim <= 0 || moe.expert_hidden_dim > (1 << 18))
+      bad("expert intermediate size", moe.expert_hidden_dim);
+    if (moe.shared_hidden_dim < 0 || moe.shared_hidden_dim > (1 << 18))
+      bad("shared expert intermediate size", moe.shared_hidden_dim);
+    if (moe.sparse_step < 1 || moe.sparse_step > n_layers) bad("decoder sparse step", moe.sparse_step);
+    for (int l : moe.dense_layers)
+      if (l < 0 || l >= n_layers) bad("dense (mlp_only) layer", l);
+    if (gemma_family()) fail("{}: invalid config: {} has no mixture-of-experts form", source, arch_name(arch));
+    if (moe.shared_hidden_dim > 0 && mixtral_names())
+      fail("{}: invalid config: a shared expert exists only in Qwen2-MoE, not {}", source, arch_name(arch));
+  } else if (moe.n_used != 0 || moe.expert_hidden_dim != 0 || moe.shared_hidden_dim != 0) {
+    fail("{}: invalid config: expert settings without experts", source);
+  }
   if (bos_id >= vocab_size) bad("bos token id", bos_id);
   if (eos_id >= vocab_size) bad("eos token id", eos_id);
   for (int id : more_eos_ids)

@@ -13,6 +13,30 @@ enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3 };
 
 std::string arch_name(Arch a);          // "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3"
 Arch parse_arch(const std::string& s);  // accepts the names above; errors name the value
+struct ModelConfig;
+// The model's family as transformers names it: arch_name, or for a mixture of experts "mixtral",
+// "qwen2_moe", "qwen3_moe".
+std::string family_name(const ModelConfig& c);
+
+// Mixture-of-experts MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE): the attention is the family's (Arch),
+// the MLP of a sparse layer is a router and n_experts SwiGLU experts of which each token runs the
+// n_used with the largest router logits.
+struct MoeConfig {
+  int n_experts = 0;            // 0: a dense model
+  int n_used = 0;               // num_experts_per_tok
+  int expert_hidden_dim = 0;    // each expert's intermediate size (moe_intermediate_size)
+  // Whether the n_used routing probabilities are renormalised to sum to 1 (Mixtral always;
+  // Qwen-MoE's norm_topk_prob).
+  bool norm_topk_prob = true;
+  // Qwen2-MoE: a shared expert of this intermediate size beside the routed ones, its output
+  // scaled by sigmoid(shared_expert_gate . x); 0 = none.
+  int shared_hidden_dim = 0;
+  // Which layers are sparse (Qwen-MoE): layer l where l is not in dense_layers (mlp_only_layers)
+  // and (l + 1) % sparse_step == 0 (decoder_sparse_step); the others have the dense MLP
+  // (hidden_dim).
+  int sparse_step = 1;
+  std::vector<int> dense_layers;
+};
 
 struct ModelConfig {
   Arch arch = Arch::Llama;
@@ -63,6 +87,7 @@ struct ModelConfig {
   float rope_high_freq_factor = 4.0f;    // llama3 only
   int rope_original_max_pos = 8192;      // llama3 only: original_max_position_embeddings
   std::vector<float> rope_freq_factors;  // FreqFactors only: inv_freq[i] / factor[i], head_dim/2 entries
+  MoeConfig moe;            // n_experts 0 for the dense families
   std::string source;       // file or directory the config came from, for error messages
 
   int q_dim() const { return n_heads * head_dim; }
@@ -89,6 +114,16 @@ struct ModelConfig {
   // values each; Gemma-3's as its other norms, (1 + w) in fp32) between their projections and RoPE.
   // Hard-wired in both families' modeling code: no config field says it.
   bool qk_norm() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
+  bool is_moe() const { return moe.n_experts > 0; }
+  // Whether layer `layer`'s MLP is the experts' (else the dense MLP of hidden_dim).
+  bool moe_layer(int layer) const {
+    return is_moe() && (layer + 1) % moe.sparse_step == 0 &&
+           std::find(moe.dense_layers.begin(), moe.dense_layers.end(), layer) == moe.dense_layers.end();
+  }
+  // Whether the checkpoint names its experts as Mixtral does (block_sparse_moe.experts.{e}.w1/w2/w3)
+  // rather than as Qwen-MoE (mlp.experts.{e}.gate_proj/up_proj/down_proj): Mixtral's attention is
+  // Mistral's, Qwen-MoE's Qwen's.
+  bool mixtral_names() const { return arch == Arch::Llama || arch == Arch::Mistral; }
   // Throws a clear error naming `source` when the numbers are inconsistent or unsupported.
   void validate() const;
 };

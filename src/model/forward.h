@@ -50,6 +50,9 @@ struct Activations {
   // hidden]: the members of one matmul_group each (a decode row of each is one output row).
   ActivationBuffer x, xb, qkv, att, proj, gate_up, logits;
   ActivationBuffer qk_normed;              // Qwen3/Gemma-3: q's and k's per-head norms, RoPE's input
+  // Sparse layers: router logits [M, n_experts]; an expert's gathered rows [M, dim], its gate and
+  // up, its output [M, dim].
+  ActivationBuffer router, moe_x, moe_gate_up, moe_y;
   std::vector<float> host_logits;          // the logits copied back from a device other than the CPU
   std::vector<NonFiniteEvent> nonfinite;  // events recorded under NonFinitePolicy::Warn
 };

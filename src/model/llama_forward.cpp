@@ -1,5 +1,6 @@
 // Decoder forward pass for the six families: Llama; Mistral (+ sliding window); Qwen2 (+ q/k/v
-// biases); Qwen3 (per-head q/k norms before RoPE); Gemma-2 (embedding normaliser, (1 + w) RMSNorm,
+// biases); Qwen3 (per-head q/k norms before RoPE); their mixtures of experts (Mixtral, Qwen2-MoE,
+// Qwen3-MoE); Gemma-2 (embedding normaliser, (1 + w) RMSNorm,
 // four norms per layer, GeGLU, scaled and soft-capped attention scores, window on even layers,
 // final logit soft-capping); Gemma-3 (below).
 //
@@ -35,11 +36,16 @@
 // other norms ((1 + w) in fp32, one rounding) before RoPE; no soft-capping; the window on layers
 // with (l + 1) % sliding_window_pattern != 0, which rotate with rope_local_base_freq unscaled, the
 // others with rope_theta and rope_scaling.
+// A sparse layer (Mixtral, Qwen2-MoE, Qwen3-MoE) replaces gate/up/act/mlp_out by its router and
+// experts (sparse_mlp below).
 // K/V enter the cache converted to the KV dtype (lossless when it is wider than P).
 #include <cmath>
+#include <deque>
 
 #include "core/error.h"
+#include "kernels/portable_math.h"
 #include "model/forward.h"
+#include "model/moe_routing.h"
 
 namespace kvp {
 
@@ -248,24 +254,28 @@ class Pass {
       materialise(a_.x.data(), M_, dim, "resid_mid", l);
       hook(HookPoint::ResidMid, l, a_.x.data(), dim);
 
-      // MLP block (SwiGLU).
+      // MLP block (SwiGLU; a sparse layer's experts).
       norm(a_.x.data(), L.ffn_norm, a_.xb.data());
       materialise(a_.xb.data(), M_, dim, "ffn_norm", l);
-      const MatmulOut gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
-      kn_.last_read(a_.xb.data(), M * dim);
-      rounded_next(gate, hid, nullptr);
-      rounded_next(up, hid, nullptr);
-      kn_.matmul_group(a_.xb.data(), M_, gate_up, 2, P_);
-      linear_out(gate, hid, nullptr, "gate_proj", l);
-      linear_out(up, hid, nullptr, "up_proj", l);
-      kn_.last_read(up, M * hid);
-      if (gemma_)
-        kn_.gelu_tanh_mul(gate, up, M * hid, P_);
-      else
-        kn_.silu_mul(gate, up, M * hid, P_);
-      materialise(gate, M_, hid, "mlp_act", l);
-      kn_.last_read(gate, M * hid);
-      linear(gate, L.w_down, a_.proj.data(), "mlp_out", l);
+      if (c_.moe_layer(l)) {
+        sparse_mlp(L, l);
+      } else {
+        const MatmulOut gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
+        kn_.last_read(a_.xb.data(), M * dim);
+        rounded_next(gate, hid, nullptr);
+        rounded_next(up, hid, nullptr);
+        kn_.matmul_group(a_.xb.data(), M_, gate_up, 2, P_);
+        linear_out(gate, hid, nullptr, "gate_proj", l);
+        linear_out(up, hid, nullptr, "up_proj", l);
+        kn_.last_read(up, M * hid);
+        if (gemma_)
+          kn_.gelu_tanh_mul(gate, up, M * hid, P_);
+        else
+          kn_.silu_mul(gate, up, M * hid, P_);
+        materialise(gate, M_, hid, "mlp_act", l);
+        kn_.last_read(gate, M * hid);
+        linear(gate, L.w_down, a_.proj.data(), "mlp_out", l);
+      }
       if (gemma_) {
         norm(a_.proj.data(), L.post_ffn_norm, a_.xb.data());
         a_.proj.swap(a_.xb);
@@ -312,6 +322,85 @@ class Pass {
   }
 
  private:
+  // A SwiGLU MLP over `rows` rows of x (positions row_pos): gate, up -> P, silu(gate) * up -> P,
+  // down -> P into y. gu: scratch for gate and up ([rows, hidden] each).
+  void swiglu(const float* x, int rows, const ExpertWeights& e, float* gu, float* y, const char* const names[4],
+              int layer, const int* row_pos) {
+    const int h = int(e.gate.rows()), dim = c_.dim;
+    float* g = gu;
+    float* u = gu + size_t(rows) * h;
+    const MatmulOut outs[] = {{&e.gate, g}, {&e.up, u}};
+    kn_.rounded_output(g, size_t(rows) * h);
+    kn_.rounded_output(u, size_t(rows) * h);
+    kn_.matmul_group(x, rows, outs, 2, P_);
+    materialise(g, rows, h, names[0], layer, row_pos);
+    materialise(u, rows, h, names[1], layer, row_pos);
+    kn_.silu_mul(g, u, size_t(rows) * h, P_);
+    materialise(g, rows, h, names[2], layer, row_pos);
+    kn_.rounded_output(y, size_t(rows) * dim);
+    kn_.matmul(g, rows, e.down, P_, y);
+    materialise(y, rows, dim, names[3], layer, row_pos);
+  }
+
+  // A sparse layer's MLP of the normalised rows a_.xb into a_.proj, with transformers' rounding
+  // points (MixtralSparseMoeBlock, Qwen2/3MoeSparseMoeBlock, v4.51):
+  //   router_logits   router . x -> P; the routing on the host (model/moe_routing.h), weights in P
+  //   expert e        its SwiGLU over the rows that chose it (gathered, ascending), as the dense MLP;
+  //                   then * the row's weight -> P
+  //   mlp_out         per row, the experts' products added in expert order, each sum -> P
+  //                   (index_add_ into zeros in P); Qwen2-MoE: + sigmoid(shared_expert_gate . x -> P)
+  //                   -> P times the shared expert's output -> P, the sum -> P
+  // The experts' matmuls see only their rows, so under `invariant` they keep their bits whatever
+  // else is in the pass; which rows an expert gets is the routing's alone.
+  void sparse_mlp(const LayerWeights& L, int l) {
+    static const char* const expert_points[4] = {"expert_gate", "expert_up", "expert_act", "expert_out"};
+    static const char* const shared_points[4] = {"shared_gate_proj", "shared_up_proj", "shared_act", "shared_out"};
+    const MoeConfig& moe = c_.moe;
+    const int dim = c_.dim, E = moe.n_experts;
+    const size_t M = size_t(M_);
+    a_.router.ensure(dev_, M * E);
+    linear(a_.xb.data(), L.router, a_.router.data(), "router_logits", l);
+    hook(HookPoint::RouterLogits, l, a_.router.data(), E);
+    const ExpertRouting route = route_experts(a_.router.data(), M_, E, moe.n_used, moe.norm_topk_prob, P_);
+    a_.moe_x.ensure(dev_, M * dim);
+    a_.moe_y.ensure(dev_, M * dim);
+    a_.moe_gate_up.ensure(dev_, 2 * M * size_t(std::max(moe.expert_hidden_dim, moe.shared_hidden_dim)));
+    float* const out = a_.proj.data();
+    std::vector<char> written(M, 0);
+    for (int e = 0; e < E; ++e) {
+      const std::vector<int>& rows = route.rows_of[size_t(e)];
+      if (rows.empty()) continue;
+      const int n = int(rows.size());
+      std::vector<int>& pos = row_positions_.emplace_back();
+      for (int i = 0; i < n; ++i) {
+        kn_.copy(a_.moe_x.data() + size_t(i) * dim, a_.xb.data() + size_t(rows[size_t(i)]) * dim, size_t(dim));
+        pos.push_back(pos_of_row_[size_t(rows[size_t(i)])]);
+      }
+      swiglu(a_.moe_x.data(), n, L.experts[size_t(e)], a_.moe_gate_up.data(), a_.moe_y.data(), expert_points, l,
+             pos.data());
+      for (int i = 0; i < n; ++i) {
+        float* y = a_.moe_y.data() + size_t(i) * dim;
+        float* o = out + size_t(rows[size_t(i)]) * dim;
+        kn_.scale(y, size_t(dim), route.weight_of[size_t(e)][size_t(i)], P_);
+        if (written[size_t(rows[size_t(i)])]++ == 0)
+          kn_.copy(o, y, size_t(dim));  // P(0 + y) = y
+        else
+          kn_.add(o, y, size_t(dim), P_);
+      }
+    }
+    if (moe.shared_hidden_dim > 0) {
+      swiglu(a_.xb.data(), M_, L.shared, a_.moe_gate_up.data(), a_.moe_y.data(), shared_points, l, nullptr);
+      float* gate = a_.router.data();  // the routing is done with the router's logits
+      linear(a_.xb.data(), L.shared_gate, gate, "shared_expert_gate", l);
+      for (int m = 0; m < M_; ++m) {
+        const float s = round_to(P_, 1.0f / (1.0f + pmath::expf_rounded(-gate[m])));
+        kn_.scale(a_.moe_y.data() + size_t(m) * dim, size_t(dim), s, P_);
+      }
+      kn_.add(out, a_.moe_y.data(), M * dim, P_);
+    }
+    materialise(out, M_, dim, "mlp_out", l);
+  }
+
   struct Point {  // a rounding point of this pass, for naming a NaN/Inf found there
     const char* tensor;
     int layer;
@@ -370,6 +459,7 @@ class Pass {
   std::vector<int> tokens_;      // token id of each row
   std::vector<int> last_pos_;    // position of each slice's last row
   std::vector<Point> points_;
+  std::deque<std::vector<int>> row_positions_;  // positions of gathered rows, named by points_
   std::vector<float> hook_rows_;  // host copy of a hooked tensor (devices other than the CPU)
   const ForwardOptions& opts_;
   DType P_;
@@ -397,6 +487,11 @@ const float* forward_batch(const Model& model, Kernels& kernels, Activations& ac
     for (size_t t = 0; t < s; ++t)
       if (slices[t].cache == sl.cache) fail("forward: sequences {} and {} share one KV cache", t, s);
   }
+  // The routing is decided on the host between the router's matmul and the experts': a device
+  // pass would wait for it in every layer, which the CUDA backend's captured passes cannot.
+  if (model.config.is_moe() && kernels.device() != Device::Cpu)
+    fail_usage("{}: mixture-of-experts models ({}) run on the CPU only; --device {} is not supported for them yet",
+               model.config.source, family_name(model.config), device_name(kernels.device()));
   Pass pass(model, kernels, act, slices, opts);
   return pass.run();
 }

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "model/moe_names.h"
 #include "runtime/rng.h"
 
 namespace kvp {
@@ -34,8 +35,11 @@ std::string preset_arch(const std::string& preset) {
 ModelConfig synthetic_config(const std::string& arch_in, const std::string& preset) {
   const std::string owner = preset_arch(preset);
   const std::string arch_s = arch_in.empty() ? (owner.empty() ? "llama" : owner) : arch_in;
+  // The mixtures of experts by transformers' names, over their attention's family.
+  const bool moe = arch_s == "mixtral" || arch_s == "qwen2_moe" || arch_s == "qwen3_moe";
+  if (moe && preset != "tiny") fail_usage("synth: --arch {} has the tiny preset only", arch_s);
   ModelConfig c;
-  c.arch = parse_arch(arch_s);
+  c.arch = parse_arch(arch_s == "mixtral" ? "mistral" : moe ? arch_s.substr(0, 5) : arch_s);
   if (!owner.empty() && owner != arch_s)
     fail_usage("synth: preset '{}' is a {} model, not {} (use --arch {} or --preset tiny)", preset, owner, arch_s,
                owner);
@@ -102,6 +106,21 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.dim = 896; c.hidden_dim = 4864; c.n_layers = 24; c.n_heads = 14; c.n_kv_heads = 2;
     c.vocab_size = 151936; c.max_seq_len = 32768; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
     c.tied_embeddings = true; c.qkv_bias = true; c.bos_id = -1; c.eos_id = 151643;
+  }
+  if (moe) {
+    // Few experts, so every one is chosen in a short test; Qwen2-MoE's shared expert and both
+    // Qwen's dense layers (mlp_only_layers) and renormalisation settings differ.
+    c.hidden_dim = 192;
+    c.moe.n_experts = arch_s == "mixtral" ? 4 : 8;
+    c.moe.n_used = arch_s == "qwen3_moe" ? 3 : 2;
+    c.moe.expert_hidden_dim = arch_s == "mixtral" ? c.hidden_dim : 96;
+    c.moe.norm_topk_prob = arch_s != "qwen2_moe";
+    if (arch_s == "qwen2_moe") {
+      c.moe.shared_hidden_dim = 192;
+      c.moe.dense_layers = {1};
+      c.tied_embeddings = false;
+    }
+    if (arch_s == "qwen3_moe") c.moe.dense_layers = {2};
   }
   if (c.head_dim == 0) c.head_dim = c.dim / c.n_heads;
   c.source = "synthetic:" + arch_s + "/" + preset;
@@ -192,9 +211,28 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
     add(f.uniform(p + "self_attn.v_proj.weight", {kv, dim}, index++, 0.0f, w_dim));
     add(f.uniform(p + "self_attn.o_proj.weight", {dim, q}, index++, 0.0f, w_q));
     add(f.uniform(p + "post_attention_layernorm.weight", {dim}, index++, norm_mean, 0.1f));
-    add(f.uniform(p + "mlp.gate_proj.weight", {hid, dim}, index++, 0.0f, w_dim));
-    add(f.uniform(p + "mlp.up_proj.weight", {hid, dim}, index++, 0.0f, w_dim));
-    add(f.uniform(p + "mlp.down_proj.weight", {dim, hid}, index++, 0.0f, w_hid));
+    if (!cfg.moe_layer(l)) {
+      add(f.uniform(p + "mlp.gate_proj.weight", {hid, dim}, index++, 0.0f, w_dim));
+      add(f.uniform(p + "mlp.up_proj.weight", {hid, dim}, index++, 0.0f, w_dim));
+      add(f.uniform(p + "mlp.down_proj.weight", {dim, hid}, index++, 0.0f, w_hid));
+    } else {
+      // Experts draw from their own index range, keyed by (layer, expert, matrix).
+      const int64_t eh = cfg.moe.expert_hidden_dim, sh = cfg.moe.shared_hidden_dim;
+      const uint64_t base = 2000000 + uint64_t(l) * 100000;
+      add(f.uniform(moe_router_name(cfg, l), {cfg.moe.n_experts, dim}, base, 0.0f, 2.0f * w_dim));
+      auto swiglu = [&](auto name, int64_t h, uint64_t at) {
+        const float w_h = 1.0f / std::sqrt(float(h));
+        add(f.uniform(name(ExpertMatrix::Gate), {h, dim}, at, 0.0f, w_dim));
+        add(f.uniform(name(ExpertMatrix::Up), {h, dim}, at + 1, 0.0f, w_dim));
+        add(f.uniform(name(ExpertMatrix::Down), {dim, h}, at + 2, 0.0f, w_h));
+      };
+      for (int e = 0; e < cfg.moe.n_experts; ++e)
+        swiglu([&](ExpertMatrix m) { return expert_matrix_name(cfg, l, e, m); }, eh, base + 1 + 3 * uint64_t(e));
+      if (sh > 0) {
+        swiglu([&](ExpertMatrix m) { return shared_expert_name(l, m); }, sh, base + 90000);
+        add(f.uniform(shared_expert_gate_name(l), {1, dim}, base + 90003, 0.0f, w_dim));
+      }
+    }
     // Family extras draw later indices, so a Llama model's tensors do not depend on them.
     if (cfg.qkv_bias) {
       add(f.uniform(p + "self_attn.q_proj.bias", {q}, 1000000 + index++, 0.0f, 0.5f));

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "model/moe_names.h"
 
 namespace kvp {
 namespace {
@@ -127,18 +128,34 @@ class Builder {
 
 }  // namespace
 
+namespace {
+size_t mlp_bytes(const ExpertWeights& e) { return e.gate.nbytes() + e.up.nbytes() + e.down.nbytes(); }
+}  // namespace
+
 size_t ModelWeights::matrix_bytes() const {
   size_t total = lm_head.nbytes();
-  for (const auto& l : layers)
+  for (const auto& l : layers) {
     total += l.wq.nbytes() + l.wk.nbytes() + l.wv.nbytes() + l.wo.nbytes() + l.w_gate.nbytes() + l.w_up.nbytes() +
              l.w_down.nbytes();
+    if (!l.experts.empty())
+      total += l.router.nbytes() + size_t(moe_used) * mlp_bytes(l.experts[0]) + mlp_bytes(l.shared) +
+               l.shared_gate.nbytes();
+  }
   return total;
 }
 
 std::vector<std::pair<const void*, size_t>> ModelWeights::matrix_ranges() const {
   std::vector<std::pair<const void*, size_t>> r{{lm_head.data, lm_head.nbytes()}};
-  for (const auto& l : layers)
-    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) r.emplace_back(t->data, t->nbytes());
+  auto add = [&r](const TensorView& t) {
+    if (t.valid()) r.emplace_back(t.data, t.nbytes());
+  };
+  for (const auto& l : layers) {
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router, &l.shared_gate})
+      add(*t);
+    for (const ExpertWeights* e = l.experts.data(); e != l.experts.data() + l.experts.size(); ++e)
+      for (const TensorView* t : {&e->gate, &e->up, &e->down}) add(*t);
+    for (const TensorView* t : {&l.shared.gate, &l.shared.up, &l.shared.down}) add(*t);
+  }
   return r;
 }
 
@@ -161,6 +178,7 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
   w.dtype = dtype;
   w.qk_layout = ckpt.qk_layout;
   w.keepalive = ckpt.keepalive;
+  w.moe_used = c.moe.n_used;
   Builder b(ckpt, dtype, w, count);
   b.set_gemma_norm(gemma);
   const int64_t dim = c.dim, q = c.q_dim(), kv = c.kv_dim(), hid = c.hidden_dim, vocab = c.vocab_size;
@@ -197,9 +215,24 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
     } else {
       l.ffn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
     }
-    l.w_gate = b.matrix(p + "mlp.gate_proj.weight", {hid, dim});
-    l.w_up = b.matrix(p + "mlp.up_proj.weight", {hid, dim});
-    l.w_down = b.matrix(p + "mlp.down_proj.weight", {dim, hid});
+    if (c.moe_layer(i)) {
+      const int64_t eh = c.moe.expert_hidden_dim, sh = c.moe.shared_hidden_dim;
+      auto swiglu = [&](auto name, int64_t h) {
+        return ExpertWeights{b.matrix(name(ExpertMatrix::Gate), {h, dim}), b.matrix(name(ExpertMatrix::Up), {h, dim}),
+                             b.matrix(name(ExpertMatrix::Down), {dim, h})};
+      };
+      l.router = b.matrix(moe_router_name(c, i), {c.moe.n_experts, dim});
+      for (int e = 0; e < c.moe.n_experts; ++e)
+        l.experts.push_back(swiglu([&](ExpertMatrix m) { return expert_matrix_name(c, i, e, m); }, eh));
+      if (sh > 0) {
+        l.shared = swiglu([&](ExpertMatrix m) { return shared_expert_name(i, m); }, sh);
+        l.shared_gate = b.matrix(shared_expert_gate_name(i), {1, dim});
+      }
+    } else {
+      l.w_gate = b.matrix(p + "mlp.gate_proj.weight", {hid, dim});
+      l.w_up = b.matrix(p + "mlp.up_proj.weight", {hid, dim});
+      l.w_down = b.matrix(p + "mlp.down_proj.weight", {dim, hid});
+    }
     w.layers.push_back(std::move(l));
   }
   return w;

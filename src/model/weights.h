@@ -13,6 +13,11 @@
 
 namespace kvp {
 
+// One SwiGLU MLP's matrices: [hidden, dim], [hidden, dim], [dim, hidden].
+struct ExpertWeights {
+  TensorView gate, up, down;
+};
+
 struct LayerWeights {
   TensorView attn_norm;             // [dim], fp32 storage, values representable in the compute dtype
   TensorView wq, wk, wv, wo;        // [q_dim, dim], [kv_dim, dim], [kv_dim, dim], [dim, q_dim]
@@ -22,7 +27,13 @@ struct LayerWeights {
   // Gemma-2/3 only (invalid otherwise): post_attention_layernorm and post_feedforward_layernorm.
   // Their gains (q_norm/k_norm too) hold g = 1 + w computed in fp32 from w rounded to the compute dtype.
   TensorView post_attn_norm, post_ffn_norm;
-  TensorView w_gate, w_up, w_down;  // [hidden, dim], [hidden, dim], [dim, hidden]
+  TensorView w_gate, w_up, w_down;  // [hidden, dim], [hidden, dim], [dim, hidden]; invalid in a sparse layer
+  // Sparse layers (ModelConfig::moe_layer): the router [n_experts, dim] and the experts (of
+  // expert_hidden_dim); Qwen2-MoE's shared expert and its gate [1, dim] (invalid when absent).
+  TensorView router;
+  std::vector<ExpertWeights> experts;
+  ExpertWeights shared;
+  TensorView shared_gate;
 };
 
 struct ModelWeights {
@@ -38,8 +49,11 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
   std::vector<std::shared_ptr<const void>> keepalive;
   std::vector<std::shared_ptr<AlignedBuffer>> owned;
-  size_t matrix_bytes() const;  // bytes of weight matrices read per decoded token (incl. lm_head)
-  // Where those bytes live: one (pointer, bytes) range per matrix.
+  // Bytes of weight matrices read per decoded token (incl. lm_head); a sparse layer counts its
+  // router, n_used of its experts (all are the same size) and the shared expert.
+  size_t matrix_bytes() const;
+  int moe_used = 0;  // the model's experts per token (ModelConfig::moe.n_used), for matrix_bytes
+  // Every matrix: one (pointer, bytes) range each (all experts).
   std::vector<std::pair<const void*, size_t>> matrix_ranges() const;
 };
 

@@ -17,6 +17,7 @@ std::string_view hook_point_name(HookPoint p) {
     case HookPoint::V: return "v";
     case HookPoint::FinalNorm: return "final_norm";
     case HookPoint::Logits: return "logits";
+    case HookPoint::RouterLogits: return "router_logits";
   }
   return "?";
 }

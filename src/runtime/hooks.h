@@ -21,6 +21,7 @@ enum class HookPoint {
   V,           // [M, kv_dim] values of the new rows, before they enter the cache
   FinalNorm,   // [M, dim] after the final RMSNorm (layer = -1)
   Logits,      // [rows, vocab] (layer = -1)
+  RouterLogits,  // [M, n_experts] a sparse layer's router logits, before the routing reads them
 };
 
 std::string_view hook_point_name(HookPoint p);
