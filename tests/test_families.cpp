@@ -31,14 +31,6 @@ using test::max_abs_diff;
 using test::read_f32;
 using test::read_json;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"};
 
@@ -225,7 +217,7 @@ TEST(FamilyPresets, RealShapesAndArchitectureChecks) {
   const ModelConfig l = synthetic_config("llama", "llama2-7b");
   EXPECT_EQ(l.n_layers, 32);
   EXPECT_EQ(l.hidden_dim, 11008);
-  const std::string e = error_of([] { synthetic_config("llama", "gemma2-2b"); });
+  const std::string e = test::error_of([] { synthetic_config("llama", "gemma2-2b"); });
   EXPECT_NE(e.find("gemma2-2b"), std::string::npos) << e;
   EXPECT_NE(e.find("gemma2"), std::string::npos) << e;
   // The synthetic vocabulary at the large families' sizes (and quickly).
@@ -241,7 +233,7 @@ TEST(FamilyGeneration, EmptyPromptUsesBosOrIsRefused) {
   Engine e(qwen, EngineOptions{});
   GenerationConfig g;
   g.max_new_tokens = 2;
-  const std::string err = error_of([&] { e.generate({}, g, nullptr); });
+  const std::string err = test::error_of([&] { e.generate({}, g, nullptr); });
   EXPECT_NE(err.find("no BOS"), std::string::npos) << err;
   auto gemma = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("gemma2", "tiny"), DType::F32), DType::F32);
   Engine e2(gemma, EngineOptions{});
@@ -346,7 +338,7 @@ TEST(FamilyConfig, RopeScalingLinearAndLlama3) {
   for (size_t i = 0; i < a.size(); ++i) moved = std::max(moved, double(std::fabs(a[i] - p[i])));
   EXPECT_GT(moved, 100 * worst + 1e-3);
   // A GGUF model's frequency factors have no config.json form.
-  const std::string err = error_of([&] { export_checkpoint(open_checkpoint(tmp.file("l3.gguf")), "hf", tmp.file("back")); });
+  const std::string err = test::error_of([&] { export_checkpoint(open_checkpoint(tmp.file("l3.gguf")), "hf", tmp.file("back")); });
   EXPECT_NE(err.find("rope_freqs"), std::string::npos) << err;
 
   // Linear scaling is two GGUF keys; HF and GGUF give bitwise-equal logits.
@@ -422,7 +414,7 @@ TEST(FamilyConfig, Gemma3DefaultsPatternsAndLayerKinds) {
   EXPECT_EQ(kinds.sliding_window_period, 3);
   EXPECT_EQ(kinds.window_for_layer(6), 8);
   EXPECT_EQ(kinds.window_for_layer(5), 0);
-  std::string e = error_of([&] {
+  std::string e = test::error_of([&] {
     parse_hf_config(base + R"(,"layer_types":["sliding_attention","full_attention","full_attention",
       "sliding_attention","sliding_attention","full_attention","sliding_attention"]})",
                     "cfg.json");
@@ -437,36 +429,36 @@ TEST(FamilyConfig, Gemma3DefaultsPatternsAndLayerKinds) {
   const ModelConfig scaled =
       parse_hf_config(base + R"(,"rope_scaling":{"rope_type":"linear","factor":8.0}})", "cfg.json");
   EXPECT_EQ(scaled.rope_scaling, ModelConfig::RopeScaling::Linear);
-  e = error_of([&] {
+  e = test::error_of([&] {
     parse_hf_config(base + R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0,"low_freq_factor":1.0,
       "high_freq_factor":4.0,"original_max_position_embeddings":8192}})",
                     "cfg.json");
   });
   EXPECT_NE(e.find("rope_scaling"), std::string::npos) << e;
   // The multimodal Gemma-3 (model_type gemma3, its text model under text_config) is refused by name.
-  e = error_of([&] {
+  e = test::error_of([&] {
     parse_hf_config(R"({"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3",
       "text_config":{"hidden_size":64},"vision_config":{"hidden_size":32}})",
                     "cfg.json");
   });
   EXPECT_NE(e.find("multimodal"), std::string::npos) << e;
-  e = error_of([&] { parse_hf_config(base + R"(,"use_bidirectional_attention":true})", "cfg.json"); });
+  e = test::error_of([&] { parse_hf_config(base + R"(,"use_bidirectional_attention":true})", "cfg.json"); });
   EXPECT_NE(e.find("use_bidirectional_attention"), std::string::npos) << e;
   // What config.json cannot say is refused when writing it, naming the file.
   test::TempDir tmp;
   const std::string out = tmp.file("config.json");
   ModelConfig no_window = synthetic_config("gemma3", "tiny");
   no_window.sliding_window = 0;
-  e = error_of([&] { write_hf_config(out, no_window, "float32", {}); });
+  e = test::error_of([&] { write_hf_config(out, no_window, "float32", {}); });
   EXPECT_NE(e.find("local layers but no window"), std::string::npos) << e;
   ModelConfig scaled_local = synthetic_config("gemma3", "tiny");
   scaled_local.rope_local_theta = 0.0f;
-  e = error_of([&] { write_hf_config(out, scaled_local, "float32", {}); });
+  e = test::error_of([&] { write_hf_config(out, scaled_local, "float32", {}); });
   EXPECT_NE(e.find("scaled RoPE on its local layers"), std::string::npos) << e;
   EXPECT_NE(e.find(out), std::string::npos) << e;
   ModelConfig llama3 = synthetic_config("gemma3", "tiny");
   llama3.rope_scaling = ModelConfig::RopeScaling::Llama3;
-  e = error_of([&] { write_hf_config(out, llama3, "float32", {}); });
+  e = test::error_of([&] { write_hf_config(out, llama3, "float32", {}); });
   EXPECT_NE(e.find("only linear RoPE scaling"), std::string::npos) << e;
   // Pattern 1 and a window on every layer round-trip as transformers reads them.
   ModelConfig all_local = synthetic_config("gemma3", "tiny");
@@ -484,16 +476,16 @@ TEST(FamilyConfig, Qwen3HeadNormTensorsAreRequiredWithTheirShape) {
   Checkpoint ck = synthesize_checkpoint(synthetic_config("qwen3", "tiny"), DType::F32);
   Checkpoint missing = ck;
   missing.tensors.erase("model.layers.2.self_attn.k_norm.weight");
-  std::string e = error_of([&] { Model::from_checkpoint(missing, DType::F32); });
+  std::string e = test::error_of([&] { Model::from_checkpoint(missing, DType::F32); });
   EXPECT_NE(e.find("model.layers.2.self_attn.k_norm.weight"), std::string::npos) << e;
   Checkpoint wrong = ck;
   wrong.tensors["model.layers.1.self_attn.q_norm.weight"].shape = {16};
-  e = error_of([&] { Model::from_checkpoint(wrong, DType::F32); });
+  e = test::error_of([&] { Model::from_checkpoint(wrong, DType::F32); });
   EXPECT_NE(e.find("model.layers.1.self_attn.q_norm.weight"), std::string::npos) << e;
   EXPECT_NE(e.find("[32]"), std::string::npos) << e;
   Checkpoint interleaved = ck;
   interleaved.qk_layout = RopeLayout::Interleaved;
-  e = error_of([&] { Model::from_checkpoint(interleaved, DType::F32); });
+  e = test::error_of([&] { Model::from_checkpoint(interleaved, DType::F32); });
   EXPECT_NE(e.find("halves"), std::string::npos) << e;
 }
 
@@ -529,7 +521,7 @@ TEST(FamilyConfig, UnsupportedFeaturesAreRefusedNamingTheField) {
        {"\"chunked_attention\"", "layer_types"}},
   };
   for (const auto& c : cases) {
-    const std::string err = error_of([&] { parse_hf_config(c.json, "cfg.json"); });
+    const std::string err = test::error_of([&] { parse_hf_config(c.json, "cfg.json"); });
     ASSERT_FALSE(err.empty()) << c.json;
     for (const auto& w : c.want) EXPECT_NE(err.find(w), std::string::npos) << "'" << w << "' not in: " << err;
   }

@@ -27,14 +27,6 @@ namespace {
 
 const char* const kMoeFamilies[] = {"mixtral", "qwen2_moe", "qwen3_moe"};
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(MoeRouting, TopKLargestFirstRenormalisedAndRoundedToTheComputeDtype) {
   // Row 0: experts 2 > 0 > 3 > 1; row 1: a tie between 1 and 3 for second place.
@@ -70,9 +62,9 @@ TEST(MoeRouting, TopKLargestFirstRenormalisedAndRoundedToTheComputeDtype) {
   EXPECT_TRUE(std::isinf(route_experts(logits.data(), 1, 4, 4, true, DType::F32).margin[0]));
   std::vector<float> nan = logits;
   nan[5] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_NE(error_of([&] { route_experts(nan.data(), 2, 4, 2, true, DType::F32); }).find("row 1 is NaN"),
+  EXPECT_NE(test::error_of([&] { route_experts(nan.data(), 2, 4, 2, true, DType::F32); }).find("row 1 is NaN"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { route_experts(logits.data(), 2, 4, 5, true, DType::F32); }).find("5 experts per row"),
+  EXPECT_NE(test::error_of([&] { route_experts(logits.data(), 2, 4, 5, true, DType::F32); }).find("5 experts per row"),
             std::string::npos);
 }
 
@@ -146,7 +138,7 @@ TEST(MoeConfig, TransformersDefaultsAndRefusals) {
       {R"({"model_type":"llama","num_local_experts":8,)" + base + "}", "mixture-of-experts"},
   };
   for (const auto& [body, want] : bad) {
-    const std::string e = error_of([&] { parse(body); });
+    const std::string e = test::error_of([&] { parse(body); });
     EXPECT_NE(e.find(want), std::string::npos) << body << "\n -> " << e;
   }
 }
@@ -159,12 +151,12 @@ TEST(MoeWeights, ExpertTensorsAreRequiredWithTheirShapes) {
     for (const std::string name : {moe_router_name(c, sparse), expert_matrix_name(c, sparse, 3, ExpertMatrix::Down)}) {
       Checkpoint missing = ck;
       missing.tensors.erase(name);
-      EXPECT_NE(error_of([&] { Model::from_checkpoint(missing, DType::F32); }).find("missing tensor '" + name + "'"),
+      EXPECT_NE(test::error_of([&] { Model::from_checkpoint(missing, DType::F32); }).find("missing tensor '" + name + "'"),
                 std::string::npos)
           << fam;
       Checkpoint wrong = ck;
       wrong.tensors[name].shape[0] -= 1;
-      EXPECT_NE(error_of([&] { Model::from_checkpoint(wrong, DType::F32); }).find("tensor '" + name + "' has shape"),
+      EXPECT_NE(test::error_of([&] { Model::from_checkpoint(wrong, DType::F32); }).find("tensor '" + name + "' has shape"),
                 std::string::npos)
           << fam;
     }
@@ -302,7 +294,7 @@ TEST(MoeForward, ExportedAndReloadedModelsGiveTheSameBits) {
       const std::vector<float> vb(lb, lb + toks.size() * size_t(b->config.vocab_size));
       EXPECT_SAME_BITS(vb, va, std::string(fam) + " " + std::string(dtype_name(dt)));
       // GGUF has no MoE writer yet: refused, naming the family.
-      EXPECT_NE(error_of([&] { export_checkpoint(ck, "gguf", t.file("m.gguf"), ExportOptions{}); })
+      EXPECT_NE(test::error_of([&] { export_checkpoint(ck, "gguf", t.file("m.gguf"), ExportOptions{}); })
                     .find(std::string(fam) + " is a mixture of experts"),
                 std::string::npos);
     }

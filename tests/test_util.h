@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <random>
@@ -98,6 +99,16 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The message of what f throws ("" when it throws nothing): for checking an error names what it should.
+inline std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // Every file under `dir` with its bytes: what a refused run must leave unchanged.
 inline std::map<std::string, std::string> folder_snapshot(const std::string& dir) {
