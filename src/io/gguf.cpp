@@ -137,6 +137,29 @@ const BlockName kGemma2Norms[] = {
     {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
 };
 
+// Mixtures of experts: the router, and each matrix of all experts as one [experts, rows, cols]
+// tensor, under a stacked name of kvparity's (the expert's own name without its index; the GGUF
+// loader splits it into the experts' views, the exporter stacks them: model/moe_names.h).
+// llama.cpp's Mixtral is arch "llama" with Mixtral's names, Qwen-MoE qwen2moe / qwen3moe.
+const BlockName kMixtralExperts[] = {
+    {"ffn_gate_inp.weight", "block_sparse_moe.gate.weight"},
+    {"ffn_gate_exps.weight", "block_sparse_moe.experts.w1.weight"},
+    {"ffn_up_exps.weight", "block_sparse_moe.experts.w3.weight"},
+    {"ffn_down_exps.weight", "block_sparse_moe.experts.w2.weight"},
+};
+const BlockName kQwenExperts[] = {
+    {"ffn_gate_inp.weight", "mlp.gate.weight"},
+    {"ffn_gate_exps.weight", "mlp.experts.gate_proj.weight"},
+    {"ffn_up_exps.weight", "mlp.experts.up_proj.weight"},
+    {"ffn_down_exps.weight", "mlp.experts.down_proj.weight"},
+};
+const BlockName kQwen2SharedExpert[] = {
+    {"ffn_gate_shexp.weight", "mlp.shared_expert.gate_proj.weight"},
+    {"ffn_up_shexp.weight", "mlp.shared_expert.up_proj.weight"},
+    {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
+    {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"},
+};
+
 template <typename F>
 void for_block_names(const std::string& arch, F&& f) {
   for (const auto& b : kBlockNames) f(b);
@@ -144,8 +167,14 @@ void for_block_names(const std::string& arch, F&& f) {
     for (const auto& b : kGemma2Norms) f(b);
   else
     for (const auto& b : kLlamaNorms) f(b);
-  if (arch == "qwen3" || arch == "gemma3")
+  if (arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3")
     for (const auto& b : kHeadNorms) f(b);
+  if (arch == "llama")
+    for (const auto& b : kMixtralExperts) f(b);
+  if (arch == "qwen2moe" || arch == "qwen3moe")
+    for (const auto& b : kQwenExperts) f(b);
+  if (arch == "qwen2moe")
+    for (const auto& b : kQwen2SharedExpert) f(b);
 }
 
 }  // namespace
@@ -253,6 +282,11 @@ std::string gguf_type_name(GgufType t) {
   static const char* names[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
   uint32_t i = uint32_t(t);
   return i < 13 ? names[i] : fmt::format("type {}", i);
+}
+
+std::string gguf_arch_for(const ModelConfig& c) {
+  if (c.is_moe() && (c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3)) return arch_name(c.arch) + "moe";
+  return gguf_arch_for(c.arch);
 }
 
 std::string gguf_arch_for(Arch a) {

@@ -91,6 +91,8 @@ inline constexpr const char* kRopeFreqsTensor = "rope_freqs.weight";
 std::string hf_to_gguf_name(const std::string& hf_name, const std::string& gguf_arch);
 // "llama" for Llama and Mistral (as llama.cpp's converter does), else the family name.
 std::string gguf_arch_for(Arch a);
+// The model's: its Arch's, but qwen2moe / qwen3moe for the Qwen mixtures of experts (Mixtral is "llama").
+std::string gguf_arch_for(const ModelConfig& c);
 // Splits "<prefix>N.<rest>" (a layer's tensor name) into N and rest; false when it has another form.
 bool split_layer_name(const std::string& s, const std::string& prefix, long* layer, std::string* rest);
 

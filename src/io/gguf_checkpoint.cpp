@@ -7,6 +7,7 @@
 #include "core/mapped_file.h"
 #include "core/quant.h"
 #include "io/gguf.h"
+#include "model/moe_names.h"
 
 namespace kvp {
 
@@ -95,7 +96,8 @@ class Meta {
 Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t size, const std::string& name) {
   Meta m(g, name);
   const std::string arch = m.get_str("general.architecture", "", true);
-  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3")
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" &&
+      arch != "qwen2moe" && arch != "qwen3moe")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
 
@@ -105,13 +107,16 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
         "{}: rope scaling type '{}' is not supported (key {}rope.scaling.type; linear, or llama3 as the "
         "rope_freqs.weight tensor)",
         name, rope_scaling, A);
-  for (const char* k : {"expert_count", "expert_used_count"})
-    if (m.get_int(A + k, 0) > 0) fail("{}: mixture-of-experts models are not supported (key {}{})", name, A, k);
+  const bool qwen_moe = arch == "qwen2moe" || arch == "qwen3moe";
+  if (!qwen_moe && arch != "llama")
+    for (const char* k : {"expert_count", "expert_used_count"})
+      if (m.get_int(A + k, 0) > 0)
+        fail("{}: mixture-of-experts models are not supported for {} (key {}{})", name, arch, A, k);
 
   ModelConfig c;
   c.source = name;
-  c.arch = arch == "qwen2"    ? Arch::Qwen2
-           : arch == "qwen3"  ? Arch::Qwen3
+  c.arch = arch == "qwen2" || arch == "qwen2moe"   ? Arch::Qwen2
+           : arch == "qwen3" || arch == "qwen3moe" ? Arch::Qwen3
            : arch == "gemma2" ? Arch::Gemma2
            : arch == "gemma3" ? Arch::Gemma3
                               : Arch::Llama;
@@ -138,6 +143,16 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   c.sliding_window = m.get_int(A + "attention.sliding_window", 0);
   // llama.cpp stores Mistral as "llama"; a window marks it (kvparity's writer records it).
   if (c.arch == Arch::Llama && c.sliding_window > 0) c.arch = Arch::Mistral;
+  // Mixtures of experts: llama.cpp's Mixtral ("llama" with experts) and Qwen-MoE renormalise as
+  // their graphs do (Mixtral and qwen3moe yes, qwen2moe no) unless expert_weights_norm says.
+  if (qwen_moe || m.get_int(A + "expert_count", 0) > 0) {
+    c.moe.n_experts = m.get_int(A + "expert_count");
+    if (c.moe.n_experts == 0) fail("{}: key '{}expert_count' = 0 (a mixture of experts with no experts)", name, A);
+    c.moe.n_used = m.get_int(A + "expert_used_count");
+    c.moe.expert_hidden_dim = m.get_int(A + "expert_feed_forward_length", c.hidden_dim);
+    if (arch == "qwen2moe") c.moe.shared_hidden_dim = m.get_int(A + "expert_shared_feed_forward_length");
+    c.moe.norm_topk_prob = m.get_bool(A + "expert_weights_norm", arch != "qwen2moe");
+  }
 
   Checkpoint ck;
   ck.path = name;
@@ -200,6 +215,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     std::string rest;
     if (split_layer_name(ti.name, "blk.", &layer, &rest) && layer >= c.n_layers)
       fail("{}: tensor '{}' belongs to layer {} but {}block_count is {}", name, ti.name, layer, A, c.n_layers);
+    if ((rest.find("_exps.") != std::string::npos || rest.find("ffn_gate_inp") == 0) && !c.is_moe())
+      fail("{}: tensor '{}' belongs to a mixture of experts but {}expert_count is not set", name, ti.name, A);
     TensorView t;
     t.name = hf;
     t.dtype = ti.type == uint32_t(GgmlType::F16)    ? DType::F16
@@ -209,8 +226,32 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     for (auto it = ti.ne.rbegin(); it != ti.ne.rend(); ++it) t.shape.push_back(int64_t(*it));
     t.data = data + g.data_offset + ti.offset;
     if (rest == "attn_q.bias") c.qkv_bias = true;
+    if (rest == "ffn_gate_inp_shexp.weight" && t.shape.size() == 1) t.shape = {1, t.shape[0]};  // llama.cpp's [n_embd]
+    if (rest.size() > 12 && rest.compare(rest.size() - 12, 12, "_exps.weight") == 0) {
+      // All experts' matrices in one [experts, rows, cols] tensor: a view of each expert's.
+      if (t.shape.size() != 3 || t.shape[0] != c.moe.n_experts)
+        fail("{}: tensor '{}' must hold {} experts' matrices ([{}, rows, cols]), has {} dimensions{}", name, ti.name,
+             c.moe.n_experts, c.moe.n_experts, t.shape.size(),
+             t.shape.size() == 3 ? fmt::format(" and {} experts", t.shape[0]) : std::string());
+      const ExpertMatrix which = rest.rfind("ffn_gate", 0) == 0 ? ExpertMatrix::Gate
+                                 : rest.rfind("ffn_up", 0) == 0 ? ExpertMatrix::Up
+                                                                : ExpertMatrix::Down;
+      TensorView e = t;
+      e.shape = {t.shape[1], t.shape[2]};
+      const size_t bytes = e.nbytes();
+      for (int x = 0; x < c.moe.n_experts; ++x) {
+        e.name = expert_matrix_name(c, int(layer), x, which);
+        e.data = static_cast<const uint8_t*>(t.data) + size_t(x) * bytes;
+        ck.tensors[e.name] = e;
+      }
+      continue;
+    }
     ck.tensors[hf] = std::move(t);
   }
+  // A Qwen-MoE layer without a router has the dense MLP (Qwen's mlp_only_layers).
+  if (c.is_moe())
+    for (int l = 0; l < c.n_layers; ++l)
+      if (!ck.tensors.count(moe_router_name(c, l))) c.moe.dense_layers.push_back(l);
   c.tied_embeddings = ck.tensors.count("lm_head.weight") == 0;
 
   // Embedded vocabulary.

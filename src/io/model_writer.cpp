@@ -175,7 +175,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   // The padding costs at most 4 KiB per tensor.
   constexpr uint64_t kAlign = 4096;
   cfg.validate();
-  const std::string arch = gguf_arch_for(cfg.arch);
+  const std::string arch = gguf_arch_for(cfg);
   const std::string A = arch + ".";
 
   // Work out names, types and offsets before creating the file, so bad input leaves nothing behind.
@@ -250,6 +250,15 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "rope.dimension_count", GgufValue::of_u32(uint32_t(cfg.head_dim)));
   // Under "llama" this key is kvparity's Mistral marker (llama.cpp ignores it); gemma2 reads it.
   if (cfg.sliding_window > 0) kv.set(A + "attention.sliding_window", GgufValue::of_u32(uint32_t(cfg.sliding_window)));
+  if (cfg.is_moe()) {
+    // llama.cpp's keys; expert_weights_norm too, which its Mixtral and Qwen-MoE graphs fix by arch.
+    kv.set(A + "expert_count", GgufValue::of_u32(uint32_t(cfg.moe.n_experts)));
+    kv.set(A + "expert_used_count", GgufValue::of_u32(uint32_t(cfg.moe.n_used)));
+    kv.set(A + "expert_feed_forward_length", GgufValue::of_u32(uint32_t(cfg.moe.expert_hidden_dim)));
+    if (cfg.moe.shared_hidden_dim > 0)
+      kv.set(A + "expert_shared_feed_forward_length", GgufValue::of_u32(uint32_t(cfg.moe.shared_hidden_dim)));
+    kv.set(A + "expert_weights_norm", GgufValue::of_bool(cfg.moe.norm_topk_prob));
+  }
   if (cfg.arch == Arch::Gemma3) {
     // llama.cpp reads the window and the caps; the pattern, the local base and the score scalar
     // are keys of kvparity's (llama.cpp fixes them at 6, 10000 and head_dim for every Gemma-3).

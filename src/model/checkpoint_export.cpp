@@ -7,15 +7,19 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/quantize.h"
 #include "core/thread_pool.h"
+#include "io/gguf.h"
 #include "io/hf_config.h"
 #include "io/model_writer.h"
+#include "model/moe_names.h"
 #include "model/quant_recipe.h"
 #include "model/weights.h"
 
@@ -128,6 +132,54 @@ std::string torch_dtype_name(DType t) {
   return "float32";
 }
 
+// GGUF's layout of a mixture: each matrix of a layer's experts stacked into one [experts, rows,
+// cols] tensor (stacked_experts_name, which the GGUF names map to ffn_*_exps), Qwen2-MoE's shared
+// expert gate as llama.cpp's [dim] vector. The experts of one matrix must agree in type and shape.
+std::vector<TensorView> stacked_experts(const std::vector<TensorView>& in, const ModelConfig& c,
+                                        std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
+  std::map<std::string, const TensorView*> by_name;
+  for (const TensorView& t : in) by_name[t.name] = &t;
+  std::set<std::string> stacked;
+  std::vector<TensorView> out;
+  for (int l = 0; l < c.n_layers; ++l) {
+    if (!c.moe_layer(l)) continue;
+    for (ExpertMatrix m : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down}) {
+      std::vector<const TensorView*> parts;
+      for (int e = 0; e < c.moe.n_experts; ++e) {
+        const std::string n = expert_matrix_name(c, l, e, m);
+        auto it = by_name.find(n);
+        if (it == by_name.end()) fail("export: missing tensor '{}'", n);
+        const TensorView& p = *it->second;
+        if (!parts.empty() && (p.shape != parts[0]->shape || p.dtype != parts[0]->dtype || p.quant != parts[0]->quant))
+          fail("export: tensor '{}' differs in type or shape from expert 0's; GGUF stacks a layer's experts as one tensor",
+               n);
+        parts.push_back(&p);
+        stacked.insert(n);
+      }
+      const size_t bytes = parts[0]->nbytes();
+      auto buf = std::make_shared<AlignedBuffer>(bytes * parts.size());
+      for (size_t e = 0; e < parts.size(); ++e)
+        std::memcpy(static_cast<uint8_t*>(buf->data()) + e * bytes, parts[e]->data, bytes);
+      keep.push_back(buf);
+      TensorView s = *parts[0];
+      s.name = stacked_experts_name(c, l, m);
+      s.shape = {int64_t(parts.size()), parts[0]->shape[0], parts[0]->shape[1]};
+      s.data = buf->data();
+      out.push_back(s);
+    }
+  }
+  for (const TensorView& t : in) {
+    if (stacked.count(t.name)) continue;
+    TensorView v = t;
+    long l;
+    std::string rest;
+    if (split_layer_name(t.name, "model.layers.", &l, &rest) && t.name == shared_expert_gate_name(int(l)))
+      v.shape = {t.shape.back()};
+    out.push_back(v);
+  }
+  return out;
+}
+
 }  // namespace
 
 void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const std::string& out,
@@ -143,9 +195,6 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   } else {
     fail_usage("unknown output format '{}' (expected hf or gguf)", format);
   }
-  if (format == "gguf" && c.is_moe())
-    fail_usage("{}: {} is a mixture of experts, which kvparity does not write as GGUF yet (use --format hf)", out,
-               family_name(c));
   if (format == "hf" && c.rope_scaling == ModelConfig::RopeScaling::FreqFactors)
     fail("{}: this model's RoPE frequency factors (GGUF rope_freqs.weight) have no config.json form; export to "
          "gguf instead",
@@ -173,6 +222,13 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     recipe = parse_quant_recipe(opts.quant, opts.quant_pure);
     if (!recipe) fail_usage("unknown --quant '{}' (one of {})", opts.quant, fmt::join(quant_recipe_names(), ", "));
   }
+  // llama.cpp keeps a mixture's routers (ffn_gate_inp) unquantised.
+  auto router = [&c](const std::string& name) {
+    long l;
+    std::string rest;
+    return c.is_moe() && split_layer_name(name, "model.layers.", &l, &rest) &&
+           (name == moe_router_name(c, int(l)) || name == shared_expert_gate_name(int(l)));
+  };
   const QuantShape shape{c.n_layers, c.n_heads / std::max(1, c.n_kv_heads), !ckpt.tensors.count("lm_head.weight")};
   ThreadPool pool(cores_here(64));
   for (const auto& [name, t] : ckpt.tensors) {
@@ -180,7 +236,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     // upcast is exact, and the loader rounds them to the compute dtype again.
     const bool vec = t.shape.size() == 1;
     QuantType q = QuantType::None;
-    if (recipe && !vec)
+    if (recipe && !vec && !router(name))
       q = quant_for_tensor(*recipe, name, shape, long(t.cols()));
     else if (format == "gguf" && t.quantized() && !opts.dtype && !recipe)
       q = t.quant;  // a quantised GGUF stays quantised unless a dtype or another format is asked for
@@ -235,6 +291,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     if (recipe) go.file_type = recipe->file_type;
     go.progress = writing;
     if (!opts.chat_template.empty()) go.extra_kv["tokenizer.chat_template"] = GgufValue::of_str(opts.chat_template);
+    if (c.is_moe()) tensors = stacked_experts(tensors, c, keep);
     write_gguf(out, c, tensors, opts.vocab, go);
   }
 }

@@ -27,6 +27,14 @@ inline std::string expert_matrix_name(const ModelConfig& c, int layer, int exper
          (c.mixtral_names() ? mixtral : qwen)[int(m)] + ".weight";
 }
 
+// One matrix of all a layer's experts as one [experts, rows, cols] tensor (GGUF's ffn_*_exps):
+// expert_matrix_name without the index, a name of kvparity's that no HF checkpoint has.
+inline std::string stacked_experts_name(const ModelConfig& c, int layer, ExpertMatrix m) {
+  static const char* mixtral[] = {"w1", "w3", "w2"};
+  static const char* qwen[] = {"gate_proj", "up_proj", "down_proj"};
+  return moe_layer_prefix(c, layer) + "experts." + (c.mixtral_names() ? mixtral : qwen)[int(m)] + ".weight";
+}
+
 inline std::string shared_expert_name(int layer, ExpertMatrix m) {
   static const char* names[] = {"gate_proj", "up_proj", "down_proj"};
   return "model.layers." + std::to_string(layer) + ".mlp.shared_expert." + names[int(m)] + ".weight";

@@ -75,7 +75,7 @@ QuantType mixed_type(const std::string& ft, QuantType base, const std::string& t
     if (ft == "Q4_K_S") return layer < 4 ? QuantType::Q5_K : base;
     return base;
   }
-  if (has(tensor, "down_proj")) {
+  if (has(tensor, "down_proj") || has(tensor, ".w2.")) {  // Mixtral's experts name down_proj w2
     if (ft == "Q2_K") return QuantType::Q3_K;
     if (ft == "Q2_K_S") return layer < n / 8 ? QuantType::Q4_K : base;
     if (ft == "Q3_K_M") return layer < n / 16 ? QuantType::Q5_K : QuantType::Q4_K;
