@@ -198,6 +198,10 @@ PY
 "$KVP" synth --preset tiny --format hf --dtype fp16 --out "$T/synth_hf" 2>/dev/null
 cp "$T/synth_hf/tokenizer.json" "$OUT/fuzz_tokenizer_json/synthetic_spm.json"
 cp "$T/synth_hf/config.json" "$OUT/fuzz_hf_config/synth_tiny.json"
+# The mixtures of experts' configs (their experts' fields, defaults and dense layers).
+for fam in mixtral qwen2_moe qwen3_moe; do
+  "$KVP" synth --arch $fam --out "$T/synth_$fam" 2>/dev/null && cp "$T/synth_$fam/config.json" "$OUT/fuzz_hf_config/synth_$fam.json"
+done
 for arch in llama qwen2; do
   for dt in F32 F16 BF16; do
     "$KVP" convert --model "$T/${arch}_$dt" --to gguf --out "$OUT/fuzz_gguf/${arch}_${dt}_novocab.gguf" 2>/dev/null || true

@@ -138,7 +138,8 @@ TEST(MoeConfig, TransformersDefaultsAndRefusals) {
       // A dense family's config with expert fields is still refused (it would run without them).
       {R"({"model_type":"llama","num_local_experts":8,)" + base + "}", "mixture-of-experts"},
   };
-  for (const auto& [body, want] : bad) {
+  for (const auto& [config, want] : bad) {
+    const std::string& body = config;  // a name the lambda may capture (clang 14: no structured bindings)
     const std::string e = test::error_of([&] { parse(body); });
     EXPECT_NE(e.find(want), std::string::npos) << body << "\n -> " << e;
   }
