@@ -2,6 +2,7 @@
 // their HF names, and the embedded vocabulary. Parsing the file's bytes is gguf.cpp's.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "core/error.h"
 #include "core/mapped_file.h"
@@ -211,9 +212,10 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     }
     std::string hf = gguf_to_hf_name(ti.name, arch);
     if (hf.empty()) fail("{}: tensor '{}' is not part of a {} model as kvparity reads it", name, ti.name, arch);
-    long layer;
+    long layer = -1;
     std::string rest;
-    if (split_layer_name(ti.name, "blk.", &layer, &rest) && layer >= c.n_layers)
+    const bool in_layer = split_layer_name(ti.name, "blk.", &layer, &rest);
+    if (in_layer && layer >= c.n_layers)
       fail("{}: tensor '{}' belongs to layer {} but {}block_count is {}", name, ti.name, layer, A, c.n_layers);
     if ((rest.find("_exps.") != std::string::npos || rest.find("ffn_gate_inp") == 0) && !c.is_moe())
       fail("{}: tensor '{}' belongs to a mixture of experts but {}expert_count is not set", name, ti.name, A);
@@ -227,20 +229,20 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     t.data = data + g.data_offset + ti.offset;
     if (rest == "attn_q.bias") c.qkv_bias = true;
     if (rest == "ffn_gate_inp_shexp.weight" && t.shape.size() == 1) t.shape = {1, t.shape[0]};  // llama.cpp's [n_embd]
-    if (rest.size() > 12 && rest.compare(rest.size() - 12, 12, "_exps.weight") == 0) {
+    std::optional<ExpertMatrix> stacked;
+    for (ExpertMatrix x : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down})
+      if (in_layer && c.is_moe() && hf == stacked_experts_name(c, int(layer), x)) stacked = x;
+    if (stacked) {
       // All experts' matrices in one [experts, rows, cols] tensor: a view of each expert's.
       if (t.shape.size() != 3 || t.shape[0] != c.moe.n_experts)
         fail("{}: tensor '{}' must hold {} experts' matrices ([{}, rows, cols]), has {} dimensions{}", name, ti.name,
              c.moe.n_experts, c.moe.n_experts, t.shape.size(),
              t.shape.size() == 3 ? fmt::format(" and {} experts", t.shape[0]) : std::string());
-      const ExpertMatrix which = rest.rfind("ffn_gate", 0) == 0 ? ExpertMatrix::Gate
-                                 : rest.rfind("ffn_up", 0) == 0 ? ExpertMatrix::Up
-                                                                : ExpertMatrix::Down;
       TensorView e = t;
       e.shape = {t.shape[1], t.shape[2]};
       const size_t bytes = e.nbytes();
       for (int x = 0; x < c.moe.n_experts; ++x) {
-        e.name = expert_matrix_name(c, int(layer), x, which);
+        e.name = expert_matrix_name(c, int(layer), x, *stacked);
         e.data = static_cast<const uint8_t*>(t.data) + size_t(x) * bytes;
         ck.tensors[e.name] = e;
       }

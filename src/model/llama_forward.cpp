@@ -140,8 +140,6 @@ class Pass {
     a_.att.ensure(dev_, M * qd);
     a_.proj.ensure(dev_, M * dim);
     a_.gate_up.ensure(dev_, 2 * M * hid);
-    float* const gate = a_.gate_up.data();
-    float* const up = gate + M * hid;
     const size_t logit_rows = opts_.all_logits ? M : slices_.size();
     a_.logits.ensure(dev_, logit_rows * size_t(V));
     const auto& W = m_.weights;
@@ -260,21 +258,9 @@ class Pass {
       if (c_.moe_layer(l)) {
         sparse_mlp(L, l);
       } else {
-        const MatmulOut gate_up[] = {{&L.w_gate, gate}, {&L.w_up, up}};
-        kn_.last_read(a_.xb.data(), M * dim);
-        rounded_next(gate, hid, nullptr);
-        rounded_next(up, hid, nullptr);
-        kn_.matmul_group(a_.xb.data(), M_, gate_up, 2, P_);
-        linear_out(gate, hid, nullptr, "gate_proj", l);
-        linear_out(up, hid, nullptr, "up_proj", l);
-        kn_.last_read(up, M * hid);
-        if (gemma_)
-          kn_.gelu_tanh_mul(gate, up, M * hid, P_);
-        else
-          kn_.silu_mul(gate, up, M * hid, P_);
-        materialise(gate, M_, hid, "mlp_act", l);
-        kn_.last_read(gate, M * hid);
-        linear(gate, L.w_down, a_.proj.data(), "mlp_out", l);
+        static const char* const dense_points[4] = {"gate_proj", "up_proj", "mlp_act", "mlp_out"};
+        gated_mlp(a_.xb.data(), M_, L.w_gate, L.w_up, L.w_down, a_.gate_up.data(), a_.proj.data(), dense_points, l,
+                  nullptr, false);
       }
       if (gemma_) {
         norm(a_.proj.data(), L.post_ffn_norm, a_.xb.data());
@@ -322,23 +308,33 @@ class Pass {
   }
 
  private:
-  // A SwiGLU MLP over `rows` rows of x (positions row_pos): gate, up -> P, silu(gate) * up -> P,
-  // down -> P into y. gu: scratch for gate and up ([rows, hidden] each).
-  void swiglu(const float* x, int rows, const ExpertWeights& e, float* gu, float* y, const char* const names[4],
-              int layer, const int* row_pos) {
-    const int h = int(e.gate.rows()), dim = c_.dim;
+  // A gated MLP over `rows` rows of x (positions row_pos; null: the pass's rows): gate, up -> P,
+  // act(gate) * up -> P (GeGLU for Gemma, else SwiGLU), down -> P into y, the four rounding points
+  // named by `names`. gu: scratch for gate then up ([rows, hidden] each). x_read_after: whether
+  // anything reads x after the gate/up matmuls (else a device may drop stores only they would see).
+  void gated_mlp(const float* x, int rows, const TensorView& w_gate, const TensorView& w_up,
+                 const TensorView& w_down, float* gu, float* y, const char* const names[4], int layer,
+                 const int* row_pos, bool x_read_after) {
+    const int h = int(w_gate.rows()), dim = c_.dim;
+    const size_t n = size_t(rows) * h;
     float* g = gu;
-    float* u = gu + size_t(rows) * h;
-    const MatmulOut outs[] = {{&e.gate, g}, {&e.up, u}};
-    kn_.rounded_output(g, size_t(rows) * h);
-    kn_.rounded_output(u, size_t(rows) * h);
+    float* u = gu + n;
+    const MatmulOut outs[] = {{&w_gate, g}, {&w_up, u}};
+    if (!x_read_after) kn_.last_read(x, size_t(rows) * dim);
+    kn_.rounded_output(g, n);
+    kn_.rounded_output(u, n);
     kn_.matmul_group(x, rows, outs, 2, P_);
     materialise(g, rows, h, names[0], layer, row_pos);
     materialise(u, rows, h, names[1], layer, row_pos);
-    kn_.silu_mul(g, u, size_t(rows) * h, P_);
+    kn_.last_read(u, n);
+    if (gemma_)
+      kn_.gelu_tanh_mul(g, u, n, P_);
+    else
+      kn_.silu_mul(g, u, n, P_);
     materialise(g, rows, h, names[2], layer, row_pos);
+    kn_.last_read(g, n);
     kn_.rounded_output(y, size_t(rows) * dim);
-    kn_.matmul(g, rows, e.down, P_, y);
+    kn_.matmul(g, rows, w_down, P_, y);
     materialise(y, rows, dim, names[3], layer, row_pos);
   }
 
@@ -376,8 +372,9 @@ class Pass {
         kn_.copy(a_.moe_x.data() + size_t(i) * dim, a_.xb.data() + size_t(rows[size_t(i)]) * dim, size_t(dim));
         pos.push_back(pos_of_row_[size_t(rows[size_t(i)])]);
       }
-      swiglu(a_.moe_x.data(), n, L.experts[size_t(e)], a_.moe_gate_up.data(), a_.moe_y.data(), expert_points, l,
-             pos.data());
+      const ExpertWeights& ew = L.experts[size_t(e)];
+      gated_mlp(a_.moe_x.data(), n, ew.gate, ew.up, ew.down, a_.moe_gate_up.data(), a_.moe_y.data(), expert_points, l,
+                pos.data(), false);
       for (int i = 0; i < n; ++i) {
         float* y = a_.moe_y.data() + size_t(i) * dim;
         float* o = out + size_t(rows[size_t(i)]) * dim;
@@ -389,7 +386,8 @@ class Pass {
       }
     }
     if (moe.shared_hidden_dim > 0) {
-      swiglu(a_.xb.data(), M_, L.shared, a_.moe_gate_up.data(), a_.moe_y.data(), shared_points, l, nullptr);
+      gated_mlp(a_.xb.data(), M_, L.shared.gate, L.shared.up, L.shared.down, a_.moe_gate_up.data(), a_.moe_y.data(),
+                shared_points, l, nullptr, true);  // x is the shared gate's input next
       float* gate = a_.router.data();  // the routing is done with the router's logits
       linear(a_.xb.data(), L.shared_gate, gate, "shared_expert_gate", l);
       for (int m = 0; m < M_; ++m) {

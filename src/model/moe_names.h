@@ -20,24 +20,28 @@ inline std::string moe_router_name(const ModelConfig& c, int layer) {
   return moe_layer_prefix(c, layer) + "gate.weight";
 }
 
+// A SwiGLU matrix's own name: Mixtral's w1 / w3 / w2, else (Qwen's experts, the shared expert)
+// gate_proj / up_proj / down_proj.
+inline const char* expert_matrix_suffix(bool mixtral, ExpertMatrix m) {
+  static const char* const mixtral_names[] = {"w1", "w3", "w2"};
+  static const char* const qwen_names[] = {"gate_proj", "up_proj", "down_proj"};
+  return (mixtral ? mixtral_names : qwen_names)[int(m)];
+}
+
 inline std::string expert_matrix_name(const ModelConfig& c, int layer, int expert, ExpertMatrix m) {
-  static const char* mixtral[] = {"w1", "w3", "w2"};
-  static const char* qwen[] = {"gate_proj", "up_proj", "down_proj"};
   return moe_layer_prefix(c, layer) + "experts." + std::to_string(expert) + "." +
-         (c.mixtral_names() ? mixtral : qwen)[int(m)] + ".weight";
+         expert_matrix_suffix(c.mixtral_names(), m) + ".weight";
 }
 
 // One matrix of all a layer's experts as one [experts, rows, cols] tensor (GGUF's ffn_*_exps):
 // expert_matrix_name without the index, a name of kvparity's that no HF checkpoint has.
 inline std::string stacked_experts_name(const ModelConfig& c, int layer, ExpertMatrix m) {
-  static const char* mixtral[] = {"w1", "w3", "w2"};
-  static const char* qwen[] = {"gate_proj", "up_proj", "down_proj"};
-  return moe_layer_prefix(c, layer) + "experts." + (c.mixtral_names() ? mixtral : qwen)[int(m)] + ".weight";
+  return moe_layer_prefix(c, layer) + "experts." + expert_matrix_suffix(c.mixtral_names(), m) + ".weight";
 }
 
 inline std::string shared_expert_name(int layer, ExpertMatrix m) {
-  static const char* names[] = {"gate_proj", "up_proj", "down_proj"};
-  return "model.layers." + std::to_string(layer) + ".mlp.shared_expert." + names[int(m)] + ".weight";
+  return "model.layers." + std::to_string(layer) + ".mlp.shared_expert." + expert_matrix_suffix(false, m) +
+         ".weight";
 }
 
 inline std::string shared_expert_gate_name(int layer) {

@@ -13,9 +13,6 @@ namespace kvp {
 ExpertRouting route_experts(const float* logits, int rows, int n_experts, int k, bool renormalise, DType act) {
   if (n_experts <= 0 || k <= 0 || k > n_experts) fail("routing: {} experts per row of {} experts", k, n_experts);
   ExpertRouting r;
-  r.rows = rows;
-  r.n_experts = n_experts;
-  r.k = k;
   r.expert.resize(size_t(rows) * k);
   r.weight.resize(size_t(rows) * k);
   r.margin.resize(size_t(rows));

@@ -20,7 +20,6 @@
 namespace kvp {
 
 struct ExpertRouting {
-  int rows = 0, n_experts = 0, k = 0;
   std::vector<int> expert;    // [rows * k]: row r's experts, largest probability first (ties: lower index)
   std::vector<float> weight;  // [rows * k]: their weights, rounded to the compute dtype
   // Per expert, the rows that chose it (ascending) and each one's weight: the order the experts'
