@@ -288,6 +288,7 @@ class PyModel {
     GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
     if (chat) g.turn_end_ids = chat->turn_end_ids();
     std::vector<float> logits;
+    std::vector<int> experts;
     GenerationResult r;
     {
       py::gil_scoped_release release;
@@ -295,9 +296,10 @@ class PyModel {
       const int V = model_->config.vocab_size;
       r = engine_->generate(ids, g, tok_.get(), [&](const StepInfo& s) {
         if (return_logits) logits.insert(logits.end(), s.logits, s.logits + V);
+        experts.insert(experts.end(), s.experts, s.experts + s.experts_size);
       });
     }
-    return result_dict(r, g, return_logits, std::move(logits));
+    return result_dict(r, g, return_logits, std::move(logits), std::move(experts));
   }
 
   // Every prompt in one batch, in lockstep (the CLI's generate --batch-size): sequence b draws under
@@ -315,6 +317,7 @@ class PyModel {
     GenerationConfig g = generation_config(max_new_tokens, cache, sampling, stop, ignore_eos);
     if (chat) g.turn_end_ids = chat->turn_end_ids();
     std::vector<std::vector<float>> logits(ids.size());
+    std::vector<std::vector<int>> experts(ids.size());
     std::vector<GenerationResult> results;
     {
       py::gil_scoped_release release;
@@ -322,11 +325,12 @@ class PyModel {
       const int V = model_->config.vocab_size;
       results = engine_->generate_batch(ids, g, tok_.get(), [&](int b, const StepInfo& s) {
         if (return_logits) logits[size_t(b)].insert(logits[size_t(b)].end(), s.logits, s.logits + V);
+        experts[size_t(b)].insert(experts[size_t(b)].end(), s.experts, s.experts + s.experts_size);
       });
     }
     py::list out;
     for (size_t b = 0; b < results.size(); ++b) {
-      py::dict d = result_dict(results[b], g, return_logits, std::move(logits[b]));
+      py::dict d = result_dict(results[b], g, return_logits, std::move(logits[b]), std::move(experts[b]));
       d["sequence"] = b;
       out.append(d);
     }
@@ -399,9 +403,10 @@ class PyModel {
     g.stop_strings = read_stop_strings(stop);
     return g;
   }
-  // The CLI's --json keys (and `logits` [steps, vocab] when asked).
+  // The CLI's --json keys (and `logits` [steps, vocab] when asked; a mixture of experts' routing
+  // `experts` [steps, layers, k], -1 in dense layers).
   py::dict result_dict(const GenerationResult& r, const GenerationConfig& g, bool return_logits,
-                       std::vector<float>&& logits) const {
+                       std::vector<float>&& logits, std::vector<int>&& experts) const {
     py::dict d;
     d["prompt_ids"] = r.prompt_ids;
     d["output_ids"] = r.output_ids;
@@ -418,6 +423,12 @@ class PyModel {
     if (return_logits) {
       const py::ssize_t steps = py::ssize_t(logits.size() / size_t(model_->config.vocab_size));
       d["logits"] = to_numpy(std::move(logits), {steps, model_->config.vocab_size});
+    }
+    if (const ModelConfig& c = model_->config; c.is_moe()) {
+      const py::ssize_t L = c.n_layers, k = c.moe.n_used;
+      py::array_t<int32_t> e({py::ssize_t(experts.size()) / (L * k), L, k});
+      std::copy(experts.begin(), experts.end(), e.mutable_data());
+      d["experts"] = e;
     }
     return d;
   }
@@ -522,7 +533,9 @@ PYBIND11_MODULE(_kvparity, m) {
           "message system= if given (enable_thinking=False: a reasoning template's thinking off), and the\n"
           "format's end of turn stops the run.\n"
           "Returns the CLI's --json keys (prompt_ids, output_ids, text, stop_reason, dtype, kv_dtype, kernels,\n"
-          "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits.")
+          "cache, sampler, seed, plus dropped_ids) and 'logits' [steps, vocab] when return_logits; for a mixture\n"
+          "of experts, 'experts' [steps, layers, k] int32: the experts each layer chose for the row each step's\n"
+          "token came from, largest weight first (-1 in a dense layer).")
       .def(
           "generate_batch",
           [](PyModel& m, const py::object& prompts, int max_new_tokens, bool cache, const py::object& sampler,

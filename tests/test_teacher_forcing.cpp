@@ -131,7 +131,7 @@ TEST(TeacherForcing, ChoicesAreTheForcedLogitsSampledWithTheSameDraws) {
       const auto plain = base.generate(group, g, tok.get(), want, false);
       auto with_logits = base.generate(group, g, tok.get(), want, true);
       const auto choices = base.teacher_force_choices(group, g, tok.get(), cand_runs, plain, want);
-      const auto logits = base.teacher_force(group, g, tok.get(), cand_runs, with_logits, want);
+      const auto forced = base.teacher_force(group, g, tok.get(), cand_runs, with_logits, want);
       ASSERT_EQ(choices.size(), group.size());
       for (size_t i = 0; i < group.size(); ++i) {
         if (!want(i)) {
@@ -139,10 +139,12 @@ TEST(TeacherForcing, ChoicesAreTheForcedLogitsSampledWithTheSameDraws) {
           continue;
         }
         ASSERT_EQ(choices[i].size(), cand_runs[i].trajectory.size()) << i;
-        ASSERT_EQ(logits[i].size(), choices[i].size()) << i;
+        const StepLogits& logits = forced[i].logits;
+        ASSERT_EQ(logits.size(), choices[i].size()) << i;
+        EXPECT_TRUE(forced[i].experts.empty()) << "a dense model has no routing";
         for (size_t t = 0; t < choices[i].size(); ++t) {
           const double u = uniform_at(g.seed, group[i].sequence_id, t);
-          EXPECT_EQ(choices[i][t], sample_token(logits[i][t].data(), int(logits[i][t].size()), sampler, u))
+          EXPECT_EQ(choices[i][t], sample_token(logits[t].data(), int(logits[t].size()), sampler, u))
               << "prompt " << i << " step " << t;
           forced_steps_differ += choices[i][t] != cand_runs[i].trajectory[t];
         }

@@ -81,6 +81,32 @@ def test_router_logits_are_transformers_and_name_the_sparse_layers(family):
         assert np.max(np.abs(got - ref[i])) <= 1e-4
 
 
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe"])
+def test_generate_returns_the_experts_each_token_came_through(family):
+    d = reference(family)
+    m = kvparity.load(d, tokenizer=shared(TOK), kernels="invariant")
+    k, n_layers = m.config["experts_per_token"], m.config["n_layers"]
+    ids = json.load(open(os.path.join(d, "tokens.json")))["input_ids"][:6]
+    r = m.generate(ids, max_new_tokens=4, ignore_eos=True)
+    e = r["experts"]
+    assert e.dtype == np.int32 and e.shape == (len(r["output_ids"]), n_layers, k)
+    seq = list(ids)
+    for step, tok in enumerate(r["output_ids"]):
+        _, acts = m.run_with_cache(seq, names=lambda n: n.endswith("mlp.hook_router_logits"))
+        for l in range(n_layers):
+            name = f"blocks.{l}.mlp.hook_router_logits"
+            if name not in acts:
+                assert (e[step, l] == -1).all()  # a dense layer
+                continue
+            last = acts[name][-1]
+            # The k largest router logits, largest first (the softmax keeps their order).
+            assert sorted(e[step, l].tolist()) == sorted(np.argsort(-last, kind="stable")[:k].tolist())
+            assert last[e[step, l][0]] == last.max()
+        seq.append(tok)
+    # A dense model has no routing to return.
+    assert "experts" not in kvparity.load(reference("llama"), tokenizer=shared(TOK)).generate(ids, max_new_tokens=2)
+
+
 def test_run_with_cache_names_shapes_and_logits(stories):
     c = stories.config
     ids = stories.tokenize("Once upon a time, there was")

@@ -1,5 +1,6 @@
 #include "lab/compare.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -108,11 +109,56 @@ nlohmann::json batch_place(const RunSettings& s, const SideTrace& t) {
   return {{"batch_size", t.batch_size}, {"slot", t.slot}};
 }
 
+// A mixture of experts: where the two sides routed the row a teacher-forced step's token comes
+// from to different experts (docs/metrics.md, "Routing"). A layer differs at a step when the sets
+// of its k experts differ; the same set in another rank order runs the same experts.
+nlohmann::json routing_record(const Prompt& prompt, const ModelConfig& c, const StepExperts& cand,
+                              const StepExperts& forced) {
+  if (cand.size() != forced.size())
+    fail("compare: prompt {}: the teacher-forced baseline has {} routing rows for {} candidate steps", prompt.id,
+         forced.size(), cand.size());
+  const size_t k = size_t(c.moe.n_used);
+  nlohmann::json layers_differ = nlohmann::json::array(), first_layers = nlohmann::json::array(),
+                 layer_flips = nlohmann::json::array();
+  std::vector<int> per_layer(size_t(c.n_layers), 0);
+  int sparse = 0, steps_differ = 0;
+  for (int l = 0; l < c.n_layers; ++l) sparse += c.moe_layer(l);
+  nlohmann::json first_step = nullptr;
+  for (size_t s = 0; s < cand.size(); ++s) {
+    if (cand[s].size() != size_t(c.n_layers) * k || forced[s].size() != cand[s].size())
+      fail("compare: prompt {}: step {}: routing rows of {} and {} entries for {} layers x {} experts", prompt.id, s,
+           cand[s].size(), forced[s].size(), c.n_layers, k);
+    int n = 0;
+    for (int l = 0; l < c.n_layers; ++l) {
+      if (!c.moe_layer(l)) continue;
+      std::vector<int> a(cand[s].begin() + std::ptrdiff_t(size_t(l) * k), cand[s].begin() + std::ptrdiff_t(size_t(l + 1) * k));
+      std::vector<int> b(forced[s].begin() + std::ptrdiff_t(size_t(l) * k),
+                         forced[s].begin() + std::ptrdiff_t(size_t(l + 1) * k));
+      std::sort(a.begin(), a.end());
+      std::sort(b.begin(), b.end());
+      if (a == b) continue;
+      ++n;
+      ++per_layer[size_t(l)];
+      if (first_step.is_null() || first_step.get<size_t>() == s) first_layers.push_back(l);
+      if (first_step.is_null()) first_step = s;
+    }
+    layers_differ.push_back(n);
+    steps_differ += n > 0;
+  }
+  for (int l = 0; l < c.n_layers; ++l)
+    layer_flips.push_back(c.moe_layer(l) ? nlohmann::json(per_layer[size_t(l)]) : nlohmann::json(nullptr));
+  return {{"sparse_layers", sparse},        {"experts_per_token", c.moe.n_used}, {"n_experts", c.moe.n_experts},
+          {"layers_differ", layers_differ}, {"steps_differ", steps_differ},      {"first_step", first_step},
+          {"first_layers", first_layers},   {"layer_flips", layer_flips}};
+}
+
 // The record of one prompt: both free-running traces and the baseline's teacher-forced logits
 // along the candidate's trajectory.
 nlohmann::json make_record(const Prompt& prompt, size_t prompt_index, const Condition& cond, const CompareOptions& opts,
                            const std::string& model_name, const std::vector<int>& prompt_ids, const SideTrace& cand,
-                           const SideTrace& base, const StepLogits& forced, int vocab) {
+                           const SideTrace& base, const ForcedSteps& forced_steps, const ModelConfig& config) {
+  const int vocab = config.vocab_size;
+  const StepLogits& forced = forced_steps.logits;
   const GenerationConfig g = generation_config(prompt, cond, opts);
   const int first_div = first_divergence(cand.trajectory, base.trajectory);
   nlohmann::json on_tok = nlohmann::json::array(), off_tok = nlohmann::json::array(), mx = nlohmann::json::array(),
@@ -163,6 +209,7 @@ nlohmann::json make_record(const Prompt& prompt, size_t prompt_index, const Cond
   r["teacher_forced"] = {{"on_token", on_tok}, {"off_token", off_tok}, {"max_abs_logit_diff", mx},
                          {"mean_abs_logit_diff", mean}, {"kl", kl}, {"top1_margin", margin}, {"flips", flips},
                          {"logits_bitwise_equal", bitwise}};
+  if (config.is_moe()) r["teacher_forced"]["routing"] = routing_record(prompt, config, cand.experts, forced_steps.experts);
   if (cond.baseline.batch_size > 1 || cond.candidate.batch_size > 1)
     r["batch"] = {{"baseline", batch_place(cond.baseline, base)}, {"candidate", batch_place(cond.candidate, cand)}};
   return r;
@@ -306,7 +353,7 @@ int run_compare(const CompareOptions& opts) {
       GenerationConfig g = generation_config(opts.prompts[g0], cond, opts);
       if (chat) g.turn_end_ids = chat->turn_end_ids();
       std::vector<SideTrace> cand_runs, base_runs;
-      std::vector<StepLogits> forced;
+      std::vector<ForcedSteps> forced;
       const SideTime ct = timed(*cand, [&] { cand_runs = cand->generate(group, g, tok.get(), want, true); });
       const SideTime bt = timed(*base, [&] { base_runs = base->generate(group, g, tok.get(), want, true); });
       const SideTime ft =
@@ -322,7 +369,7 @@ int run_compare(const CompareOptions& opts) {
           std::cerr << fmt::format("\r[compare] {}/{}  {:<40.40}  prompt {}", done, total, cond.key(), p.id)
                     << std::flush;
         log.append(make_record(p, i, cond, opts, name, group[i - g0].ids, cand_runs[i - g0], base_runs[i - g0],
-                               forced[i - g0], cand->model().config.vocab_size));
+                               forced[i - g0], cand->model().config));
         ++written;
       }
     }

@@ -85,6 +85,46 @@ Series indexed_series(const std::string& name, const nlohmann::json& values) {
   return s;
 }
 
+// A mixture of experts: the layers whose routing differed most often, "L3 (12), L0 (5)".
+std::string most_flipping_layers(const nlohmann::json& layer_flips) {
+  std::vector<std::pair<long long, int>> v;
+  for (size_t l = 0; l < layer_flips.size(); ++l)
+    if (layer_flips[l].is_number() && layer_flips[l].get<long long>() > 0)
+      v.emplace_back(layer_flips[l].get<long long>(), int(l));
+  std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::string out;
+  for (size_t i = 0; i < std::min<size_t>(3, v.size()); ++i)
+    out += fmt::format("{}L{} ({})", out.empty() ? "" : ", ", v[i].second, v[i].first);
+  return out.empty() ? "–" : out;
+}
+
+struct RoutingRow {
+  std::string condition, experts, layer_rate, step_rate, prompt_rate, after_flip, first, layers;
+};
+
+// The routing table's rows: conditions of a mixture of experts only (none for a dense model).
+std::vector<RoutingRow> routing_rows(const nlohmann::json& s) {
+  std::vector<RoutingRow> rows;
+  for (const auto& c : s["conditions"]) {
+    if (!c.contains("routing")) continue;
+    const auto& r = c["routing"];
+    const auto& d = r["divergences_after_routing_flip"];
+    rows.push_back({c["condition"].get<std::string>(),
+                    fmt::format("{} of {}, {} sparse layers", r["experts_per_token"].get<int>(),
+                                r["n_experts"].get<int>(), r["sparse_layers"].get<int>()),
+                    pct(r["layer_flip_rate"]), pct(r["step_flip_rate"]), pct(r["prompt_rate"]),
+                    fmt::format("{} of {}", d["count"].get<int>(), d["of"].get<int>()),
+                    num(r["first_routing_difference_index"]["median"]), most_flipping_layers(r["layer_flips"])});
+  }
+  return rows;
+}
+
+constexpr const char* kRoutingNote =
+    "Routing (a mixture of experts): at each teacher-forced step, whether the two sides sent the row the step's token "
+    "comes from to different experts (another set of k, not another order), per sparse layer. Layer-steps: of all "
+    "steps x sparse layers; steps and prompts: with any layer differing; divergences: prompts whose first routing "
+    "difference came at or before their first divergence, of those that diverged.";
+
 }  // namespace
 
 std::string render_summary_md(const nlohmann::json& s) {
@@ -106,6 +146,14 @@ std::string render_summary_md(const nlohmann::json& s) {
                       pct(c["token_flip_rate"]), pct(c.value("logit_difference_rate", nlohmann::json())),
                       dist(c["first_divergence_index"]), dist(c["max_abs_logit_diff"]), dist(c["mean_abs_logit_diff"]),
                       dist(c["kl"]));
+  if (const auto rows = routing_rows(s); !rows.empty()) {
+    md += std::string("\n## Routing\n\n") + kRoutingNote + "\n\n";
+    md += "| condition | experts | layer-steps routed differently | steps | prompts | divergences after a routing "
+          "difference | median first routing difference | layers differing most |\n|---|---|---|---|---|---|---|---|\n";
+    for (const auto& r : rows)
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", r.condition, r.experts, r.layer_rate, r.step_rate,
+                        r.prompt_rate, r.after_flip, r.first, r.layers);
+  }
   if (!s["fp32_control"].empty()) {
     md += "\n## FP32 control\n\nRatio of each metric to the same run in fp32 (log10 = orders of magnitude).\n\n";
     md += "| condition | control | median max \\|Δlogit\\| ratio (log10) | max max \\|Δlogit\\| ratio (log10) | median KL ratio "
@@ -222,6 +270,18 @@ std::string render_report_html(const nlohmann::json& s) {
                         num(c["first_divergence_index"]["median"]), num(c["max_abs_logit_diff"]["median"]),
                         num(c["max_abs_logit_diff"]["max"]), num(c["kl"]["median"]));
   html += "</table>\n";
+  if (const auto rows = routing_rows(s); !rows.empty()) {
+    html += std::string("<h2>Routing</h2>\n<p>") + html_escape(kRoutingNote) +
+            "</p>\n<table><tr><th>condition</th><th>experts</th><th>layer-steps routed differently</th><th>steps</th>"
+            "<th>prompts</th><th>divergences after a routing difference</th><th>median first routing difference</th>"
+            "<th>layers differing most</th></tr>\n";
+    for (const auto& r : rows)
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                          "</tr>\n",
+                          html_escape(r.condition), html_escape(r.experts), r.layer_rate, r.step_rate, r.prompt_rate,
+                          r.after_flip, r.first, html_escape(r.layers));
+    html += "</table>\n";
+  }
   html += "<h2>Divergence over generation</h2>\n";
   html += svg_line_chart("Per-step max |Δlogit| (median over prompts)", "generated token index", "max |Δlogit|",
                          logit, true);

@@ -29,6 +29,11 @@ void finish_trace(SideTrace& t, GenerationResult r, int batch_size, int slot) {
   t.slot = slot;
 }
 
+void keep_step(SideTrace& t, const StepInfo& s) {
+  t.logits.emplace_back(s.logits, s.logits + s.vocab);
+  if (s.experts_size > 0) t.experts.emplace_back(s.experts, s.experts + s.experts_size);
+}
+
 }  // namespace
 
 std::vector<SideTrace> SideRunner::generate(const std::vector<SidePrompt>& group, GenerationConfig g,
@@ -47,7 +52,7 @@ std::vector<SideTrace> SideRunner::generate(const std::vector<SidePrompt>& group
       const bool keep = keep_logits && want(s0);
       SideTrace& t = out[s0];
       GenerationResult r = engine_.generate(group[s0].ids, g, tok, [&](const StepInfo& s) {
-        if (keep) t.logits.emplace_back(s.logits, s.logits + s.vocab);
+        if (keep) keep_step(t, s);
       });
       finish_trace(t, std::move(r), 1, 0);
       continue;
@@ -59,7 +64,7 @@ std::vector<SideTrace> SideRunner::generate(const std::vector<SidePrompt>& group
       sequence_ids.push_back(group[i].sequence_id);
     }
     auto results = engine_.generate_batch(ids, sequence_ids, g, tok, [&](int b, const StepInfo& s) {
-      if (keep_logits && want(s0 + size_t(b))) out[s0 + size_t(b)].logits.emplace_back(s.logits, s.logits + s.vocab);
+      if (keep_logits && want(s0 + size_t(b))) keep_step(out[s0 + size_t(b)], s);
     });
     for (size_t i = s0; i < s1; ++i) finish_trace(out[i], std::move(results[i - s0]), int(s1 - s0), int(i - s0));
   }
@@ -145,21 +150,32 @@ void SideRunner::force(const std::vector<SidePrompt>& group, GenerationConfig g,
   }
 }
 
-std::vector<StepLogits> SideRunner::teacher_force(const std::vector<SidePrompt>& group, const GenerationConfig& g,
-                                                  const Tokenizer* tok, const std::vector<SideTrace>& along,
-                                                  std::vector<SideTrace>& own,
-                                                  const std::function<bool(size_t)>& want) {
-  std::vector<StepLogits> out(group.size());
-  for (size_t i = 0; i < std::min(group.size(), own.size()); ++i)
-    if (want(i) && own[i].ran && own[i].logits.size() != own[i].trajectory.size())
+std::vector<ForcedSteps> SideRunner::teacher_force(const std::vector<SidePrompt>& group, const GenerationConfig& g,
+                                                   const Tokenizer* tok, const std::vector<SideTrace>& along,
+                                                   std::vector<SideTrace>& own,
+                                                   const std::function<bool(size_t)>& want) {
+  std::vector<ForcedSteps> out(group.size());
+  for (size_t i = 0; i < std::min(group.size(), own.size()); ++i) {
+    if (!want(i) || !own[i].ran) continue;
+    if (own[i].logits.size() != own[i].trajectory.size())
       fail("teacher forcing: prompt {}: {} logit rows for {} steps", i, own[i].logits.size(), own[i].trajectory.size());
+    if (!own[i].experts.empty() && own[i].experts.size() != own[i].trajectory.size())
+      fail("teacher forcing: prompt {}: {} routing rows for {} steps", i, own[i].experts.size(),
+           own[i].trajectory.size());
+  }
+  const auto moved = [](auto& from, auto& to, size_t n) {
+    to.assign(std::make_move_iterator(from.begin()), std::make_move_iterator(from.begin() + std::ptrdiff_t(n)));
+  };
   force(
       group, g, tok, along, own, want, [&](size_t i) { return own[i].logits.size(); },
       [&](size_t i, size_t n) {
-        out[i].assign(std::make_move_iterator(own[i].logits.begin()),
-                      std::make_move_iterator(own[i].logits.begin() + std::ptrdiff_t(n)));
+        moved(own[i].logits, out[i].logits, n);
+        if (!own[i].experts.empty()) moved(own[i].experts, out[i].experts, n);
       },
-      [&](size_t i, const StepInfo& s) { out[i].emplace_back(s.logits, s.logits + s.vocab); });
+      [&](size_t i, const StepInfo& s) {
+        out[i].logits.emplace_back(s.logits, s.logits + s.vocab);
+        if (s.experts_size > 0) out[i].experts.emplace_back(s.experts, s.experts + s.experts_size);
+      });
   return out;
 }
 

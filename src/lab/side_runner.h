@@ -18,6 +18,15 @@
 namespace kvp {
 
 using StepLogits = std::vector<std::vector<float>>;  // [step][vocab]
+// A mixture of experts: per step, the experts each layer chose for the row the step's token comes
+// from, [step][layers * k] (StepInfo::experts). Empty for a dense model.
+using StepExperts = std::vector<std::vector<int>>;
+
+// A side's teacher-forced steps: the logits of each, and (a mixture of experts) their routing.
+struct ForcedSteps {
+  StepLogits logits;
+  StepExperts experts;
+};
 
 struct SidePrompt {
   std::vector<int> ids;
@@ -29,6 +38,7 @@ struct SideTrace {
   GenerationResult result;
   std::vector<int> trajectory;  // every sampled token: result.output_ids, then result.dropped_ids
   StepLogits logits;            // one row per trajectory step (when logits were kept)
+  StepExperts experts;          // with the logits, a mixture of experts' routing of each step
   int batch_size = 1, slot = 0;  // the sub-batch this prompt was decoded in
 };
 
@@ -46,13 +56,13 @@ class SideRunner {
   std::vector<SideTrace> generate(const std::vector<SidePrompt>& group, GenerationConfig g, const Tokenizer* tok,
                                   const std::function<bool(size_t)>& want, bool keep_logits);
 
-  // This side's logits along `along` (another side's traces of the same group): for each wanted
-  // prompt, one row per step of along[i].trajectory. `own` is this side's free run of the group
-  // (generate(), logits kept); its rows are reused (moved out) for the steps whose prefixes the two
+  // This side's logits (and routing) along `along` (another side's traces of the same group): for
+  // each wanted prompt, one row per step of along[i].trajectory. `own` is this side's free run of the
+  // group (generate(), logits kept); its rows are reused (moved out) for the steps whose prefixes the two
   // trajectories share, and a sub-batch whose trajectories all agree is not run again. Otherwise
   // the side runs forced along the trajectories, batched as it was: with cache ON from the start,
   // with cache OFF from the first step it cannot reuse.
-  std::vector<StepLogits> teacher_force(const std::vector<SidePrompt>& group, const GenerationConfig& g,
+  std::vector<ForcedSteps> teacher_force(const std::vector<SidePrompt>& group, const GenerationConfig& g,
                                         const Tokenizer* tok, const std::vector<SideTrace>& along,
                                         std::vector<SideTrace>& own, const std::function<bool(size_t)>& want);
 

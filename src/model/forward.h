@@ -53,6 +53,10 @@ struct Activations {
   // Sparse layers: router logits [M, n_experts]; an expert's gathered rows [M, dim], its gate and
   // up, its output [M, dim].
   ActivationBuffer router, moe_x, moe_gate_up, moe_y;
+  // A mixture of experts: the experts each slice's last row chose, [slice][layer][k] (largest
+  // probability first; -1 for a dense layer), written by every pass: what the routing of a step's
+  // token was (StepInfo::experts). Empty for a dense model.
+  std::vector<int> last_row_experts;
   std::vector<float> host_logits;          // the logits copied back from a device other than the CPU
   std::vector<NonFiniteEvent> nonfinite;  // events recorded under NonFinitePolicy::Warn
 };

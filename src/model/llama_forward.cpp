@@ -39,6 +39,7 @@
 // A sparse layer (Mixtral, Qwen2-MoE, Qwen3-MoE) replaces gate/up/act/mlp_out by its router and
 // experts (sparse_mlp below).
 // K/V enter the cache converted to the KV dtype (lossless when it is wider than P).
+#include <algorithm>
 #include <cmath>
 #include <deque>
 
@@ -78,6 +79,10 @@ class Pass {
       last_pos_.push_back(sl.start_pos + sl.n_tokens - 1);
       M_ += sl.n_tokens;
     }
+    if (c_.is_moe())
+      a_.last_row_experts.assign(slices_.size() * size_t(c_.n_layers) * size_t(c_.moe.n_used), -1);
+    else
+      a_.last_row_experts.clear();
   }
 
   // Rounds [rows, width] to P; a NaN/Inf stops the run (or is recorded). Devices that check once
@@ -358,6 +363,12 @@ class Pass {
     linear(a_.xb.data(), L.router, a_.router.data(), "router_logits", l);
     hook(HookPoint::RouterLogits, l, a_.router.data(), E);
     const ExpertRouting route = route_experts(a_.router.data(), M_, E, moe.n_used, moe.norm_topk_prob, P_);
+    const size_t k = size_t(moe.n_used);
+    for (size_t s = 0; s < slices_.size(); ++s) {
+      const size_t last = size_t(row0_[s] + slices_[s].n_tokens - 1);
+      std::copy_n(route.expert.begin() + std::ptrdiff_t(last * k), k,
+                  a_.last_row_experts.begin() + std::ptrdiff_t((s * size_t(c_.n_layers) + size_t(l)) * k));
+    }
     a_.moe_x.ensure(dev_, M * dim);
     a_.moe_y.ensure(dev_, M * dim);
     a_.moe_gate_up.ensure(dev_, 2 * M * size_t(std::max(moe.expert_hidden_dim, moe.shared_hidden_dim)));

@@ -232,7 +232,10 @@ GenerationResult Engine::generate(const std::vector<int>& prompt_in, const Gener
     }
     const double u = uniform_at(cfg.seed, cfg.sequence_id, uint64_t(step));
     const int token = forced != nullptr ? (*forced)[size_t(step)] : sample_token(logits, c.vocab_size, cfg.sampler, u);
-    if (on_step) on_step(StepInfo{step, n - 1, token, logits, c.vocab_size});
+    if (on_step)
+      on_step(StepInfo{step, n - 1, token, logits, c.vocab_size,
+                       act_.last_row_experts.empty() ? nullptr : act_.last_row_experts.data(),
+                       int(act_.last_row_experts.size())});
     run.push(token, cfg, tokenizer, c);
     if (run.done()) break;
   }
@@ -285,6 +288,9 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
   fo.on_nonfinite = cfg.on_nonfinite;
   fo.all_logits = false;  // each sequence's last row only
   std::vector<float> logits(size_t(B) * V);
+  // A mixture of experts: each sequence's last-row routing (StepInfo::experts), [B][layers * k].
+  const size_t R = c.is_moe() ? size_t(c.n_layers) * size_t(c.moe.n_used) : 0;
+  std::vector<int> experts(size_t(B) * R);
   std::vector<int> active;
   std::vector<SequenceSlice> slices;
   // One pass over `slices` (sequence who[i] in slice i); keeps each one's last-row logits.
@@ -293,8 +299,11 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
     for (const auto& sl : slices) rows += sl.n_tokens;
     PassClock clock(totals_, rows);
     const float* out = forward_batch(*model_, *kernels_, act_, slices, fo);
-    for (size_t i = 0; i < who.size(); ++i)
+    for (size_t i = 0; i < who.size(); ++i) {
       std::copy_n(out + i * V, V, logits.data() + size_t(who[i]) * V);
+      std::copy_n(act_.last_row_experts.begin() + std::ptrdiff_t(i * R), R,
+                  experts.begin() + std::ptrdiff_t(size_t(who[i]) * R));
+    }
   };
   for (int step = 0; step < cfg.max_new_tokens; ++step) {
     check_interrupt();
@@ -347,7 +356,9 @@ std::vector<GenerationResult> Engine::generate_batch(const std::vector<std::vect
       const double u = uniform_at(cfg.seed, sequence_ids[size_t(b)], uint64_t(step));
       const int token = cfg.forced_tokens.empty() ? sample_token(row, c.vocab_size, cfg.sampler, u)
                                                   : cfg.forced_tokens[size_t(b)][size_t(step)];
-      if (on_step) on_step(b, StepInfo{step, run.length() - 1, token, row, c.vocab_size});
+      if (on_step)
+        on_step(b, StepInfo{step, run.length() - 1, token, row, c.vocab_size,
+                            R > 0 ? experts.data() + size_t(b) * R : nullptr, int(R)});
       run.push(token, cfg, tokenizer, c);
     }
   }

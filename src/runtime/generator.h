@@ -68,6 +68,11 @@ struct StepInfo {
   int token;             // chosen token
   const float* logits;   // [vocab], valid only during the callback
   int vocab;
+  // A mixture of experts: the experts each layer's router chose for the row these logits come
+  // from, [n_layers][k] (k = ModelConfig::moe.n_used; largest probability first; -1 for a dense
+  // layer), valid only during the callback. Null (size 0) for a dense model.
+  const int* experts = nullptr;
+  int experts_size = 0;
 };
 
 struct GenerationResult {
