@@ -198,8 +198,8 @@ PY
 "$KVP" synth --preset tiny --format hf --dtype fp16 --out "$T/synth_hf" 2>/dev/null
 cp "$T/synth_hf/tokenizer.json" "$OUT/fuzz_tokenizer_json/synthetic_spm.json"
 cp "$T/synth_hf/config.json" "$OUT/fuzz_hf_config/synth_tiny.json"
-# The mixtures of experts' configs (their experts' fields, defaults and dense layers).
-for fam in mixtral qwen2_moe qwen3_moe; do
+# The mixtures of experts' configs (their experts' fields, defaults and dense layers), and OLMo-2's.
+for fam in olmo2 mixtral qwen2_moe qwen3_moe; do
   "$KVP" synth --arch $fam --out "$T/synth_$fam" 2>/dev/null && cp "$T/synth_$fam/config.json" "$OUT/fuzz_hf_config/synth_$fam.json"
 done
 for arch in llama qwen2; do

@@ -27,13 +27,16 @@ def hf_to_gguf_name(h, arch):
              "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
              "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
              "mlp.down_proj.weight": "ffn_down.weight"}
-    if arch in ("gemma2", "gemma3"):
+    if arch == "olmo2":
+        table.update({"post_attention_layernorm.weight": "post_attention_norm.weight",
+                      "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
+    elif arch in ("gemma2", "gemma3"):
         table.update({"post_attention_layernorm.weight": "post_attention_norm.weight",
                       "pre_feedforward_layernorm.weight": "ffn_norm.weight",
                       "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
     else:
         table["post_attention_layernorm.weight"] = "ffn_norm.weight"
-    if arch in ("qwen3", "gemma3"):
+    if arch in ("qwen3", "gemma3", "olmo2"):
         table.update({"self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"})
     return "blk.%s.%s" % (i, table[rest]) if rest in table else None
 

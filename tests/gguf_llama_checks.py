@@ -1,6 +1,6 @@
 """What llama.cpp's loader expects of a GGUF file beyond the container (gguf_conformance.py): key
 types as llama-model-loader checks them, tensor names and shapes per architecture (llama, qwen2,
-qwen3, gemma2, gemma3), and the tokenizer's keys. Standard library only; shares no code with kvparity.
+qwen3, gemma2, gemma3, olmo2), and the tokenizer's keys. Standard library only; shares no code with kvparity.
 """
 import math
 import re
@@ -110,14 +110,17 @@ def expected_tensors(arch, hp):
     exp = {"token_embd.weight": ([E, V], True), "output_norm.weight": ([E], True)}
     if arch in ("llama", "qwen2", "qwen3", "gemma3"):
         exp["output.weight"] = ([E, V], False)  # TENSOR_NOT_REQUIRED: falls back to token_embd
+    if arch == "olmo2":
+        exp["output.weight"] = ([E, V], True)
     for i in range(L):
         b = "blk.%d." % i
-        exp[b + "attn_norm.weight"] = ([E], True)
+        if arch != "olmo2":  # OLMo-2 normalises the blocks' outputs only
+            exp[b + "attn_norm.weight"] = ([E], True)
+            exp[b + "ffn_norm.weight"] = ([E], True)
         exp[b + "attn_q.weight"] = ([E, q_out], True)
         exp[b + "attn_k.weight"] = ([E, k_out], True)
         exp[b + "attn_v.weight"] = ([E, v_out], True)
         exp[b + "attn_output.weight"] = ([q_out, E], True)
-        exp[b + "ffn_norm.weight"] = ([E], True)
         exp[b + "ffn_gate.weight"] = ([E, F], True)
         exp[b + "ffn_up.weight"] = ([E, F], True)
         exp[b + "ffn_down.weight"] = ([F, E], True)
@@ -130,12 +133,15 @@ def expected_tensors(arch, hp):
             exp[b + "attn_q.bias"] = ([E], True)
             exp[b + "attn_k.bias"] = ([k_out], True)
             exp[b + "attn_v.bias"] = ([v_out], True)
-        elif arch in ("gemma2", "gemma3"):
+        elif arch in ("gemma2", "gemma3", "olmo2"):
             exp[b + "post_attention_norm.weight"] = ([E], True)
             exp[b + "post_ffw_norm.weight"] = ([E], True)
         if arch in ("qwen3", "gemma3"):
             exp[b + "attn_q_norm.weight"] = ([hk], True)
             exp[b + "attn_k_norm.weight"] = ([hk], True)
+        elif arch == "olmo2":  # over the whole projection
+            exp[b + "attn_q_norm.weight"] = ([q_out], True)
+            exp[b + "attn_k_norm.weight"] = ([k_out], True)
     if arch == "llama":
         exp["rope_freqs.weight"] = ([hp["n_rot"] // 2], False)
     return exp
@@ -150,8 +156,9 @@ def check_arch(kv, tensors, rep):
         return None
     arch = kv["general.architecture"].value
     rep.summary["architecture"] = arch
-    if arch not in ("llama", "qwen2", "qwen3", "gemma2", "gemma3"):
-        rep.fail("general.architecture '%s' is not one this checker knows (llama, qwen2, qwen3, gemma2, gemma3)" % arch)
+    if arch not in ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2"):
+        rep.fail("general.architecture '%s' is not one this checker knows (llama, qwen2, qwen3, gemma2, gemma3, olmo2)"
+                 % arch)
         return None
     if any(t["type"] not in FLOAT_TYPES for t in tensors):
         if "general.quantization_version" not in kv:

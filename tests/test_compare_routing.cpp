@@ -21,7 +21,7 @@
 namespace kvp {
 namespace {
 
-const char* const kRoutedFamilies[] = {"mixtral", "qwen2_moe", "qwen3_moe"};
+const char* const kRoutedFamilies[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
 
 // Every sparse layer's router logits of one pass, by layer.
 struct RouterLogitsOfPass final : ForwardHooks {

@@ -32,7 +32,7 @@ using test::read_f32;
 using test::read_json;
 
 
-const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"};
+const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"};
 
 
 // ---------------------------------------------------------------------------------------------

@@ -22,8 +22,9 @@ using test::max_abs_diff;
 using test::read_f32;
 using test::read_json;
 
-const std::vector<std::string> kReferenceFamilies = {"llama",   "mistral", "gemma2",    "qwen2",    "qwen3",
-                                                     "gemma3",  "mixtral", "qwen2_moe", "qwen3_moe"};
+const std::vector<std::string> kReferenceFamilies = {"llama",  "mistral", "gemma2",    "qwen2",     "qwen3",
+                                                     "gemma3", "olmo2",   "mixtral",   "qwen2_moe", "qwen3_moe",
+                                                     "olmoe"};
 
 class FamilyReference : public ::testing::TestWithParam<std::string> {};
 

@@ -95,9 +95,9 @@ TEST_F(GgufConformance, SynthTinyLlamaFp16Passes) {
 // Qwen3 and Gemma-3: llama.cpp's tensors for them (attn_q_norm / attn_k_norm of head_dim, q of
 // heads x head_dim wider than the hidden size; Gemma-3's four norms and its norms stored as 1 + w)
 // and keys; and the HF directory of the same weights.
-TEST_F(GgufConformance, SynthTinyQwen3AndGemma3Bf16Pass) {
+TEST_F(GgufConformance, SynthTinyQwen3Gemma3AndOlmo2Bf16Pass) {
   if (!have_python()) return;
-  for (const std::string arch : {"qwen3", "gemma3"}) {
+  for (const std::string arch : {"qwen3", "gemma3", "olmo2"}) {
     SCOPED_TRACE(arch);
     const std::string gguf = tmp.file(arch + ".gguf"), hf = tmp.file(arch + "_hf");
     for (const auto& [format, out] : {std::pair{"gguf", gguf}, std::pair{"hf", hf}}) {

@@ -129,6 +129,7 @@ TEST(IoHf, ReferenceFamilies) {
       {"qwen2", Arch::Qwen2, 16, true, 1e-5f, -1, -1, 0, true, 2 + 4 * 12},
       {"qwen3", Arch::Qwen3, 32, true, 1e-6f, -1, -1, 0, false, 2 + 4 * 11},  // + q_norm, k_norm
       {"gemma3", Arch::Gemma3, 32, true, 1e-6f, 2, 1, 16, false, 2 + 6 * 13, 6},  // Gemma-2's + q/k norms
+      {"olmo2", Arch::Olmo2, 16, false, 1e-6f, 1, 2, 0, false, 3 + 4 * 11},  // no pre-norms; post-norms, q/k norms
   };
   for (const auto& w : wants) {
     SCOPED_TRACE(w.dir);
@@ -229,7 +230,7 @@ TEST(IoWriter, SafetensorsRoundTripMixedDtypes) {
 }
 
 TEST(IoWriter, HfConfigRoundTrip) {
-  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"}) {
+  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"}) {
     SCOPED_TRACE(fam);
     KVP_REQUIRE_REFERENCE(ref, fam);
     const std::string cfgp = ref + "/config.json";

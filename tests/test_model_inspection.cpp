@@ -109,7 +109,7 @@ void expect_footprint_is_the_load(const Checkpoint& ck, const std::string& what)
 }
 
 TEST(WeightsFootprint, IsWhatALoadHolds) {
-  for (const char* family : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"})
+  for (const char* family : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"})
     expect_footprint_is_the_load(open_checkpoint(test::reference_dir(family)), family);
   expect_footprint_is_the_load(open_checkpoint(test::shared_file("models/stories260K/stories260K.bin")), "llama2c");
   test::TempDir tmp;

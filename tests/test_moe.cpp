@@ -1,4 +1,4 @@
-// Mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE): the routing as transformers decides it,
+// Mixtures of experts (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE): the routing as transformers decides it,
 // config.json read and written, tensors required with their shapes, the sparse layers really
 // routing (each expert's rows, the router hook, patching a router), and the refusals. The
 // transformers reference outputs are test_family_reference.cpp's, the invariance battery
@@ -26,7 +26,7 @@
 namespace kvp {
 namespace {
 
-const char* const kMoeFamilies[] = {"mixtral", "qwen2_moe", "qwen3_moe"};
+const char* const kMoeFamilies[] = {"mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
 
 
 TEST(MoeRouting, TopKLargestFirstRenormalisedAndRoundedToTheComputeDtype) {
@@ -125,6 +125,18 @@ TEST(MoeConfig, TransformersDefaultsAndRefusals) {
   EXPECT_TRUE(q2.moe_layer(1));
   EXPECT_FALSE(q2.moe_layer(2));
   EXPECT_FALSE(q2.moe_layer(3));
+  // OLMoE's: 64 experts, 8 a token, intermediate_size wide, every layer sparse, not renormalised;
+  // its attention Llama's with q/k normalised over the whole projection.
+  const ModelConfig oe = parse(R"({"model_type":"olmoe","eos_token_id":2,)" + base + "}");
+  EXPECT_EQ(oe.arch, Arch::Olmoe);
+  EXPECT_EQ(family_name(oe), "olmoe");
+  EXPECT_EQ(oe.moe.n_experts, 64);
+  EXPECT_EQ(oe.moe.n_used, 8);
+  EXPECT_EQ(oe.moe.expert_hidden_dim, 96);
+  EXPECT_FALSE(oe.moe.norm_topk_prob);
+  EXPECT_TRUE(oe.qk_norm() && !oe.qk_norm_per_head() && oe.pre_norms() && !oe.post_norms());
+  EXPECT_FLOAT_EQ(oe.norm_eps, 1e-5f);
+  for (int l = 0; l < 4; ++l) EXPECT_TRUE(oe.moe_layer(l));
 
   const std::vector<std::pair<std::string, std::string>> bad = {
       {R"({"model_type":"mixtral","num_local_experts":4,"num_experts_per_tok":5,)" + base + "}", "5 experts per token of 4"},
@@ -135,6 +147,8 @@ TEST(MoeConfig, TransformersDefaultsAndRefusals) {
       {R"({"model_type":"qwen3_moe","decoder_sparse_step":0,)" + base + "}", "decoder_sparse_step"},
       {R"({"model_type":"qwen3_moe","shared_expert_intermediate_size":64,)" + base + "}", "no shared expert"},
       {R"({"model_type":"qwen2_moe","num_experts_per_tok":-1,)" + base + "}", "num_experts_per_tok"},
+      {R"({"model_type":"olmoe","clip_qkv":8.0,)" + base + "}", "clip_qkv"},
+      {R"({"model_type":"olmoe","num_experts":0,)" + base + "}", "no experts"},
       // A dense family's config with expert fields is still refused (it would run without them).
       {R"({"model_type":"llama","num_local_experts":8,)" + base + "}", "mixture-of-experts"},
   };

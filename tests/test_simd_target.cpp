@@ -65,7 +65,7 @@ TEST(SimdTarget, NamesParseAndTheScalarFallbackIsAlwaysThere) {
 // Every target: fp32 within 1e-4 of transformers for every family, each target bitwise equal to
 // itself, and the invariant kernels' cache ON == cache OFF in fp16 on each.
 TEST(SimdTarget, EveryTargetMatchesTheReferencesAndKeepsTheInvariantGuarantee) {
-  for (const std::string fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"}) {
+  for (const std::string fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"}) {
     KVP_REQUIRE_REFERENCE(dir, fam);
     std::ifstream in(dir + "/tokens.json");
     const auto tokens = nlohmann::json::parse(in)["input_ids"].get<std::vector<int>>();

@@ -59,7 +59,7 @@ inline std::string shared_file(const std::string& rel) {
 }
 
 // A family's transformers outputs: ../shared/reference/<family> for the four families the shared
-// data holds, tests/data/reference/<family> for the others (Qwen3, Gemma-3, Mixtral, Qwen2-MoE,
+// data holds, tests/data/reference/<family> for the others (Qwen3, Gemma-3, OLMo-2, OLMoE, Mixtral, Qwen2-MoE,
 // Qwen3-MoE), which the project produced with transformers' own code (tests/data/reference/README.md).
 // "" and a test failure when missing.
 inline std::string reference_dir(const std::string& family) {

@@ -39,7 +39,7 @@ std::vector<float> last_logits(const std::shared_ptr<const Model>& m, KernelPoli
 }
 
 TEST(WeightStorage, Fp32RunKeepsNarrowFileBytesAndComputesWithTheirExactValues) {
-  for (const char* arch : {"llama", "gemma2", "qwen2", "qwen3", "gemma3"}) {
+  for (const char* arch : {"llama", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"}) {
     for (DType file : {DType::F16, DType::BF16}) {
       SCOPED_TRACE(std::string(arch) + " " + std::string(dtype_name(file)));
       const Checkpoint narrow_ck = synthesize_checkpoint(synthetic_config(arch, "tiny"), file);

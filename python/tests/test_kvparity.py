@@ -13,7 +13,7 @@ import pytest
 
 import kvparity
 
-FAMILIES = ["llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "mixtral", "qwen2_moe", "qwen3_moe"]
+FAMILIES = ["llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"]
 
 
 def shared(rel):
@@ -62,7 +62,7 @@ def test_forward_matches_transformers(family):
     assert np.max(np.abs(logits - ref)) <= 1e-4
 
 
-@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe"])
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe"])
 def test_router_logits_are_transformers_and_name_the_sparse_layers(family):
     d = reference(family)
     m = kvparity.load(d)
@@ -81,7 +81,7 @@ def test_router_logits_are_transformers_and_name_the_sparse_layers(family):
         assert np.max(np.abs(got - ref[i])) <= 1e-4
 
 
-@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe"])
+@pytest.mark.parametrize("family", ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe"])
 def test_generate_returns_the_experts_each_token_came_through(family):
     d = reference(family)
     m = kvparity.load(d, tokenizer=shared(TOK), kernels="invariant")

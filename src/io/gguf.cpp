@@ -131,6 +131,10 @@ const BlockName kHeadNorms[] = {  // Qwen3's and Gemma-3's
     {"attn_q_norm.weight", "self_attn.q_norm.weight"},
     {"attn_k_norm.weight", "self_attn.k_norm.weight"},
 };
+const BlockName kOlmo2Norms[] = {  // OLMo-2: each block's output normalised, nothing before it
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"post_ffw_norm.weight", "post_feedforward_layernorm.weight"},
+};
 const BlockName kGemma2Norms[] = {
     {"ffn_norm.weight", "pre_feedforward_layernorm.weight"},
     {"post_attention_norm.weight", "post_attention_layernorm.weight"},
@@ -165,13 +169,15 @@ void for_block_names(const std::string& arch, F&& f) {
   for (const auto& b : kBlockNames) f(b);
   if (arch == "gemma2" || arch == "gemma3")
     for (const auto& b : kGemma2Norms) f(b);
+  else if (arch == "olmo2")
+    for (const auto& b : kOlmo2Norms) f(b);
   else
     for (const auto& b : kLlamaNorms) f(b);
-  if (arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3")
+  if (arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3" || arch == "olmo2" || arch == "olmoe")
     for (const auto& b : kHeadNorms) f(b);
   if (arch == "llama")
     for (const auto& b : kMixtralExperts) f(b);
-  if (arch == "qwen2moe" || arch == "qwen3moe")
+  if (arch == "qwen2moe" || arch == "qwen3moe" || arch == "olmoe")
     for (const auto& b : kQwenExperts) f(b);
   if (arch == "qwen2moe")
     for (const auto& b : kQwen2SharedExpert) f(b);
@@ -286,6 +292,7 @@ std::string gguf_type_name(GgufType t) {
 
 std::string gguf_arch_for(const ModelConfig& c) {
   if (c.is_moe() && (c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3)) return arch_name(c.arch) + "moe";
+  if (c.arch == Arch::Olmoe) return "olmoe";
   return gguf_arch_for(c.arch);
 }
 
@@ -296,6 +303,8 @@ std::string gguf_arch_for(Arch a) {
     case Arch::Qwen3: return "qwen3";
     case Arch::Gemma2: return "gemma2";
     case Arch::Gemma3: return "gemma3";
+    case Arch::Olmo2: return "olmo2";
+    case Arch::Olmoe: return "olmoe";
   }
   return "llama";
 }

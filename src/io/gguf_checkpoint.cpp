@@ -98,7 +98,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   Meta m(g, name);
   const std::string arch = m.get_str("general.architecture", "", true);
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" &&
-      arch != "qwen2moe" && arch != "qwen3moe")
+      arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
 
@@ -108,7 +108,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
         "{}: rope scaling type '{}' is not supported (key {}rope.scaling.type; linear, or llama3 as the "
         "rope_freqs.weight tensor)",
         name, rope_scaling, A);
-  const bool qwen_moe = arch == "qwen2moe" || arch == "qwen3moe";
+  const bool qwen_moe = arch == "qwen2moe" || arch == "qwen3moe" || arch == "olmoe";  // always experts
   if (!qwen_moe && arch != "llama")
     for (const char* k : {"expert_count", "expert_used_count"})
       if (m.get_int(A + k, 0) > 0)
@@ -120,6 +120,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
            : arch == "qwen3" || arch == "qwen3moe" ? Arch::Qwen3
            : arch == "gemma2" ? Arch::Gemma2
            : arch == "gemma3" ? Arch::Gemma3
+           : arch == "olmo2"  ? Arch::Olmo2
+           : arch == "olmoe"  ? Arch::Olmoe
                               : Arch::Llama;
   c.dim = m.get_int(A + "embedding_length");
   c.hidden_dim = m.get_int(A + "feed_forward_length");
@@ -152,7 +154,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     c.moe.n_used = m.get_int(A + "expert_used_count");
     c.moe.expert_hidden_dim = m.get_int(A + "expert_feed_forward_length", c.hidden_dim);
     if (arch == "qwen2moe") c.moe.shared_hidden_dim = m.get_int(A + "expert_shared_feed_forward_length");
-    c.moe.norm_topk_prob = m.get_bool(A + "expert_weights_norm", arch != "qwen2moe");
+    // llama.cpp's olmoe graph never renormalises.
+    c.moe.norm_topk_prob = m.get_bool(A + "expert_weights_norm", arch != "qwen2moe" && arch != "olmoe");
   }
 
   Checkpoint ck;

@@ -33,6 +33,8 @@ FamilyDefaults family_defaults(Arch a) {
     case Arch::Qwen2: return {false, -1, -1};  // Qwen2Config sets no bos/eos; real checkpoints do
     case Arch::Qwen3: return {false, -1, -1};  // Qwen3Config (v4.51) as Qwen2Config
     case Arch::Gemma3: return {true, 2, 1};    // Gemma3TextConfig (v4.51)
+    case Arch::Olmo2: return {false, -1, 50279};  // Olmo2Config (v4.51): no BOS, GPT-NeoX's EOS
+    case Arch::Olmoe: return {false, -1, 50279};  // OlmoeConfig (v4.51), as Olmo2Config
   }
   return {false, 1, 2};
 }
@@ -45,6 +47,8 @@ const char* hf_class_name(Arch a) {
     case Arch::Qwen2: return "Qwen2ForCausalLM";
     case Arch::Qwen3: return "Qwen3ForCausalLM";
     case Arch::Gemma3: return "Gemma3ForCausalLM";
+    case Arch::Olmo2: return "Olmo2ForCausalLM";
+    case Arch::Olmoe: return "OlmoeForCausalLM";
   }
   return "?";
 }
@@ -140,7 +144,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
              j["architectures"][0].is_string()) {
     field = "architectures";
     std::string cls = j["architectures"][0].get<std::string>();
-    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3})
+    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3, Arch::Olmo2})
       if (cls == hf_class_name(a)) return a;
     name = cls;
   } else {
@@ -152,6 +156,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
   if (name == "qwen2") return Arch::Qwen2;
   if (name == "qwen3") return Arch::Qwen3;
   if (name == "gemma3_text" || name == "gemma3") return Arch::Gemma3;
+  if (name == "olmo2") return Arch::Olmo2;
   fail("unsupported architecture '{}' in {} ({})", name, source, field);
 }
 
@@ -276,7 +281,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
   c.vocab_size = r.get_int("vocab_size");
   c.max_seq_len = r.get_int("max_position_embeddings");
   c.rope_theta = float(r.get_num("rope_theta", 10000.0));
-  c.norm_eps = float(r.get_num("rms_norm_eps", 1e-6));
+  c.norm_eps = float(r.get_num("rms_norm_eps", c.arch == Arch::Olmo2 || c.arch == Arch::Olmoe ? 1e-5 : 1e-6));
   c.tied_embeddings = r.get_bool("tie_word_embeddings", fd.tie);
   c.bos_id = r.get_token_id("bos_token_id", fd.bos);
   c.eos_id = r.get_token_id("eos_token_id", fd.eos);
@@ -373,6 +378,10 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       // whatever it says (read only for its type). The final cap is applied.
       r.get_num("attn_logit_softcapping", 0.0);
       c.final_logit_softcapping = float(r.get_num("final_logit_softcapping", 0.0));
+      break;
+    case Arch::Olmo2:
+    case Arch::Olmoe:
+      // Olmo2Config and OlmoeConfig (v4.51) have no window; OLMoE's experts are read below.
       break;
   }
   if (hf_moe_family(j)) read_hf_moe_fields(j, c, source);
@@ -509,6 +518,15 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
       j["cache_implementation"] = "hybrid";
       break;
     }
+    case Arch::Olmo2:
+    case Arch::Olmoe:
+      if (c.sliding_window > 0) fail("{}: {} has no sliding window in transformers", path, arch_name(c.arch));
+      if (c.rope_scaling != ModelConfig::RopeScaling::None)
+        fail("{}: this {} model's scaled RoPE is not read by kvparity's config.json reader", path, arch_name(c.arch));
+      j["hidden_act"] = "silu";
+      j["attention_bias"] = false;
+      j["rope_scaling"] = nullptr;
+      break;
   }
   if (c.is_moe()) write_hf_moe_fields(j, c, path);
   AtomicFile f(path);

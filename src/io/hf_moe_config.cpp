@@ -19,10 +19,12 @@ const MoeFamily kFamilies[] = {
     {"mixtral", "MixtralForCausalLM", Arch::Mistral},
     {"qwen2_moe", "Qwen2MoeForCausalLM", Arch::Qwen2},
     {"qwen3_moe", "Qwen3MoeForCausalLM", Arch::Qwen3},
+    {"olmoe", "OlmoeForCausalLM", Arch::Olmoe},
 };
 
 const MoeFamily& family_of(const ModelConfig& c) {
   if (c.mixtral_names()) return kFamilies[0];
+  if (c.arch == Arch::Olmoe) return kFamilies[3];
   return c.arch == Arch::Qwen2 ? kFamilies[1] : kFamilies[2];
 }
 
@@ -34,6 +36,13 @@ int get_int(const json& j, const char* k, int dflt, const std::string& src) {
   if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (int64_t(1) << 30))
     fail("{}: field '{}' must be a non-negative integer, got {}", src, k, v.dump());
   return int(v.get<int64_t>());
+}
+
+// norm_topk_prob: false where absent (Qwen-MoE's and OLMoE's class default).
+bool norm_topk_prob(const json& j, const std::string& src) {
+  if (present(j, "norm_topk_prob") && !j["norm_topk_prob"].is_boolean())
+    fail("{}: field 'norm_topk_prob' must be true or false, got {}", src, j["norm_topk_prob"].dump());
+  return present(j, "norm_topk_prob") && j["norm_topk_prob"].get<bool>();
 }
 
 }  // namespace
@@ -61,6 +70,16 @@ void read_hf_moe_fields(const json& j, ModelConfig& c, const std::string& source
     m.n_used = get_int(j, "num_experts_per_tok", 2, source);
     m.expert_hidden_dim = c.hidden_dim;
     m.norm_topk_prob = true;
+  } else if (c.arch == Arch::Olmoe) {
+    // OlmoeConfig (v4.51): 64 experts, 8 a token, intermediate_size wide, every layer sparse, not
+    // renormalised.
+    m.n_experts = get_int(j, "num_experts", 64, source);
+    m.n_used = get_int(j, "num_experts_per_tok", 8, source);
+    m.expert_hidden_dim = c.hidden_dim;
+    m.norm_topk_prob = norm_topk_prob(j, source);
+    // clip_qkv clamps q, k and v (OLMoE-1B-7B has none): kvparity has no clamp to apply.
+    if (present(j, "clip_qkv"))
+      fail("{}: clipped q/k/v are not supported (config.json field clip_qkv = {})", source, j["clip_qkv"].dump());
   } else {
     // Qwen2MoeConfig (60 experts, 4 a token, 1408 wide, shared 5632) and Qwen3MoeConfig (128, 8,
     // 768, none); neither renormalises by default.
@@ -68,9 +87,7 @@ void read_hf_moe_fields(const json& j, ModelConfig& c, const std::string& source
     m.n_experts = get_int(j, "num_experts", qwen2 ? 60 : 128, source);
     m.n_used = get_int(j, "num_experts_per_tok", qwen2 ? 4 : 8, source);
     m.expert_hidden_dim = get_int(j, "moe_intermediate_size", qwen2 ? 1408 : 768, source);
-    if (present(j, "norm_topk_prob") && !j["norm_topk_prob"].is_boolean())
-      fail("{}: field 'norm_topk_prob' must be true or false, got {}", source, j["norm_topk_prob"].dump());
-    m.norm_topk_prob = present(j, "norm_topk_prob") && j["norm_topk_prob"].get<bool>();
+    m.norm_topk_prob = norm_topk_prob(j, source);
     m.shared_hidden_dim = qwen2 ? get_int(j, "shared_expert_intermediate_size", 5632, source) : 0;
     // Qwen2MoeConfig's qkv_bias (default true) is the biases kvparity's Qwen2 attention always has.
     if (qwen2 && present(j, "qkv_bias") && j["qkv_bias"] != true)
@@ -119,6 +136,16 @@ void write_hf_moe_fields(json& j, const ModelConfig& c, const std::string& path)
     return;
   }
   j["num_experts"] = m.n_experts;
+  if (c.arch == Arch::Olmoe) {
+    if (m.expert_hidden_dim != c.hidden_dim || !m.dense_layers.empty() || m.sparse_step != 1 || m.shared_hidden_dim > 0)
+      fail("{}: OLMoE's experts are intermediate_size wide, every layer sparse, none shared; this model has no "
+           "OlmoeConfig form",
+           path);
+    j["norm_topk_prob"] = m.norm_topk_prob;
+    j["clip_qkv"] = nullptr;
+    j["router_aux_loss_coef"] = 0.01;
+    return;
+  }
   j["moe_intermediate_size"] = m.expert_hidden_dim;
   j["norm_topk_prob"] = m.norm_topk_prob;
   j["decoder_sparse_step"] = m.sparse_step;

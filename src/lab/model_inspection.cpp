@@ -43,7 +43,8 @@ json attention_of(const ModelConfig& c) {
             {"sliding_window", c.sliding_window},
             {"logit_softcap", c.attn_logit_softcapping},
             {"qkv_bias", c.qkv_bias},
-            {"qk_norm", c.qk_norm()}};
+            {"qk_norm", c.qk_norm()},
+            {"qk_norm_per_head", c.qk_norm_per_head()}};
   if (c.sliding_window > 0) {
     // "periodic": every layer l with (l + 1) % window_period != 0 (Gemma-3's local layers).
     a["window_layers"] = c.sliding_window_period == 1 ? "every" : c.sliding_window_period == 2 ? "even" : "periodic";
@@ -196,7 +197,10 @@ json inspect_model(const InspectOptions& o) {
   }
   d["attention"] = attention_of(c);
   d["rope"] = rope_of(ck);
-  d["norm"] = {{"eps", c.norm_eps}, {"gain", c.gemma_family() ? "1 + w" : "w"}};
+  d["norm"] = {{"eps", c.norm_eps},
+               {"gain", c.gemma_family() ? "1 + w" : "w"},
+               {"gain_in_fp32", c.norm_gain_in_fp32()},
+               {"placement", !c.pre_norms() ? "post" : c.post_norms() ? "pre and post" : "pre"}};
   d["head"] = {{"tied", c.tied_embeddings}, {"final_logit_softcap", c.final_logit_softcapping}};
   d["special_tokens"] = {{"bos", c.bos_id},
                          {"eos", c.eos_id},
@@ -253,7 +257,8 @@ std::string inspect_text(const json& d) {
   const double cap = at["logit_softcap"].get<double>();
   heads += cap > 0 ? fmt::format("; scores soft-capped at {}", number_text(cap)) : "";
   heads += at["qkv_bias"].get<bool>() ? "; q/k/v biases" : "";
-  heads += at.value("qk_norm", false) ? "; q/k normalised per head" : "";
+  if (at.value("qk_norm", false))
+    heads += at.value("qk_norm_per_head", true) ? "; q/k normalised per head" : "; q/k normalised over the whole projection";
   line("attention", heads);
   std::string rope = "theta " + number_text(rp["theta"].get<double>());
   const std::string scaling = rp["scaling"].get<std::string>();
@@ -270,8 +275,12 @@ std::string inspect_text(const json& d) {
   rope += rp["qk_rows"] == "interleaved" ? "; q/k rows in adjacent pairs (llama.cpp, llama2.c)"
                                          : "; q/k rows in halves (Hugging Face)";
   line("rope", rope);
-  line("norm", fmt::format("RMSNorm, eps {}, gain {}", number_text(d["norm"]["eps"].get<double>()),
-                           d["norm"]["gain"].get<std::string>()));
+  line("norm", fmt::format("RMSNorm, eps {}, gain {}{}, {} the blocks", number_text(d["norm"]["eps"].get<double>()),
+                           d["norm"]["gain"].get<std::string>(),
+                           d["norm"].value("gain_in_fp32", false) ? " (in fp32, one rounding)" : "",
+                           d["norm"].value("placement", "pre") == "pre"    ? "before"
+                           : d["norm"].value("placement", "pre") == "post" ? "after"
+                                                                           : "before and after"));
   const double fcap = d["head"]["final_logit_softcap"].get<double>();
   line("head", std::string(d["head"]["tied"].get<bool>() ? "tied to the embedding" : "its own matrix") +
                    (fcap > 0 ? "; logits soft-capped at " + number_text(fcap) : ""));

@@ -15,6 +15,8 @@ std::string arch_name(Arch a) {
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
     case Arch::Gemma3: return "gemma3";
+    case Arch::Olmo2: return "olmo2";
+    case Arch::Olmoe: return "olmoe";
   }
   return "?";
 }
@@ -22,6 +24,7 @@ std::string arch_name(Arch a) {
 std::string family_name(const ModelConfig& c) {
   if (!c.is_moe()) return arch_name(c.arch);
   if (c.mixtral_names()) return "mixtral";
+  if (c.arch == Arch::Olmoe) return "olmoe";
   return arch_name(c.arch) + "_moe";
 }
 
@@ -32,7 +35,9 @@ Arch parse_arch(const std::string& s) {
   if (s == "qwen2") return Arch::Qwen2;
   if (s == "qwen3") return Arch::Qwen3;
   if (s == "gemma3") return Arch::Gemma3;
-  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3)", s);
+  if (s == "olmo2") return Arch::Olmo2;
+  if (s == "olmoe") return Arch::Olmoe;
+  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3, olmo2, olmoe)", s);
 }
 
 void ModelConfig::validate() const {
@@ -87,9 +92,12 @@ void ModelConfig::validate() const {
     if (moe.sparse_step < 1 || moe.sparse_step > n_layers) bad("decoder sparse step", moe.sparse_step);
     for (int l : moe.dense_layers)
       if (l < 0 || l >= n_layers) bad("dense (mlp_only) layer", l);
-    if (gemma_family()) fail("{}: invalid config: {} has no mixture-of-experts form", source, arch_name(arch));
-    if (moe.shared_hidden_dim > 0 && mixtral_names())
+    if (gemma_family() || arch == Arch::Olmo2)
+      fail("{}: invalid config: {} has no mixture-of-experts form", source, arch_name(arch));
+    if (moe.shared_hidden_dim > 0 && arch != Arch::Qwen2)
       fail("{}: invalid config: a shared expert exists only in Qwen2-MoE, not {}", source, arch_name(arch));
+  } else if (arch == Arch::Olmoe) {
+    fail("{}: invalid config: olmoe is a mixture of experts, and this one has none", source);
   } else if (moe.n_used != 0 || moe.expert_hidden_dim != 0 || moe.shared_hidden_dim != 0) {
     fail("{}: invalid config: expert settings without experts", source);
   }

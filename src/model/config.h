@@ -9,16 +9,18 @@
 
 namespace kvp {
 
-enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3 };
+// Olmoe: OLMoE's attention (Llama's, with q/k normalised over the whole projection), a mixture of
+// experts only.
+enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3, Olmo2, Olmoe };
 
-std::string arch_name(Arch a);          // "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3"
+std::string arch_name(Arch a);  // "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3" | "olmo2" | "olmoe"
 Arch parse_arch(const std::string& s);  // accepts the names above; errors name the value
 struct ModelConfig;
 // The model's family as transformers names it: arch_name, or for a mixture of experts "mixtral",
-// "qwen2_moe", "qwen3_moe".
+// "qwen2_moe", "qwen3_moe", "olmoe".
 std::string family_name(const ModelConfig& c);
 
-// Mixture-of-experts MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE): the attention is the family's (Arch),
+// Mixture-of-experts MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE): the attention is the family's (Arch),
 // the MLP of a sparse layer is a router and n_experts SwiGLU experts of which each token runs the
 // n_used with the largest router logits.
 struct MoeConfig {
@@ -113,7 +115,18 @@ struct ModelConfig {
   // Qwen3 and Gemma-3: q and k are RMS-normalised per head (over head_dim, a gain of head_dim
   // values each; Gemma-3's as its other norms, (1 + w) in fp32) between their projections and RoPE.
   // Hard-wired in both families' modeling code: no config field says it.
-  bool qk_norm() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
+  // OLMo-2 and OLMoE: q and k are RMS-normalised over the whole projection (a gain of q_dim / kv_dim
+  // values).
+  bool qk_norm() const { return qk_norm_per_head() || arch == Arch::Olmo2 || arch == Arch::Olmoe; }
+  bool qk_norm_per_head() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
+  // Whether every RMSNorm multiplies its gain in fp32 and rounds once (Gemma's (1 + w)), rather than
+  // rounding the normalised row before the gain (Llama's; OLMo-2's too, as transformers v4.51 rounds
+  // it: v4.52 moved OLMo-2 to the fp32 gain, and its RoPE to fp32, which kvparity does not follow).
+  bool norm_gain_in_fp32() const { return gemma_family(); }
+  // Whether the attention and MLP blocks start with a norm of the residual stream (not OLMo-2's,
+  // which normalises their outputs only), and whether their outputs are normalised (Gemma, OLMo-2).
+  bool pre_norms() const { return arch != Arch::Olmo2; }
+  bool post_norms() const { return gemma_family() || arch == Arch::Olmo2; }
   bool is_moe() const { return moe.n_experts > 0; }
   // Whether layer `layer`'s MLP is the experts' (else the dense MLP of hidden_dim).
   bool moe_layer(int layer) const {

@@ -1,6 +1,6 @@
-// Decoder forward pass for the six families: Llama; Mistral (+ sliding window); Qwen2 (+ q/k/v
+// Decoder forward pass for the seven families: Llama; Mistral (+ sliding window); Qwen2 (+ q/k/v
 // biases); Qwen3 (per-head q/k norms before RoPE); their mixtures of experts (Mixtral, Qwen2-MoE,
-// Qwen3-MoE); Gemma-2 (embedding normaliser, (1 + w) RMSNorm,
+// Qwen3-MoE); OLMo-2 (below); Gemma-2 (embedding normaliser, (1 + w) RMSNorm,
 // four norms per layer, GeGLU, scaled and soft-capped attention scores, window on even layers,
 // final logit soft-capping); Gemma-3 (below).
 //
@@ -36,6 +36,12 @@
 // other norms ((1 + w) in fp32, one rounding) before RoPE; no soft-capping; the window on layers
 // with (l + 1) % sliding_window_pattern != 0, which rotate with rope_local_base_freq unscaled, the
 // others with rope_theta and rope_scaling.
+// OLMo-2 (transformers v4.51.3 Olmo2ForCausalLM, eager) is Llama with these changes:
+//   attn_norm, ffn_norm  none: attention and MLP read the residual stream itself
+//   q_norm, k_norm   each row of q_proj's [q_dim] and k_proj's [kv_dim] output normalised whole, as
+//                    attn_norm rounds (v4.51's Olmo2RMSNorm is Llama's), before RoPE
+//   attn_out         o_proj -> P, post_attention_layernorm -> P, then resid_mid
+//   mlp_out          down_proj -> P, post_feedforward_layernorm -> P, then resid_post
 // A sparse layer (Mixtral, Qwen2-MoE, Qwen3-MoE) replaces gate/up/act/mlp_out by its router and
 // experts (sparse_mlp below).
 // K/V enter the cache converted to the KV dtype (lossless when it is wider than P).
@@ -166,15 +172,14 @@ class Pass {
     for (int l = 0; l < c_.n_layers; ++l) {
       const LayerWeights& L = W.layers[size_t(l)];
       hook(HookPoint::ResidPre, l, a_.x.data(), dim);
-      // Attention block.
-      norm(a_.x.data(), L.attn_norm, a_.xb.data());
-      materialise(a_.xb.data(), M_, dim, "attn_norm", l);
+      // Attention block (of the normalised residual stream; OLMo-2's of the stream itself).
+      const float* attn_in = block_input(L.attn_norm, "attn_norm", l);
       const MatmulOut qkv[] = {{&L.wq, q}, {&L.wk, k}, {&L.wv, v}};
-      kn_.last_read(a_.xb.data(), M * dim);  // the matmuls' inputs, read by nothing after them
+      if (c_.pre_norms()) kn_.last_read(attn_in, M * dim);  // the matmuls' inputs, read by nothing after them
       rounded_next(q, qd, &L.bq);
       rounded_next(k, kvd, &L.bk);
       rounded_next(v, kvd, &L.bv);
-      kn_.matmul_group(a_.xb.data(), M_, qkv, 3, P_);
+      kn_.matmul_group(attn_in, M_, qkv, 3, P_);
       linear_out(q, qd, &L.bq, "q_proj", l);
       linear_out(k, kvd, &L.bk, "k_proj", l);
       linear_out(v, kvd, &L.bv, "v_proj", l);
@@ -246,7 +251,7 @@ class Pass {
       materialise(a_.att.data(), M_, qd, "attn", l);
       kn_.last_read(a_.att.data(), M * qd);
       linear(a_.att.data(), L.wo, a_.proj.data(), "attn_out", l);
-      if (gemma_) {
+      if (c_.post_norms()) {
         norm(a_.proj.data(), L.post_attn_norm, a_.xb.data());
         a_.proj.swap(a_.xb);
         materialise(a_.proj.data(), M_, dim, "post_attn_norm", l);
@@ -258,16 +263,16 @@ class Pass {
       hook(HookPoint::ResidMid, l, a_.x.data(), dim);
 
       // MLP block (SwiGLU; a sparse layer's experts).
-      norm(a_.x.data(), L.ffn_norm, a_.xb.data());
-      materialise(a_.xb.data(), M_, dim, "ffn_norm", l);
+      const float* mlp_in = block_input(L.ffn_norm, "ffn_norm", l);
       if (c_.moe_layer(l)) {
         sparse_mlp(L, l);
       } else {
         static const char* const dense_points[4] = {"gate_proj", "up_proj", "mlp_act", "mlp_out"};
-        gated_mlp(a_.xb.data(), M_, L.w_gate, L.w_up, L.w_down, a_.gate_up.data(), a_.proj.data(), dense_points, l,
-                  nullptr, false);
+        // Without a norm before it the MLP reads the residual stream, which the residual add reads after.
+        gated_mlp(mlp_in, M_, L.w_gate, L.w_up, L.w_down, a_.gate_up.data(), a_.proj.data(), dense_points, l, nullptr,
+                  !c_.pre_norms());
       }
-      if (gemma_) {
+      if (c_.post_norms()) {
         norm(a_.proj.data(), L.post_ffn_norm, a_.xb.data());
         a_.proj.swap(a_.xb);
         materialise(a_.proj.data(), M_, dim, "post_ffn_norm", l);
@@ -438,16 +443,28 @@ class Pass {
   // one rounding).
   void norm(const float* x, const TensorView& w, float* y) { norm_rows(x, M_, c_.dim, w, y); }
 
+  // What a block (attention, MLP) reads: the residual stream normalised into xb (`point`, the
+  // rounding point), or for a model without pre-norms (OLMo-2) the stream itself.
+  const float* block_input(const TensorView& w, const char* point, int layer) {
+    if (!c_.pre_norms()) return a_.x.data();
+    norm(a_.x.data(), w, a_.xb.data());
+    materialise(a_.xb.data(), M_, c_.dim, point, layer);
+    return a_.xb.data();
+  }
+
   // Qwen3's and Gemma-3's q_norm / k_norm: every head's row of x [M, n_heads * head_dim] normalised
   // over head_dim with one gain for all heads, as the model's other norms round (the rows of
-  // [M * n_heads, head_dim]).
+  // [M * n_heads, head_dim]). OLMo-2's: each row of x normalised whole, a gain per element.
   void head_norm(const float* x, int n_heads, const TensorView& w, float* y) {
-    norm_rows(x, M_ * n_heads, c_.head_dim, w, y);
+    if (c_.qk_norm_per_head())
+      norm_rows(x, M_ * n_heads, c_.head_dim, w, y);
+    else
+      norm_rows(x, M_, n_heads * c_.head_dim, w, y);
   }
 
   void norm_rows(const float* x, int rows, int width, const TensorView& w, float* y) {
     const auto* g = static_cast<const float*>(w.data);
-    if (gemma_)
+    if (c_.norm_gain_in_fp32())
       kn_.rmsnorm_fp32_gain(x, rows, width, g, c_.norm_eps, P_, y);
     else
       kn_.rmsnorm(x, rows, width, g, c_.norm_eps, P_, y);

@@ -1,7 +1,7 @@
 #pragma once
 // The canonical (Hugging Face) tensor names of a sparse layer's MLP: Mixtral's
 // (block_sparse_moe.gate, block_sparse_moe.experts.{e}.w1 / w3 / w2 for gate / up / down) or
-// Qwen-MoE's (mlp.gate, mlp.experts.{e}.gate_proj / up_proj / down_proj, Qwen2-MoE's
+// Qwen-MoE's and OLMoE's (mlp.gate, mlp.experts.{e}.gate_proj / up_proj / down_proj, Qwen2-MoE's
 // mlp.shared_expert.* and mlp.shared_expert_gate). Loaders, writers and the weights builder all
 // name them here.
 #include <string>

@@ -36,10 +36,10 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
   const std::string owner = preset_arch(preset);
   const std::string arch_s = arch_in.empty() ? (owner.empty() ? "llama" : owner) : arch_in;
   // The mixtures of experts by transformers' names, over their attention's family.
-  const bool moe = arch_s == "mixtral" || arch_s == "qwen2_moe" || arch_s == "qwen3_moe";
+  const bool moe = arch_s == "mixtral" || arch_s == "qwen2_moe" || arch_s == "qwen3_moe" || arch_s == "olmoe";
   if (moe && preset != "tiny") fail_usage("synth: --arch {} has the tiny preset only", arch_s);
   ModelConfig c;
-  c.arch = parse_arch(arch_s == "mixtral" ? "mistral" : moe ? arch_s.substr(0, 5) : arch_s);
+  c.arch = parse_arch(arch_s == "mixtral" ? "mistral" : arch_s == "olmoe" ? arch_s : moe ? arch_s.substr(0, 5) : arch_s);
   if (!owner.empty() && owner != arch_s)
     fail_usage("synth: preset '{}' is a {} model, not {} (use --arch {} or --preset tiny)", preset, owner, arch_s,
                owner);
@@ -77,6 +77,10 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
         c.sliding_window = 16; c.sliding_window_period = 3; c.rope_local_theta = 10000.0f;
         c.rope_theta = 1000000.0f; c.rope_scaling = ModelConfig::RopeScaling::Linear; c.rope_factor = 8.0f;
         c.norm_eps = 1e-6f; c.tied_embeddings = true; c.bos_id = 2; c.eos_id = 1;
+        break;
+      case Arch::Olmo2:
+      case Arch::Olmoe:
+        c.n_kv_heads = 2; c.norm_eps = 1e-6f; c.bos_id = -1; c.eos_id = 2;  // no BOS, as OLMo's tokenizers
         break;
     }
   } else if (preset == "tinyllama-1.1b") {
@@ -121,6 +125,11 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
       c.tied_embeddings = false;
     }
     if (arch_s == "qwen3_moe") c.moe.dense_layers = {2};
+    if (arch_s == "olmoe") {  // every layer sparse, the experts intermediate_size wide, not renormalised
+      c.moe.n_used = 3;
+      c.moe.norm_topk_prob = false;
+      c.hidden_dim = c.moe.expert_hidden_dim;
+    }
   }
   if (c.head_dim == 0) c.head_dim = c.dim / c.n_heads;
   c.source = "synthetic:" + arch_s + "/" + preset;
@@ -205,7 +214,8 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
   add(f.uniform("model.embed_tokens.weight", {vocab, dim}, index++, 0.0f, embed_std));
   for (int l = 0; l < cfg.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(f.uniform(p + "input_layernorm.weight", {dim}, index++, norm_mean, 0.1f));
+    const uint64_t input_norm = index++;  // OLMo-2 has none; the other tensors keep their draws
+    if (cfg.pre_norms()) add(f.uniform(p + "input_layernorm.weight", {dim}, input_norm, norm_mean, 0.1f));
     add(f.uniform(p + "self_attn.q_proj.weight", {q, dim}, index++, 0.0f, 2.5f * w_dim));
     add(f.uniform(p + "self_attn.k_proj.weight", {kv, dim}, index++, 0.0f, 2.5f * w_dim));
     add(f.uniform(p + "self_attn.v_proj.weight", {kv, dim}, index++, 0.0f, w_dim));
@@ -240,9 +250,13 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
       add(f.uniform(p + "self_attn.v_proj.bias", {kv}, 1000000 + index++, 0.0f, 0.1f));
     }
     if (cfg.qk_norm()) {
-      add(f.uniform(p + "self_attn.q_norm.weight", {cfg.head_dim}, 1000000 + index++, norm_mean, 0.1f));
-      add(f.uniform(p + "self_attn.k_norm.weight", {cfg.head_dim}, 1000000 + index++, norm_mean, 0.1f));
+      const bool per_head = cfg.qk_norm_per_head();
+      add(f.uniform(p + "self_attn.q_norm.weight", {per_head ? cfg.head_dim : q}, 1000000 + index++, norm_mean, 0.1f));
+      add(f.uniform(p + "self_attn.k_norm.weight", {per_head ? cfg.head_dim : kv}, 1000000 + index++, norm_mean,
+                    0.1f));
     }
+    if (!cfg.pre_norms())  // OLMo-2's post-norms (post_attention_layernorm is drawn above)
+      add(f.uniform(p + "post_feedforward_layernorm.weight", {dim}, 1000000 + index++, norm_mean, 0.1f));
     if (gemma) {
       add(f.uniform(p + "pre_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));
       add(f.uniform(p + "post_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));

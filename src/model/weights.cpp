@@ -194,7 +194,7 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights l;
-    l.attn_norm = b.vector_f32(p + "input_layernorm.weight", dim);
+    if (c.pre_norms()) l.attn_norm = b.vector_f32(p + "input_layernorm.weight", dim);
     l.wq = b.matrix(p + "self_attn.q_proj.weight", {q, dim});
     l.wk = b.matrix(p + "self_attn.k_proj.weight", {kv, dim});
     l.wv = b.matrix(p + "self_attn.v_proj.weight", {kv, dim});
@@ -205,10 +205,14 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
       l.bv = b.vector_f32(p + "self_attn.v_proj.bias", kv);
     }
     if (c.qk_norm()) {
-      l.q_norm = b.vector_f32(p + "self_attn.q_norm.weight", c.head_dim);
-      l.k_norm = b.vector_f32(p + "self_attn.k_norm.weight", c.head_dim);
+      const bool per_head = c.qk_norm_per_head();
+      l.q_norm = b.vector_f32(p + "self_attn.q_norm.weight", per_head ? c.head_dim : q);
+      l.k_norm = b.vector_f32(p + "self_attn.k_norm.weight", per_head ? c.head_dim : kv);
     }
-    if (gemma) {
+    if (!c.pre_norms()) {  // OLMo-2: each block's output normalised, nothing before it
+      l.post_attn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
+      l.post_ffn_norm = b.vector_f32(p + "post_feedforward_layernorm.weight", dim);
+    } else if (gemma) {
       l.post_attn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
       l.ffn_norm = b.vector_f32(p + "pre_feedforward_layernorm.weight", dim);
       l.post_ffn_norm = b.vector_f32(p + "post_feedforward_layernorm.weight", dim);

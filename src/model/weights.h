@@ -19,12 +19,14 @@ struct ExpertWeights {
 };
 
 struct LayerWeights {
-  TensorView attn_norm;             // [dim], fp32 storage, values representable in the compute dtype
+  TensorView attn_norm;             // [dim], fp32 storage, values representable in the compute dtype; invalid for OLMo-2
   TensorView wq, wk, wv, wo;        // [q_dim, dim], [kv_dim, dim], [kv_dim, dim], [dim, q_dim]
   TensorView bq, bk, bv;            // Qwen2 biases (fp32 storage), invalid when absent
-  TensorView q_norm, k_norm;        // Qwen3/Gemma-3 per-head gains [head_dim] (fp32 storage), invalid when absent
-  TensorView ffn_norm;              // [dim] (Gemma-2: pre_feedforward_layernorm)
-  // Gemma-2/3 only (invalid otherwise): post_attention_layernorm and post_feedforward_layernorm.
+  // Qwen3/Gemma-3 per-head gains [head_dim], OLMo-2's whole-row gains [q_dim] / [kv_dim] (fp32
+  // storage), invalid when absent.
+  TensorView q_norm, k_norm;
+  TensorView ffn_norm;              // [dim] (Gemma-2: pre_feedforward_layernorm; invalid for OLMo-2)
+  // Gemma-2/3 and OLMo-2 only (invalid otherwise): post_attention_layernorm and post_feedforward_layernorm.
   // Their gains (q_norm/k_norm too) hold g = 1 + w computed in fp32 from w rounded to the compute dtype.
   TensorView post_attn_norm, post_ffn_norm;
   TensorView w_gate, w_up, w_down;  // [hidden, dim], [hidden, dim], [dim, hidden]; invalid in a sparse layer

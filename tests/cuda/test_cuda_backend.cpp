@@ -95,7 +95,7 @@ TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers)
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaReference,
-                         ::testing::Combine(::testing::Values("llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"),
+                         ::testing::Combine(::testing::Values("llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"),
                                             ::testing::Values(KernelPolicy::Standard, KernelPolicy::Invariant,
                                                               KernelPolicy::Portable)),
                          [](const auto& i) { return std::get<0>(i.param) + "_" + policy_name(std::get<1>(i.param)); });
@@ -124,7 +124,7 @@ TEST(CudaBackend, GpuFp32AgreesWithCpuFp32OnARealCheckpointAndEveryFamily) {
   KVP_REQUIRE_SHARED(bin, "models/stories260K/stories260K.bin");
   std::vector<std::pair<std::string, std::shared_ptr<Model>>> models;
   models.emplace_back("stories260K", Model::load(bin, DType::F32));
-  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"})
+  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"})
     models.emplace_back(std::string("synthetic ") + fam,
                         Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), DType::F32));
   const std::vector<int> prompt{1, 9038, 2501, 263, 931};

@@ -147,7 +147,7 @@ TEST(CudaInvariant, WgmmaGemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
   check_gemm_rows(true);
 }
 
-const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3"};
+const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"};
 
 class CudaInvariantBattery : public ::testing::TestWithParam<std::string> {};
 
