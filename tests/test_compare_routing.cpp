@@ -1,6 +1,6 @@
 // A mixture of experts' routing as the runtime reports it (StepInfo::experts: the experts of the
-// row each step's token comes from) and as `compare` measures it (records' teacher_forced.routing,
-// summary.json's routing, the report's table; docs/metrics.md, "Routing").
+// row each step's token comes from) and as `compare` and `eval gsm8k` measure it (records'
+// teacher_forced.routing, the summaries' routing, the reports' tables; docs/metrics.md, "Routing").
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -233,6 +233,39 @@ TEST(CompareRouting, CompareRecordsWhereTheSidesRoutedDifferently) {
   const std::string md = text_of(t.file("fp8") + "/summary.md");
   EXPECT_NE(md.find("## Routing"), std::string::npos);
   EXPECT_NE(text_of(t.file("fp8") + "/report.html").find("<h2>Routing</h2>"), std::string::npos);
+}
+
+// eval gsm8k records the routing beside its flips, from the same teacher-forced pass: along the
+// candidate's tokens, no routing difference under `invariant`, and the summary's Routing table.
+TEST(CompareRouting, Gsm8kRecordsTheRoutingBesideItsFlips) {
+  KVP_REQUIRE_SHARED(data, "data/gsm8k/test.jsonl");
+  test::TempDir t;
+  const std::string m = t.file("q3moe");
+  ASSERT_EQ(test::kvparity("synth --arch qwen3_moe --out " + test::shell_quoted(m)).status, 0);
+  const auto r = test::kvparity("eval gsm8k --data " + test::shell_quoted(data) + " --model " + test::shell_quoted(m) +
+                                " --shots 0 --limit 4 --max-new-tokens 16 --dtypes bf16 --kernels standard,invariant "
+                                "--skip-long --out " + test::shell_quoted(t.file("g")));
+  ASSERT_EQ(r.status, 0) << r.err;
+  int ok = 0;
+  for (const auto& rec : ResultsLog::read_all(t.file("g") + "/gsm8k.jsonl")) {
+    if (rec["status"] != "ok") continue;
+    ++ok;
+    const auto& tf = rec["teacher_forced"];
+    ASSERT_TRUE(tf.contains("routing")) << rec.dump();
+    EXPECT_EQ(tf["routing"]["layers_differ"].size(), tf["steps"].get<size_t>());
+    EXPECT_EQ(tf["routing"]["sparse_layers"], 3);
+    if (rec["kernels"] == "invariant") EXPECT_TRUE(tf["routing"]["first_step"].is_null()) << rec.dump();
+  }
+  EXPECT_GT(ok, 0);
+  const nlohmann::json s = nlohmann::json::parse(text_of(t.file("g") + "/summary.json"))["gsm8k"];
+  for (const auto& row : s["rows"]) {
+    ASSERT_TRUE(row.contains("routing")) << row.dump();
+    if (row["kernels"] == "invariant") {
+      EXPECT_EQ(row["routing"]["layer_flip_rate"], 0.0);
+      EXPECT_TRUE(row["invariant_holds"].get<bool>());
+    }
+  }
+  EXPECT_NE(text_of(t.file("g") + "/summary.md").find("## Routing"), std::string::npos);
 }
 
 }  // namespace

@@ -130,7 +130,12 @@ TEST(TeacherForcing, ChoicesAreTheForcedLogitsSampledWithTheSameDraws) {
       const auto cand_runs = cand.generate(group, g, tok.get(), want, false);
       const auto plain = base.generate(group, g, tok.get(), want, false);
       auto with_logits = base.generate(group, g, tok.get(), want, true);
-      const auto choices = base.teacher_force_choices(group, g, tok.get(), cand_runs, plain, want);
+      const auto forced_choices = base.teacher_force_choices(group, g, tok.get(), cand_runs, plain, want);
+      std::vector<std::vector<int>> choices;
+      for (const auto& c : forced_choices) {
+        choices.push_back(c.tokens);
+        EXPECT_TRUE(c.experts.empty()) << "a dense model has no routing";
+      }
       const auto forced = base.teacher_force(group, g, tok.get(), cand_runs, with_logits, want);
       ASSERT_EQ(choices.size(), group.size());
       for (size_t i = 0; i < group.size(); ++i) {

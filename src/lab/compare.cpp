@@ -1,6 +1,5 @@
 #include "lab/compare.h"
 
-#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +11,7 @@
 #include "lab/numerics_identity.h"
 #include "lab/results_log.h"
 #include "lab/results_manifest.h"
+#include "lab/routing_difference.h"
 #include "lab/side_runner.h"
 #include "lab/side_timing.h"
 #include "lab/step_metrics.h"
@@ -109,49 +109,6 @@ nlohmann::json batch_place(const RunSettings& s, const SideTrace& t) {
   return {{"batch_size", t.batch_size}, {"slot", t.slot}};
 }
 
-// A mixture of experts: where the two sides routed the row a teacher-forced step's token comes
-// from to different experts (docs/metrics.md, "Routing"). A layer differs at a step when the sets
-// of its k experts differ; the same set in another rank order runs the same experts.
-nlohmann::json routing_record(const Prompt& prompt, const ModelConfig& c, const StepExperts& cand,
-                              const StepExperts& forced) {
-  if (cand.size() != forced.size())
-    fail("compare: prompt {}: the teacher-forced baseline has {} routing rows for {} candidate steps", prompt.id,
-         forced.size(), cand.size());
-  const size_t k = size_t(c.moe.n_used);
-  nlohmann::json layers_differ = nlohmann::json::array(), first_layers = nlohmann::json::array(),
-                 layer_flips = nlohmann::json::array();
-  std::vector<int> per_layer(size_t(c.n_layers), 0);
-  int sparse = 0, steps_differ = 0;
-  for (int l = 0; l < c.n_layers; ++l) sparse += c.moe_layer(l);
-  nlohmann::json first_step = nullptr;
-  for (size_t s = 0; s < cand.size(); ++s) {
-    if (cand[s].size() != size_t(c.n_layers) * k || forced[s].size() != cand[s].size())
-      fail("compare: prompt {}: step {}: routing rows of {} and {} entries for {} layers x {} experts", prompt.id, s,
-           cand[s].size(), forced[s].size(), c.n_layers, k);
-    int n = 0;
-    for (int l = 0; l < c.n_layers; ++l) {
-      if (!c.moe_layer(l)) continue;
-      std::vector<int> a(cand[s].begin() + std::ptrdiff_t(size_t(l) * k), cand[s].begin() + std::ptrdiff_t(size_t(l + 1) * k));
-      std::vector<int> b(forced[s].begin() + std::ptrdiff_t(size_t(l) * k),
-                         forced[s].begin() + std::ptrdiff_t(size_t(l + 1) * k));
-      std::sort(a.begin(), a.end());
-      std::sort(b.begin(), b.end());
-      if (a == b) continue;
-      ++n;
-      ++per_layer[size_t(l)];
-      if (first_step.is_null() || first_step.get<size_t>() == s) first_layers.push_back(l);
-      if (first_step.is_null()) first_step = s;
-    }
-    layers_differ.push_back(n);
-    steps_differ += n > 0;
-  }
-  for (int l = 0; l < c.n_layers; ++l)
-    layer_flips.push_back(c.moe_layer(l) ? nlohmann::json(per_layer[size_t(l)]) : nlohmann::json(nullptr));
-  return {{"sparse_layers", sparse},        {"experts_per_token", c.moe.n_used}, {"n_experts", c.moe.n_experts},
-          {"layers_differ", layers_differ}, {"steps_differ", steps_differ},      {"first_step", first_step},
-          {"first_layers", first_layers},   {"layer_flips", layer_flips}};
-}
-
 // The record of one prompt: both free-running traces and the baseline's teacher-forced logits
 // along the candidate's trajectory.
 nlohmann::json make_record(const Prompt& prompt, size_t prompt_index, const Condition& cond, const CompareOptions& opts,
@@ -209,7 +166,9 @@ nlohmann::json make_record(const Prompt& prompt, size_t prompt_index, const Cond
   r["teacher_forced"] = {{"on_token", on_tok}, {"off_token", off_tok}, {"max_abs_logit_diff", mx},
                          {"mean_abs_logit_diff", mean}, {"kl", kl}, {"top1_margin", margin}, {"flips", flips},
                          {"logits_bitwise_equal", bitwise}};
-  if (config.is_moe()) r["teacher_forced"]["routing"] = routing_record(prompt, config, cand.experts, forced_steps.experts);
+  if (config.is_moe())
+    r["teacher_forced"]["routing"] =
+        routing_difference(config, cand.experts, forced_steps.experts, "compare: prompt " + prompt.id);
   if (cond.baseline.batch_size > 1 || cond.candidate.batch_size > 1)
     r["batch"] = {{"baseline", batch_place(cond.baseline, base)}, {"candidate", batch_place(cond.candidate, cand)}};
   return r;

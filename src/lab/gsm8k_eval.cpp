@@ -19,6 +19,7 @@
 #include "lab/prompt_set.h"
 #include "lab/results_log.h"
 #include "lab/results_manifest.h"
+#include "lab/routing_difference.h"
 #include "lab/side_runner.h"
 #include "lab/side_timing.h"
 #include "model/model.h"
@@ -77,7 +78,8 @@ GenerationConfig generation_config(const Item& item, const Gsm8kCondition& cond,
 // and flips are over everything each side sampled: a stop string cuts the tokens it straddles out
 // of output_ids (dropped_ids), but they were still chosen, and can differ.
 nlohmann::json item_record(const Item& item, const SideTrace& cand, const SideTrace& base,
-                           const std::vector<int>* forced) {
+                           const SideRunner::ForcedChoices* forced_choices, const ModelConfig& config) {
+  const std::vector<int>* forced = forced_choices == nullptr ? nullptr : &forced_choices->tokens;
   const int first_div = first_divergence(cand.trajectory, base.trajectory);
   nlohmann::json r;
   r["on"] = side_json(cand.result, item.problem->target);
@@ -93,6 +95,9 @@ nlohmann::json item_record(const Item& item, const SideTrace& cand, const SideTr
   int flips = 0;
   for (size_t s = 0; s < forced->size(); ++s) flips += (*forced)[s] != cand.trajectory[s];
   r["teacher_forced"] = {{"steps", cand.trajectory.size()}, {"flips", flips}};
+  if (config.is_moe())
+    r["teacher_forced"]["routing"] = routing_difference(config, cand.experts, forced_choices->experts,
+                                                        fmt::format("eval gsm8k: problem {}", item.problem->index));
   return r;
 }
 
@@ -387,7 +392,7 @@ int run_gsm8k(const Gsm8kOptions& opts) {
               group.push_back({shard_items[i]->prompt_ids, generation_config(*shard_items[i], cond, opts).sequence_id});
             }
           std::vector<SideTrace> cand_runs, base_runs;
-          std::vector<std::vector<int>> forced;
+          std::vector<SideRunner::ForcedChoices> forced;
           auto want = [&](size_t k) { return !log.has(key_of(*fitting[k], cond)); };
           if (!fitting.empty()) {
             if (!cand) {  // only built when something is left to run
@@ -425,7 +430,8 @@ int run_gsm8k(const Gsm8kOptions& opts) {
             if (it.fits) {
               const size_t slot = k++;
               if (have) continue;
-              r = item_record(it, cand_runs[slot], base_runs[slot], opts.flips ? &forced[slot] : nullptr);
+              r = item_record(it, cand_runs[slot], base_runs[slot], opts.flips ? &forced[slot] : nullptr,
+                              cand->model().config);
             } else {
               if (have) continue;
               r["status"] = "skipped";

@@ -29,7 +29,25 @@ struct Group {
   int flips_n = 0;
   int64_t steps = 0, flips = 0;
   std::vector<double> first_div;
+  // A mixture of experts' routing (the records' teacher_forced.routing; docs/metrics.md, "Routing").
+  int routing_n = 0, routing_prompts = 0, routing_diverged = 0, routing_after_flip = 0, sparse_layers = 0;
+  int64_t routing_steps = 0, layer_flips = 0;
 };
+
+void add_routing(Group& g, const nlohmann::json& routing, const nlohmann::json& first_divergence) {
+  ++g.routing_n;
+  g.sparse_layers = routing.at("sparse_layers").get<int>();
+  for (const auto& n : routing.at("layers_differ")) {
+    ++g.routing_steps;
+    g.layer_flips += n.get<int64_t>();
+  }
+  const auto& first = routing.at("first_step");
+  g.routing_prompts += !first.is_null();
+  if (!first_divergence.is_null()) {
+    ++g.routing_diverged;
+    g.routing_after_flip += !first.is_null() && first.get<int64_t>() <= first_divergence.get<int64_t>();
+  }
+}
 
 bool get_bool(const nlohmann::json& r, const char* side, const char* field) {
   const auto& s = r.at(side);
@@ -193,6 +211,7 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
         ++g.flips_n;
         g.steps += tf.at("steps").get<int64_t>();
         g.flips += tf.at("flips").get<int64_t>();
+        if (tf.contains("routing")) add_routing(g, tf.at("routing"), r.at("first_divergence"));
       }
     } catch (const nlohmann::json::exception& e) {
       fail("gsm8k record {}: missing or mistyped field ({})", id, e.what());
@@ -222,6 +241,16 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
     // divergence alone decides it: an undiverged record has no flips by construction (the forced
     // baseline reuses its own logits along its own trajectory).
     if (invariance_applies(g)) row["invariant_holds"] = g.diverged == 0 && g.flips == 0;
+    if (g.routing_n > 0) {
+      const double layer_steps = double(g.routing_steps) * g.sparse_layers;
+      row["routing"] = {
+          {"records", g.routing_n},
+          {"layer_flip_rate", layer_steps > 0 ? nlohmann::json(double(g.layer_flips) / layer_steps) : nlohmann::json(nullptr)},
+          {"prompt_rate", rate(g.routing_prompts, g.routing_n)},
+          {"divergences_after_routing_flip",
+           {{"count", g.routing_after_flip}, {"of", g.routing_diverged}, {"rate", rate(g.routing_after_flip, g.routing_diverged)}}}};
+      if (invariance_applies(g)) row["invariant_holds"] = row["invariant_holds"].get<bool>() && g.layer_flips == 0;
+    }
     rows.push_back(row);
   }
   return {{"schema_version", kGsm8kSchemaVersion},
@@ -230,6 +259,28 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
           {"built_by", manifest.value("built_by", nlohmann::json())},
           {"records", records.size()},
           {"rows", rows}};
+}
+
+// A mixture of experts' rows: where the two sides routed the row a step's token comes from to
+// different experts, along the candidate's trajectory (nothing for a dense model).
+std::string routing_md(const nlohmann::json& s) {
+  std::string md;
+  for (const auto& r : s["rows"]) {
+    if (!r.contains("routing")) continue;
+    if (md.empty())
+      md = "\n## Routing\n\nA mixture of experts: at each teacher-forced step, whether the two sides sent the row the "
+           "step's token comes from to another set of experts, per sparse layer (docs/metrics.md, \"Routing\"). "
+           "Divergences: problems whose first routing difference came at or before their first divergence.\n\n"
+           "| model | condition | dtype | KV | kernels | layer-steps routed differently | problems | divergences "
+           "after a routing difference |\n|---|---|---|---|---|---|---|---|\n";
+    const auto& g = r["routing"];
+    const auto& d = g["divergences_after_routing_flip"];
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} of {} |\n", r["model"].get<std::string>(),
+                      r["condition"].get<std::string>(), r["dtype"].get<std::string>(),
+                      r.value("kv_dtype", r["dtype"].get<std::string>()), r["kernels"].get<std::string>(),
+                      pct(g["layer_flip_rate"]), pct(g["prompt_rate"]), d["count"].get<int>(), d["of"].get<int>());
+  }
+  return md;
 }
 
 std::string render_gsm8k_md(const nlohmann::json& s) {
@@ -262,6 +313,7 @@ std::string render_gsm8k_md(const nlohmann::json& s) {
   }
   if (any_skipped(s)) md += fmt::format("\n{}\n", kSkippedNote);
   if (any_flips_unmeasured(s)) md += fmt::format("\n{}\n", kNoFlipsNote);
+  md += routing_md(s);
   return md;
 }
 

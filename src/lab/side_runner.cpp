@@ -29,8 +29,8 @@ void finish_trace(SideTrace& t, GenerationResult r, int batch_size, int slot) {
   t.slot = slot;
 }
 
-void keep_step(SideTrace& t, const StepInfo& s) {
-  t.logits.emplace_back(s.logits, s.logits + s.vocab);
+void keep_step(SideTrace& t, const StepInfo& s, bool logits) {
+  if (logits) t.logits.emplace_back(s.logits, s.logits + s.vocab);
   if (s.experts_size > 0) t.experts.emplace_back(s.experts, s.experts + s.experts_size);
 }
 
@@ -49,11 +49,9 @@ std::vector<SideTrace> SideRunner::generate(const std::vector<SidePrompt>& group
     if (!any) continue;
     if (B == 1) {
       g.sequence_id = group[s0].sequence_id;
-      const bool keep = keep_logits && want(s0);
-      SideTrace& t = out[s0];
-      GenerationResult r = engine_.generate(group[s0].ids, g, tok, [&](const StepInfo& s) {
-        if (keep) keep_step(t, s);
-      });
+      SideTrace& t = out[s0];  // wanted: the group's only prompt here
+      GenerationResult r =
+          engine_.generate(group[s0].ids, g, tok, [&](const StepInfo& s) { keep_step(t, s, keep_logits); });
       finish_trace(t, std::move(r), 1, 0);
       continue;
     }
@@ -64,7 +62,7 @@ std::vector<SideTrace> SideRunner::generate(const std::vector<SidePrompt>& group
       sequence_ids.push_back(group[i].sequence_id);
     }
     auto results = engine_.generate_batch(ids, sequence_ids, g, tok, [&](int b, const StepInfo& s) {
-      if (keep_logits && want(s0 + size_t(b))) keep_step(out[s0 + size_t(b)], s);
+      if (want(s0 + size_t(b))) keep_step(out[s0 + size_t(b)], s, keep_logits);
     });
     for (size_t i = s0; i < s1; ++i) finish_trace(out[i], std::move(results[i - s0]), int(s1 - s0), int(i - s0));
   }
@@ -179,21 +177,25 @@ std::vector<ForcedSteps> SideRunner::teacher_force(const std::vector<SidePrompt>
   return out;
 }
 
-std::vector<std::vector<int>> SideRunner::teacher_force_choices(const std::vector<SidePrompt>& group,
-                                                                const GenerationConfig& g, const Tokenizer* tok,
-                                                                const std::vector<SideTrace>& along,
-                                                                const std::vector<SideTrace>& own,
-                                                                const std::function<bool(size_t)>& want) {
-  std::vector<std::vector<int>> out(group.size());
+std::vector<SideRunner::ForcedChoices> SideRunner::teacher_force_choices(const std::vector<SidePrompt>& group,
+                                                                         const GenerationConfig& g,
+                                                                         const Tokenizer* tok,
+                                                                         const std::vector<SideTrace>& along,
+                                                                         const std::vector<SideTrace>& own,
+                                                                         const std::function<bool(size_t)>& want) {
+  std::vector<ForcedChoices> out(group.size());
   force(
       group, g, tok, along, own, want, [&](size_t i) { return own[i].trajectory.size(); },
       // A shared step's choice is the free run's sampled token: the same logits and the same draw.
       [&](size_t i, size_t n) {
-        out[i].assign(own[i].trajectory.begin(), own[i].trajectory.begin() + std::ptrdiff_t(n));
+        out[i].tokens.assign(own[i].trajectory.begin(), own[i].trajectory.begin() + std::ptrdiff_t(n));
+        if (!own[i].experts.empty())
+          out[i].experts.assign(own[i].experts.begin(), own[i].experts.begin() + std::ptrdiff_t(n));
       },
       [&](size_t i, const StepInfo& s) {
         const double u = uniform_at(g.seed, group[i].sequence_id, uint64_t(s.step));
-        out[i].push_back(sample_token(s.logits, s.vocab, g.sampler, u));
+        out[i].tokens.push_back(sample_token(s.logits, s.vocab, g.sampler, u));
+        if (s.experts_size > 0) out[i].experts.emplace_back(s.experts, s.experts + s.experts_size);
       });
   return out;
 }

@@ -38,7 +38,7 @@ struct SideTrace {
   GenerationResult result;
   std::vector<int> trajectory;  // every sampled token: result.output_ids, then result.dropped_ids
   StepLogits logits;            // one row per trajectory step (when logits were kept)
-  StepExperts experts;          // with the logits, a mixture of experts' routing of each step
+  StepExperts experts;          // a mixture of experts' routing of each step (wanted prompts, logits kept or not)
   int batch_size = 1, slot = 0;  // the sub-batch this prompt was decoded in
 };
 
@@ -52,7 +52,7 @@ class SideRunner {
 
   // Free-running generations of the group (GenerationConfig's cache mode is the side's). Fills the
   // traces of every sub-batch holding a wanted prompt; logits are kept for wanted prompts when
-  // keep_logits.
+  // keep_logits, a mixture of experts' routing always.
   std::vector<SideTrace> generate(const std::vector<SidePrompt>& group, GenerationConfig g, const Tokenizer* tok,
                                   const std::function<bool(size_t)>& want, bool keep_logits);
 
@@ -69,9 +69,13 @@ class SideRunner {
   // The same forcing, keeping for each step only the token this side chooses there (g's sampler,
   // the prompt's sequence id, the step's draw) instead of its logits: what counting flips needs,
   // without holding steps x vocab floats per prompt (a batch of 64 x 256 steps over a 256k
-  // vocabulary would hold 17 GB). A shared step's choice is the free run's own token, so `own`
-  // needs no logits.
-  std::vector<std::vector<int>> teacher_force_choices(const std::vector<SidePrompt>& group, const GenerationConfig& g,
+  // vocabulary would hold 17 GB); and a mixture of experts' routing of each step. A shared step's
+  // choice is the free run's own token (its routing the free run's), so `own` needs no logits.
+  struct ForcedChoices {
+    std::vector<int> tokens;
+    StepExperts experts;
+  };
+  std::vector<ForcedChoices> teacher_force_choices(const std::vector<SidePrompt>& group, const GenerationConfig& g,
                                                       const Tokenizer* tok, const std::vector<SideTrace>& along,
                                                       const std::vector<SideTrace>& own,
                                                       const std::function<bool(size_t)>& want);
