@@ -11,6 +11,7 @@
 #include "lab/compare.h"
 #include "lab/report.h"
 #include "lab/results_log.h"
+#include "lab/routing_difference.h"
 #include "lab/summary.h"
 #include "model/model.h"
 #include "model/moe_routing.h"
@@ -192,6 +193,23 @@ TEST(CompareRouting, SummaryCountsLayerStepsStepsPromptsAndDivergencesAfterAFlip
   EXPECT_EQ(render_summary_md(dense).find("## Routing"), std::string::npos);
 }
 
+// One tally for compare's and eval gsm8k's summaries: a routing object that lacks a field, or has
+// one of the wrong type, is refused by name rather than read as zero.
+TEST(CompareRouting, TallyRefusesARoutingRecordThatLacksAField) {
+  const nlohmann::json rec = record_with_routing("a", 3, {0, 2, 0, 1}, 1, {nullptr, 2, 1});
+  RoutingTally t;
+  t.add(rec["teacher_forced"]["routing"], rec["first_divergence"]);
+  EXPECT_EQ(t.records(), 1);
+  EXPECT_EQ(t.layer_flips(), 3);
+  EXPECT_EQ(t.to_json()["divergences_after_routing_flip"]["count"], 1);
+  nlohmann::json bad = rec["teacher_forced"]["routing"];
+  bad.erase("steps_differ");
+  EXPECT_NE(test::error_of([&] { RoutingTally().add(bad, nullptr); }).find("steps_differ"), std::string::npos);
+  bad = rec["teacher_forced"]["routing"];
+  bad["first_step"] = "one";
+  EXPECT_NE(test::error_of([&] { RoutingTally().add(bad, nullptr); }).find("teacher_forced.routing"), std::string::npos);
+}
+
 // End to end on a tiny Qwen3-MoE: the invariant kernels route cache ON and OFF alike everywhere;
 // a coarse FP8 cache routes some rows elsewhere than an fp16 one, and the records, summary and
 // report say where.
@@ -260,6 +278,10 @@ TEST(CompareRouting, Gsm8kRecordsTheRoutingBesideItsFlips) {
   const nlohmann::json s = nlohmann::json::parse(text_of(t.file("g") + "/summary.json"))["gsm8k"];
   for (const auto& row : s["rows"]) {
     ASSERT_TRUE(row.contains("routing")) << row.dump();
+    // compare's fields too (one tally): per layer, the dense layer 2 null.
+    ASSERT_EQ(row["routing"]["layer_flips"].size(), 4u) << row.dump();
+    EXPECT_TRUE(row["routing"]["layer_flips"][2].is_null());
+    EXPECT_TRUE(row["routing"].contains("step_flip_rate"));
     if (row["kernels"] == "invariant") {
       EXPECT_EQ(row["routing"]["layer_flip_rate"], 0.0);
       EXPECT_TRUE(row["invariant_holds"].get<bool>());

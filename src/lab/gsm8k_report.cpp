@@ -13,6 +13,7 @@
 #include "lab/mcnemar.h"
 #include "lab/report_header.h"
 #include "lab/results_log.h"
+#include "lab/routing_difference.h"
 #include "lab/stats.h"
 #include "lab/svg_chart.h"
 
@@ -29,25 +30,8 @@ struct Group {
   int flips_n = 0;
   int64_t steps = 0, flips = 0;
   std::vector<double> first_div;
-  // A mixture of experts' routing (the records' teacher_forced.routing; docs/metrics.md, "Routing").
-  int routing_n = 0, routing_prompts = 0, routing_diverged = 0, routing_after_flip = 0, sparse_layers = 0;
-  int64_t routing_steps = 0, layer_flips = 0;
+  RoutingTally routing;  // a mixture of experts' (the records' teacher_forced.routing)
 };
-
-void add_routing(Group& g, const nlohmann::json& routing, const nlohmann::json& first_divergence) {
-  ++g.routing_n;
-  g.sparse_layers = routing.at("sparse_layers").get<int>();
-  for (const auto& n : routing.at("layers_differ")) {
-    ++g.routing_steps;
-    g.layer_flips += n.get<int64_t>();
-  }
-  const auto& first = routing.at("first_step");
-  g.routing_prompts += !first.is_null();
-  if (!first_divergence.is_null()) {
-    ++g.routing_diverged;
-    g.routing_after_flip += !first.is_null() && first.get<int64_t>() <= first_divergence.get<int64_t>();
-  }
-}
 
 bool get_bool(const nlohmann::json& r, const char* side, const char* field) {
   const auto& s = r.at(side);
@@ -211,7 +195,7 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
         ++g.flips_n;
         g.steps += tf.at("steps").get<int64_t>();
         g.flips += tf.at("flips").get<int64_t>();
-        if (tf.contains("routing")) add_routing(g, tf.at("routing"), r.at("first_divergence"));
+        if (tf.contains("routing")) g.routing.add(tf.at("routing"), r.at("first_divergence"));
       }
     } catch (const nlohmann::json::exception& e) {
       fail("gsm8k record {}: missing or mistyped field ({})", id, e.what());
@@ -241,15 +225,9 @@ nlohmann::json summarize_gsm8k(const nlohmann::json& manifest, const std::vector
     // divergence alone decides it: an undiverged record has no flips by construction (the forced
     // baseline reuses its own logits along its own trajectory).
     if (invariance_applies(g)) row["invariant_holds"] = g.diverged == 0 && g.flips == 0;
-    if (g.routing_n > 0) {
-      const double layer_steps = double(g.routing_steps) * g.sparse_layers;
-      row["routing"] = {
-          {"records", g.routing_n},
-          {"layer_flip_rate", layer_steps > 0 ? nlohmann::json(double(g.layer_flips) / layer_steps) : nlohmann::json(nullptr)},
-          {"prompt_rate", rate(g.routing_prompts, g.routing_n)},
-          {"divergences_after_routing_flip",
-           {{"count", g.routing_after_flip}, {"of", g.routing_diverged}, {"rate", rate(g.routing_after_flip, g.routing_diverged)}}}};
-      if (invariance_applies(g)) row["invariant_holds"] = row["invariant_holds"].get<bool>() && g.layer_flips == 0;
+    if (g.routing.records() > 0) {
+      row["routing"] = g.routing.to_json();
+      if (invariance_applies(g)) row["invariant_holds"] = row["invariant_holds"].get<bool>() && g.routing.layer_flips() == 0;
     }
     rows.push_back(row);
   }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "lab/stats.h"
 
 namespace kvp {
 
@@ -44,6 +45,51 @@ nlohmann::json routing_difference(const ModelConfig& c, const StepExperts& candi
   return {{"sparse_layers", sparse},        {"experts_per_token", c.moe.n_used}, {"n_experts", c.moe.n_experts},
           {"layers_differ", layers_differ}, {"steps_differ", steps_differ},      {"first_step", first_step},
           {"first_layers", first_layers},   {"layer_flips", layer_flips}};
+}
+
+void RoutingTally::add(const nlohmann::json& r, const nlohmann::json& first_divergence) {
+  try {
+    ++records_;
+    sparse_layers_ = r.at("sparse_layers").get<int>();
+    k_ = r.at("experts_per_token").get<int>();
+    n_experts_ = r.at("n_experts").get<int>();
+    for (const auto& n : r.at("layers_differ")) {
+      ++steps_;
+      layer_flips_ += n.get<long long>();
+    }
+    steps_differ_ += r.at("steps_differ").get<int>();
+    const auto& first = r.at("first_step");
+    const bool any = !first.is_null();
+    records_differ_ += any;
+    if (any) first_step_.push_back(first.get<double>());
+    if (!first_divergence.is_null()) {
+      ++diverged_;
+      diverged_after_flip_ += any && first.get<long long>() <= first_divergence.get<long long>();
+    }
+    const auto& layers = r.at("layer_flips");
+    if (by_layer_.size() < layers.size()) by_layer_.resize(layers.size(), -1);
+    for (size_t l = 0; l < layers.size(); ++l)
+      if (!layers[l].is_null()) by_layer_[l] = std::max(by_layer_[l], 0LL) + layers[l].get<long long>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("teacher_forced.routing: missing or mistyped field ({})", e.what());
+  }
+}
+
+nlohmann::json RoutingTally::to_json() const {
+  const auto rate = [](double num, double den) { return den > 0 ? nlohmann::json(num / den) : nlohmann::json(nullptr); };
+  nlohmann::json by_layer = nlohmann::json::array();
+  for (long long n : by_layer_) by_layer.push_back(n < 0 ? nlohmann::json(nullptr) : nlohmann::json(n));
+  return {{"records", records_},
+          {"sparse_layers", sparse_layers_},
+          {"experts_per_token", k_},
+          {"n_experts", n_experts_},
+          {"layer_flip_rate", rate(double(layer_flips_), double(steps_) * sparse_layers_)},
+          {"step_flip_rate", rate(steps_differ_, steps_)},
+          {"prompt_rate", rate(records_differ_, records_)},
+          {"divergences_after_routing_flip",
+           {{"count", diverged_after_flip_}, {"of", diverged_}, {"rate", rate(diverged_after_flip_, diverged_)}}},
+          {"first_routing_difference_index", summarize(first_step_).to_json()},
+          {"layer_flips", by_layer}};
 }
 
 }  // namespace kvp

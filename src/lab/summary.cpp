@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "lab/routing_difference.h"
 #include "lab/stats.h"
 
 namespace kvp {
@@ -22,56 +23,8 @@ struct Acc {
   std::map<std::string, std::vector<double>> steps;               // metric -> all steps
   std::map<std::string, std::vector<std::vector<double>>> by_pos;  // metric -> [step index] -> values
   int logits_known = 0, logits_differ = 0;  // prompts with any teacher-forced logit bit different
-  // A mixture of experts' routing (records' teacher_forced.routing; docs/metrics.md, "Routing").
-  struct Routing {
-    int records = 0, steps = 0, sparse_layers = 0, k = 0, n_experts = 0;
-    long long layer_flips = 0;
-    int steps_differ = 0, prompts_differ = 0, diverged = 0, diverged_after_flip = 0;
-    std::vector<double> first_step;
-    std::vector<long long> by_layer;  // per layer; -1 for a dense one
-  } routing;
+  RoutingTally routing;  // a mixture of experts' (records' teacher_forced.routing)
 };
-
-void add_routing(Acc::Routing& a, const nlohmann::json& r, const nlohmann::json& first_divergence) {
-  ++a.records;
-  a.sparse_layers = r.value("sparse_layers", 0);
-  a.k = r.value("experts_per_token", 0);
-  a.n_experts = r.value("n_experts", 0);
-  for (const auto& n : r["layers_differ"]) {
-    ++a.steps;
-    a.layer_flips += n.get<int>();
-  }
-  a.steps_differ += r.value("steps_differ", 0);
-  const bool any = !r["first_step"].is_null();
-  a.prompts_differ += any;
-  if (any) a.first_step.push_back(r["first_step"].get<double>());
-  if (!first_divergence.is_null()) {
-    ++a.diverged;
-    a.diverged_after_flip += any && r["first_step"].get<int>() <= first_divergence.get<int>();
-  }
-  const auto& layers = r["layer_flips"];
-  if (a.by_layer.size() < layers.size()) a.by_layer.resize(layers.size(), -1);
-  for (size_t l = 0; l < layers.size(); ++l)
-    if (!layers[l].is_null()) a.by_layer[l] = std::max(a.by_layer[l], 0LL) + layers[l].get<long long>();
-}
-
-nlohmann::json routing_summary(const Acc& acc) {
-  const Acc::Routing& a = acc.routing;
-  const auto rate = [](double num, double den) { return den > 0 ? nlohmann::json(num / den) : nlohmann::json(nullptr); };
-  nlohmann::json by_layer = nlohmann::json::array();
-  for (long long n : a.by_layer) by_layer.push_back(n < 0 ? nlohmann::json(nullptr) : nlohmann::json(n));
-  return {{"records", a.records},
-          {"sparse_layers", a.sparse_layers},
-          {"experts_per_token", a.k},
-          {"n_experts", a.n_experts},
-          {"layer_flip_rate", rate(double(a.layer_flips), double(a.steps) * a.sparse_layers)},
-          {"step_flip_rate", rate(a.steps_differ, a.steps)},
-          {"prompt_rate", rate(a.prompts_differ, a.records)},
-          {"divergences_after_routing_flip",
-           {{"count", a.diverged_after_flip}, {"of", a.diverged}, {"rate", rate(a.diverged_after_flip, a.diverged)}}},
-          {"first_routing_difference_index", summarize(a.first_step).to_json()},
-          {"layer_flips", by_layer}};
-}
 
 // "k=v,k=v" -> its items.
 std::map<std::string, std::string> spec_items(const std::string& spec) {
@@ -123,7 +76,7 @@ nlohmann::json summarize_compare(const std::vector<nlohmann::json>& records) {
       a.logits_differ += !it->get<bool>();
     }
     a.flips += tf.value("flips", 0);
-    if (const auto it = tf.find("routing"); it != tf.end()) add_routing(a.routing, *it, r["first_divergence"]);
+    if (const auto it = tf.find("routing"); it != tf.end()) a.routing.add(*it, r["first_divergence"]);
     a.n_steps += int(tf["on_token"].size());
     for (const char* m : kMetrics) {
       const auto v = doubles(tf[m]);
@@ -162,7 +115,7 @@ nlohmann::json summarize_compare(const std::vector<nlohmann::json>& records) {
       per_step[std::string(m) + "_median"] = med;
     }
     c["per_step"] = per_step;
-    if (a.routing.records > 0) c["routing"] = routing_summary(a);
+    if (a.routing.records() > 0) c["routing"] = a.routing.to_json();
     by_key[key] = c;
     conditions.push_back(c);
   }
