@@ -42,8 +42,9 @@
 //                    attn_norm rounds (v4.51's Olmo2RMSNorm is Llama's), before RoPE
 //   attn_out         o_proj -> P, post_attention_layernorm -> P, then resid_mid
 //   mlp_out          down_proj -> P, post_feedforward_layernorm -> P, then resid_post
-// A sparse layer (Mixtral, Qwen2-MoE, Qwen3-MoE) replaces gate/up/act/mlp_out by its router and
-// experts (sparse_mlp below).
+// A sparse layer (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE) replaces gate/up/act/mlp_out by its router
+// and experts (sparse_mlp below). The routing is decided on the host, from the router's logits, on
+// every device: a GPU pass waits for them in every sparse layer.
 // K/V enter the cache converted to the KV dtype (lossless when it is wider than P).
 #include <algorithm>
 #include <cmath>
@@ -367,7 +368,9 @@ class Pass {
     a_.router.ensure(dev_, M * E);
     linear(a_.xb.data(), L.router, a_.router.data(), "router_logits", l);
     hook(HookPoint::RouterLogits, l, a_.router.data(), E);
-    const ExpertRouting route = route_experts(a_.router.data(), M_, E, moe.n_used, moe.norm_topk_prob, P_);
+    const float* logits = on_host(a_.router.data(), M * E, router_host_);
+    routable(logits, E, l);
+    const ExpertRouting route = route_experts(logits, M_, E, moe.n_used, moe.norm_topk_prob, P_);
     const size_t k = size_t(moe.n_used);
     for (size_t s = 0; s < slices_.size(); ++s) {
       const size_t last = size_t(row0_[s] + slices_[s].n_tokens - 1);
@@ -406,13 +409,37 @@ class Pass {
                 shared_points, l, nullptr, true);  // x is the shared gate's input next
       float* gate = a_.router.data();  // the routing is done with the router's logits
       linear(a_.xb.data(), L.shared_gate, gate, "shared_expert_gate", l);
+      const float* g = on_host(gate, M, router_host_);
       for (int m = 0; m < M_; ++m) {
-        const float s = round_to(P_, 1.0f / (1.0f + pmath::expf_rounded(-gate[m])));
+        const float s = round_to(P_, 1.0f / (1.0f + pmath::expf_rounded(-g[m])));
         kn_.scale(a_.moe_y.data() + size_t(m) * dim, size_t(dim), s, P_);
       }
       kn_.add(out, a_.moe_y.data(), M * dim, P_);
     }
     materialise(out, M_, dim, "mlp_out", l);
+  }
+
+  // n floats of x where the host can read them: x itself on the CPU; else copied into `host` (the
+  // device's one wait in the middle of a pass, after which it runs the rest of the pass eagerly).
+  const float* on_host(const float* x, size_t n, std::vector<float>& host) {
+    if (dev_ == Device::Cpu) return x;
+    host.resize(n);
+    kn_.to_host(host.data(), x, n * sizeof(float));
+    return host.data();
+  }
+
+  // The routing needs finite router logits, whatever the NaN/Inf policy: a row with none cannot
+  // choose its experts. A device reports first what its rounding points met so far (in pass
+  // order, as finish() would), so the error names where the overflow began, not where it arrived.
+  void routable(const float* logits, int E, int layer) {
+    if (dev_ != Device::Cpu)
+      for (const NonFiniteHit& h : kn_.pending_nonfinite()) nonfinite(h.slot, h.index, h.value);
+    for (size_t i = 0; i < size_t(M_) * E; ++i)
+      if (!std::isfinite(logits[i]))
+        throw Error(ErrorKind::Numeric,
+                    NonFiniteEvent{"router_logits", layer, pos_of_row_[i / size_t(E)], int(i % size_t(E)), logits[i]}
+                            .describe() +
+                        ": the experts cannot be chosen");
   }
 
   struct Point {  // a rounding point of this pass, for naming a NaN/Inf found there
@@ -487,6 +514,7 @@ class Pass {
   std::vector<Point> points_;
   std::deque<std::vector<int>> row_positions_;  // positions of gathered rows, named by points_
   std::vector<float> hook_rows_;  // host copy of a hooked tensor (devices other than the CPU)
+  std::vector<float> router_host_;  // host copy of a sparse layer's router logits (the same)
   const ForwardOptions& opts_;
   DType P_;
   bool gemma_;
@@ -513,11 +541,6 @@ const float* forward_batch(const Model& model, Kernels& kernels, Activations& ac
     for (size_t t = 0; t < s; ++t)
       if (slices[t].cache == sl.cache) fail("forward: sequences {} and {} share one KV cache", t, s);
   }
-  // The routing is decided on the host between the router's matmul and the experts': a device
-  // pass would wait for it in every layer, which the CUDA backend's captured passes cannot.
-  if (model.config.is_moe() && kernels.device() != Device::Cpu)
-    fail_usage("{}: mixture-of-experts models ({}) run on the CPU only; --device {} is not supported for them yet",
-               model.config.source, family_name(model.config), device_name(kernels.device()));
   Pass pass(model, kernels, act, slices, opts);
   return pass.run();
 }

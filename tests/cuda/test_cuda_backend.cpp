@@ -7,7 +7,8 @@
 //  - a NaN-poisoned static cache changes nothing, and a static cache equals an exact-size one;
 //  - fp16/bf16 `standard` kernels: cache ON and OFF differ somewhere (the phenomenon);
 //  - batches of mixed-length sequences on both paths; NaN/Inf detection naming tensor and layer;
-//  - hooks (profile, patching) see the same rows as on the CPU.
+//  - hooks (profile, patching) see the same rows as on the CPU;
+//  - a mixture of experts routes every step as the CPU does (under `portable`, the same bits).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -95,7 +96,8 @@ TEST_P(CudaReference, Fp32LogitsHiddenStatesStepAndGenerationsMatchTransformers)
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, CudaReference,
-                         ::testing::Combine(::testing::Values("llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"),
+                         ::testing::Combine(::testing::Values("llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2",
+                                                              "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"),
                                             ::testing::Values(KernelPolicy::Standard, KernelPolicy::Invariant,
                                                               KernelPolicy::Portable)),
                          [](const auto& i) { return std::get<0>(i.param) + "_" + policy_name(std::get<1>(i.param)); });
@@ -124,7 +126,8 @@ TEST(CudaBackend, GpuFp32AgreesWithCpuFp32OnARealCheckpointAndEveryFamily) {
   KVP_REQUIRE_SHARED(bin, "models/stories260K/stories260K.bin");
   std::vector<std::pair<std::string, std::shared_ptr<Model>>> models;
   models.emplace_back("stories260K", Model::load(bin, DType::F32));
-  for (const char* fam : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"})
+  for (const char* fam :
+       {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"})
     models.emplace_back(std::string("synthetic ") + fam,
                         Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), DType::F32));
   const std::vector<int> prompt{1, 9038, 2501, 263, 931};
@@ -147,6 +150,44 @@ TEST(CudaBackend, GpuFp32AgreesWithCpuFp32OnARealCheckpointAndEveryFamily) {
       }
     }
   }
+}
+
+// A mixture of experts on the GPU: the routing is the host's, from the GPU's router logits, so under
+// `portable` (the same bits on every machine) each step's experts, tokens and logits are the CPU's,
+// on both cache paths; with a shared expert (Qwen2-MoE) and without (Mixtral).
+TEST(CudaBackend, MixtureOfExpertsRoutesEveryStepAsTheCpu) {
+  KVP_REQUIRE_GPU();
+  for (const char* fam : {"mixtral", "qwen2_moe"})
+    for (DType dt : {DType::F16, DType::F32}) {
+      auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), dt), dt);
+      for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
+        std::vector<std::vector<int>> experts[2];
+        std::vector<std::vector<float>> logits[2];
+        std::vector<int> ids[2];
+        for (int side = 0; side < 2; ++side) {
+          EngineOptions eo = side == 0 ? EngineOptions{} : on_gpu(KvType::of(dt), KernelPolicy::Portable);
+          eo.kernels = KernelPolicy::Portable;
+          Engine e(model, eo);
+          GenerationConfig g;
+          g.max_new_tokens = 20;
+          g.cache = mode;
+          g.stop_at_eos = false;
+          ids[side] = e.generate({1, 7, 42, 3, 99}, g, nullptr, [&](const StepInfo& st) {
+                         ASSERT_NE(st.experts, nullptr) << fam;
+                         experts[side].emplace_back(st.experts, st.experts + st.experts_size);
+                         logits[side].emplace_back(st.logits, st.logits + st.vocab);
+                       }).output_ids;
+        }
+        const std::string what = std::string(fam) + " " + std::string(dtype_name(dt)) +
+                                 (mode == CacheMode::On ? " cache ON" : " cache OFF");
+        EXPECT_EQ(ids[0], ids[1]) << what;
+        EXPECT_EQ(experts[0], experts[1]) << what;
+        ASSERT_EQ(logits[0].size(), logits[1].size()) << what;
+        for (size_t i = 0; i < logits[0].size(); ++i)
+          EXPECT_EQ(std::memcmp(logits[0][i].data(), logits[1][i].data(), logits[0][i].size() * sizeof(float)), 0)
+              << what << " step " << i;
+      }
+    }
 }
 
 // An fp32 run keeps an fp16/bf16 file's bytes on the host; the GPU multiplies an fp32 copy of

@@ -273,7 +273,8 @@ TEST(CudaPortable, AttentionBatchSlicesAreEachTheCpuBits) {
 // cache paths.
 TEST(CudaPortable, GoldenDigestsAreTheCpuOnes) {
   KVP_REQUIRE_GPU();
-  for (const char* arch : {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"})
+  for (const char* arch :
+       {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"})
     for (DType dt : kAllTypes) {
       const std::string key = std::string(arch) + " " + std::string(dtype_name(dt));
       auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config(arch, "tiny"), dt), dt);
