@@ -10,6 +10,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "model/synthetic.h"
 
 namespace kvp::cli {
 
@@ -17,8 +18,7 @@ const std::vector<std::string> kDtypeNames{"fp32", "fp16", "bf16"};
 const std::vector<std::string> kKvTypeNames{"fp32", "fp16", "bf16", "q8_0", "q4_0", "fp8_e4m3", "fp8_e5m2"};
 const std::vector<std::string> kPolicyNames{"reference", "standard", "invariant", "portable"};
 const std::vector<std::string> kSamplerNames{"greedy", "temperature", "top-k", "top-p", "min-p"};
-const std::vector<std::string> kSynthPresets{"tiny",      "tinyllama-1.1b", "llama2-7b",   "mistral-7b",
-                                             "gemma2-2b", "qwen2.5-0.5b",   "qwen3-0.6b",  "gemma3-1b"};
+const std::vector<std::string> kSynthPresets = synthetic_presets();
 
 namespace {
 

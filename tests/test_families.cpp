@@ -217,6 +217,45 @@ TEST(FamilyPresets, RealShapesAndArchitectureChecks) {
   const ModelConfig l = synthetic_config("llama", "llama2-7b");
   EXPECT_EQ(l.n_layers, 32);
   EXPECT_EQ(l.hidden_dim, 11008);
+  const ModelConfig o7 = synthetic_config("", "olmo2-7b");  // allenai/OLMo-2-1124-7B
+  EXPECT_EQ(o7.arch, Arch::Olmo2);
+  EXPECT_FALSE(o7.pre_norms());
+  EXPECT_TRUE(o7.post_norms() && o7.qk_norm() && !o7.qk_norm_per_head());
+  EXPECT_EQ(o7.vocab_size, 100352);
+  EXPECT_EQ(o7.rope_theta, 500000.0f);
+  EXPECT_FALSE(o7.tied_embeddings);
+  // The mixtures of experts: every layer sparse, the experts' shapes and renormalisation the models'.
+  const ModelConfig mx = synthetic_config("", "mixtral-8x7b");  // mistralai/Mixtral-8x7B-v0.1
+  EXPECT_EQ(mx.arch, Arch::Mistral);
+  EXPECT_EQ(mx.sliding_window, 0);
+  EXPECT_EQ(mx.moe.n_experts, 8);
+  EXPECT_EQ(mx.moe.n_used, 2);
+  EXPECT_EQ(mx.moe.expert_hidden_dim, 14336);
+  EXPECT_TRUE(mx.moe.norm_topk_prob);
+  const ModelConfig q15 = synthetic_config("qwen2_moe", "qwen1.5-moe-a2.7b");  // Qwen/Qwen1.5-MoE-A2.7B
+  EXPECT_EQ(q15.arch, Arch::Qwen2);
+  EXPECT_TRUE(q15.qkv_bias && !q15.tied_embeddings && !q15.moe.norm_topk_prob);
+  EXPECT_EQ(q15.moe.n_experts, 60);
+  EXPECT_EQ(q15.moe.n_used, 4);
+  EXPECT_EQ(q15.moe.expert_hidden_dim, 1408);
+  EXPECT_EQ(q15.moe.shared_hidden_dim, 5632);
+  const ModelConfig q30 = synthetic_config("", "qwen3-30b-a3b");  // Qwen/Qwen3-30B-A3B
+  EXPECT_EQ(q30.arch, Arch::Qwen3);
+  EXPECT_EQ(q30.q_dim(), 4096);
+  EXPECT_EQ(q30.moe.n_experts, 128);
+  EXPECT_EQ(q30.moe.n_used, 8);
+  EXPECT_EQ(q30.moe.expert_hidden_dim, 768);
+  const ModelConfig oe = synthetic_config("olmoe", "olmoe-1b-7b");  // allenai/OLMoE-1B-7B-0924
+  EXPECT_EQ(oe.arch, Arch::Olmoe);
+  EXPECT_EQ(oe.moe.n_experts, 64);
+  EXPECT_EQ(oe.moe.n_used, 8);
+  EXPECT_FALSE(oe.moe.norm_topk_prob);
+  for (const ModelConfig* m : {&mx, &q15, &q30, &oe})
+    for (int layer = 0; layer < m->n_layers; ++layer) EXPECT_TRUE(m->moe_layer(layer)) << m->source << " " << layer;
+  const std::string wrong = test::error_of([] { synthetic_config("llama", "mixtral-8x7b"); });
+  EXPECT_NE(wrong.find("mixtral"), std::string::npos) << wrong;
+  const std::string unknown = test::error_of([] { synthetic_config("", "mixtral-8x22b"); });
+  EXPECT_NE(unknown.find("olmoe-1b-7b"), std::string::npos) << unknown;  // the known ones listed
   const std::string e = test::error_of([] { synthetic_config("llama", "gemma2-2b"); });
   EXPECT_NE(e.find("gemma2-2b"), std::string::npos) << e;
   EXPECT_NE(e.find("gemma2"), std::string::npos) << e;

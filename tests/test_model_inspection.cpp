@@ -18,49 +18,9 @@ namespace {
 using test::kvparity;
 using test::q;
 
-// A checkpoint with a preset's tensor names and shapes whose views point at one byte: the footprint
-// reads shapes and types only, so a 7B model costs nothing to describe.
-Checkpoint shapes_only(const ModelConfig& c, DType dtype) {
-  static const uint8_t byte = 0;
-  Checkpoint ck;
-  ck.path = "shapes-only";
-  ck.format = "hf";
-  ck.config = c;
-  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
-    TensorView t;
-    t.name = name;
-    t.dtype = dtype;
-    t.shape = std::move(shape);
-    t.data = &byte;
-    ck.tensors[name] = t;
-  };
-  const int64_t d = c.dim, qd = c.q_dim(), kv = c.kv_dim(), h = c.hidden_dim;
-  add("model.embed_tokens.weight", {c.vocab_size, d});
-  add("model.norm.weight", {d});
-  if (!c.tied_embeddings) add("lm_head.weight", {c.vocab_size, d});
-  for (int i = 0; i < c.n_layers; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".";
-    add(p + "input_layernorm.weight", {d});
-    add(p + "post_attention_layernorm.weight", {d});
-    if (c.arch == Arch::Gemma2) {
-      add(p + "pre_feedforward_layernorm.weight", {d});
-      add(p + "post_feedforward_layernorm.weight", {d});
-    }
-    add(p + "self_attn.q_proj.weight", {qd, d});
-    add(p + "self_attn.k_proj.weight", {kv, d});
-    add(p + "self_attn.v_proj.weight", {kv, d});
-    add(p + "self_attn.o_proj.weight", {d, qd});
-    if (c.qkv_bias) {
-      add(p + "self_attn.q_proj.bias", {qd});
-      add(p + "self_attn.k_proj.bias", {kv});
-      add(p + "self_attn.v_proj.bias", {kv});
-    }
-    add(p + "mlp.gate_proj.weight", {h, d});
-    add(p + "mlp.up_proj.weight", {h, d});
-    add(p + "mlp.down_proj.weight", {d, h});
-  }
-  return ck;
-}
+// A preset's tensor names and shapes, no data: the footprint reads shapes and types only, so a 7B
+// model costs nothing to describe.
+Checkpoint shapes_only(const ModelConfig& c, DType dtype) { return synthetic_shapes(c, dtype); }
 
 TEST(WeightsFootprint, ParameterCountsAreThePublishedOnesOfThePresetsModels) {
   // The parameter counts the models' own cards and `sum(p.numel())` of the Hugging Face models give.
@@ -68,7 +28,13 @@ TEST(WeightsFootprint, ParameterCountsAreThePublishedOnesOfThePresetsModels) {
                                                                   {"llama2-7b", 6738415616},
                                                                   {"mistral-7b", 7248023552},
                                                                   {"gemma2-2b", 2614341888},
-                                                                  {"qwen2.5-0.5b", 494032768}};
+                                                                  {"qwen2.5-0.5b", 494032768},
+                                                                  {"olmo2-1b", 1484916736},
+                                                                  {"olmo2-7b", 7298617344},
+                                                                  {"mixtral-8x7b", 46702792704},
+                                                                  {"qwen1.5-moe-a2.7b", 14315784192},
+                                                                  {"qwen3-30b-a3b", 30532122624},
+                                                                  {"olmoe-1b-7b", 6919161856}};
   for (const auto& [preset, count] : published) {
     const Checkpoint ck = shapes_only(synthetic_config("", preset), DType::BF16);
     const WeightsFootprint f = weights_footprint(ck, DType::BF16);

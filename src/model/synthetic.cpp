@@ -11,7 +11,9 @@
 namespace kvp {
 
 std::vector<std::string> synthetic_presets() {
-  return {"tiny", "tinyllama-1.1b", "llama2-7b", "mistral-7b", "gemma2-2b", "qwen2.5-0.5b", "qwen3-0.6b", "gemma3-1b"};
+  return {"tiny",         "tinyllama-1.1b", "llama2-7b",    "mistral-7b",    "gemma2-2b",
+          "qwen2.5-0.5b", "qwen3-0.6b",     "gemma3-1b",    "olmo2-1b",      "olmo2-7b",
+          "mixtral-8x7b", "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "olmoe-1b-7b"};
 }
 
 namespace {
@@ -24,10 +26,15 @@ std::string preset_arch(const std::string& preset) {
   if (preset == "qwen2.5-0.5b") return "qwen2";
   if (preset == "qwen3-0.6b") return "qwen3";
   if (preset == "gemma3-1b") return "gemma3";
+  if (preset == "olmo2-1b" || preset == "olmo2-7b") return "olmo2";
+  if (preset == "mixtral-8x7b") return "mixtral";
+  if (preset == "qwen1.5-moe-a2.7b") return "qwen2_moe";
+  if (preset == "qwen3-30b-a3b") return "qwen3_moe";
+  if (preset == "olmoe-1b-7b") return "olmoe";
   if (preset == "tiny") return "";
-  fail_usage("synth: unknown preset '{}' (expected tiny, tinyllama-1.1b, llama2-7b, mistral-7b, gemma2-2b, "
-             "qwen2.5-0.5b, qwen3-0.6b or gemma3-1b)",
-             preset);
+  std::string names;
+  for (const std::string& p : synthetic_presets()) names += (names.empty() ? "" : ", ") + p;
+  fail_usage("synth: unknown preset '{}' (expected one of {})", preset, names);
 }
 
 }  // namespace
@@ -37,7 +44,6 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
   const std::string arch_s = arch_in.empty() ? (owner.empty() ? "llama" : owner) : arch_in;
   // The mixtures of experts by transformers' names, over their attention's family.
   const bool moe = arch_s == "mixtral" || arch_s == "qwen2_moe" || arch_s == "qwen3_moe" || arch_s == "olmoe";
-  if (moe && preset != "tiny") fail_usage("synth: --arch {} has the tiny preset only", arch_s);
   ModelConfig c;
   c.arch = parse_arch(arch_s == "mixtral" ? "mistral" : arch_s == "olmoe" ? arch_s : moe ? arch_s.substr(0, 5) : arch_s);
   if (!owner.empty() && owner != arch_s)
@@ -106,12 +112,37 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.dim = 1024; c.hidden_dim = 3072; c.n_layers = 28; c.n_heads = 16; c.n_kv_heads = 8; c.head_dim = 128;
     c.vocab_size = 151936; c.max_seq_len = 40960; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
     c.tied_embeddings = true; c.bos_id = -1; c.eos_id = 151645;
+  } else if (preset == "olmo2-1b" || preset == "olmo2-7b") {  // allenai/OLMo-2-0425-1B, allenai/OLMo-2-1124-7B
+    const bool b1 = preset == "olmo2-1b";
+    c.dim = b1 ? 2048 : 4096; c.hidden_dim = b1 ? 8192 : 11008; c.n_layers = b1 ? 16 : 32;
+    c.n_heads = b1 ? 16 : 32; c.n_kv_heads = c.n_heads;
+    c.vocab_size = 100352; c.max_seq_len = 4096; c.rope_theta = 500000.0f; c.norm_eps = 1e-6f;
+    c.bos_id = -1; c.eos_id = 100257;
+  } else if (preset == "mixtral-8x7b") {  // mistralai/Mixtral-8x7B-v0.1: no sliding window
+    c.dim = 4096; c.hidden_dim = 14336; c.n_layers = 32; c.n_heads = 32; c.n_kv_heads = 8;
+    c.vocab_size = 32000; c.max_seq_len = 32768; c.rope_theta = 1000000.0f;
+    c.moe.n_experts = 8; c.moe.n_used = 2; c.moe.expert_hidden_dim = 14336; c.moe.norm_topk_prob = true;
+  } else if (preset == "qwen1.5-moe-a2.7b") {  // Qwen/Qwen1.5-MoE-A2.7B
+    c.dim = 2048; c.hidden_dim = 5632; c.n_layers = 24; c.n_heads = 16; c.n_kv_heads = 16;
+    c.vocab_size = 151936; c.max_seq_len = 8192; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
+    c.qkv_bias = true; c.bos_id = -1; c.eos_id = 151643;
+    c.moe.n_experts = 60; c.moe.n_used = 4; c.moe.expert_hidden_dim = 1408; c.moe.shared_hidden_dim = 5632;
+    c.moe.norm_topk_prob = false;
+  } else if (preset == "qwen3-30b-a3b") {  // Qwen/Qwen3-30B-A3B
+    c.dim = 2048; c.hidden_dim = 6144; c.n_layers = 48; c.n_heads = 32; c.n_kv_heads = 4; c.head_dim = 128;
+    c.vocab_size = 151936; c.max_seq_len = 40960; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
+    c.bos_id = -1; c.eos_id = 151645;
+    c.moe.n_experts = 128; c.moe.n_used = 8; c.moe.expert_hidden_dim = 768; c.moe.norm_topk_prob = true;
+  } else if (preset == "olmoe-1b-7b") {  // allenai/OLMoE-1B-7B-0924
+    c.dim = 2048; c.hidden_dim = 1024; c.n_layers = 16; c.n_heads = 16; c.n_kv_heads = 16;
+    c.vocab_size = 50304; c.max_seq_len = 4096; c.bos_id = -1; c.eos_id = 50279;
+    c.moe.n_experts = 64; c.moe.n_used = 8; c.moe.expert_hidden_dim = 1024; c.moe.norm_topk_prob = false;
   } else {  // qwen2.5-0.5b: Qwen/Qwen2.5-0.5B
     c.dim = 896; c.hidden_dim = 4864; c.n_layers = 24; c.n_heads = 14; c.n_kv_heads = 2;
     c.vocab_size = 151936; c.max_seq_len = 32768; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
     c.tied_embeddings = true; c.qkv_bias = true; c.bos_id = -1; c.eos_id = 151643;
   }
-  if (moe) {
+  if (moe && preset == "tiny") {
     // Few experts, so every one is chosen in a short test; Qwen2-MoE's shared expert and both
     // Qwen's dense layers (mlp_only_layers) and renormalisation settings differ.
     c.hidden_dim = 192;
@@ -143,6 +174,7 @@ struct Filler {
   DType dtype;
   uint64_t seed;
   std::vector<std::shared_ptr<const void>>* keep;
+  bool shapes_only = false;  // synthetic_shapes: every view points at one shared byte
 
   // Uniform(-a, a) has standard deviation a/sqrt(3).
   TensorView uniform(const std::string& name, std::vector<int64_t> shape, uint64_t index, float mean, float stddev) {
@@ -150,6 +182,11 @@ struct Filler {
     t.name = name;
     t.dtype = dtype;
     t.shape = std::move(shape);
+    if (shapes_only) {
+      static const uint8_t no_data = 0;
+      t.data = &no_data;
+      return t;
+    }
     const size_t n = size_t(t.numel());
     auto buf = std::make_shared<AlignedBuffer>(n * dtype_size(dtype));
     const float a = stddev * std::sqrt(3.0f);
@@ -191,15 +228,17 @@ struct Filler {
 
 }  // namespace
 
-Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t seed, float final_gain,
-                                 const Progress& progress) {
+namespace {
+
+Checkpoint build_synthetic(const ModelConfig& cfg, DType dtype, uint64_t seed, float final_gain,
+                           const Progress& progress, bool shapes_only) {
   cfg.validate();
   Checkpoint ck;
   ck.path = cfg.source.empty() ? "synthetic" : cfg.source;
   ck.format = "synthetic";
   ck.config = cfg;
   ck.qk_layout = RopeLayout::Halves;
-  Filler f{dtype, seed, &ck.keepalive};
+  Filler f{dtype, seed, &ck.keepalive, shapes_only};
   uint64_t index = 0;
   auto add = [&](TensorView t) { ck.tensors[t.name] = std::move(t); };
   const int64_t dim = cfg.dim, q = cfg.q_dim(), kv = cfg.kv_dim(), hid = cfg.hidden_dim, vocab = cfg.vocab_size;
@@ -265,6 +304,19 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
   }
   add(f.uniform("model.norm.weight", {dim}, index++, final_gain - (gemma ? 1.0f : 0.0f), 0.1f * final_gain));
   if (!cfg.tied_embeddings) add(f.uniform("lm_head.weight", {vocab, dim}, index++, 0.0f, w_dim));
+  return ck;
+}
+
+}  // namespace
+
+Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t seed, float final_gain,
+                                 const Progress& progress) {
+  return build_synthetic(cfg, dtype, seed, final_gain, progress, false);
+}
+
+Checkpoint synthetic_shapes(const ModelConfig& cfg, DType dtype) {
+  Checkpoint ck = build_synthetic(cfg, dtype, 0, kSynthFinalGain, {}, true);
+  ck.path = "shapes-only:" + ck.path;
   return ck;
 }
 

@@ -13,9 +13,11 @@ namespace kvp {
 
 std::vector<std::string> synthetic_presets();
 // Hyper-parameters of a preset for an architecture. "tiny" exists for every family (small test
-// models that exercise each family's features); "tinyllama-1.1b", "llama2-7b" (llama),
-// "mistral-7b" (Mistral-7B-v0.3), "gemma2-2b" and "qwen2.5-0.5b" have the real models' shapes.
-// An empty arch means the preset's own (llama for "tiny"); a mismatch is a usage error.
+// models that exercise each family's features); the others have a real model's shapes and belong
+// to its family (synthetic_presets(): TinyLlama, Llama-2-7B, Mistral-7B-v0.3, Gemma-2-2B,
+// Qwen2.5-0.5B, Qwen3-0.6B, Gemma-3-1B, OLMo-2 1B and 7B; the mixtures of experts Mixtral-8x7B,
+// Qwen1.5-MoE-A2.7B, Qwen3-30B-A3B, OLMoE-1B-7B). An empty arch means the preset's own (llama for
+// "tiny"); a mismatch is a usage error.
 ModelConfig synthetic_config(const std::string& arch, const std::string& preset);
 
 // Seeded weights in `dtype`, canonical HF names, Halves RoPE layout. The scale follows the
@@ -27,5 +29,9 @@ ModelConfig synthetic_config(const std::string& arch, const std::string& preset)
 constexpr float kSynthFinalGain = 8.0f;
 Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t seed = 1234,
                                  float final_gain = kSynthFinalGain, const Progress& progress = {});
+// The tensors synthesize_checkpoint would make, names, shapes and dtype, each view pointing at the
+// same single byte: for sizing a preset (footprints, parameter counts, memory) without generating
+// it. Never to be run.
+Checkpoint synthetic_shapes(const ModelConfig& cfg, DType dtype);
 
 }  // namespace kvp
