@@ -292,6 +292,34 @@ TEST(MoeForward, RouterPatchingChangesTheOutputAndAFaithfulHookDoesNot) {
   }
 }
 
+// A router logit that is not finite leaves no choice of experts: the pass stops naming the router,
+// its layer and the position, whatever the NaN/Inf policy (a policy that records overflows and
+// goes on has nothing to go on with here).
+struct RouterPoison final : ForwardHooks {
+  int layer = 0;
+  float value = 0.0f;
+  bool wants(HookPoint p, int l) const override { return p == HookPoint::RouterLogits && l == layer; }
+  void on(const HookSite& s, float* d) override { d[size_t(s.rows - 1) * s.width + 1] = value; }
+};
+
+TEST(MoeForward, ANonFiniteRouterLogitStopsThePassNamingItUnderEveryPolicy) {
+  auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config("mixtral", "tiny"), DType::F16), DType::F16);
+  const std::vector<int> toks = {1, 40, 41, 300};
+  for (const NonFinitePolicy policy : {NonFinitePolicy::Error, NonFinitePolicy::Warn})
+    for (const float bad : {INFINITY, NAN}) {
+      Engine e(model, EngineOptions{});
+      RouterPoison poison;
+      poison.layer = 2;
+      poison.value = bad;
+      ForwardOptions fo;
+      fo.hooks = &poison;
+      fo.on_nonfinite = policy;
+      const std::string err = test::error_of([&] { e.forward(toks.data(), int(toks.size()), 0, fo); });
+      EXPECT_NE(err.find("'router_logits' at layer 2, position 3, element 1"), std::string::npos) << err;
+      EXPECT_NE(err.find("experts cannot be chosen"), std::string::npos) << err;
+    }
+}
+
 // HF directory and GGUF file (the experts stacked as llama.cpp's ffn_*_exps, the router
 // ffn_gate_inp, Qwen2-MoE's shared expert *_shexp) both read back to the same bits.
 TEST(MoeForward, HfAndGgufExportsReloadToTheSameBits) {
