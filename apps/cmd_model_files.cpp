@@ -3,6 +3,7 @@
 
 #include "cli_common.h"
 #include "core/error.h"
+#include "io/gguf.h"
 #include "model/checkpoint_export.h"
 #include "model/quant_recipe.h"
 #include "model/synthetic.h"
@@ -45,6 +46,12 @@ void show_export_progress(ExportOptions& eo, ProgressLine& line) {
     line.show(writing && done == total ? "written, syncing to disk" : stage, done, total,
               writing ? "bytes" : "tensors");
   };
+}
+
+// A GGUF kvparity reads but llama.cpp will not: said, not refused (the file is still this model).
+void note_llama_cpp_gaps(const ModelConfig& c) {
+  for (const std::string& gap : gguf_llama_cpp_gaps(c))
+    std::cerr << "note: llama.cpp will not load this file: " << gap << " (kvparity reads it)\n";
 }
 
 }  // namespace
@@ -92,6 +99,7 @@ void register_model_files(CLI::App& app) {
     }
     export_checkpoint(ckpt, s->format, s->out, eo);
     line.clear();
+    if (s->format == "gguf") note_llama_cpp_gaps(cfg);
     std::cerr << "wrote " << s->preset << " (" << family_name(cfg) << ", " << (s->quant.empty() ? s->dtype : s->quant)
               << ") to " << s->out << "\n";
   });
@@ -155,6 +163,7 @@ void register_model_files(CLI::App& app) {
     show_export_progress(eo, line);
     export_checkpoint(ckpt, c->to, c->out, eo);
     line.clear();
+    if (c->to == "gguf") note_llama_cpp_gaps(ckpt.config);
     std::cerr << "wrote " << c->out << "\n";
   });
 }

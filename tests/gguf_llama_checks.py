@@ -1,6 +1,7 @@
 """What llama.cpp's loader expects of a GGUF file beyond the container (gguf_conformance.py): key
-types as llama-model-loader checks them, tensor names and shapes per architecture (llama, qwen2,
-qwen3, gemma2, gemma3, olmo2), and the tokenizer's keys. Standard library only; shares no code with kvparity.
+types as llama-model-loader checks them, tensor names and shapes per architecture (llama with or
+without experts, qwen2, qwen3, gemma2, gemma3, olmo2, and the mixtures of experts qwen2moe, qwen3moe,
+olmoe), and the tokenizer's keys. Standard library only; shares no code with kvparity.
 """
 import math
 import re
@@ -9,6 +10,9 @@ from gguf_format import FLOAT_TYPES, GGML_TYPES, QUANT_TYPES, TYPE_NAMES, T_ARR,
 
 # ---------------------------------------------------------------------------------------------
 # llama.cpp expectations per architecture
+
+MOE_ARCHS = ("qwen2moe", "qwen3moe", "olmoe")  # llama.cpp requires experts in every layer of these
+KNOWN_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2") + MOE_ARCHS
 
 # Key types exactly as llama.cpp reads them (llama-model-loader checks the GGUF type strictly;
 # gguf-py's add_* writers use the same types). "u32|arr" = uint32 or a per-layer array.
@@ -32,6 +36,10 @@ def arch_keys(arch):
         a + "vocab_size": "u32",
         a + "expert_count": "u32",
         a + "expert_used_count": "u32",
+        a + "expert_feed_forward_length": "u32",
+        a + "expert_shared_feed_forward_length": "u32",
+        a + "expert_weights_norm": "bool",
+        a + "expert_weights_scale": "f32",
         a + "rope.scaling.type": "string",
         a + "rope.scaling.factor": "f32",
         a + "rope.scaling.original_context_length": "u32",
@@ -107,11 +115,19 @@ def expected_tensors(arch, hp):
     E, V, L, F = hp["n_embd"], hp["n_vocab"], hp["n_layer"], hp["n_ff"]
     hk, hv, H, HKV = hp["head_k"], hp["head_v"], hp["n_head"], hp["n_head_kv"]
     q_out, k_out, v_out = hk * H, hk * HKV, hv * HKV
+    NE, NU = hp["n_expert"], hp["n_expert_used"]
+    moe = arch in MOE_ARCHS or (arch == "llama" and NE > 0)
+    if arch in ("qwen2moe", "olmoe"):  # q and o are {n_embd, n_embd} there
+        q_out = E
     exp = {"token_embd.weight": ([E, V], True), "output_norm.weight": ([E], True)}
-    if arch in ("llama", "qwen2", "qwen3", "gemma3"):
+    if arch in ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe"):
         exp["output.weight"] = ([E, V], False)  # TENSOR_NOT_REQUIRED: falls back to token_embd
-    if arch == "olmo2":
+    if arch in ("olmo2", "qwen2moe", "olmoe"):
         exp["output.weight"] = ([E, V], True)
+    # The experts' width: feed_forward_length itself for llama and olmoe; for the Qwen MoEs
+    # expert_feed_forward_length, else feed_forward_length / expert_used_count.
+    FE = F if arch in ("llama", "olmoe") else (hp["n_ff_exp"] or (F // NU if NU else 0))
+    FS = hp["n_ff_shexp"] or F  # qwen2moe's shared expert
     for i in range(L):
         b = "blk.%d." % i
         if arch != "olmo2":  # OLMo-2 normalises the blocks' outputs only
@@ -121,9 +137,23 @@ def expected_tensors(arch, hp):
         exp[b + "attn_k.weight"] = ([E, k_out], True)
         exp[b + "attn_v.weight"] = ([E, v_out], True)
         exp[b + "attn_output.weight"] = ([q_out, E], True)
-        exp[b + "ffn_gate.weight"] = ([E, F], True)
-        exp[b + "ffn_up.weight"] = ([E, F], True)
-        exp[b + "ffn_down.weight"] = ([F, E], True)
+        if not moe:
+            exp[b + "ffn_gate.weight"] = ([E, F], True)
+            exp[b + "ffn_up.weight"] = ([E, F], True)
+            exp[b + "ffn_down.weight"] = ([F, E], True)
+        else:
+            exp[b + "ffn_gate_inp.weight"] = ([E, NE], True)
+            exp[b + "ffn_gate_exps.weight"] = ([E, FE, NE], arch != "llama")  # llama: TENSOR_NOT_REQUIRED
+            exp[b + "ffn_up_exps.weight"] = ([E, FE, NE], True)
+            exp[b + "ffn_down_exps.weight"] = ([FE, E, NE], True)
+        if arch == "qwen2moe":
+            exp[b + "ffn_gate_inp_shexp.weight"] = ([E], True)
+            exp[b + "ffn_gate_shexp.weight"] = ([E, FS], True)
+            exp[b + "ffn_up_shexp.weight"] = ([E, FS], True)
+            exp[b + "ffn_down_shexp.weight"] = ([FS, E], True)
+            exp[b + "attn_q.bias"] = ([E], False)
+            exp[b + "attn_k.bias"] = ([k_out], False)
+            exp[b + "attn_v.bias"] = ([v_out], False)
         if arch == "llama":
             exp[b + "attn_q.bias"] = ([q_out], False)
             exp[b + "attn_k.bias"] = ([k_out], False)
@@ -136,12 +166,15 @@ def expected_tensors(arch, hp):
         elif arch in ("gemma2", "gemma3", "olmo2"):
             exp[b + "post_attention_norm.weight"] = ([E], True)
             exp[b + "post_ffw_norm.weight"] = ([E], True)
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "gemma3", "qwen3moe"):
             exp[b + "attn_q_norm.weight"] = ([hk], True)
             exp[b + "attn_k_norm.weight"] = ([hk], True)
         elif arch == "olmo2":  # over the whole projection
             exp[b + "attn_q_norm.weight"] = ([q_out], True)
             exp[b + "attn_k_norm.weight"] = ([k_out], True)
+        elif arch == "olmoe":  # over the whole projection, both {n_embd}: multi-head attention only
+            exp[b + "attn_q_norm.weight"] = ([E], True)
+            exp[b + "attn_k_norm.weight"] = ([E], True)
     if arch == "llama":
         exp["rope_freqs.weight"] = ([hp["n_rot"] // 2], False)
     return exp
@@ -156,9 +189,8 @@ def check_arch(kv, tensors, rep):
         return None
     arch = kv["general.architecture"].value
     rep.summary["architecture"] = arch
-    if arch not in ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2"):
-        rep.fail("general.architecture '%s' is not one this checker knows (llama, qwen2, qwen3, gemma2, gemma3, olmo2)"
-                 % arch)
+    if arch not in KNOWN_ARCHS:
+        rep.fail("general.architecture '%s' is not one this checker knows (%s)" % (arch, ", ".join(KNOWN_ARCHS)))
         return None
     if any(t["type"] not in FLOAT_TYPES for t in tensors):
         if "general.quantization_version" not in kv:
@@ -198,8 +230,22 @@ def check_arch(kv, tensors, rep):
     hp["n_rot"] = scalar(kv, A + "rope.dimension_count", hp["head_k"])
     if arch == "llama" and hp["n_rot"] != hp["head_k"]:
         rep.fail("llama: rope.dimension_count %d != head dim %d (llama.cpp: invalid n_rot)" % (hp["n_rot"], hp["head_k"]))
-    if arch == "qwen2" and hp["head_k"] * hp["n_head"] != hp["n_embd"]:
-        rep.fail("qwen2: llama.cpp creates attn_q as {n_embd, n_embd}, so head_count * head dim must equal n_embd")
+    if arch in ("qwen2", "qwen2moe", "olmoe") and hp["head_k"] * hp["n_head"] != hp["n_embd"]:
+        rep.fail("%s: llama.cpp creates attn_q as {n_embd, n_embd}, so head_count * head dim must equal n_embd" % arch)
+    if arch == "olmoe" and hp["n_head_kv"] != hp["n_head"]:
+        rep.fail("olmoe: llama.cpp creates attn_k_norm as {n_embd}, so head_count_kv (%d) must equal head_count (%d)"
+                 % (hp["n_head_kv"], hp["n_head"]))
+    hp["n_expert"] = scalar(kv, A + "expert_count", 0)
+    hp["n_expert_used"] = scalar(kv, A + "expert_used_count", 0)
+    hp["n_ff_exp"] = scalar(kv, A + "expert_feed_forward_length", 0)
+    hp["n_ff_shexp"] = scalar(kv, A + "expert_shared_feed_forward_length", 0)
+    if arch in MOE_ARCHS or hp["n_expert"]:
+        rep.check("experts: expert_count > 0 and 0 < expert_used_count <= expert_count")
+        if not hp["n_expert"] or not hp["n_expert_used"]:
+            rep.fail("%s: expert_count %d and expert_used_count %d must both be > 0 (llama.cpp: n_expert must be > 0)"
+                     % (arch, hp["n_expert"], hp["n_expert_used"]))
+        elif hp["n_expert_used"] > hp["n_expert"]:
+            rep.fail("expert_used_count %d exceeds expert_count %d" % (hp["n_expert_used"], hp["n_expert"]))
     eps = scalar(kv, A + "attention.layer_norm_rms_epsilon")
     if not (isinstance(eps, float) and eps > 0 and math.isfinite(eps)):
         rep.fail("attention.layer_norm_rms_epsilon = %r must be a positive finite f32" % (eps,))

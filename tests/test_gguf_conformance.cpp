@@ -16,6 +16,9 @@
 #include <vector>
 
 #include "cli_run.h"
+#include "io/gguf.h"
+#include "model/checkpoint_export.h"
+#include "model/synthetic.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -110,6 +113,46 @@ TEST_F(GgufConformance, SynthTinyQwen3Gemma3AndOlmo2Bf16Pass) {
     EXPECT_NE(c.out.find("\"architecture\": \"" + arch + "\""), std::string::npos) << c.out;
     const ProcResult x = check(gguf, hf);
     EXPECT_EQ(x.status, 0) << "checker report (vs synth --format hf):\n" << x.out << x.err;
+  }
+}
+
+// The mixtures of experts in llama.cpp's layouts: stacked experts [n_embd, n_ff, n_expert], the
+// router ffn_gate_inp, Qwen2-MoE's shared expert (its gate a 1-D F32 vector), the expert keys. What
+// llama.cpp's loaders take: Mixtral as `llama`; OLMoE with multi-head attention; Qwen MoEs with
+// experts in every layer. The tiny models with what they cannot take (OLMoE's grouped-query
+// attention, a Qwen MoE's dense layer) fail the checker by name, and synth says so in a note.
+TEST_F(GgufConformance, MixturesOfExpertsPassWhereLlamaCppReadsThemAndFailByNameWhereNot) {
+  if (!have_python()) return;
+  const auto write = [&](ModelConfig c, const std::string& name) {
+    const std::string out = tmp.file(name + ".gguf");
+    export_checkpoint(synthesize_checkpoint(c, DType::BF16), "gguf", out);
+    return out;
+  };
+  ModelConfig olmoe = synthetic_config("olmoe", "tiny");
+  olmoe.n_kv_heads = olmoe.n_heads;
+  ModelConfig q3 = synthetic_config("qwen3_moe", "tiny"), q2 = synthetic_config("qwen2_moe", "tiny");
+  q3.moe.dense_layers.clear();
+  q2.moe.dense_layers.clear();
+  for (const auto& [cfg, arch] : {std::pair{synthetic_config("mixtral", "tiny"), "llama"}, std::pair{olmoe, "olmoe"},
+                                  std::pair{q3, "qwen3moe"}, std::pair{q2, "qwen2moe"}}) {
+    SCOPED_TRACE(arch);
+    EXPECT_TRUE(gguf_llama_cpp_gaps(cfg).empty());
+    const ProcResult c = check(write(cfg, arch));
+    EXPECT_EQ(c.status, 0) << "checker report:\n" << c.out << c.err;
+    EXPECT_NE(c.out.find("\"architecture\": \"" + std::string(arch) + "\""), std::string::npos) << c.out;
+    EXPECT_EQ(c.out.find("always keeps 1-D tensors F32"), std::string::npos) << c.out;  // the shared gate too
+  }
+  for (const auto& [arch, tensor] : {std::pair{"olmoe", "blk.0.attn_k_norm.weight"},
+                                     std::pair{"qwen3_moe", "blk.2.ffn_gate_inp.weight"},
+                                     std::pair{"qwen2_moe", "blk.1.ffn_gate_inp_shexp.weight"}}) {
+    SCOPED_TRACE(arch);
+    const std::string out = tmp.file(std::string(arch) + "_tiny.gguf");
+    const ProcResult r = run(std::string(KVPARITY_BIN) + " synth --arch " + arch + " --preset tiny --format gguf --out " + q(out));
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.err.find("note: llama.cpp will not load this file"), std::string::npos) << r.err;
+    const ProcResult c = check(out);
+    EXPECT_NE(c.status, 0) << c.out;
+    EXPECT_NE(c.out.find(tensor), std::string::npos) << c.out;
   }
 }
 

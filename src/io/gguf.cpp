@@ -296,6 +296,26 @@ std::string gguf_arch_for(const ModelConfig& c) {
   return gguf_arch_for(c.arch);
 }
 
+std::vector<std::string> gguf_llama_cpp_gaps(const ModelConfig& c) {
+  std::vector<std::string> gaps;
+  const std::string arch = gguf_arch_for(c);
+  if (arch == "qwen2moe" || arch == "qwen3moe") {
+    std::vector<int> dense;
+    for (int l = 0; l < c.n_layers; ++l)
+      if (!c.moe_layer(l)) dense.push_back(l);
+    if (!dense.empty())
+      gaps.push_back(fmt::format("layer{} {} {} dense (mlp_only_layers / decoder_sparse_step): llama.cpp's {} loader "
+                                 "wants experts in every layer",
+                                 dense.size() > 1 ? "s" : "", fmt::join(dense, ", "), dense.size() > 1 ? "are" : "is",
+                                 arch));
+  }
+  if (arch == "olmoe" && (c.n_kv_heads != c.n_heads || c.q_dim() != c.dim))
+    gaps.push_back(fmt::format("{} query heads share {} KV heads of {}: llama.cpp's olmoe loader takes multi-head "
+                               "attention with heads x head_dim = hidden size only (its q/k norms are {{n_embd}})",
+                               c.n_heads, c.n_kv_heads, c.head_dim));
+  return gaps;
+}
+
 std::string gguf_arch_for(Arch a) {
   switch (a) {
     case Arch::Llama: case Arch::Mistral: return "llama";

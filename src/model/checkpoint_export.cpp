@@ -229,12 +229,18 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     return c.is_moe() && split_layer_name(name, "model.layers.", &l, &rest) &&
            (name == moe_router_name(c, int(l)) || name == shared_expert_gate_name(int(l)));
   };
+  auto is_shared_gate = [](const std::string& name) {
+    long l;
+    std::string rest;
+    return split_layer_name(name, "model.layers.", &l, &rest) && name == shared_expert_gate_name(int(l));
+  };
   const QuantShape shape{c.n_layers, c.n_heads / std::max(1, c.n_kv_heads), !ckpt.tensors.count("lm_head.weight")};
   ThreadPool pool(cores_here(64));
   for (const auto& [name, t] : ckpt.tensors) {
     // llama.cpp keeps 1-D tensors (norm gains, biases) in F32 whatever the matrices' type; the
     // upcast is exact, and the loader rounds them to the compute dtype again.
-    const bool vec = t.shape.size() == 1;
+    // Qwen2-MoE's shared_expert_gate ([1, hidden] in HF) is such a vector in llama.cpp's layout.
+    const bool vec = t.shape.size() == 1 || (format == "gguf" && c.is_moe() && is_shared_gate(name));
     QuantType q = QuantType::None;
     if (recipe && !vec && !router(name))
       q = quant_for_tensor(*recipe, name, shape, long(t.cols()));
