@@ -77,22 +77,23 @@ struct NamedHook {
   std::string name;
 };
 
-// Every hook point of the model that has a TransformerLens name, in the order of the pass.
+// Every hook point of the model that has a TransformerLens name, in the order the pass reaches
+// them (the enum's order is not the pass's): the embedding, each layer's, the final norm.
 std::vector<NamedHook> named_hooks(const ModelConfig& c) {
-  std::vector<NamedHook> out;
-  for (int l = -1; l < c.n_layers; ++l)
-    for (int p = 0; p <= int(HookPoint::RouterLogits); ++p) {
-      const auto point = HookPoint(p);
-      const bool model_level = point == HookPoint::Embed || point == HookPoint::FinalNorm;
-      if (model_level != (l == -1)) continue;
-      if (point == HookPoint::RouterLogits && !c.moe_layer(l)) continue;
-      std::string name = tl_name(point, l);
-      if (!name.empty()) out.push_back({point, l, std::move(name)});
-    }
+  static constexpr HookPoint kLayerOrder[] = {HookPoint::ResidPre, HookPoint::QPre,         HookPoint::KPre,
+                                              HookPoint::Q,        HookPoint::K,            HookPoint::V,
+                                              HookPoint::AttnOut,  HookPoint::ResidMid,     HookPoint::RouterLogits,
+                                              HookPoint::MlpOut,   HookPoint::ResidPost};
+  std::vector<NamedHook> out{{HookPoint::Embed, -1, tl_name(HookPoint::Embed, -1)}};
+  for (int l = 0; l < c.n_layers; ++l)
+    for (const HookPoint point : kLayerOrder)
+      if (point != HookPoint::RouterLogits || c.moe_layer(l)) out.push_back({point, l, tl_name(point, l)});
+  out.push_back({HookPoint::FinalNorm, -1, tl_name(HookPoint::FinalNorm, -1)});
   return out;
 }
 
-// Keeps the rows of the points whose names pass `keep` (decided once per name, with the GIL).
+// Keeps the rows of the points whose names pass `keep` (decided once per name, with the GIL); the
+// dict lists them in the pass's order, as TransformerLens's cache does.
 class Capture final : public ForwardHooks {
  public:
   Capture(const ModelConfig& c, const std::vector<NamedHook>& hooks,
@@ -100,7 +101,10 @@ class Capture final : public ForwardHooks {
       : c_(c) {
     py::gil_scoped_acquire gil;
     for (const auto& h : hooks)
-      if (keep(h.name)) wanted_[{int(h.point), h.layer}] = h.name;
+      if (keep(h.name)) {
+        wanted_[{int(h.point), h.layer}] = h.name;
+        order_.push_back(h.name);
+      }
   }
   bool wants(HookPoint p, int layer) const override { return wanted_.count({int(p), layer}) > 0; }
   bool writes(HookPoint, int) const override { return false; }
@@ -113,7 +117,10 @@ class Capture final : public ForwardHooks {
   }
   py::dict take(int T) {
     py::dict d;
-    for (auto& [name, rows] : rows_) {
+    for (const std::string& name : order_) {
+      const auto it = rows_.find(name);
+      if (it == rows_.end()) continue;
+      std::vector<float>& rows = it->second;
       const int w = widths_[name];
       const bool per_head = name.find(".attn.") != std::string::npos;
       std::vector<py::ssize_t> shape{T, w};
@@ -126,6 +133,7 @@ class Capture final : public ForwardHooks {
  private:
   const ModelConfig& c_;
   std::map<std::pair<int, int>, std::string> wanted_;
+  std::vector<std::string> order_;  // the wanted names in the pass's order
   std::map<std::string, std::vector<float>> rows_;
   std::map<std::string, int> widths_;
 };

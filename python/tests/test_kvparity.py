@@ -125,6 +125,13 @@ def test_run_with_cache_names_shapes_and_logits(stories):
         pre, att, mid = (acts[f"blocks.{l}.{h}"] for h in ["hook_resid_pre", "hook_attn_out", "hook_resid_mid"])
         assert np.allclose(pre + att, mid, rtol=2e-3, atol=2e-3)
     assert np.array_equal(acts["blocks.0.hook_resid_pre"], acts["hook_embed"])
+    # In the pass's order, as TransformerLens's cache: the embedding, each layer's points, the final norm.
+    names = list(acts)
+    assert names[0] == "hook_embed" and names[-1] == "ln_final.hook_normalized"
+    assert names[1:11] == [f"blocks.0.{h}" for h in ["hook_resid_pre", "attn.hook_q", "attn.hook_k", "attn.hook_rot_q",
+                                                      "attn.hook_rot_k", "attn.hook_v", "hook_attn_out",
+                                                      "hook_resid_mid", "hook_mlp_out", "hook_resid_post"]]
+    assert names.index("blocks.1.hook_resid_pre") == 11
     # Only the names asked for, by list or by predicate.
     _, some = stories.run_with_cache(ids, names=["blocks.1.hook_resid_post"])
     assert list(some) == ["blocks.1.hook_resid_post"]
