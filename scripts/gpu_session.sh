@@ -6,10 +6,12 @@
 # by its argument (any word that is not a stage name):
 #   scripts/gpu_session.sh tests 'CudaInvariant*' gemm bench7b ...
 # Stages: info, build (native build into build-cuda, used when .devbin's binaries do not run),
-#   tests [gtest filter], gemm [benchmark filter], wgmma, tiles, gemv, out16, whole, workspace, ncu, attention [benchmark filter], bench11b, bench7b,
+#   tests [gtest filter], moe, gemm [benchmark filter], wgmma, tiles, gemv, out16, whole, workspace, ncu, attention [benchmark filter], bench11b, bench7b,
 #   fusion7b, group, split, pdl, ring7b, attn7b, ops11b, ops7b, batch7b, study7b, policies11b, policies7b, compare7b,
 #   gsm8k, upload, sanitize [gtest filter].
-#   Every name is checked before anything runs.
+#   Every name is checked before anything runs. moe: the mixtures of experts' CUDA tests alone
+#   (untried on a GPU when written), then OLMoE-1B-7B's bench; a `tests` run can leave them to it:
+#   tests '-*mixtral*:*qwen2_moe*:*qwen3_moe*:*olmoe*:*MixtureOfExperts*' moe
 # Env: BUDGET_S (seconds the whole call may take, default 560: every command's timeout is cut to
 #   what is left, less 15 s for packing, and a command with under 20 s left is skipped),
 #   GSM8K_KERNELS (default standard; issue 14's pair is standard,invariant), GSM8K_LIMIT, GSM8K_BATCH,
@@ -74,7 +76,7 @@
 # Here:  make_devbin:  ninja -C build kvparity kvparity_cuda_tests kvparity_bench &&
 #                      mkdir -p .devbin && cp build/kvparity build/kvparity_cuda_tests build/kvparity_bench .devbin/
 set -uo pipefail
-STAGES=" info build tests gemm wgmma tiles gemv out16 whole workspace ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k upload sanitize "
+STAGES=" info build tests moe gemm wgmma tiles gemv out16 whole workspace ncu attention bench11b bench7b fusion7b group split pdl ring7b attn7b ops11b ops7b batch7b study7b policies11b policies7b compare7b gsm8k upload sanitize "
 WITH_ARG=" tests gemm attention sanitize "
 # The command line as (stage, argument) pairs, all checked before anything runs.
 plan=()
@@ -351,6 +353,21 @@ PY
           --kernels standard,invariant --prompt-tokens 128 --decode-tokens 64 --cache-off-tokens 1 --repeats 2 \
           --batch-size 64 2>&1 | tee "$L/${g/+/_}_7b_batch64.log" | tail -6
       done ;;
+    moe)
+      # Mixtures of experts on the GPU (written 2026-12-02 without one): their CUDA tests in a
+      # process of their own (a fault there ends only that process's context), then OLMoE-1B-7B's
+      # real shape (13.8 GB of fp16 weights; each sparse layer waits for its router logits, so no
+      # CUDA graph), both policies, batch 1 and 16.
+      stage moe
+      tmo 200 "$BIN/kvparity_cuda_tests" \
+        --gtest_filter='*mixtral*:*qwen2_moe*:*qwen3_moe*:*olmoe*:*MixtureOfExperts*:CudaPortable.GoldenDigests*' \
+        >"$L/moe_tests.log" 2>&1
+      echo "rc=$?"; grep -E "^\[  (FAILED|PASSED) |measured|Failure|error|Expected|Which is|actual" "$L/moe_tests.log" | head -40
+      tmo 200 "$K" bench --device cuda --synth olmoe-1b-7b --dtype fp16 --kernels standard,invariant \
+        --prompt-tokens 512 --decode-tokens 32 --cache-off-tokens 512 --repeats 1 2>&1 | tee "$L/moe_bench.log" | tail -6
+      tmo 150 "$K" bench --device cuda --synth olmoe-1b-7b --dtype fp16 --kernels standard,invariant \
+        --prompt-tokens 128 --decode-tokens 32 --cache-off-tokens 1 --repeats 1 --batch-size 16 2>&1 |
+        tee "$L/moe_bench_batch16.log" | tail -6 ;;
     bench11b)
       stage bench11b
       tmo 300 "$K" bench --device cuda --synth tinyllama-1.1b --dtype fp16 --prompt-tokens 512 --decode-tokens 128 \
