@@ -19,6 +19,8 @@ const std::vector<std::string> kKvTypeNames{"fp32", "fp16", "bf16", "q8_0", "q4_
 const std::vector<std::string> kPolicyNames{"reference", "standard", "invariant", "portable"};
 const std::vector<std::string> kSamplerNames{"greedy", "temperature", "top-k", "top-p", "min-p"};
 const std::vector<std::string> kSynthPresets = synthetic_presets();
+const std::vector<std::string> kSynthArchNames{"llama", "mistral", "gemma2",    "qwen2",     "qwen3", "gemma3",
+                                               "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
 
 namespace {
 

@@ -19,6 +19,7 @@ extern const std::vector<std::string> kKvTypeNames;   // the dtypes, q8_0, q4_0,
 extern const std::vector<std::string> kPolicyNames;   // reference, standard, invariant, portable
 extern const std::vector<std::string> kSamplerNames;  // greedy, temperature, top-k, top-p, min-p
 extern const std::vector<std::string> kSynthPresets;  // tiny, then real models' shapes
+extern const std::vector<std::string> kSynthArchNames;  // synth --arch: every family, by transformers' names
 
 // Validators; each also sets the option's type name in --help to its range or choices.
 CLI::Option* int_in(CLI::Option* opt, long long lo, long long hi);

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli_common.h"
+#include "core/error.h"
 #include "lab/model_inspection.h"
 
 namespace kvp::cli {
@@ -15,7 +16,13 @@ void register_inspect(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "inspect", "what kvparity reads in a model: family, shape, numerics features, tensor types, tokenizer, memory");
-  cmd->add_option("--model", o->in.model, "llama2.c .bin, .gguf, .safetensors or HF directory")->required();
+  auto* model = cmd->add_option("--model", o->in.model, "llama2.c .bin, .gguf, .safetensors or HF directory");
+  auto* synth = one_of(cmd->add_option("--synth", o->in.synth,
+                                       "instead of --model: a synth preset's shapes, described without generating it"),
+                       kSynthPresets);
+  model->excludes(synth);
+  one_of(cmd->add_option("--arch", o->in.synth_arch, "with --synth: the family (default: the preset's; llama for tiny)"), kSynthArchNames)
+      ->needs(synth);
   cmd->add_option("--tokenizer", o->in.tokenizer,
                   "tokenizer.json, SentencePiece tokenizer.model or llama2.c tokenizer.bin (default: the one the model "
                   "carries or sits beside)");
@@ -27,7 +34,8 @@ void register_inspect(CLI::App& app) {
   int_at_least(cmd->add_option("--batch-size", o->in.batch_size, "sequences of the memory table, each with its cache"),
                1);
   cmd->add_flag("--json", o->json, "print the description as JSON");
-  cmd->callback([o] {
+  cmd->callback([o, model, synth] {
+    if (model->count() == 0 && synth->count() == 0) fail_usage("inspect: give --model or --synth");
     if (!o->kv_dtype.empty()) o->in.kv = parse_kv_type(o->kv_dtype);
     const nlohmann::json d = inspect_model(o->in);
     if (o->json)

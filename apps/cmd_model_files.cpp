@@ -69,7 +69,7 @@ void register_model_files(CLI::App& app) {
   auto s = std::make_shared<SynthOpts>();
   auto* synth = app.add_subcommand("synth", "write a model the project generates itself (real shapes, seeded weights)");
   one_of(synth->add_option("--arch", s->arch, "architecture (default: the preset's; llama for tiny)"),
-         {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"});
+         kSynthArchNames);
   one_of(synth->add_option("--preset", s->preset, "shapes: tiny (any --arch) or a real model's (its own --arch)"),
          kSynthPresets);
   one_of(synth->add_option("--dtype", s->dtype, "weight dtype"), kDtypeNames);

@@ -82,6 +82,53 @@ t, cfg = model("llama", False, d=32, f=64, V=64)
 os.makedirs(os.path.join(T, "llama_q"), exist_ok=True)
 open(os.path.join(T, "llama_q", "model.safetensors"), "wb").write(st_bytes(t, "F32"))
 json.dump(cfg, open(os.path.join(T, "llama_q", "config.json"), "w"), indent=1)
+# Tiny mixtures of experts (dim 8, one layer, 2 experts of 16, 1 a token), for the GGUF seeds'
+# stacked experts (convert --to gguf, below): Mixtral's names, Qwen2-MoE's with its shared expert
+# and biases, OLMoE's with its whole-projection q/k norms.
+def moe_model(kind, d=8, f=16, V=32, E=2):
+    H, KV, hd = 2, 1, d // 2
+    t, _ = model("qwen2" if kind == "qwen2_moe" else "llama", kind == "qwen2_moe", d, f, V)
+    p = "model.layers.0."
+    for n in ("gate_proj", "up_proj", "down_proj"): del t[p + "mlp." + n + ".weight"]
+    cfg = {"hidden_size": d, "intermediate_size": f, "num_hidden_layers": 1, "num_attention_heads": H,
+           "num_key_value_heads": KV, "head_dim": hd, "vocab_size": V, "max_position_embeddings": 64,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True, "bos_token_id": 1,
+           "eos_token_id": 2, "torch_dtype": "float32", "num_experts_per_tok": 1}
+    if kind == "mixtral":
+        cfg.update({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_local_experts": E})
+        t[p + "block_sparse_moe.gate.weight"] = rnd(E, d)
+        for e in range(E):
+            for w, shape in (("w1", (f, d)), ("w3", (f, d)), ("w2", (d, f))):
+                t[p + f"block_sparse_moe.experts.{e}.{w}.weight"] = rnd(*shape)
+        return t, cfg
+    cfg.update({"num_experts": E, "norm_topk_prob": False})
+    t[p + "mlp.gate.weight"] = rnd(E, d)
+    for e in range(E):
+        for w, shape in (("gate_proj", (f, d)), ("up_proj", (f, d)), ("down_proj", (d, f))):
+            t[p + f"mlp.experts.{e}.{w}.weight"] = rnd(*shape)
+    if kind == "qwen2_moe":
+        cfg.update({"architectures": ["Qwen2MoeForCausalLM"], "model_type": "qwen2_moe", "moe_intermediate_size": f,
+                    "shared_expert_intermediate_size": f, "decoder_sparse_step": 1, "mlp_only_layers": [],
+                    "use_sliding_window": False, "tie_word_embeddings": False})
+        t["lm_head.weight"] = rnd(V, d)
+        for w, shape in (("gate_proj", (f, d)), ("up_proj", (f, d)), ("down_proj", (d, f))):
+            t[p + f"mlp.shared_expert.{w}.weight"] = rnd(*shape)
+        t[p + "mlp.shared_expert_gate.weight"] = rnd(1, d)
+    else:  # olmoe
+        cfg.update({"architectures": ["OlmoeForCausalLM"], "model_type": "olmoe", "num_key_value_heads": H,
+                    "tie_word_embeddings": False})
+        t[p + "self_attn.k_proj.weight"] = rnd(H * hd, d)
+        t[p + "self_attn.v_proj.weight"] = rnd(H * hd, d)
+        t["lm_head.weight"] = rnd(V, d)
+        t[p + "self_attn.q_norm.weight"] = ones(H * hd)
+        t[p + "self_attn.k_norm.weight"] = ones(H * hd)
+    return t, cfg
+for kind in ("mixtral", "qwen2_moe", "olmoe"):
+    t, cfg = moe_model(kind)
+    d = os.path.join(T, kind)
+    os.makedirs(d, exist_ok=True)
+    open(os.path.join(d, "model.safetensors"), "wb").write(st_bytes(t, "F16"))
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=1)
 cfgs = {
   "mistral": {"architectures": ["MistralForCausalLM"], "model_type": "mistral", "hidden_size": 64,
               "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -199,7 +246,7 @@ PY
 cp "$T/synth_hf/tokenizer.json" "$OUT/fuzz_tokenizer_json/synthetic_spm.json"
 cp "$T/synth_hf/config.json" "$OUT/fuzz_hf_config/synth_tiny.json"
 # The mixtures of experts' configs (their experts' fields, defaults and dense layers), and OLMo-2's.
-for fam in olmo2 mixtral qwen2_moe qwen3_moe; do
+for fam in olmo2 mixtral qwen2_moe qwen3_moe olmoe; do
   "$KVP" synth --arch $fam --out "$T/synth_$fam" 2>/dev/null && cp "$T/synth_$fam/config.json" "$OUT/fuzz_hf_config/synth_$fam.json"
 done
 for arch in llama qwen2; do
@@ -208,6 +255,9 @@ for arch in llama qwen2; do
   done
   "$KVP" convert --model "$T/${arch}_F32" --tokenizer "$T/synth_hf/tokenizer.json" --to gguf \
     --out "$OUT/fuzz_gguf/${arch}_spm.gguf" 2>/dev/null || true
+done
+for kind in mixtral qwen2_moe olmoe; do
+  "$KVP" convert --model "$T/$kind" --to gguf --out "$OUT/fuzz_gguf/${kind}_F16.gguf" 2>/dev/null || true
 done
 # Quantised blocks, for the scalar-vs-vectorised decoder check (rows of 32 and 64 values take the
 # 32-value formats).

@@ -171,6 +171,31 @@ TEST(InspectCli, DescribesAModelAsJsonAndText) {
     EXPECT_NE(g3t.out.find(s), std::string::npos) << s << "\n" << g3t.out;
 }
 
+// A preset described before it is made: Mixtral-8x7B's 93 GB are sized from their shapes alone, as
+// the bf16 checkpoint synth would write (every number the footprint's of that checkpoint).
+TEST(InspectCli, DescribesASynthPresetWithoutGeneratingIt) {
+  const auto r = kvparity("inspect --synth mixtral-8x7b --cache-capacity 4096 --batch-size 2 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json d = nlohmann::json::parse(r.out);
+  EXPECT_EQ(d["family"], "mixtral");
+  EXPECT_EQ(d["parameters"]["total"], 46702792704LL);
+  EXPECT_EQ(d["experts"]["experts"], 8);
+  EXPECT_EQ(d["file"]["bytes"], size_t(46702792704LL) * 2);
+  EXPECT_EQ(d["tokenizer"]["vocab_size"], 32000);
+  const nlohmann::json& bf16 = d["memory"]["rows"][2];
+  ASSERT_EQ(bf16["dtype"], "bf16");
+  const WeightsFootprint f =
+      weights_footprint(synthetic_shapes(synthetic_config("", "mixtral-8x7b"), DType::BF16), DType::BF16);
+  EXPECT_EQ(bf16["decode_read_bytes"], f.decode_bytes);
+  // 2 of 8 experts a token: a decoded token reads about a quarter of the experts' bytes.
+  EXPECT_LT(bf16["decode_read_bytes"].get<double>(), 0.3 * d["file"]["bytes"].get<double>());
+  EXPECT_EQ(bf16["kv_cache_bytes"], size_t(2) * 32 * 8 * 128 * 2 * 4096 * 2);  // K and V, 32 layers, 8 heads of 128
+  const auto tiny = kvparity("inspect --synth tiny --arch olmoe");
+  ASSERT_EQ(tiny.status, 0) << tiny.err;
+  EXPECT_NE(tiny.out.find("family       olmoe"), std::string::npos) << tiny.out;
+  EXPECT_NE(tiny.out.find("shapes only"), std::string::npos) << tiny.out;
+}
+
 TEST(InspectCli, BadInputIsAnErrorNamingIt) {
   const std::string model = test::shared_file("models/stories260K/stories260K.bin");
   test::TempDir tmp;
@@ -184,6 +209,11 @@ TEST(InspectCli, BadInputIsAnErrorNamingIt) {
       {"--model " + q(model) + " --batch-size 0", 2, "--batch-size"},
       {"--model " + q(model) + " --kv-dtype q7", 2, "--kv-dtype"},
       {"--model " + q(model) + " --tokenizer " + q(tmp.file("tok.json")), 1, "tok.json"},
+      {"", 2, "--model or --synth"},
+      {"--model " + q(model) + " --synth tiny", 2, "--synth"},
+      {"--synth mixtral-8x22b", 2, "--synth"},
+      {"--synth llama2-7b --arch gemma2", 2, "gemma2"},
+      {"--arch olmoe", 2, "--synth"},
   };
   for (const auto& c : cases) {
     const auto r = kvparity("inspect " + c.args);

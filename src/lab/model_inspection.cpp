@@ -11,10 +11,12 @@
 #include "core/error.h"
 #include "core/quant.h"
 #include "io/checkpoint.h"
+#include "model/synthetic.h"
 #include "model/weights.h"
 #include "runtime/chat_for_model.h"
 #include "runtime/kv_cache.h"
 #include "runtime/tokenizer_for_model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvp {
 namespace {
@@ -111,6 +113,7 @@ json file_of(const Checkpoint& ck, const WeightsFootprint& f) {
 json tokenizer_of(const Checkpoint& ck, const InspectOptions& o) {
   std::string source = o.tokenizer;
   if (source.empty()) source = ck.vocab ? "embedded" : tokenizer_file_beside(ck.path, ck.format, ck.tokenizer_path);
+  if (!o.synth.empty() && o.tokenizer.empty()) source = "the synthetic vocabulary synth writes";
   if (source.empty()) return {{"source", nullptr}};
   // A tokenizer that is there but cannot be read is an error, as it is for a run.
   const auto tok = tokenizer_for_checkpoint(ck, o.tokenizer);
@@ -179,10 +182,19 @@ std::string id_text(int id) { return id < 0 ? "none" : std::to_string(id); }
 json inspect_model(const InspectOptions& o) {
   if (o.batch_size < 1) fail_usage("--batch-size must be at least 1 (got {})", o.batch_size);
   if (o.cache_capacity < 0) fail_usage("--cache-capacity must be positive (got {})", o.cache_capacity);
-  const Checkpoint ck = open_checkpoint(o.model);
+  if (o.synth.empty() == o.model.empty()) fail_usage("inspect: give a model (--model) or a synth preset (--synth)");
+  Checkpoint ck;
+  if (o.synth.empty()) {
+    ck = open_checkpoint(o.model);
+  } else {
+    ck = synthetic_shapes(synthetic_config(o.synth_arch, o.synth), DType::BF16);
+    ck.vocab = make_synthetic_vocab(ck.config.vocab_size);  // the one synth writes beside the weights
+  }
   const ModelConfig& c = ck.config;
   const WeightsFootprint f = weights_footprint(ck, DType::F32);  // validates the config and every tensor
-  json d = {{"model", ck.path}, {"format", ck.format}, {"family", family_name(c)}};
+  json d = {{"model", o.synth.empty() ? ck.path : "synth --preset " + o.synth},
+            {"format", o.synth.empty() ? ck.format : "shapes only, bf16, nothing generated"},
+            {"family", family_name(c)}};
   d["shape"] = shape_of(c);
   if (c.is_moe()) {
     std::vector<int> sparse;

@@ -16,6 +16,10 @@ namespace kvp {
 
 struct InspectOptions {
   std::string model;
+  // Instead of a file: a synth preset's shapes (synthetic_config(synth_arch, synth)), described as
+  // the bf16 checkpoint `synth --dtype bf16` would write, nothing generated: a study sized before a
+  // 94 GB model is made.
+  std::string synth, synth_arch;
   std::string tokenizer;     // empty: the one a run would find (model/tokenizer_for_model.h)
   int cache_capacity = 0;    // KV cache positions a sequence (0: the model's context length)
   int batch_size = 1;        // sequences, each with its own cache
