@@ -444,10 +444,14 @@ py::object patch(const std::string& model_path, const std::string& prompt, const
   return to_python(j);
 }
 
-py::object inspect(const std::string& model, const std::optional<std::string>& tokenizer, int cache_capacity,
-                   int batch_size, const std::optional<std::string>& kv_dtype) {
+py::object inspect(const std::optional<std::string>& model, const std::optional<std::string>& tokenizer,
+                   int cache_capacity, int batch_size, const std::optional<std::string>& kv_dtype,
+                   const std::optional<std::string>& synth, const std::optional<std::string>& arch) {
   InspectOptions o;
-  o.model = model;
+  o.model = model.value_or("");
+  o.synth = synth.value_or("");
+  o.synth_arch = arch.value_or("");
+  if (arch && !synth) fail_usage("arch: only with synth (a preset's family)");
   o.tokenizer = tokenizer.value_or("");
   o.cache_capacity = cache_capacity;
   o.batch_size = batch_size;
@@ -458,13 +462,15 @@ py::object inspect(const std::string& model, const std::optional<std::string>& t
 }  // namespace
 
 void add_study_calls(py::module_& m) {
-  m.def("inspect", &inspect, py::arg("model_path"), py::arg("tokenizer") = py::none(), py::arg("cache_capacity") = 0,
-        py::arg("batch_size") = 1, py::arg("kv_dtype") = py::none(),
+  m.def("inspect", &inspect, py::arg("model_path") = py::none(), py::arg("tokenizer") = py::none(),
+        py::arg("cache_capacity") = 0, py::arg("batch_size") = 1, py::arg("kv_dtype") = py::none(),
+        py::arg("synth") = py::none(), py::arg("arch") = py::none(),
         "What `kvparity inspect --json` prints, as a dict: family, shape, attention, rope, norm, head, special\n"
         "tokens, parameters, the file's tensor types, the tokenizer a run would take, and per compute dtype\n"
         "the weights' memory, the bytes a decoded token reads and the KV cache's size (cache_capacity\n"
         "positions, 0 the model's context, for batch_size sequences, in kv_dtype or each dtype's own).\n"
-        "Nothing is loaded or converted; a checkpoint a run would refuse raises its error.");
+        "Nothing is loaded or converted; a checkpoint a run would refuse raises its error. synth (instead\n"
+        "of model_path): a `kvparity synth` preset described from its shapes, arch its family, nothing made.");
   m.def("compare", &compare, py::arg("model_path"), py::arg("prompts"), py::arg("tokenizer") = py::none(),
         py::arg("out") = py::none(),
         "Runs `kvparity compare` and returns its summary.json as a dict. prompts: a list of strings (ids\n"

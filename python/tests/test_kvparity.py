@@ -533,6 +533,13 @@ def test_inspect_is_the_clis_json_and_what_a_load_sees(tmp_path):
     fp16 = d["memory"]["rows"][1]
     assert fp16["dtype"] == "fp16" and fp16["kv_cache_bytes"] == fp16["kv_bytes_per_position"] * 512 * 2
     assert kvparity.inspect(shared(STORIES), kv_dtype="fp8_e4m3")["memory"]["rows"][0]["kv_dtype"] == "fp8_e4m3"
+    # A synth preset from its shapes alone, nothing generated.
+    q = kvparity.inspect(synth="qwen3-30b-a3b", cache_capacity=4096)
+    assert q["family"] == "qwen3_moe" and q["parameters"]["total"] == 30532122624
+    assert kvparity.inspect(synth="tiny", arch="olmoe")["family"] == "olmoe"
+    for bad in (dict(), dict(model_path=shared(STORIES), synth="tiny"), dict(arch="olmoe")):
+        with pytest.raises(ValueError):
+            kvparity.inspect(**bad)
     with pytest.raises(ValueError, match="kv_dtype='fp7'"):
         kvparity.inspect(shared(STORIES), kv_dtype="fp7")
     with pytest.raises(kvparity.Error, match="no such file"):
