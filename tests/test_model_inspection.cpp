@@ -190,6 +190,9 @@ TEST(InspectCli, DescribesASynthPresetWithoutGeneratingIt) {
   // 2 of 8 experts a token: a decoded token reads about a quarter of the experts' bytes.
   EXPECT_LT(bf16["decode_read_bytes"].get<double>(), 0.3 * d["file"]["bytes"].get<double>());
   EXPECT_EQ(bf16["kv_cache_bytes"], size_t(2) * 32 * 8 * 128 * 2 * 4096 * 2);  // K and V, 32 layers, 8 heads of 128
+  // Qwen3-30B-A3B's intermediate_size: read by no layer, all of them sparse; Mixtral's is its experts'.
+  EXPECT_NE(kvparity("inspect --synth qwen3-30b-a3b").out.find("MLP 6144 (no dense layer reads it)"), std::string::npos);
+  EXPECT_NE(kvparity("inspect --synth mixtral-8x7b").out.find("MLP 14336, vocab"), std::string::npos);
   const auto tiny = kvparity("inspect --synth tiny --arch olmoe");
   ASSERT_EQ(tiny.status, 0) << tiny.err;
   EXPECT_NE(tiny.out.find("family       olmoe"), std::string::npos) << tiny.out;

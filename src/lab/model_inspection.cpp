@@ -249,9 +249,14 @@ std::string inspect_text(const json& d) {
                                     : std::string(),
                                 e["sparse_layers"].size(), d["shape"]["layers"].get<int>()));
   }
-  line("shape",
-       fmt::format("{} layers, hidden {}, MLP {}, vocab {}, context {}", sh["layers"].get<int>(),
-                   sh["hidden"].get<int>(), sh["mlp"].get<int>(), sh["vocab"].get<int>(), sh["context"].get<int>()));
+  // A mixture of experts without a dense layer reads its config's MLP width nowhere (Qwen's
+  // intermediate_size, beside moe_intermediate_size) unless its experts have that width (Mixtral, OLMoE).
+  std::string mlp = std::to_string(sh["mlp"].get<int>());
+  if (d.contains("experts") && d["experts"]["sparse_layers"].size() == sh["layers"].get<size_t>() &&
+      d["experts"]["expert_intermediate_size"] != sh["mlp"])
+    mlp += " (no dense layer reads it)";
+  line("shape", fmt::format("{} layers, hidden {}, MLP {}, vocab {}, context {}", sh["layers"].get<int>(),
+                            sh["hidden"].get<int>(), mlp, sh["vocab"].get<int>(), sh["context"].get<int>()));
   std::string heads =
       fmt::format("{} heads of {}, {} KV head{} ({}", sh["heads"].get<int>(), sh["head_dim"].get<int>(),
                   sh["kv_heads"].get<int>(), sh["kv_heads"].get<int>() == 1 ? "" : "s", at["kind"].get<std::string>());
