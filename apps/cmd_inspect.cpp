@@ -2,7 +2,6 @@
 #include <iostream>
 
 #include "cli_common.h"
-#include "core/error.h"
 #include "lab/model_inspection.h"
 
 namespace kvp::cli {
@@ -34,8 +33,7 @@ void register_inspect(CLI::App& app) {
   int_at_least(cmd->add_option("--batch-size", o->in.batch_size, "sequences of the memory table, each with its cache"),
                1);
   cmd->add_flag("--json", o->json, "print the description as JSON");
-  cmd->callback([o, model, synth] {
-    if (model->count() == 0 && synth->count() == 0) fail_usage("inspect: give --model or --synth");
+  cmd->callback([o] {
     if (!o->kv_dtype.empty()) o->in.kv = parse_kv_type(o->kv_dtype);
     const nlohmann::json d = inspect_model(o->in);
     if (o->json)

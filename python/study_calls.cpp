@@ -451,7 +451,6 @@ py::object inspect(const std::optional<std::string>& model, const std::optional<
   o.model = model.value_or("");
   o.synth = synth.value_or("");
   o.synth_arch = arch.value_or("");
-  if (arch && !synth) fail_usage("arch: only with synth (a preset's family)");
   o.tokenizer = tokenizer.value_or("");
   o.cache_capacity = cache_capacity;
   o.batch_size = batch_size;

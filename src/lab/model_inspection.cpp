@@ -182,19 +182,21 @@ std::string id_text(int id) { return id < 0 ? "none" : std::to_string(id); }
 json inspect_model(const InspectOptions& o) {
   if (o.batch_size < 1) fail_usage("--batch-size must be at least 1 (got {})", o.batch_size);
   if (o.cache_capacity < 0) fail_usage("--cache-capacity must be positive (got {})", o.cache_capacity);
-  if (o.synth.empty() == o.model.empty()) fail_usage("inspect: give a model (--model) or a synth preset (--synth)");
+  if (o.synth.empty() == o.model.empty())
+    fail_usage("inspect: give --model or --synth, not both (a model, or a synth preset's shapes)");
+  if (o.synth.empty() && !o.synth_arch.empty()) fail_usage("inspect: --arch names a synth preset's family: give --synth");
   Checkpoint ck;
   if (o.synth.empty()) {
     ck = open_checkpoint(o.model);
   } else {
     ck = synthetic_shapes(synthetic_config(o.synth_arch, o.synth), DType::BF16);
+    ck.path = "synth --preset " + o.synth;
+    ck.format = "shapes only, bf16, nothing generated";
     ck.vocab = make_synthetic_vocab(ck.config.vocab_size);  // the one synth writes beside the weights
   }
   const ModelConfig& c = ck.config;
   const WeightsFootprint f = weights_footprint(ck, DType::F32);  // validates the config and every tensor
-  json d = {{"model", o.synth.empty() ? ck.path : "synth --preset " + o.synth},
-            {"format", o.synth.empty() ? ck.format : "shapes only, bf16, nothing generated"},
-            {"family", family_name(c)}};
+  json d = {{"model", ck.path}, {"format", ck.format}, {"family", family_name(c)}};
   d["shape"] = shape_of(c);
   if (c.is_moe()) {
     std::vector<int> sparse;

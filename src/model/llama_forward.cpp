@@ -110,12 +110,7 @@ class Pass {
   void hook(HookPoint point, int layer, float* data, int width) {
     if (opts_.hooks == nullptr || !opts_.hooks->wants(point, layer)) return;
     const size_t n = size_t(M_) * width;
-    float* rows = data;
-    if (dev_ != Device::Cpu) {
-      hook_rows_.resize(n);
-      kn_.to_host(hook_rows_.data(), data, n * sizeof(float));
-      rows = hook_rows_.data();
-    }
+    float* rows = on_host(data, n, hook_rows_);
     for (size_t s = 0; s < slices_.size(); ++s)
       opts_.hooks->on(HookSite{point, layer, slices_[s].start_pos, slices_[s].n_tokens, width},
                       rows + size_t(row0_[s]) * width);
@@ -421,7 +416,7 @@ class Pass {
 
   // n floats of x where the host can read them: x itself on the CPU; else copied into `host` (the
   // device's one wait in the middle of a pass, after which it runs the rest of the pass eagerly).
-  const float* on_host(const float* x, size_t n, std::vector<float>& host) {
+  float* on_host(float* x, size_t n, std::vector<float>& host) {
     if (dev_ == Device::Cpu) return x;
     host.resize(n);
     kn_.to_host(host.data(), x, n * sizeof(float));

@@ -1,5 +1,7 @@
 #include "model/synthetic.h"
 
+#include <fmt/ranges.h>
+
 #include <cmath>
 #include <thread>
 
@@ -10,34 +12,37 @@
 
 namespace kvp {
 
-std::vector<std::string> synthetic_presets() {
-  return {"tiny",         "tinyllama-1.1b", "llama2-7b",    "mistral-7b",    "gemma2-2b",
-          "qwen2.5-0.5b", "qwen3-0.6b",     "gemma3-1b",    "olmo2-1b",      "olmo2-7b",
-          "mixtral-8x7b", "qwen1.5-moe-a2.7b", "qwen3-30b-a3b", "olmoe-1b-7b"};
-}
-
 namespace {
 
-// The architecture a real-shape preset belongs to ("" for "tiny", which exists for every family).
+// Each preset and the architecture it belongs to ("" for "tiny", which exists for every family).
+struct Preset {
+  const char* name;
+  const char* arch;
+};
+constexpr Preset kPresets[] = {
+    {"tiny", ""},
+    {"tinyllama-1.1b", "llama"},    {"llama2-7b", "llama"},
+    {"mistral-7b", "mistral"},      {"gemma2-2b", "gemma2"},
+    {"qwen2.5-0.5b", "qwen2"},      {"qwen3-0.6b", "qwen3"},
+    {"gemma3-1b", "gemma3"},        {"olmo2-1b", "olmo2"},
+    {"olmo2-7b", "olmo2"},          {"mixtral-8x7b", "mixtral"},
+    {"qwen1.5-moe-a2.7b", "qwen2_moe"}, {"qwen3-30b-a3b", "qwen3_moe"},
+    {"olmoe-1b-7b", "olmoe"},
+};
+
 std::string preset_arch(const std::string& preset) {
-  if (preset == "tinyllama-1.1b" || preset == "llama2-7b") return "llama";
-  if (preset == "mistral-7b") return "mistral";
-  if (preset == "gemma2-2b") return "gemma2";
-  if (preset == "qwen2.5-0.5b") return "qwen2";
-  if (preset == "qwen3-0.6b") return "qwen3";
-  if (preset == "gemma3-1b") return "gemma3";
-  if (preset == "olmo2-1b" || preset == "olmo2-7b") return "olmo2";
-  if (preset == "mixtral-8x7b") return "mixtral";
-  if (preset == "qwen1.5-moe-a2.7b") return "qwen2_moe";
-  if (preset == "qwen3-30b-a3b") return "qwen3_moe";
-  if (preset == "olmoe-1b-7b") return "olmoe";
-  if (preset == "tiny") return "";
-  std::string names;
-  for (const std::string& p : synthetic_presets()) names += (names.empty() ? "" : ", ") + p;
-  fail_usage("synth: unknown preset '{}' (expected one of {})", preset, names);
+  for (const Preset& p : kPresets)
+    if (preset == p.name) return p.arch;
+  fail_usage("synth: unknown preset '{}' (expected one of {})", preset, fmt::join(synthetic_presets(), ", "));
 }
 
 }  // namespace
+
+std::vector<std::string> synthetic_presets() {
+  std::vector<std::string> names;
+  for (const Preset& p : kPresets) names.emplace_back(p.name);
+  return names;
+}
 
 ModelConfig synthetic_config(const std::string& arch_in, const std::string& preset) {
   const std::string owner = preset_arch(preset);
