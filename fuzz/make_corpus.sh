@@ -160,6 +160,28 @@ cfgs = {
              "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
              "rms_norm_eps": 1e-6, "hidden_activation": "gelu_pytorch_tanh"},
 }
+# transformers v5's forms: rope_parameters (flat, and per layer kind for Gemma-3), and a
+# vision-language wrapper's sparse text_config.
+cfgs["llama3_v5"] = dict(cfgs["mistral"], architectures=["LlamaForCausalLM"], model_type="llama", dtype="bfloat16",
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 8192})
+for k in ("rope_theta", "sliding_window"): cfgs["llama3_v5"].pop(k)
+g5 = {k: v for k, v in cfgs["gemma3"].items() if k not in ("rope_theta", "rope_scaling", "rope_local_base_freq",
+                                                          "sliding_window_pattern")}
+g5.update(_sliding_window_pattern=3, rope_parameters={
+    "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0},
+    "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}})
+cfgs["gemma3_v5"] = g5
+cfgs["gemma3_vl"] = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+                     "eos_token_id": [1, 106], "image_token_index": 262144,
+                     "text_config": {"hidden_size": 2560, "intermediate_size": 10240, "model_type": "gemma3_text",
+                                     "num_hidden_layers": 34, "sliding_window": 1024,
+                                     "rope_scaling": {"factor": 8.0, "rope_type": "linear"}},
+                     "vision_config": {"hidden_size": 1152, "model_type": "siglip_vision_model"}}
+cfgs["llava"] = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
+                 "text_config": {"model_type": "llama", "vocab_size": 32064, "max_position_embeddings": 4096,
+                                 "rms_norm_eps": 1e-5}, "vision_config": {"model_type": "clip_vision_model"}}
 for k, v in cfgs.items():
     open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))
 # A llama2.c checkpoint: dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 32 (shared), seq 16.

@@ -474,13 +474,14 @@ TEST(FamilyConfig, Gemma3DefaultsPatternsAndLayerKinds) {
                     "cfg.json");
   });
   EXPECT_NE(e.find("rope_scaling"), std::string::npos) << e;
-  // The multimodal Gemma-3 (model_type gemma3, its text model under text_config) is refused by name.
-  e = test::error_of([&] {
-    parse_hf_config(R"({"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3",
+  // The multimodal Gemma-3 (model_type gemma3) is read as its text model (test_vision_language.cpp).
+  std::string wrapper;
+  EXPECT_EQ(parse_hf_config(R"({"architectures":["Gemma3ForConditionalGeneration"],"model_type":"gemma3",
       "text_config":{"hidden_size":64},"vision_config":{"hidden_size":32}})",
-                    "cfg.json");
-  });
-  EXPECT_NE(e.find("multimodal"), std::string::npos) << e;
+                            "cfg.json", nullptr, &wrapper)
+                .dim,
+            64);
+  EXPECT_EQ(wrapper, "Gemma3ForConditionalGeneration");
   e = test::error_of([&] { parse_hf_config(base + R"(,"use_bidirectional_attention":true})", "cfg.json"); });
   EXPECT_NE(e.find("use_bidirectional_attention"), std::string::npos) << e;
   // What config.json cannot say is refused when writing it, naming the file.

@@ -33,6 +33,9 @@ struct Checkpoint {
   std::optional<VocabSpec> vocab;        // GGUF embedded vocabulary
   std::string tokenizer_path;            // tokenizer.json beside an HF checkpoint, if present
   std::string chat_template;             // GGUF tokenizer.chat_template (Jinja), if present
+  // The vision-language class (config.json architectures) whose text model this is, "" for a plain
+  // causal LM; its other tensors stay in `tensors` under their own names and are never read.
+  std::string text_model_of;
   // Family hyper-parameters ModelConfig has no field for yet, by their config.json name.
   // Gemma-2: query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping (when known).
   std::map<std::string, double> extras;

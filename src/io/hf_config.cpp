@@ -11,6 +11,8 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "io/hf_moe_config.h"
+#include "io/hf_rope_parameters.h"
+#include "io/hf_text_model.h"
 #include "io/io_util.h"
 
 namespace kvp {
@@ -162,7 +164,9 @@ Arch arch_from_json(const json& j, const std::string& source) {
 
 // Rejects configs whose features kvparity does not implement, naming the field, rather than
 // silently running a different model.
-void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const std::string& src) {
+// `rope_field`: where the file gave the scaling (read_rope_parameters), named in its errors.
+void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const std::string& src,
+                        const std::string& rope_field) {
   if (r.has("rope_scaling")) {
     const json& rs = j["rope_scaling"];
     std::string type = "?";
@@ -174,8 +178,8 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
     // global layers'); everything else is refused.
     const bool known = type == "linear" || type == "llama3" || type == "default";
     if (!known || (arch != Arch::Llama && !(arch == Arch::Gemma3 && type != "llama3")))
-      fail("{}: rope_scaling type '{}' is not supported{} (config.json field rope_scaling)", src, type,
-           known ? fmt::format(" for {}", arch_name(arch)) : std::string());
+      fail("{}: rope_scaling type '{}' is not supported{} (config.json field {})", src, type,
+           known ? fmt::format(" for {}", arch_name(arch)) : std::string(), rope_field);
   }
   for (const char* k : {"vision_config", "audio_config", "text_config", "vision_tower", "mm_projector_type",
                         "image_token_index"})
@@ -252,20 +256,26 @@ bool window_pattern_of_layer_types(const json& j, const ConfigReader& r, ModelCo
 
 }  // namespace
 
-ModelConfig parse_hf_config(const std::string& json_text, const std::string& source,
-                            std::map<std::string, double>* extras) {
+ModelConfig parse_hf_config(const std::string& json_text, const std::string& file,
+                            std::map<std::string, double>* extras, std::string* text_model_of) {
   json j;
   try {
     j = json::parse(json_text);
   } catch (const json::exception& e) {
-    fail("{}: invalid JSON: {}", source, e.what());
+    fail("{}: invalid JSON: {}", file, e.what());
   }
-  if (!j.is_object()) fail("{}: config.json must hold a JSON object", source);
+  if (!j.is_object()) fail("{}: config.json must hold a JSON object", file);
+  // A vision-language checkpoint: its text model's config is read from here on, and errors say so.
+  const std::optional<WrappedTextModel> wrapped = unwrap_text_model(j, file);
+  if (wrapped) j = wrapped->text_config;
+  const std::string source = wrapped ? fmt::format("{} (text_config of {})", file, wrapped->wrapper_class) : file;
+  if (text_model_of != nullptr) *text_model_of = wrapped ? wrapped->wrapper_class : std::string();
   ConfigReader r(j, source);
   ModelConfig c;
-  c.source = source;
+  c.source = file;
   c.arch = arch_from_json(j, source);
-  reject_unsupported(j, r, c.arch, source);
+  const std::string rope_field = read_rope_parameters(j, c.arch == Arch::Gemma3, source);
+  reject_unsupported(j, r, c.arch, source, rope_field);
   const FamilyDefaults fd = family_defaults(c.arch);
 
   c.dim = r.get_int("hidden_size");
@@ -280,7 +290,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
                                                                                       : c.dim / c.n_heads);
   c.vocab_size = r.get_int("vocab_size");
   c.max_seq_len = r.get_int("max_position_embeddings");
-  c.rope_theta = float(r.get_num("rope_theta", 10000.0));
+  // The classes' own defaults: Gemma3TextConfig's and MixtralConfig's base is 1e6, the others' 1e4.
+  c.rope_theta = float(r.get_num("rope_theta", c.arch == Arch::Gemma3 || hf_moe_family(j) == Arch::Mistral ? 1e6 : 1e4));
   c.norm_eps = float(r.get_num("rms_norm_eps", c.arch == Arch::Olmo2 || c.arch == Arch::Olmoe ? 1e-5 : 1e-6));
   c.tied_embeddings = r.get_bool("tie_word_embeddings", fd.tie);
   c.bos_id = r.get_token_id("bos_token_id", fd.bos);
@@ -296,7 +307,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       if (rs.contains(k) && rs[k].is_string()) { type = rs[k].get<std::string>(); break; }
     auto num = [&](const char* k) -> double {
       if (!rs.contains(k) || !rs[k].is_number())
-        fail("{}: rope_scaling type '{}' needs a number '{}' (config.json field rope_scaling.{})", source, type, k, k);
+        fail("{}: rope_scaling type '{}' needs a number '{}' (config.json field {}.{})", source, type, k, rope_field, k);
       return rs[k].get<double>();
     };
     if (type == "linear") {
@@ -363,7 +374,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       // Gemma3TextConfig (v4.51): layer l is local where (l + 1) % sliding_window_pattern != 0
       // (Gemma3DecoderLayer.is_sliding) and rotates with rope_local_base_freq, unscaled; no caps.
       c.sliding_window = r.get_int("sliding_window", 4096);
-      c.sliding_window_period = r.get_int("sliding_window_pattern", 6);
+      // transformers v5 writes the pattern as "_sliding_window_pattern" (beside layer_types).
+      c.sliding_window_period = r.get_int("sliding_window_pattern", r.get_int("_sliding_window_pattern", 6));
       if (c.sliding_window_period < 1)
         fail("{}: sliding_window_pattern = {} must be at least 1 (config.json field sliding_window_pattern)", source,
              c.sliding_window_period);
@@ -385,12 +397,15 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& sou
       break;
   }
   if (hf_moe_family(j)) read_hf_moe_fields(j, c, source);
+  if (wrapped)
+    for (int id : wrapped->top_eos_ids)
+      if (!c.ends_generation(id)) c.more_eos_ids.push_back(id);
   c.validate();
   return c;
 }
 
-ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras) {
-  ModelConfig c = parse_hf_config(io::read_text_file(path), path, extras);
+ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras, std::string* text_model_of) {
+  ModelConfig c = parse_hf_config(io::read_text_file(path), path, extras, text_model_of);
   // generation_config.json beside it: the ids transformers' generate stops at.
   const std::filesystem::path gen = std::filesystem::path(path).parent_path() / "generation_config.json";
   std::error_code ec;

@@ -9,10 +9,12 @@ namespace kvp {
 
 // Parses config.json text. `source` names the file in errors and becomes ModelConfig::source.
 // `extras`, when given, receives family values ModelConfig has no field for (see Checkpoint::extras).
-// Calls ModelConfig::validate().
+// `text_model_of`, when given, receives the class of the vision-language wrapper whose text model the
+// config describes (hf_text_model.h), or "" for a plain causal LM. Calls ModelConfig::validate().
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& source,
-                            std::map<std::string, double>* extras = nullptr);
-ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras = nullptr);
+                            std::map<std::string, double>* extras = nullptr, std::string* text_model_of = nullptr);
+ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras = nullptr,
+                           std::string* text_model_of = nullptr);
 
 // Writes a config.json that transformers would load as the family's *ForCausalLM.
 // `torch_dtype`: "float32" | "float16" | "bfloat16". `extras` supplies Gemma-2's

@@ -38,6 +38,16 @@ int get_int(const json& j, const char* k, int dflt, const std::string& src) {
   return int(v.get<int64_t>());
 }
 
+// The expert count under either name: transformers v5's attribute maps write Mixtral's as
+// num_local_experts and Qwen3-MoE's as num_local_experts too (v4.51: num_experts), OLMoE's as
+// num_experts; a file that gives both must agree.
+int expert_count(const json& j, const char* name, const char* alias, int dflt, const std::string& src) {
+  const int a = get_int(j, name, -1, src), b = get_int(j, alias, -1, src);
+  if (a >= 0 && b >= 0 && a != b)
+    fail("{}: fields '{}' = {} and '{}' = {} disagree on the number of experts", src, name, a, alias, b);
+  return a >= 0 ? a : b >= 0 ? b : dflt;
+}
+
 // norm_topk_prob: false where absent (Qwen-MoE's and OLMoE's class default).
 bool norm_topk_prob(const json& j, const std::string& src) {
   if (present(j, "norm_topk_prob") && !j["norm_topk_prob"].is_boolean())
@@ -66,14 +76,14 @@ void read_hf_moe_fields(const json& j, ModelConfig& c, const std::string& source
   if (c.mixtral_names()) {
     // MixtralConfig: num_local_experts 8, num_experts_per_tok 2; every layer sparse, its experts
     // intermediate_size wide, their probabilities always renormalised.
-    m.n_experts = get_int(j, "num_local_experts", 8, source);
+    m.n_experts = expert_count(j, "num_local_experts", "num_experts", 8, source);
     m.n_used = get_int(j, "num_experts_per_tok", 2, source);
     m.expert_hidden_dim = c.hidden_dim;
     m.norm_topk_prob = true;
   } else if (c.arch == Arch::Olmoe) {
     // OlmoeConfig (v4.51): 64 experts, 8 a token, intermediate_size wide, every layer sparse, not
     // renormalised.
-    m.n_experts = get_int(j, "num_experts", 64, source);
+    m.n_experts = expert_count(j, "num_experts", "num_local_experts", 64, source);
     m.n_used = get_int(j, "num_experts_per_tok", 8, source);
     m.expert_hidden_dim = c.hidden_dim;
     m.norm_topk_prob = norm_topk_prob(j, source);
@@ -84,7 +94,7 @@ void read_hf_moe_fields(const json& j, ModelConfig& c, const std::string& source
     // Qwen2MoeConfig (60 experts, 4 a token, 1408 wide, shared 5632) and Qwen3MoeConfig (128, 8,
     // 768, none); neither renormalises by default.
     const bool qwen2 = c.arch == Arch::Qwen2;
-    m.n_experts = get_int(j, "num_experts", qwen2 ? 60 : 128, source);
+    m.n_experts = expert_count(j, "num_experts", "num_local_experts", qwen2 ? 60 : 128, source);
     m.n_used = get_int(j, "num_experts_per_tok", qwen2 ? 4 : 8, source);
     m.expert_hidden_dim = get_int(j, "moe_intermediate_size", qwen2 ? 1408 : 768, source);
     m.norm_topk_prob = norm_topk_prob(j, source);

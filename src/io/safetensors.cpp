@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/hf_config.h"
+#include "io/hf_text_model.h"
 #include "io/io_util.h"
 
 namespace kvp {
@@ -119,6 +120,22 @@ void add_tensors(Checkpoint& ck, std::vector<TensorView>&& ts) {
   }
 }
 
+// A vision-language checkpoint's text-model tensors under the canonical names the model reads;
+// the vision tower and projector keep theirs (inspect lists them as not read).
+void use_text_model_names(Checkpoint& ck) {
+  if (ck.text_model_of.empty()) return;
+  std::map<std::string, TensorView> renamed;
+  std::map<std::string, std::string> from;
+  for (auto& [name, t] : ck.tensors) {
+    std::string canonical = text_model_tensor_name(name);
+    if (auto [it, fresh] = from.emplace(canonical, name); !fresh)
+      fail("{}: tensors '{}' and '{}' are both the text model's '{}'", ck.path, it->second, name, canonical);
+    t.name = canonical;
+    renamed.emplace(std::move(canonical), std::move(t));
+  }
+  ck.tensors = std::move(renamed);
+}
+
 std::string sibling_tokenizer(const fs::path& dir) {
   fs::path tj = dir / "tokenizer.json";
   std::error_code ec;
@@ -142,7 +159,8 @@ Checkpoint load_safetensors_file(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(cfg_path, ec))
     fail("{}: safetensors file has no config.json beside it ({} not found)", path, cfg_path);
-  ck.config = read_hf_config(cfg_path, &ck.extras);
+  ck.config = read_hf_config(cfg_path, &ck.extras, &ck.text_model_of);
+  use_text_model_names(ck);
   ck.qk_layout = RopeLayout::Halves;
   ck.tokenizer_path = sibling_tokenizer(dir);
   return ck;
@@ -157,7 +175,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
   ck.path = dir_str;
   ck.format = "hf";
   ck.qk_layout = RopeLayout::Halves;
-  ck.config = read_hf_config(cfg_path, &ck.extras);
+  ck.config = read_hf_config(cfg_path, &ck.extras, &ck.text_model_of);
   ck.tokenizer_path = sibling_tokenizer(dir);
 
   const fs::path single = dir / "model.safetensors";
@@ -167,6 +185,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
     add_tensors(ck, parse_safetensors(mf->data(), mf->size(), single.string()));
     ck.keepalive.push_back(mf);
     ck.files = {single.string()};
+    use_text_model_names(ck);
     return ck;
   }
   if (!fs::is_regular_file(index, ec)) {
@@ -212,6 +231,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
   }
   if (ck.tensors.empty()) fail("{}: weight_map is empty", ipath);
   std::sort(ck.files.begin(), ck.files.end());
+  use_text_model_names(ck);
   return ck;
 }
 

@@ -197,6 +197,7 @@ json inspect_model(const InspectOptions& o) {
   const ModelConfig& c = ck.config;
   const WeightsFootprint f = weights_footprint(ck, DType::F32);  // validates the config and every tensor
   json d = {{"model", ck.path}, {"format", ck.format}, {"family", family_name(c)}};
+  d["text_model_of"] = ck.text_model_of.empty() ? json(nullptr) : json(ck.text_model_of);
   d["shape"] = shape_of(c);
   if (c.is_moe()) {
     std::vector<int> sparse;
@@ -240,7 +241,10 @@ std::string inspect_text(const json& d) {
   const json& at = d["attention"];
   const json& rp = d["rope"];
   line("model", fmt::format("{} ({})", d["model"].get<std::string>(), d["format"].get<std::string>()));
-  line("family", d["family"].get<std::string>());
+  line("family", d["text_model_of"].is_string()
+                     ? fmt::format("{}, the text model of {} (run without its vision tower)", d["family"].get<std::string>(),
+                                   d["text_model_of"].get<std::string>())
+                     : d["family"].get<std::string>());
   if (d.contains("experts")) {
     const json& e = d["experts"];
     line("experts", fmt::format("{} of {} a token, {} wide{}{}, {} of {} layers sparse", e["per_token"].get<int>(),

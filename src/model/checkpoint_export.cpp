@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "io/gguf.h"
 #include "io/hf_config.h"
+#include "io/hf_text_model.h"
 #include "io/model_writer.h"
 #include "model/moe_names.h"
 #include "model/quant_recipe.h"
@@ -236,7 +237,12 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   };
   const QuantShape shape{c.n_layers, c.n_heads / std::max(1, c.n_kv_heads), !ckpt.tensors.count("lm_head.weight")};
   ThreadPool pool(cores_here(64));
+  // A vision-language checkpoint is written as its text model: the vision tower is not this model.
+  auto written = [&ckpt](const std::string& name) { return ckpt.text_model_of.empty() || is_text_model_tensor(name); };
+  const size_t n_written = size_t(std::count_if(ckpt.tensors.begin(), ckpt.tensors.end(),
+                                                [&](const auto& kv) { return written(kv.first); }));
   for (const auto& [name, t] : ckpt.tensors) {
+    if (!written(name)) continue;
     // llama.cpp keeps 1-D tensors (norm gains, biases) in F32 whatever the matrices' type; the
     // upcast is exact, and the loader rounds them to the compute dtype again.
     // Qwen2-MoE's shared_expert_gate ([1, hidden] in HF) is such a vector in llama.cpp's layout.
@@ -251,7 +257,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
                     : t.quantized()           ? opts.dtype.value_or(DType::F32)
                                               : opts.dtype.value_or(t.dtype);
     tensors.push_back(prepare(t, d, q, ckpt.qk_layout, target, c, norm_shift, keep, pool));
-    if (opts.progress) opts.progress("converting", tensors.size(), ckpt.tensors.size());
+    if (opts.progress) opts.progress("converting", tensors.size(), n_written);
     if (t.shape.size() == 2 && first) {
       common = d;
       first = false;
