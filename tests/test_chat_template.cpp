@@ -261,7 +261,7 @@ TEST(ChatTemplate, TheEncoderUsesTheSpecialTokensAndRefusesAVocabularyWithoutThe
 }
 
 
-TEST(ChatTemplate, AutoReadsTokenizerConfigOrTheGgufAndNamesWhereItLooked) {
+TEST(ChatTemplate, AutoReadsTheShippedTemplateOrTheGgufsAndNamesWhereItLooked) {
   test::TempDir t;
   const std::string dir = t.file("m");
   std::filesystem::create_directories(dir);
@@ -302,6 +302,21 @@ TEST(ChatTemplate, AutoReadsTokenizerConfigOrTheGgufAndNamesWhereItLooked) {
   EXPECT_NE(error_of("").find("neither a string nor a list"), std::string::npos);
   write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", kMistralToolsJinja}}).dump());
   EXPECT_NE(error_of("").find("none of the formats kvparity renders"), std::string::npos);
+
+  // chat_template.jinja (what save_pretrained writes now) comes before the config's, as in
+  // transformers' from_pretrained; a vision-language processor's chat_template.json comes last.
+  write_text(dir + "/tokenizer_config.json", nlohmann::json({{"chat_template", kGemmaJinja}}).dump());
+  write_text(dir + "/chat_template.jinja", kLlama3Jinja);
+  EXPECT_EQ(chat_template_for(ck, "", ChatChoice{"auto"})->name(), "llama3");
+  EXPECT_EQ(shipped_chat_template(dir, "", "").source, dir + "/chat_template.jinja");
+  std::filesystem::remove(dir + "/chat_template.jinja");
+  write_text(dir + "/tokenizer_config.json", "{}");
+  write_text(dir + "/chat_template.json", nlohmann::json({{"chat_template", kQwen2Jinja}}).dump());
+  EXPECT_EQ(chat_template_for(ck, "", ChatChoice{"auto"})->name(), "chatml");
+  write_text(dir + "/chat_template.json", "[1]");
+  EXPECT_NE(error_of("").find(dir + "/chat_template.json: not a JSON object with a chat_template string"),
+            std::string::npos);
+  std::filesystem::remove(dir + "/chat_template.json");
 
   // A GGUF carries its template as tokenizer.chat_template.
   const ModelConfig cfg = synthetic_config("llama", "tiny");

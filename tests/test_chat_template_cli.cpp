@@ -170,6 +170,17 @@ TEST(ChatTemplateCli, ConvertCarriesTheTemplateAndInspectSaysWhatAutoTakes) {
   const auto none = kvparity("synth --out " + q(t.file("base")));
   ASSERT_EQ(none.status, 0);
   EXPECT_NE(kvparity("inspect --model " + q(t.file("base"))).out.find("no chat template shipped"), std::string::npos);
+  // A template saved as chat_template.jinja (transformers' layout now) is the one auto takes, and an
+  // HF-to-HF convert carries the file.
+  write_text(t.file("base/chat_template.jinja"), kQwen2Jinja);
+  write_text(t.file("base/tokenizer.json"), chat_tokenizer_json());
+  const auto jinja = kvparity("inspect --model " + q(t.file("base")) + " --json");
+  ASSERT_EQ(jinja.status, 0) << jinja.err;
+  EXPECT_EQ(nlohmann::json::parse(jinja.out)["chat_template"]["format"], "chatml");
+  ASSERT_EQ(kvparity("convert --model " + q(t.file("base")) + " --to hf --out " + q(t.file("base2"))).status, 0);
+  EXPECT_TRUE(std::filesystem::exists(t.file("base2/chat_template.jinja")));
+  EXPECT_EQ(nlohmann::json::parse(kvparity("inspect --model " + q(t.file("base2")) + " --json").out)["chat_template"]["format"],
+            "chatml");
 }
 
 // Llama-3.1's dated system turn, and a run's own system message (--system), pinned in the results.

@@ -292,6 +292,12 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
         fs::copy_file(config, out + "/tokenizer_config.json", fs::copy_options::overwrite_existing, ec);
         if (ec) fail("{}: cannot copy tokenizer_config.json into {}: {}", config.string(), out, ec.message());
       }
+      // transformers reads a chat_template.jinja beside it before the config's template.
+      const fs::path jinja = fs::path(opts.tokenizer_json).parent_path() / "chat_template.jinja";
+      if (fs::is_regular_file(jinja, ec)) {
+        fs::copy_file(jinja, out + "/chat_template.jinja", fs::copy_options::overwrite_existing, ec);
+        if (ec) fail("{}: cannot copy chat_template.jinja into {}: {}", jinja.string(), out, ec.message());
+      }
     }
   } else {
     if (fs::path(out).has_parent_path()) {

@@ -44,18 +44,42 @@ fs::path dir_of(const std::string& path) {
   return fs::is_directory(p, ec) ? p : p.parent_path();
 }
 
+std::string file_text(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!in) fail("{}: cannot read", file.string());
+  return ss.str();
+}
+
+// The template a directory ships, in the order transformers takes it: chat_template.jinja (what
+// save_pretrained writes since v4.5x; it clobbers the config's, as from_pretrained does), then
+// tokenizer_config.json's chat_template, then a vision-language processor's chat_template.json.
+ShippedChatTemplate template_in_dir(const fs::path& dir) {
+  std::error_code ec;
+  if (const fs::path j = dir / "chat_template.jinja"; fs::is_regular_file(j, ec)) {
+    std::string t = file_text(j);
+    if (!t.empty()) return {t, j.string()};
+  }
+  const fs::path config = dir / "tokenizer_config.json";
+  if (std::string t = template_in_config(config); !t.empty()) return {t, config.string() + "'s chat_template"};
+  if (const fs::path p = dir / "chat_template.json"; fs::is_regular_file(p, ec)) {
+    const nlohmann::json j = nlohmann::json::parse(file_text(p), nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("chat_template") || !j["chat_template"].is_string())
+      fail("{}: not a JSON object with a chat_template string", p.string());
+    return {j["chat_template"].get<std::string>(), p.string() + "'s chat_template"};
+  }
+  return {};
+}
+
 }  // namespace
 
 ShippedChatTemplate shipped_chat_template(const std::string& model_path, const std::string& gguf_template,
                                           const std::string& explicit_tokenizer) {
-  if (!explicit_tokenizer.empty()) {
-    const fs::path f = dir_of(explicit_tokenizer) / "tokenizer_config.json";
-    if (std::string t = template_in_config(f); !t.empty()) return {t, f.string() + "'s chat_template"};
-  }
+  if (!explicit_tokenizer.empty())
+    if (ShippedChatTemplate t = template_in_dir(dir_of(explicit_tokenizer)); !t.jinja.empty()) return t;
   if (!gguf_template.empty()) return {gguf_template, model_path + "'s tokenizer.chat_template"};
-  const fs::path f = dir_of(model_path) / "tokenizer_config.json";
-  if (std::string t = template_in_config(f); !t.empty()) return {t, f.string() + "'s chat_template"};
-  return {};
+  return template_in_dir(dir_of(model_path));
 }
 
 namespace {
@@ -82,7 +106,8 @@ std::optional<ChatTemplate> resolve(const std::string& path, const std::string& 
   const ShippedChatTemplate shipped = shipped_chat_template(path, gguf_template, explicit_tokenizer);
   if (shipped.jinja.empty())
     fail(
-        "{} auto: {} ships no chat template (no tokenizer_config.json with chat_template beside it{}); name the "
+        "{} auto: {} ships no chat template (no chat_template.jinja, nor a tokenizer_config.json with "
+        "chat_template, beside it{}); name the "
         "format ({}) or use none",
         option, path, format == "gguf" ? ", no tokenizer.chat_template in the GGUF" : "", chat_format_names());
   std::optional<ChatTemplate> t = chat_template_of(shipped.jinja);

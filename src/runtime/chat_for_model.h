@@ -1,7 +1,8 @@
 #pragma once
 // Which chat template a run lays its prompts out in (--chat-template): none, a format by name, or
-// "auto", the one the model ships: tokenizer_config.json's chat_template beside an explicit
-// --tokenizer, a GGUF's tokenizer.chat_template, or tokenizer_config.json beside the model.
+// "auto", the one the model ships: the template beside an explicit --tokenizer, a GGUF's
+// tokenizer.chat_template, or the template beside the model (chat_template.jinja, else
+// tokenizer_config.json's chat_template, else a processor's chat_template.json).
 #include <optional>
 #include <string>
 #include <vector>
