@@ -38,13 +38,11 @@ void hf_tokenizer_for_convert(const Checkpoint& ckpt, const std::string& explici
   }
 }
 
-// Shows an export's stages on `line`: tensors converted, then bytes written. After the last byte
-// the file is flushed and synced, which on a 13 GB file takes seconds: the line says so.
+// Shows an export's progress on `line`: bytes converted and written. After the last byte the file
+// is flushed and synced, which on a 13 GB file takes seconds: the line says so.
 void show_export_progress(ExportOptions& eo, ProgressLine& line) {
   eo.progress = [&line](const char* stage, size_t done, size_t total) {
-    const bool writing = std::string(stage) == "writing";
-    line.show(writing && done == total ? "written, syncing to disk" : stage, done, total,
-              writing ? "bytes" : "tensors");
+    line.show(done == total ? "written, syncing to disk" : stage, done, total, "bytes");
   };
 }
 
@@ -83,10 +81,11 @@ void register_model_files(CLI::App& app) {
     if (given(synth, "--quant") && s->format != "gguf") fail_usage("--quant {} needs --format gguf", s->quant);
     const ModelConfig cfg = synthetic_config(s->arch, s->preset);
     ProgressLine line("synth");
-    const Checkpoint ckpt = synthesize_checkpoint(
-        cfg, parse_dtype(s->dtype), parse_seed(s->seed), kSynthFinalGain,
-        [&line](size_t done, size_t total) { line.show("generating weights", done, total, "layers"); });
+    // Each tensor is drawn as the writer reaches it: the model is never whole in memory.
+    const DeferredSynthetic synthetic = synthesize_deferred(cfg, parse_dtype(s->dtype), parse_seed(s->seed));
+    const Checkpoint& ckpt = synthetic.shapes;
     ExportOptions eo;
+    eo.source = synthetic.make;
     show_export_progress(eo, line);
     eo.quant = s->quant;
     eo.quant_pure = s->pure;

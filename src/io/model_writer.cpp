@@ -28,9 +28,9 @@ const char* st_dtype_name(DType t) {
   return "?";
 }
 
-void check_view(const std::string& path, const TensorView& t) {
+void check_view(const std::string& path, const TensorView& t, bool streamed) {
   if (t.name.empty()) fail("{}: cannot write a tensor without a name", path);
-  if (t.data == nullptr && t.numel() != 0) fail("{}: tensor '{}' has no data", path, t.name);
+  if (!streamed && t.data == nullptr && t.numel() != 0) fail("{}: tensor '{}' has no data", path, t.name);
   for (auto d : t.shape)
     if (d < 0) fail("{}: tensor '{}' has a negative dimension", path, t.name);
 }
@@ -38,12 +38,13 @@ void check_view(const std::string& path, const TensorView& t) {
 }  // namespace
 
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
-                       const std::map<std::string, std::string>& metadata, const Progress& progress) {
+                       const std::map<std::string, std::string>& metadata, const Progress& progress,
+                       const TensorBytes& bytes) {
   json h = json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
   uint64_t off = 0;
   for (const auto& t : tensors) {
-    check_view(path, t);
+    check_view(path, t, bool(bytes));
     if (t.name == "__metadata__") fail("{}: '__metadata__' is reserved and cannot name a tensor", path);
     if (h.contains(t.name)) fail("{}: duplicate tensor '{}'", path, t.name);
     if (t.quantized())
@@ -60,8 +61,9 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   f.write_pod<uint64_t>(hs.size());
   f.write_str(hs);
   uint64_t done = 0;
-  for (const auto& t : tensors) {
-    f.write(t.data, t.nbytes());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorView& t = tensors[i];
+    f.write(bytes ? bytes(i, t) : t.data, t.nbytes());
     done += t.nbytes();
     if (progress) progress(size_t(done), size_t(off));
   }
@@ -183,6 +185,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     const TensorView* t;
     std::string name;
     uint64_t offset;
+    size_t index;  // in `all`
   };
   std::vector<Out> outs;
   std::set<std::string> seen;
@@ -210,8 +213,9 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     rf.data = rope_freqs.data();
     all.push_back(rf);
   }
-  for (const auto& t : all) {
-    check_view(path, t);
+  for (size_t i = 0; i < all.size(); ++i) {
+    const TensorView& t = all[i];
+    check_view(path, t, opts.bytes && i < tensors.size());  // rope_freqs (last) is the writer's own
     std::string g = t.name == kRopeFreqsTensor ? t.name : hf_to_gguf_name(t.name, arch);
     if (g.empty()) fail("{}: tensor '{}' has no llama.cpp name for GGUF architecture '{}'", path, t.name, arch);
     if (!seen.insert(g).second) fail("{}: duplicate tensor '{}'", path, t.name);
@@ -220,7 +224,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     if (t.numel() == 0) fail("{}: tensor '{}' is empty; GGUF dimensions must be positive", path, t.name);
     if (t.shape.size() >= 2 && t.dtype == DType::F16) ++n_f16;
     if (t.shape.size() >= 2 && t.dtype == DType::BF16) ++n_bf16;
-    outs.push_back({&t, g, off});
+    outs.push_back({&t, g, off, i});
     off += (t.nbytes() + kAlign - 1) / kAlign * kAlign;
   }
 
@@ -339,7 +343,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   const uint64_t total = outs.empty() ? 0 : outs.back().offset + outs.back().t->nbytes();
   for (const auto& o : outs) {
     f.pad_zeros(size_t(base + o.offset - f.written()));
-    f.write(o.t->data, o.t->nbytes());
+    f.write(opts.bytes && o.index < tensors.size() ? opts.bytes(o.index, *o.t) : o.t->data, o.t->nbytes());
     if (opts.progress) opts.progress(size_t(o.offset + o.t->nbytes()), size_t(total));
   }
   f.pad_zeros(size_t((kAlign - f.written() % kAlign) % kAlign));

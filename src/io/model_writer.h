@@ -2,6 +2,7 @@
 // Writers for `kvparity convert` / `kvparity synth`. Every writer writes `path.tmp` and renames
 // it over `path` only once everything was written and flushed, so a failure never leaves a
 // half-written model behind. Errors are kvp::Error naming the path.
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -16,12 +17,18 @@
 
 namespace kvp {
 
+// A tensor's bytes made when the writer reaches it, so a file of many gigabytes is written holding
+// one tensor at a time: called once per tensor, in order, with its view (name, type and shape as
+// the header says; its data may be null); returns bytes of the view's nbytes() that stay valid
+// until the next call.
+using TensorBytes = std::function<const void*(size_t index, const TensorView& tensor)>;
+
 // Tensors are written contiguously in the given order; each TensorView's name, dtype and shape
 // go into the header. The header is padded with spaces so the data section starts 8-aligned.
-// `progress` hears the tensor bytes written so far.
+// `progress` hears the tensor bytes written so far. With `bytes`, the views' data is not read.
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
-                       const Progress& progress = {});
+                       const Progress& progress = {}, const TensorBytes& bytes = {});
 
 // Writes model.safetensors.index.json for shards the caller wrote: weight_map maps tensor name to
 // shard file name (relative to the index's directory).
@@ -29,6 +36,7 @@ void write_safetensors_index(const std::string& path, const std::map<std::string
                              uint64_t total_size);
 
 struct GgufWriteOptions {
+  TensorBytes bytes;  // the tensors' bytes, made as they are written (else their views' data)
   std::string name = "kvparity";  // general.name
   // Checkpoint::extras (Gemma-2 softcaps, query_pre_attn_scalar), written under gemma2.* keys.
   std::map<std::string, double> extras;

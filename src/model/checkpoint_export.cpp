@@ -133,50 +133,51 @@ std::string torch_dtype_name(DType t) {
   return "float32";
 }
 
+// One tensor of the output: what its header says, and the source tensors its bytes come from
+// (several for a GGUF's stacked experts, expert order), each converted to the header's type.
+struct Planned {
+  TensorView header;  // name, dtype/quant and shape as written; no data
+  std::vector<const TensorView*> parts;
+};
+
 // GGUF's layout of a mixture: each matrix of a layer's experts stacked into one [experts, rows,
 // cols] tensor (stacked_experts_name, which the GGUF names map to ffn_*_exps), Qwen2-MoE's shared
 // expert gate as llama.cpp's [dim] vector. The experts of one matrix must agree in type and shape.
-std::vector<TensorView> stacked_experts(const std::vector<TensorView>& in, const ModelConfig& c,
-                                        std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
-  std::map<std::string, const TensorView*> by_name;
-  for (const TensorView& t : in) by_name[t.name] = &t;
+std::vector<Planned> stacked_experts(const std::vector<Planned>& in, const ModelConfig& c) {
+  std::map<std::string, const Planned*> by_name;
+  for (const Planned& t : in) by_name[t.header.name] = &t;
   std::set<std::string> stacked;
-  std::vector<TensorView> out;
+  std::vector<Planned> out;
   for (int l = 0; l < c.n_layers; ++l) {
     if (!c.moe_layer(l)) continue;
     for (ExpertMatrix m : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down}) {
-      std::vector<const TensorView*> parts;
+      Planned s;
       for (int e = 0; e < c.moe.n_experts; ++e) {
         const std::string n = expert_matrix_name(c, l, e, m);
         auto it = by_name.find(n);
         if (it == by_name.end()) fail("export: missing tensor '{}'", n);
-        const TensorView& p = *it->second;
-        if (!parts.empty() && (p.shape != parts[0]->shape || p.dtype != parts[0]->dtype || p.quant != parts[0]->quant))
+        const TensorView& h = it->second->header;
+        if (!s.parts.empty() &&
+            (h.shape != s.header.shape || h.dtype != s.header.dtype || h.quant != s.header.quant))
           fail("export: tensor '{}' differs in type or shape from expert 0's; GGUF stacks a layer's experts as one tensor",
                n);
-        parts.push_back(&p);
+        if (s.parts.empty()) s.header = h;
+        s.parts.push_back(it->second->parts[0]);
         stacked.insert(n);
       }
-      const size_t bytes = parts[0]->nbytes();
-      auto buf = std::make_shared<AlignedBuffer>(bytes * parts.size());
-      for (size_t e = 0; e < parts.size(); ++e)
-        std::memcpy(static_cast<uint8_t*>(buf->data()) + e * bytes, parts[e]->data, bytes);
-      keep.push_back(buf);
-      TensorView s = *parts[0];
-      s.name = stacked_experts_name(c, l, m);
-      s.shape = {int64_t(parts.size()), parts[0]->shape[0], parts[0]->shape[1]};
-      s.data = buf->data();
-      out.push_back(s);
+      s.header.name = stacked_experts_name(c, l, m);
+      s.header.shape = {int64_t(s.parts.size()), s.header.shape[0], s.header.shape[1]};
+      out.push_back(std::move(s));
     }
   }
-  for (const TensorView& t : in) {
-    if (stacked.count(t.name)) continue;
-    TensorView v = t;
+  for (const Planned& t : in) {
+    if (stacked.count(t.header.name)) continue;
+    Planned v = t;
     long l;
     std::string rest;
-    if (split_layer_name(t.name, "model.layers.", &l, &rest) && t.name == shared_expert_gate_name(int(l)))
-      v.shape = {t.shape.back()};
-    out.push_back(v);
+    if (split_layer_name(t.header.name, "model.layers.", &l, &rest) && t.header.name == shared_expert_gate_name(int(l)))
+      v.header.shape = {t.header.shape.back()};
+    out.push_back(std::move(v));
   }
   return out;
 }
@@ -212,8 +213,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     if (format == "gguf" && !ckpt.norm_weights_include_one) norm_shift = 1.0f;
     if (format == "hf" && ckpt.norm_weights_include_one) norm_shift = -1.0f;
   }
-  std::vector<std::shared_ptr<AlignedBuffer>> keep;
-  std::vector<TensorView> tensors;
+  std::vector<std::shared_ptr<AlignedBuffer>> keep;  // the bytes of the tensor being written
   DType common = DType::F32;
   bool first = true;
   std::optional<QuantRecipe> recipe;
@@ -236,11 +236,12 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     return split_layer_name(name, "model.layers.", &l, &rest) && name == shared_expert_gate_name(int(l));
   };
   const QuantShape shape{c.n_layers, c.n_heads / std::max(1, c.n_kv_heads), !ckpt.tensors.count("lm_head.weight")};
-  ThreadPool pool(cores_here(64));
   // A vision-language checkpoint is written as its text model: the vision tower is not this model.
   auto written = [&ckpt](const std::string& name) { return ckpt.text_model_of.empty() || is_text_model_tensor(name); };
-  const size_t n_written = size_t(std::count_if(ckpt.tensors.begin(), ckpt.tensors.end(),
-                                                [&](const auto& kv) { return written(kv.first); }));
+  // The plan first (types and shapes only, so bad input fails before a file is made); each
+  // tensor's bytes are made when the writer reaches it and dropped after, so a conversion holds
+  // one tensor, not the model (a 7B model's quantised copy was 4-7 GB on top of the source).
+  std::vector<Planned> plan;
   for (const auto& [name, t] : ckpt.tensors) {
     if (!written(name)) continue;
     // llama.cpp keeps 1-D tensors (norm gains, biases) in F32 whatever the matrices' type; the
@@ -256,13 +257,37 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     const DType d = (format == "gguf" && vec) ? DType::F32
                     : t.quantized()           ? opts.dtype.value_or(DType::F32)
                                               : opts.dtype.value_or(t.dtype);
-    tensors.push_back(prepare(t, d, q, ckpt.qk_layout, target, c, norm_shift, keep, pool));
-    if (opts.progress) opts.progress("converting", tensors.size(), n_written);
+    TensorView h = t;
+    h.dtype = q != QuantType::None ? DType::F32 : d;
+    h.quant = q;
+    h.data = nullptr;
+    plan.push_back({h, {&t}});
     if (t.shape.size() == 2 && first) {
       common = d;
       first = false;
     }
   }
+  if (format == "gguf" && c.is_moe()) plan = stacked_experts(plan, c);
+  ThreadPool pool(cores_here(64));
+  std::vector<TensorView> tensors;
+  for (const Planned& p : plan) tensors.push_back(p.header);
+  TensorBytes bytes = [&](size_t i, const TensorView& header) -> const void* {
+    keep.clear();
+    const Planned& p = plan[i];
+    auto converted = [&](const TensorView* src) {
+      const TensorView in = opts.source ? opts.source(*src, keep) : *src;
+      return prepare(in, header.dtype, header.quant, ckpt.qk_layout, target, c, norm_shift, keep, pool);
+    };
+    if (p.parts.size() == 1) return converted(p.parts[0]).data;
+    auto all = std::make_shared<AlignedBuffer>(header.nbytes());
+    const size_t each = header.nbytes() / p.parts.size();
+    for (size_t e = 0; e < p.parts.size(); ++e) {
+      std::memcpy(static_cast<uint8_t*>(all->data()) + e * each, converted(p.parts[e]).data, each);
+      keep.resize(0);
+    }
+    keep.push_back(all);
+    return all->data();
+  };
   Progress writing;
   if (opts.progress) writing = [&opts](size_t done, size_t total) { opts.progress("writing", done, total); };
   namespace fs = std::filesystem;
@@ -270,7 +295,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     std::error_code ec;
     fs::create_directories(out, ec);
     if (ec) fail("{}: cannot create output directory: {}", out, ec.message());
-    write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}, writing);
+    write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}, writing, bytes);
     write_hf_config(out + "/config.json", c, torch_dtype_name(common), extras);
     if (!opts.tokenizer_json_text.empty()) {
       write_file_atomic(out + "/tokenizer.json", opts.tokenizer_json_text);
@@ -308,8 +333,8 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     go.extras = extras;
     if (recipe) go.file_type = recipe->file_type;
     go.progress = writing;
+    go.bytes = bytes;
     if (!opts.chat_template.empty()) go.extra_kv["tokenizer.chat_template"] = GgufValue::of_str(opts.chat_template);
-    if (c.is_moe()) tensors = stacked_experts(tensors, c, keep);
     write_gguf(out, c, tensors, opts.vocab, go);
   }
 }

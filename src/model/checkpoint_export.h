@@ -3,8 +3,10 @@
 // producing the RoPE row layout each target expects. Used by `kvparity convert` and `kvparity synth`.
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "io/checkpoint.h"
 
@@ -27,9 +29,12 @@ struct ExportOptions {
   std::string quant;
   // With `quant`: every matrix in the one format (llama-quantize --pure), no llama.cpp mix.
   bool quant_pure = false;
-  // Hears how far the export got: stage "converting" (tensors converted, quantised or re-laid out,
-  // of all), then "writing" (tensor bytes written, of all).
+  // Hears how far the export got: stage "writing" (tensor bytes converted and written, of all;
+  // each tensor is converted, quantised or re-laid out as the writer reaches it).
   std::function<void(const char* stage, size_t done, size_t total)> progress;
+  // For a checkpoint that holds shapes only (synthesize_deferred): makes a tensor's data, into a
+  // buffer it adds to `keep`, when the writer reaches it. Unset: the views' own data.
+  std::function<TensorView(const TensorView& shape, std::vector<std::shared_ptr<AlignedBuffer>>& keep)> source;
 };
 
 // format: "hf" (out = directory: config.json, model.safetensors[, tokenizer.json, tokenizer_config.json])

@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <map>
 #include <thread>
 
 #include "core/error.h"
@@ -175,13 +176,53 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
 
 namespace {
 
+// Uniform(-a, a) draws (standard deviation a/sqrt(3)) of tensor `index` into n elements of `dst`.
+// Values are a function of (seed, index, position) only, so the fill splits across threads
+// freely (a 7B model is 6.7e9 draws) and any tensor can be made alone.
+void fill_uniform(DType dtype, uint64_t seed, uint64_t index, float mean, float stddev, size_t n, uint8_t* dst) {
+  const float a = stddev * std::sqrt(3.0f);
+  auto fill = [&](size_t begin, size_t end) {
+    std::vector<float> chunk(4096);
+    for (size_t i = begin; i < end; i += chunk.size()) {
+      const size_t c = std::min(chunk.size(), end - i);
+      for (size_t j = 0; j < c; j += 4) {
+        const uint64_t ctr = (i + j) / 4;
+        const auto r = philox4x32({uint32_t(ctr), uint32_t(ctr >> 32), uint32_t(index), 0x5eedu},
+                                  {uint32_t(seed), uint32_t(seed >> 32)});
+        for (size_t k = 0; k < 4 && j + k < c; ++k) {
+          const float u = float(r[k] >> 8) * (1.0f / 16777216.0f);  // [0, 1)
+          chunk[j + k] = mean + a * (2.0f * u - 1.0f);
+        }
+      }
+      from_f32(dtype, chunk.data(), dst + i * dtype_size(dtype), c);
+    }
+  };
+  const size_t threads = n < (size_t(1) << 22) ? 1 : size_t(cores_here(16));
+  if (threads == 1) {
+    fill(0, n);
+    return;
+  }
+  std::vector<std::thread> pool;
+  const size_t per = (n / threads + 4095) / 4096 * 4096;  // whole chunks, so each draw stays where it was
+  for (size_t t = 0; t < threads; ++t) {
+    const size_t b = std::min(n, t * per), e = t + 1 == threads ? n : std::min(n, (t + 1) * per);
+    if (b < e) pool.emplace_back(fill, b, e);
+  }
+  for (auto& th : pool) th.join();
+}
+
+struct Draw {
+  uint64_t index;
+  float mean, stddev;
+};
+
 struct Filler {
   DType dtype;
   uint64_t seed;
   std::vector<std::shared_ptr<const void>>* keep;
   bool shapes_only = false;  // synthetic_shapes: every view points at one shared byte
+  std::map<std::string, Draw>* draws = nullptr;  // where shapes-only views record how they are made
 
-  // Uniform(-a, a) has standard deviation a/sqrt(3).
   TensorView uniform(const std::string& name, std::vector<int64_t> shape, uint64_t index, float mean, float stddev) {
     TensorView t;
     t.name = name;
@@ -190,41 +231,11 @@ struct Filler {
     if (shapes_only) {
       static const uint8_t no_data = 0;
       t.data = &no_data;
+      if (draws != nullptr) (*draws)[name] = {index, mean, stddev};
       return t;
     }
-    const size_t n = size_t(t.numel());
-    auto buf = std::make_shared<AlignedBuffer>(n * dtype_size(dtype));
-    const float a = stddev * std::sqrt(3.0f);
-    // Values are a function of (seed, index, position) only, so the fill splits across threads
-    // freely: a 7B model is 6.7e9 draws.
-    auto fill = [&](size_t begin, size_t end) {
-      std::vector<float> chunk(4096);
-      for (size_t i = begin; i < end; i += chunk.size()) {
-        const size_t c = std::min(chunk.size(), end - i);
-        for (size_t j = 0; j < c; j += 4) {
-          const uint64_t ctr = (i + j) / 4;
-          const auto r = philox4x32({uint32_t(ctr), uint32_t(ctr >> 32), uint32_t(index), 0x5eedu},
-                                    {uint32_t(seed), uint32_t(seed >> 32)});
-          for (size_t k = 0; k < 4 && j + k < c; ++k) {
-            const float u = float(r[k] >> 8) * (1.0f / 16777216.0f);  // [0, 1)
-            chunk[j + k] = mean + a * (2.0f * u - 1.0f);
-          }
-        }
-        from_f32(dtype, chunk.data(), static_cast<uint8_t*>(buf->data()) + i * dtype_size(dtype), c);
-      }
-    };
-    const size_t threads = n < (size_t(1) << 22) ? 1 : size_t(cores_here(16));
-    if (threads == 1) {
-      fill(0, n);
-    } else {
-      std::vector<std::thread> pool;
-      const size_t per = (n / threads + 4095) / 4096 * 4096;  // whole chunks, so each draw stays where it was
-      for (size_t t = 0; t < threads; ++t) {
-        const size_t b = std::min(n, t * per), e = t + 1 == threads ? n : std::min(n, (t + 1) * per);
-        if (b < e) pool.emplace_back(fill, b, e);
-      }
-      for (auto& th : pool) th.join();
-    }
+    auto buf = std::make_shared<AlignedBuffer>(t.nbytes());
+    fill_uniform(dtype, seed, index, mean, stddev, size_t(t.numel()), static_cast<uint8_t*>(buf->data()));
     t.data = buf->data();
     keep->push_back(buf);
     return t;
@@ -236,14 +247,14 @@ struct Filler {
 namespace {
 
 Checkpoint build_synthetic(const ModelConfig& cfg, DType dtype, uint64_t seed, float final_gain,
-                           const Progress& progress, bool shapes_only) {
+                           const Progress& progress, bool shapes_only, std::map<std::string, Draw>* draws = nullptr) {
   cfg.validate();
   Checkpoint ck;
   ck.path = cfg.source.empty() ? "synthetic" : cfg.source;
   ck.format = "synthetic";
   ck.config = cfg;
   ck.qk_layout = RopeLayout::Halves;
-  Filler f{dtype, seed, &ck.keepalive, shapes_only};
+  Filler f{dtype, seed, &ck.keepalive, shapes_only, draws};
   uint64_t index = 0;
   auto add = [&](TensorView t) { ck.tensors[t.name] = std::move(t); };
   const int64_t dim = cfg.dim, q = cfg.q_dim(), kv = cfg.kv_dim(), hid = cfg.hidden_dim, vocab = cfg.vocab_size;
@@ -323,6 +334,24 @@ Checkpoint synthetic_shapes(const ModelConfig& cfg, DType dtype) {
   Checkpoint ck = build_synthetic(cfg, dtype, 0, kSynthFinalGain, {}, true);
   ck.path = "shapes-only:" + ck.path;
   return ck;
+}
+
+DeferredSynthetic synthesize_deferred(const ModelConfig& cfg, DType dtype, uint64_t seed, float final_gain) {
+  auto draws = std::make_shared<std::map<std::string, Draw>>();
+  DeferredSynthetic d;
+  d.shapes = build_synthetic(cfg, dtype, seed, final_gain, {}, true, draws.get());
+  d.make = [draws, dtype, seed](const TensorView& shape, std::vector<std::shared_ptr<AlignedBuffer>>& keep) {
+    const auto it = draws->find(shape.name);
+    if (it == draws->end()) fail("synthetic: no tensor '{}'", shape.name);
+    TensorView t = shape;
+    auto buf = std::make_shared<AlignedBuffer>(t.nbytes());
+    fill_uniform(dtype, seed, it->second.index, it->second.mean, it->second.stddev, size_t(t.numel()),
+                 static_cast<uint8_t*>(buf->data()));
+    t.data = buf->data();
+    keep.push_back(std::move(buf));
+    return t;
+  };
+  return d;
 }
 
 }  // namespace kvp

@@ -2,6 +2,8 @@
 // Models the project generates itself: a preset's real shapes with seeded random weights, so
 // speed and memory can be measured at real sizes and tests need no downloaded checkpoint.
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,5 +35,16 @@ Checkpoint synthesize_checkpoint(const ModelConfig& cfg, DType dtype, uint64_t s
 // same single byte: for sizing a preset (footprints, parameter counts, memory) without generating
 // it. Never to be run.
 Checkpoint synthetic_shapes(const ModelConfig& cfg, DType dtype);
+
+// synthesize_checkpoint's weights made one tensor at a time, for a writer that streams them (a
+// 7B model is 13.5 GB of bf16; Mixtral-8x7B's 94): `shapes` is synthetic_shapes' checkpoint and
+// make(view) fills that tensor alone, with the values synthesize_checkpoint gives it, into a
+// buffer it adds to `keep`.
+struct DeferredSynthetic {
+  Checkpoint shapes;
+  std::function<TensorView(const TensorView& shape, std::vector<std::shared_ptr<AlignedBuffer>>& keep)> make;
+};
+DeferredSynthetic synthesize_deferred(const ModelConfig& cfg, DType dtype, uint64_t seed = 1234,
+                                      float final_gain = kSynthFinalGain);
 
 }  // namespace kvp
