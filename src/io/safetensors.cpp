@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "io/hf_config.h"
+#include "io/hf_fused_experts.h"
 #include "io/hf_text_model.h"
 #include "io/io_util.h"
 
@@ -161,6 +162,7 @@ Checkpoint load_safetensors_file(const std::string& path) {
     fail("{}: safetensors file has no config.json beside it ({} not found)", path, cfg_path);
   ck.config = read_hf_config(cfg_path, &ck.extras, &ck.text_model_of);
   use_text_model_names(ck);
+  split_fused_experts(ck);
   ck.qk_layout = RopeLayout::Halves;
   ck.tokenizer_path = sibling_tokenizer(dir);
   return ck;
@@ -186,6 +188,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
     ck.keepalive.push_back(mf);
     ck.files = {single.string()};
     use_text_model_names(ck);
+  split_fused_experts(ck);
     return ck;
   }
   if (!fs::is_regular_file(index, ec)) {
@@ -232,6 +235,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
   if (ck.tensors.empty()) fail("{}: weight_map is empty", ipath);
   std::sort(ck.files.begin(), ck.files.end());
   use_text_model_names(ck);
+  split_fused_experts(ck);
   return ck;
 }
 
