@@ -25,7 +25,8 @@ using nlohmann::json;
 using test::read_f32;
 using test::read_json;
 
-enum class Layout { Published, Transformers452 };  // language_model.model.* vs model.language_model.*
+// language_model.model.* (or, for Qwen2-VL, model.* as a causal LM's) vs model.language_model.*
+enum class Layout { Published, Transformers452 };
 
 struct Wrapping {
   std::string family, wrapper_class, model_type;
@@ -34,9 +35,11 @@ struct Wrapping {
   // text_config keys whose values are the text class's defaults: dropped, as the published
   // configs' text_config omits them.
   std::vector<std::string> defaults;
+  bool qwen_vl = false;  // the text fields at the top of config.json, M-RoPE sections, model.* names
 };
 
-std::string wrapped_name(const std::string& canonical, Layout layout) {
+std::string wrapped_name(const std::string& canonical, Layout layout, bool qwen_vl = false) {
+  if (qwen_vl && layout == Layout::Published) return canonical;
   const std::string p = layout == Layout::Published ? "language_model.model." : "model.language_model.";
   if (canonical.rfind("model.", 0) == 0) return p + canonical.substr(6);
   if (canonical.rfind("lm_head.", 0) == 0 && layout == Layout::Published) return "language_model." + canonical;
@@ -68,7 +71,7 @@ void write_wrapped(const std::string& plain, const Wrapping& w, const std::strin
   std::vector<TensorView> tensors = vision_tensors(w.layout, vision_bytes);
   for (const auto& [name, t] : ck.tensors) {
     TensorView v = t;
-    v.name = wrapped_name(name, w.layout);
+    v.name = wrapped_name(name, w.layout, w.qwen_vl);
     tensors.push_back(v);
   }
   std::filesystem::create_directories(dir);
@@ -94,6 +97,22 @@ void write_wrapped(const std::string& plain, const Wrapping& w, const std::strin
               {"vision_config", {{"hidden_size", 8}, {"model_type", "siglip_vision_model"}}},
               {"image_token_index", 5},
               {"eos_token_id", {2, 7}}};
+  if (w.qwen_vl) {
+    // The v4 form: the text fields at the top, M-RoPE's sections (of head_dim 16's 8 frequencies)
+    // in rope_scaling; the newer form nests them in text_config with the sections in its dict.
+    const json mrope = {{"type", "mrope"}, {"mrope_section", {2, 3, 3}}};
+    if (w.layout == Layout::Published) {
+      json flat = text;
+      flat.update({{"architectures", {w.wrapper_class}}, {"model_type", w.model_type}, {"rope_scaling", mrope},
+                   {"vision_config", top["vision_config"]}, {"image_token_id", 5}});
+      top = flat;
+    } else {
+      top["text_config"]["model_type"] = std::string(w.model_type) + "_text";
+      top["text_config"]["rope_parameters"] = {{"rope_type", "default"}, {"mrope_section", {2, 3, 3}},
+                                               {"rope_theta", text["rope_theta"]}};
+      top["text_config"].erase("rope_theta");
+    }
+  }
   std::ofstream(dir + "/config.json") << top.dump(2);
 }
 
@@ -109,6 +128,8 @@ const std::vector<Wrapping> kWrappings = {
      {"model_type", "rope_theta", "bos_token_id", "eos_token_id", "tie_word_embeddings"}},
     {"qwen2", "LlavaNextForConditionalGeneration", "llava_next", Layout::Published, true,
      {"rope_theta", "use_sliding_window", "max_window_layers"}},
+    {"qwen2", "Qwen2VLForConditionalGeneration", "qwen2_vl", Layout::Published, false, {}, true},
+    {"qwen2", "Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl", Layout::Transformers452, true, {}, true},
 };
 
 class VisionLanguage : public ::testing::TestWithParam<size_t> {};
@@ -130,7 +151,8 @@ TEST_P(VisionLanguage, TextModelLoadsAsThePlainModelAndMatchesTransformers) {
                      a.sliding_window_period, a.query_pre_attn_scalar, a.tied_embeddings, a.bos_id, a.eos_id),
             std::tie(b.rope_theta, b.rope_local_theta, b.rope_factor, b.norm_eps, b.sliding_window,
                      b.sliding_window_period, b.query_pre_attn_scalar, b.tied_embeddings, b.bos_id, b.eos_id));
-  EXPECT_TRUE(b.ends_generation(7)) << "the wrapper's own eos_token_id ends a generation too";
+  const bool flat = w.qwen_vl && w.layout == Layout::Published;  // its eos_token_id is the text model's
+  if (!flat) EXPECT_TRUE(b.ends_generation(7)) << "the wrapper's own eos_token_id ends a generation too";
   // The vision tower is kept under its own names and never read.
   const std::string tower = w.layout == Layout::Published ? "vision_tower" : "model.vision_tower";
   EXPECT_TRUE(wrapped.tensors.count(tower + ".vision_model.embeddings.patch_embedding.weight"));
@@ -243,11 +265,19 @@ TEST(VisionLanguageConfig, OtherWrappersAndTextModelsAreRefusedByName) {
   EXPECT_NE(err(R"({"architectures":["Gemma3ForConditionalGeneration"],"eos_token_id":"x","text_config":{}})")
                 .find("field 'eos_token_id' must be a token id"),
             std::string::npos);
-  // Qwen2-VL keeps its text fields at the top with a vision_config: refused as before, and a known
-  // family's config with a vision_config is still refused by that field.
-  EXPECT_NE(err(R"({"architectures":["Qwen2VLForConditionalGeneration"],"model_type":"qwen2_vl","hidden_size":64,
-                  "vision_config":{}})")
-                .find("unsupported architecture 'qwen2_vl'"),
+  // Qwen-VL's M-RoPE sections must cover the head's frequencies; Qwen3-VL's interleaved kind is
+  // another rotation; a known family's config with a vision_config is still refused by that field.
+  const std::string qwen_vl = R"({"architectures":["Qwen2VLForConditionalGeneration"],"model_type":"qwen2_vl",
+    "hidden_size":64,"intermediate_size":160,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+    "max_position_embeddings":512,"vocab_size":512,"vision_config":{},)";
+  EXPECT_NE(err(qwen_vl + R"("rope_scaling":{"type":"mrope","mrope_section":[2,3,4]}})")
+                .find("field 'rope_scaling.mrope_section' = [2,3,4] covers 9 of the head's 8 frequencies"),
+            std::string::npos);
+  EXPECT_NE(err(qwen_vl + R"("rope_scaling":{"type":"mrope","mrope_section":[2,3,3],"mrope_interleaved":true}})")
+                .find("interleaved M-RoPE is not supported"),
+            std::string::npos);
+  EXPECT_NE(err(qwen_vl + R"("text_config":{"model_type":"llama"}})")
+                .find("the text model 'llama' of Qwen2VLForConditionalGeneration is not supported"),
             std::string::npos);
   EXPECT_NE(err(R"({"model_type":"qwen2","hidden_size":64,"vision_config":{}})")
                 .find("multimodal models are not supported (config.json field vision_config)"),

@@ -16,14 +16,58 @@ struct Wrapper {
   const char* model_type;
   const char* default_text_type;  // the text config's class when text_config names none
   bool gemma3_only;               // Gemma3Config always builds a Gemma3TextConfig
+  // Qwen2-VL / Qwen2.5-VL: a Qwen2 text model whose fields sit at the top of config.json (newer
+  // saves nest them in text_config too), rotated by M-RoPE: sections of the frequencies take the
+  // temporal, height and width positions, which for text are one position, so for a prompt without
+  // images it is Qwen2's RoPE exactly.
+  bool qwen_vl;
 };
 
-constexpr std::array<Wrapper, 4> kWrappers{{
-    {"Gemma3ForConditionalGeneration", "gemma3", "gemma3_text", true},
-    {"Mistral3ForConditionalGeneration", "mistral3", "mistral", false},
-    {"LlavaForConditionalGeneration", "llava", "llama", false},
-    {"LlavaNextForConditionalGeneration", "llava_next", "llama", false},
+constexpr std::array<Wrapper, 6> kWrappers{{
+    {"Gemma3ForConditionalGeneration", "gemma3", "gemma3_text", true, false},
+    {"Mistral3ForConditionalGeneration", "mistral3", "mistral", false, false},
+    {"LlavaForConditionalGeneration", "llava", "llama", false, false},
+    {"LlavaNextForConditionalGeneration", "llava_next", "llama", false, false},
+    {"Qwen2VLForConditionalGeneration", "qwen2_vl", "qwen2", false, true},
+    {"Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl", "qwen2", false, true},
 }};
+
+// The top-level keys of a multimodal config that are not its text model's.
+constexpr const char* kMultimodalKeys[] = {"vision_config", "audio_config", "text_config", "vision_tower",
+                                           "mm_projector_type", "image_token_index", "architectures"};
+
+// M-RoPE's sections in a Qwen-VL rope dict (v4: rope_scaling {"type": "mrope", "mrope_section":
+// [16, 24, 24]}; later {"rope_type": "default", "mrope_section": ...}; v5 rope_parameters alike):
+// checked to cover the head's frequencies, then dropped, leaving the plain RoPE they amount to.
+void drop_mrope(json& text, const char* key, const std::string& source) {
+  if (!text.contains(key) || !text[key].is_object()) return;
+  json& r = text[key];
+  if (r.contains("mrope_interleaved") && r["mrope_interleaved"] == true)
+    fail("{}: interleaved M-RoPE is not supported (config.json field {}.mrope_interleaved)", source, key);
+  if (r.contains("mrope_section")) {
+    const json& sec = r["mrope_section"];
+    int64_t sum = 0;
+    if (!sec.is_array()) fail("{}: field '{}.mrope_section' must be a list of integers", source, key);
+    for (const json& x : sec) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0)
+        fail("{}: field '{}.mrope_section' must be a list of integers, got {}", source, key, sec.dump());
+      sum += x.get<int64_t>();
+    }
+    const int64_t heads = text.value("num_attention_heads", 0), hidden = text.value("hidden_size", 0);
+    if (heads > 0 && hidden % heads == 0 && sec.size() == 3 && sum * 2 != hidden / heads)
+      fail("{}: field '{}.mrope_section' = {} covers {} of the head's {} frequencies", source, key, sec.dump(), sum,
+           hidden / heads / 2);
+    if (sec.size() != 3) fail("{}: field '{}.mrope_section' must have 3 sections, got {}", source, key, sec.dump());
+    r.erase("mrope_section");
+  }
+  for (const char* t : {"type", "rope_type"})
+    if (r.contains(t) && r[t] == "mrope") r[t] = "default";
+  // Nothing left but the type: no scaling at all.
+  bool only_type = true;
+  for (auto it = r.begin(); it != r.end(); ++it)
+    if (it.key() != "type" && it.key() != "rope_type" && it.key() != "rope_theta") only_type = false;
+  if (only_type && std::string(key) == "rope_scaling") text.erase(key);
+}
 
 // The published configs' text_config lists only what differs from its class's defaults (Google's
 // gemma-3-4b-it holds six fields, llava-1.5's five; their conversion scripts wrote them so): the
@@ -63,7 +107,7 @@ const Wrapper* wrapper_of(const json& j) {
                        j["architectures"][0].is_string();
   for (const Wrapper& w : kWrappers) {
     if (classed && j["architectures"][0] == w.class_name) return &w;
-    if (typed && j["model_type"] == w.model_type && j.contains("text_config")) return &w;
+    if (typed && j["model_type"] == w.model_type && (j.contains("text_config") || w.qwen_vl)) return &w;
   }
   return nullptr;
 }
@@ -84,24 +128,40 @@ std::optional<WrappedTextModel> unwrap_text_model(const json& j, const std::stri
     if (j.contains("text_config") && !j["text_config"].is_null())
       fail("{}: the vision-language model '{}' is not supported (config.json field text_config): kvparity runs the "
            "text model of Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration, "
-           "LlavaForConditionalGeneration and LlavaNextForConditionalGeneration only",
+           "LlavaForConditionalGeneration, LlavaNextForConditionalGeneration, Qwen2VLForConditionalGeneration and "
+           "Qwen2_5_VLForConditionalGeneration only",
            source, wrapper_name(j));
     return std::nullopt;
   }
-  json text = j.contains("text_config") && !j["text_config"].is_null() ? j["text_config"] : json::object();
+  const bool nested = j.contains("text_config") && !j["text_config"].is_null();
+  json text = nested ? j["text_config"] : w->qwen_vl ? j : json::object();
   if (!text.is_object()) fail("{}: field 'text_config' must be a JSON object, got {}", source, text.dump());
+  if (!nested)
+    for (const char* k : kMultimodalKeys) text.erase(k);
   std::string type = w->default_text_type;
   if (text.contains("model_type") && !text["model_type"].is_null()) {
     if (!text["model_type"].is_string())
       fail("{}: field 'text_config.model_type' must be a string, got {}", source, text["model_type"].dump());
     type = text["model_type"].get<std::string>();
   }
-  const json defaults = class_defaults(type);
-  if (defaults.is_null() || (w->gemma3_only && type != "gemma3_text"))
-    fail("{}: the text model '{}' of {} is not supported (config.json field text_config.model_type)", source, type,
-         w->class_name);
-  for (auto it = defaults.begin(); it != defaults.end(); ++it)
-    if (!text.contains(it.key())) text[it.key()] = it.value();
+  if (w->qwen_vl) {
+    // Its own text classes (qwen2_vl_text, qwen2_5_vl_text) are Qwen2's decoder; their defaults
+    // (the 72B's shape) are not filled in: the published configs give every field.
+    const std::string own = std::string(w->model_type) + "_text";
+    if (type != own && type != w->model_type && type != "qwen2")
+      fail("{}: the text model '{}' of {} is not supported (config.json field text_config.model_type)", source, type,
+           w->class_name);
+    type = "qwen2";
+    drop_mrope(text, "rope_scaling", source);
+    drop_mrope(text, "rope_parameters", source);
+  } else {
+    const json defaults = class_defaults(type);
+    if (defaults.is_null() || (w->gemma3_only && type != "gemma3_text"))
+      fail("{}: the text model '{}' of {} is not supported (config.json field text_config.model_type)", source, type,
+           w->class_name);
+    for (auto it = defaults.begin(); it != defaults.end(); ++it)
+      if (!text.contains(it.key())) text[it.key()] = it.value();
+  }
   // The text config decides the class; its own architectures list (the LM it was trained from,
   // e.g. llava-1.5's "LlamaForCausalLM") is only a label.
   text["model_type"] = type;

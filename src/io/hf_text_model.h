@@ -1,10 +1,11 @@
 #pragma once
 // The text model inside a vision-language checkpoint (Gemma3ForConditionalGeneration,
-// Mistral3ForConditionalGeneration, LlavaForConditionalGeneration, LlavaNextForConditionalGeneration).
-// For a prompt without images each of these classes runs its language model unchanged (the token
-// embedding, the decoder, the head), so kvparity runs that model and leaves the vision tower
-// unread. Other wrappers change the text path (PaliGemma's prefix attends both ways, Qwen2-VL's
-// rotary sections) and stay refused.
+// Mistral3ForConditionalGeneration, LlavaForConditionalGeneration, LlavaNextForConditionalGeneration,
+// Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration). For a prompt without images
+// each of these classes runs its language model unchanged (the token embedding, the decoder, the
+// head; Qwen-VL's M-RoPE is then plain RoPE), so kvparity runs that model and leaves the vision
+// tower unread. Other wrappers change the text path (PaliGemma's prefix attends both ways,
+// Qwen3-VL's interleaved M-RoPE) and stay refused.
 #include <optional>
 #include <string>
 #include <vector>
