@@ -182,6 +182,10 @@ cfgs["gemma3_vl"] = {"architectures": ["Gemma3ForConditionalGeneration"], "model
 cfgs["llava"] = {"architectures": ["LlavaForConditionalGeneration"], "model_type": "llava",
                  "text_config": {"model_type": "llama", "vocab_size": 32064, "max_position_embeddings": 4096,
                                  "rms_norm_eps": 1e-5}, "vision_config": {"model_type": "clip_vision_model"}}
+cfgs["qwen2_5_vl"] = dict(cfgs["qwen2_window"], architectures=["Qwen2_5_VLForConditionalGeneration"],
+                         model_type="qwen2_5_vl", use_sliding_window=False, image_token_id=5,
+                         rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
+                         vision_config={"depth": 2, "hidden_size": 16})
 for k, v in cfgs.items():
     open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))
 # A llama2.c checkpoint: dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 32 (shared), seq 16.
