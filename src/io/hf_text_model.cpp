@@ -49,11 +49,15 @@ void drop_mrope(json& text, const char* key, const std::string& source) {
     int64_t sum = 0;
     if (!sec.is_array()) fail("{}: field '{}.mrope_section' must be a list of integers", source, key);
     for (const json& x : sec) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0)
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > int64_t(1) << 20)
         fail("{}: field '{}.mrope_section' must be a list of integers, got {}", source, key, sec.dump());
       sum += x.get<int64_t>();
     }
-    const int64_t heads = text.value("num_attention_heads", 0), hidden = text.value("hidden_size", 0);
+    // The fields' own checks come later; only well-formed ones are compared here.
+    auto field = [&text](const char* k) {
+      return text.contains(k) && text[k].is_number_integer() ? text[k].get<int64_t>() : int64_t(0);
+    };
+    const int64_t heads = field("num_attention_heads"), hidden = field("hidden_size");
     if (heads > 0 && hidden % heads == 0 && sec.size() == 3 && sum * 2 != hidden / heads)
       fail("{}: field '{}.mrope_section' = {} covers {} of the head's {} frequencies", source, key, sec.dump(), sum,
            hidden / heads / 2);
