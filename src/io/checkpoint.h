@@ -36,6 +36,9 @@ struct Checkpoint {
   // The vision-language class (config.json architectures) whose text model this is, "" for a plain
   // causal LM; its other tensors stay in `tensors` under their own names and are never read.
   std::string text_model_of;
+  // The config's class when kvparity reads it as another family's ("Phi3ForCausalLM": llama, or
+  // mistral with a window; its fused projections split into views), "" otherwise.
+  std::string read_from;
   // Family hyper-parameters ModelConfig has no field for yet, by their config.json name.
   // Gemma-2: query_pre_attn_scalar, attn_logit_softcapping, final_logit_softcapping (when known).
   std::map<std::string, double> extras;

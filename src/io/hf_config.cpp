@@ -257,7 +257,7 @@ bool window_pattern_of_layer_types(const json& j, const ConfigReader& r, ModelCo
 }  // namespace
 
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& file,
-                            std::map<std::string, double>* extras, std::string* text_model_of) {
+                            std::map<std::string, double>* extras, std::string* text_model_of, std::string* read_from) {
   json j;
   try {
     j = json::parse(json_text);
@@ -268,8 +268,25 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   // A vision-language checkpoint: its text model's config is read from here on, and errors say so.
   const std::optional<WrappedTextModel> wrapped = unwrap_text_model(j, file);
   if (wrapped) j = wrapped->text_config;
-  const std::string source = wrapped ? fmt::format("{} (text_config of {})", file, wrapped->wrapper_class) : file;
+  // Phi-3 and Phi-4 (Phi3ForCausalLM): in transformers Mistral's decoder (Phi3DecoderLayer derives
+  // from MistralDecoderLayer, one window over every layer when sliding_window is set, Llama's
+  // without) with fused q/k/v and gate/up projections, which the loader splits
+  // (hf_fused_projections.h). Read as that family; what it cannot run (Phi-4-mini's partial
+  // rotary, longrope) is refused by the family's checks, naming the field.
+  const bool phi3 = (j.contains("model_type") && j["model_type"] == "phi3") ||
+                    (!j.contains("model_type") && j.contains("architectures") && j["architectures"].is_array() &&
+                     !j["architectures"].empty() && j["architectures"][0] == "Phi3ForCausalLM");
+  if (phi3) {
+    const bool windowed = j.contains("sliding_window") && !j["sliding_window"].is_null() && j["sliding_window"] != 0;
+    j["model_type"] = windowed ? "mistral" : "llama";
+    j.erase("architectures");
+  }
+  const std::string source = wrapped ? fmt::format("{} (text_config of {})", file, wrapped->wrapper_class)
+                             : phi3  ? fmt::format("{} (Phi3ForCausalLM, read as {})", file,
+                                                   j["model_type"].get<std::string>())
+                                     : file;
   if (text_model_of != nullptr) *text_model_of = wrapped ? wrapped->wrapper_class : std::string();
+  if (read_from != nullptr) *read_from = phi3 ? "Phi3ForCausalLM" : "";
   ConfigReader r(j, source);
   ModelConfig c;
   c.source = file;
@@ -404,8 +421,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   return c;
 }
 
-ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras, std::string* text_model_of) {
-  ModelConfig c = parse_hf_config(io::read_text_file(path), path, extras, text_model_of);
+ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras, std::string* text_model_of,
+                           std::string* read_from) {
+  ModelConfig c = parse_hf_config(io::read_text_file(path), path, extras, text_model_of, read_from);
   // generation_config.json beside it: the ids transformers' generate stops at.
   const std::filesystem::path gen = std::filesystem::path(path).parent_path() / "generation_config.json";
   std::error_code ec;

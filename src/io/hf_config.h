@@ -10,11 +10,14 @@ namespace kvp {
 // Parses config.json text. `source` names the file in errors and becomes ModelConfig::source.
 // `extras`, when given, receives family values ModelConfig has no field for (see Checkpoint::extras).
 // `text_model_of`, when given, receives the class of the vision-language wrapper whose text model the
-// config describes (hf_text_model.h), or "" for a plain causal LM. Calls ModelConfig::validate().
+// config describes (hf_text_model.h), or "" for a plain causal LM; `read_from`, the class of a model
+// read as another family's ("Phi3ForCausalLM", read as llama or mistral), or "". Calls
+// ModelConfig::validate().
 ModelConfig parse_hf_config(const std::string& json_text, const std::string& source,
-                            std::map<std::string, double>* extras = nullptr, std::string* text_model_of = nullptr);
+                            std::map<std::string, double>* extras = nullptr, std::string* text_model_of = nullptr,
+                            std::string* read_from = nullptr);
 ModelConfig read_hf_config(const std::string& path, std::map<std::string, double>* extras = nullptr,
-                           std::string* text_model_of = nullptr);
+                           std::string* text_model_of = nullptr, std::string* read_from = nullptr);
 
 // Writes a config.json that transformers would load as the family's *ForCausalLM.
 // `torch_dtype`: "float32" | "float16" | "bfloat16". `extras` supplies Gemma-2's

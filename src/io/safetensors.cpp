@@ -9,6 +9,7 @@
 #include "core/mapped_file.h"
 #include "io/hf_config.h"
 #include "io/hf_fused_experts.h"
+#include "io/hf_fused_projections.h"
 #include "io/hf_text_model.h"
 #include "io/io_util.h"
 
@@ -160,9 +161,10 @@ Checkpoint load_safetensors_file(const std::string& path) {
   std::error_code ec;
   if (!fs::is_regular_file(cfg_path, ec))
     fail("{}: safetensors file has no config.json beside it ({} not found)", path, cfg_path);
-  ck.config = read_hf_config(cfg_path, &ck.extras, &ck.text_model_of);
+  ck.config = read_hf_config(cfg_path, &ck.extras, &ck.text_model_of, &ck.read_from);
   use_text_model_names(ck);
   split_fused_experts(ck);
+  split_fused_projections(ck);
   ck.qk_layout = RopeLayout::Halves;
   ck.tokenizer_path = sibling_tokenizer(dir);
   return ck;
@@ -177,7 +179,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
   ck.path = dir_str;
   ck.format = "hf";
   ck.qk_layout = RopeLayout::Halves;
-  ck.config = read_hf_config(cfg_path, &ck.extras, &ck.text_model_of);
+  ck.config = read_hf_config(cfg_path, &ck.extras, &ck.text_model_of, &ck.read_from);
   ck.tokenizer_path = sibling_tokenizer(dir);
 
   const fs::path single = dir / "model.safetensors";
@@ -189,6 +191,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
     ck.files = {single.string()};
     use_text_model_names(ck);
   split_fused_experts(ck);
+  split_fused_projections(ck);
     return ck;
   }
   if (!fs::is_regular_file(index, ec)) {
@@ -236,6 +239,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
   std::sort(ck.files.begin(), ck.files.end());
   use_text_model_names(ck);
   split_fused_experts(ck);
+  split_fused_projections(ck);
   return ck;
 }
 

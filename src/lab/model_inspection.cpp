@@ -198,6 +198,7 @@ json inspect_model(const InspectOptions& o) {
   const WeightsFootprint f = weights_footprint(ck, DType::F32);  // validates the config and every tensor
   json d = {{"model", ck.path}, {"format", ck.format}, {"family", family_name(c)}};
   d["text_model_of"] = ck.text_model_of.empty() ? json(nullptr) : json(ck.text_model_of);
+  d["read_from"] = ck.read_from.empty() ? json(nullptr) : json(ck.read_from);
   d["shape"] = shape_of(c);
   if (c.is_moe()) {
     std::vector<int> sparse;
@@ -244,6 +245,9 @@ std::string inspect_text(const json& d) {
   line("family", d["text_model_of"].is_string()
                      ? fmt::format("{}, the text model of {} (run without its vision tower)", d["family"].get<std::string>(),
                                    d["text_model_of"].get<std::string>())
+                 : d["read_from"].is_string()
+                     ? fmt::format("{}, read from {} (its fused projections split)", d["family"].get<std::string>(),
+                                   d["read_from"].get<std::string>())
                      : d["family"].get<std::string>());
   if (d.contains("experts")) {
     const json& e = d["experts"];
