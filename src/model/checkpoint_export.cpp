@@ -107,16 +107,19 @@ TensorView prepare(const TensorView& t, DType dtype, QuantType quant, RopeLayout
         from_f32(dtype, row.data(), dst, width);
         continue;
       }
-      for (size_t i = 0; i < width; ++i)
+      // A non-finite row is reported, not quantised: its block scale would be NaN or inf, which
+      // the block's integer rounding cannot take (undefined behaviour, caught by UBSan).
+      bool finite = true;
+      for (size_t i = 0; i < width && finite; ++i)
         if (!std::isfinite(row[i])) {
+          finite = false;
           std::lock_guard<std::mutex> lock(mu);
           if (r * width + i < bad_at) {
             bad_at = r * width + i;
             bad_value = row[i];
           }
-          break;
         }
-      quantize_row(quant, row.data(), width, dst);
+      if (finite) quantize_row(quant, row.data(), width, dst);
     }
   });
   if (bad_at < n)
