@@ -38,6 +38,16 @@ struct TensorView {
   bool valid() const { return data != nullptr; }
 };
 
+// Rows [first, first + n) of `t` (a [a, b, cols] tensor has a x b rows) as a 2-D view named
+// `name`, pointing into t's bytes: an expert of a stacked or fused tensor, one of fused projections.
+inline TensorView row_slice(const TensorView& t, int64_t first, int64_t n, std::string name) {
+  TensorView v = t;
+  v.name = std::move(name);
+  v.shape = {n, t.cols()};
+  v.data = static_cast<const uint8_t*>(t.data) + size_t(first) * t.row_bytes();
+  return v;
+}
+
 // Elements [first, first + n) of `t` (flat index) as fp32. For a quantised view both ends must fall
 // on block boundaries (whole rows always do).
 void view_to_f32(const TensorView& t, size_t first, size_t n, float* out);

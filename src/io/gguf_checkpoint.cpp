@@ -241,13 +241,9 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
         fail("{}: tensor '{}' must hold {} experts' matrices ([{}, rows, cols]), has {} dimensions{}", name, ti.name,
              c.moe.n_experts, c.moe.n_experts, t.shape.size(),
              t.shape.size() == 3 ? fmt::format(" and {} experts", t.shape[0]) : std::string());
-      TensorView e = t;
-      e.shape = {t.shape[1], t.shape[2]};
-      const size_t bytes = e.nbytes();
       for (int x = 0; x < c.moe.n_experts; ++x) {
-        e.name = expert_matrix_name(c, int(layer), x, *stacked);
-        e.data = static_cast<const uint8_t*>(t.data) + size_t(x) * bytes;
-        ck.tensors[e.name] = e;
+        const std::string e = expert_matrix_name(c, int(layer), x, *stacked);
+        ck.tensors[e] = row_slice(t, x * t.shape[1], t.shape[1], e);
       }
       continue;
     }

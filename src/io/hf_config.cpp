@@ -181,8 +181,7 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
       fail("{}: rope_scaling type '{}' is not supported{} (config.json field {})", src, type,
            known ? fmt::format(" for {}", arch_name(arch)) : std::string(), rope_field);
   }
-  for (const char* k : {"vision_config", "audio_config", "text_config", "vision_tower", "mm_projector_type",
-                        "image_token_index"})
+  for (const char* k : hf_multimodal_keys())
     if (r.has(k)) fail("{}: multimodal models are not supported (config.json field {})", src, k);
   for (const char* k : {"num_local_experts", "num_experts", "num_experts_per_tok", "n_routed_experts",
                         "moe_intermediate_size", "shared_expert_intermediate_size"}) {

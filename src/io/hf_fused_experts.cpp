@@ -40,10 +40,7 @@ void split_fused_experts(Checkpoint& ck) {
     if (!c.moe_layer(l)) fail("{}: tensor '{}' is in layer {}, which the config makes dense", ck.path, gu_name, l);
     std::vector<TensorView> views;
     auto slice = [&](const TensorView& t, int e, int64_t row0, int64_t rows, ExpertMatrix m) {
-      TensorView v = t;
-      v.name = expert_matrix_name(c, l, e, m);
-      v.shape = {rows, t.shape[2]};
-      v.data = static_cast<const uint8_t*>(t.data) + (size_t(e) * size_t(t.shape[1]) + size_t(row0)) * t.row_bytes();
+      TensorView v = row_slice(t, e * t.shape[1] + row0, rows, expert_matrix_name(c, l, e, m));
       if (ck.tensors.count(v.name)) fail("{}: layer {} has both '{}' and '{}'", ck.path, l, t.name, v.name);
       views.push_back(std::move(v));
     };

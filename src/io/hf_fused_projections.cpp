@@ -26,11 +26,7 @@ void split_rows(Checkpoint& ck, const std::string& fused, const std::vector<std:
   int64_t row0 = 0;
   for (const auto& [name, n] : parts) {
     if (ck.tensors.count(name)) fail("{}: '{}' and '{}' are both there; a layer has one or the other", ck.path, fused, name);
-    TensorView v = t;
-    v.name = name;
-    v.shape = {n, cols};
-    v.data = static_cast<const uint8_t*>(t.data) + size_t(row0) * t.row_bytes();
-    ck.tensors[name] = std::move(v);
+    ck.tensors[name] = row_slice(t, row0, n, name);
     row0 += n;
   }
   ck.tensors.erase(fused);

@@ -32,9 +32,11 @@ constexpr std::array<Wrapper, 6> kWrappers{{
     {"Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl", "qwen2", false, true},
 }};
 
-// The top-level keys of a multimodal config that are not its text model's.
-constexpr const char* kMultimodalKeys[] = {"vision_config", "audio_config", "text_config", "vision_tower",
-                                           "mm_projector_type", "image_token_index", "architectures"};
+std::string wrapper_classes() {
+  std::string s;
+  for (const Wrapper& w : kWrappers) s += (s.empty() ? "" : ", ") + std::string(w.class_name);
+  return s;
+}
 
 // M-RoPE's sections in a Qwen-VL rope dict (v4: rope_scaling {"type": "mrope", "mrope_section":
 // [16, 24, 24]}; later {"rope_type": "default", "mrope_section": ...}; v5 rope_parameters alike):
@@ -47,7 +49,8 @@ void drop_mrope(json& text, const char* key, const std::string& source) {
   if (r.contains("mrope_section")) {
     const json& sec = r["mrope_section"];
     int64_t sum = 0;
-    if (!sec.is_array()) fail("{}: field '{}.mrope_section' must be a list of integers", source, key);
+    if (!sec.is_array() || sec.size() != 3)
+      fail("{}: field '{}.mrope_section' must be a list of 3 integers, got {}", source, key, sec.dump());
     for (const json& x : sec) {
       if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > int64_t(1) << 20)
         fail("{}: field '{}.mrope_section' must be a list of integers, got {}", source, key, sec.dump());
@@ -58,10 +61,9 @@ void drop_mrope(json& text, const char* key, const std::string& source) {
       return text.contains(k) && text[k].is_number_integer() ? text[k].get<int64_t>() : int64_t(0);
     };
     const int64_t heads = field("num_attention_heads"), hidden = field("hidden_size");
-    if (heads > 0 && hidden % heads == 0 && sec.size() == 3 && sum * 2 != hidden / heads)
+    if (heads > 0 && hidden % heads == 0 && sum * 2 != hidden / heads)
       fail("{}: field '{}.mrope_section' = {} covers {} of the head's {} frequencies", source, key, sec.dump(), sum,
            hidden / heads / 2);
-    if (sec.size() != 3) fail("{}: field '{}.mrope_section' must have 3 sections, got {}", source, key, sec.dump());
     r.erase("mrope_section");
   }
   for (const char* t : {"type", "rope_type"})
@@ -131,17 +133,17 @@ std::optional<WrappedTextModel> unwrap_text_model(const json& j, const std::stri
   if (w == nullptr) {
     if (j.contains("text_config") && !j["text_config"].is_null())
       fail("{}: the vision-language model '{}' is not supported (config.json field text_config): kvparity runs the "
-           "text model of Gemma3ForConditionalGeneration, Mistral3ForConditionalGeneration, "
-           "LlavaForConditionalGeneration, LlavaNextForConditionalGeneration, Qwen2VLForConditionalGeneration and "
-           "Qwen2_5_VLForConditionalGeneration only",
-           source, wrapper_name(j));
+           "text model of {} only",
+           source, wrapper_name(j), wrapper_classes());
     return std::nullopt;
   }
   const bool nested = j.contains("text_config") && !j["text_config"].is_null();
   json text = nested ? j["text_config"] : w->qwen_vl ? j : json::object();
   if (!text.is_object()) fail("{}: field 'text_config' must be a JSON object, got {}", source, text.dump());
-  if (!nested)
-    for (const char* k : kMultimodalKeys) text.erase(k);
+  if (!nested) {
+    for (const char* k : hf_multimodal_keys()) text.erase(k);
+    text.erase("architectures");
+  }
   std::string type = w->default_text_type;
   if (text.contains("model_type") && !text["model_type"].is_null()) {
     if (!text["model_type"].is_string())
@@ -180,6 +182,12 @@ std::optional<WrappedTextModel> unwrap_text_model(const json& j, const std::stri
     }
   }
   return out;
+}
+
+const std::vector<const char*>& hf_multimodal_keys() {
+  static const std::vector<const char*> keys = {"vision_config", "audio_config",      "text_config",
+                                                "vision_tower",  "mm_projector_type", "image_token_index"};
+  return keys;
 }
 
 std::string text_model_tensor_name(const std::string& name) {

@@ -24,6 +24,10 @@ struct WrappedTextModel {
 // error naming `source` and the field.
 std::optional<WrappedTextModel> unwrap_text_model(const nlohmann::json& j, const std::string& source);
 
+// The config.json keys that belong to a multimodal model's other parts (a plain causal LM's config
+// with one is refused; a Qwen-VL's flat config has them beside its text fields).
+const std::vector<const char*>& hf_multimodal_keys();
+
 // A wrapper's tensor name as the text model's canonical one: "language_model.model.X" (the layout
 // these checkpoints were published in) and "model.language_model.X" (transformers >= 4.52) become
 // "model.X", "language_model.lm_head.weight" becomes "lm_head.weight"; any other name (the vision

@@ -138,6 +138,14 @@ void use_text_model_names(Checkpoint& ck) {
   ck.tensors = std::move(renamed);
 }
 
+// The tensors under the names the weights builder reads, whatever layout the file used: a
+// wrapper's text model, v5's fused experts, Phi-3's fused projections.
+void use_canonical_tensors(Checkpoint& ck) {
+  use_text_model_names(ck);
+  split_fused_experts(ck);
+  split_fused_projections(ck);
+}
+
 std::string sibling_tokenizer(const fs::path& dir) {
   fs::path tj = dir / "tokenizer.json";
   std::error_code ec;
@@ -162,9 +170,7 @@ Checkpoint load_safetensors_file(const std::string& path) {
   if (!fs::is_regular_file(cfg_path, ec))
     fail("{}: safetensors file has no config.json beside it ({} not found)", path, cfg_path);
   ck.config = read_hf_config(cfg_path, &ck.extras, &ck.text_model_of, &ck.read_from);
-  use_text_model_names(ck);
-  split_fused_experts(ck);
-  split_fused_projections(ck);
+  use_canonical_tensors(ck);
   ck.qk_layout = RopeLayout::Halves;
   ck.tokenizer_path = sibling_tokenizer(dir);
   return ck;
@@ -189,9 +195,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
     add_tensors(ck, parse_safetensors(mf->data(), mf->size(), single.string()));
     ck.keepalive.push_back(mf);
     ck.files = {single.string()};
-    use_text_model_names(ck);
-  split_fused_experts(ck);
-  split_fused_projections(ck);
+    use_canonical_tensors(ck);
     return ck;
   }
   if (!fs::is_regular_file(index, ec)) {
@@ -237,9 +241,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
   }
   if (ck.tensors.empty()) fail("{}: weight_map is empty", ipath);
   std::sort(ck.files.begin(), ck.files.end());
-  use_text_model_names(ck);
-  split_fused_experts(ck);
-  split_fused_projections(ck);
+  use_canonical_tensors(ck);
   return ck;
 }
 

@@ -1,14 +1,13 @@
 #include "runtime/chat_for_model.h"
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
+#include "io/io_util.h"
 
 namespace kvp {
 
@@ -21,11 +20,7 @@ namespace fs = std::filesystem;
 std::string template_in_config(const fs::path& file) {
   std::error_code ec;
   if (!fs::is_regular_file(file, ec)) return "";
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in) fail("{}: cannot read", file.string());
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  const nlohmann::json j = nlohmann::json::parse(io::read_text_file(file.string()), nullptr, false);
   if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", file.string());
   if (!j.contains("chat_template") || j["chat_template"].is_null()) return "";
   const nlohmann::json& t = j["chat_template"];
@@ -44,27 +39,19 @@ fs::path dir_of(const std::string& path) {
   return fs::is_directory(p, ec) ? p : p.parent_path();
 }
 
-std::string file_text(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (!in) fail("{}: cannot read", file.string());
-  return ss.str();
-}
-
 // The template a directory ships, in the order transformers takes it: chat_template.jinja (what
 // save_pretrained writes since v4.5x; it clobbers the config's, as from_pretrained does), then
 // tokenizer_config.json's chat_template, then a vision-language processor's chat_template.json.
 ShippedChatTemplate template_in_dir(const fs::path& dir) {
   std::error_code ec;
   if (const fs::path j = dir / "chat_template.jinja"; fs::is_regular_file(j, ec)) {
-    std::string t = file_text(j);
+    std::string t = io::read_text_file(j.string());
     if (!t.empty()) return {t, j.string()};
   }
   const fs::path config = dir / "tokenizer_config.json";
   if (std::string t = template_in_config(config); !t.empty()) return {t, config.string() + "'s chat_template"};
   if (const fs::path p = dir / "chat_template.json"; fs::is_regular_file(p, ec)) {
-    const nlohmann::json j = nlohmann::json::parse(file_text(p), nullptr, false);
+    const nlohmann::json j = nlohmann::json::parse(io::read_text_file(p.string()), nullptr, false);
     if (j.is_discarded() || !j.is_object() || !j.contains("chat_template") || !j["chat_template"].is_string())
       fail("{}: not a JSON object with a chat_template string", p.string());
     return {j["chat_template"].get<std::string>(), p.string() + "'s chat_template"};
