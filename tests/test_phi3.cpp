@@ -22,12 +22,10 @@ namespace {
 
 using nlohmann::json;
 
-// `ref` as Phi3ForCausalLM: each layer's q/k/v rows stacked into qkv_proj, gate and up into
-// gate_up_proj. `extra` is a tensor added as is (to test refusals).
-void write_phi3(const std::string& ref, const std::string& dir, const TensorView* extra = nullptr) {
-  const Checkpoint ck = open_checkpoint(ref);
+// `ck`'s tensors as Phi3ForCausalLM holds them: each layer's q/k/v rows stacked into qkv_proj,
+// gate and up into gate_up_proj (their bytes in `bufs`).
+std::vector<TensorView> phi3_tensors(const Checkpoint& ck, std::vector<std::vector<uint8_t>>& bufs) {
   const ModelConfig& c = ck.config;
-  std::vector<std::vector<uint8_t>> bufs;
   bufs.reserve(size_t(2 * c.n_layers));
   std::vector<TensorView> out;
   std::set<std::string> fused;
@@ -55,6 +53,14 @@ void write_phi3(const std::string& ref, const std::string& dir, const TensorView
   }
   for (const auto& [name, t] : ck.tensors)
     if (!fused.count(name)) out.push_back(t);
+  return out;
+}
+
+// `ref` as Phi3ForCausalLM. `extra` is a tensor added as is (to test refusals).
+void write_phi3(const std::string& ref, const std::string& dir, const TensorView* extra = nullptr) {
+  const Checkpoint ck = open_checkpoint(ref);
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<TensorView> out = phi3_tensors(ck, bufs);
   if (extra != nullptr) out.push_back(*extra);
   std::filesystem::create_directories(dir);
   write_safetensors(dir + "/model.safetensors", out);
@@ -98,7 +104,58 @@ TEST_P(Phi3, FusedProjectionsAreTheSameModel) {
   EXPECT_NE(inspect_text(d).find("read from Phi3ForCausalLM"), std::string::npos);
 }
 
+// The same as llama.cpp's converter writes it: arch "phi3", attn_qkv and ffn_up fused (gate's
+// rows first), q/k rows unpermuted (its rope type is NEOX, halves), the window under
+// phi3.attention.sliding_window. Read as transformers runs it, window kept.
+TEST_P(Phi3, LlamaCppPhi3GgufIsTheSameModel) {
+  const std::string fam = GetParam();
+  KVP_REQUIRE_REFERENCE(ref, fam);
+  test::TempDir tmp;
+  const Checkpoint plain = open_checkpoint(ref);
+  std::vector<std::vector<uint8_t>> bufs;
+  GgufWriteOptions o;
+  o.arch = "phi3";
+  write_gguf(tmp.file("phi3.gguf"), plain.config, phi3_tensors(plain, bufs), nullptr, o);
+  const Checkpoint phi = open_checkpoint(tmp.file("phi3.gguf"));
+  EXPECT_EQ(phi.read_from, "Phi3ForCausalLM");
+  EXPECT_EQ(family_name(phi.config), fam);
+  EXPECT_EQ(phi.config.sliding_window, plain.config.sliding_window);
+  EXPECT_EQ(phi.tensors.size(), plain.tensors.size());
+  const auto tokens = test::read_json(ref + "/tokens.json")["input_ids"].get<std::vector<int>>();
+  for (DType dt : {DType::F32, DType::F16}) {
+    std::vector<std::vector<float>> logits;
+    for (const Checkpoint* ck : {&plain, &phi}) {
+      Engine engine(Model::from_checkpoint(*ck, dt), EngineOptions{});
+      const float* l = engine.forward(tokens.data(), int(tokens.size()), 0, ForwardOptions{});
+      logits.emplace_back(l, l + tokens.size() * size_t(plain.config.vocab_size));
+    }
+    EXPECT_EQ(logits[0], logits[1]) << dtype_name(dt);
+    if (dt == DType::F32) EXPECT_LE(test::max_abs_diff(logits[1], test::read_f32(ref + "/logits.f32")), 1e-4);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(References, Phi3, ::testing::Values("llama", "mistral"));
+
+TEST(Phi3Gguf, LongropeIsRefusedByWhatCarriesIt) {
+  KVP_REQUIRE_REFERENCE(ref, "llama");
+  test::TempDir tmp;
+  const Checkpoint plain = open_checkpoint(ref);
+  std::vector<std::vector<uint8_t>> bufs;
+  std::vector<TensorView> t = phi3_tensors(plain, bufs);
+  GgufWriteOptions o;
+  o.arch = "phi3";
+  o.extra_kv["phi3.rope.scaling.attn_factor"] = GgufValue::of_f32(1.19f);
+  write_gguf(tmp.file("attn.gguf"), plain.config, t, nullptr, o);
+  std::string e = test::error_of([&] { open_checkpoint(tmp.file("attn.gguf")); });
+  EXPECT_NE(e.find("longrope (the 128k Phi-3 models) is not supported (key phi3.rope.scaling.attn_factor)"),
+            std::string::npos)
+      << e;
+  // A fused tensor that does not hold the config's heads is named.
+  o.extra_kv = {{"phi3.attention.head_count_kv", GgufValue::of_u32(4)}};
+  write_gguf(tmp.file("heads.gguf"), plain.config, t, nullptr, o);
+  e = test::error_of([&] { open_checkpoint(tmp.file("heads.gguf")); });
+  EXPECT_NE(e.find("tensor 'model.layers.0.self_attn.qkv_proj.weight' has shape"), std::string::npos) << e;
+}
 
 TEST(Phi3Config, PublishedConfigsReadAsTheirModelsAndPhi4MiniIsRefused) {
   // microsoft/phi-4

@@ -163,6 +163,13 @@ const BlockName kQwen2SharedExpert[] = {
     {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
     {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"},
 };
+// Phi-3 (llama.cpp's "phi3", as its converter writes Phi3ForCausalLM): q/k/v in one attn_qkv, gate
+// and up in one ffn_up (gate's rows first), under transformers' own fused names, which the loader
+// splits (hf_fused_projections.h). Listed last: ffn_up is the fused pair here, not up_proj.
+const BlockName kPhi3Fused[] = {
+    {"attn_qkv.weight", "self_attn.qkv_proj.weight"},
+    {"ffn_up.weight", "mlp.gate_up_proj.weight"},
+};
 
 template <typename F>
 void for_block_names(const std::string& arch, F&& f) {
@@ -181,6 +188,8 @@ void for_block_names(const std::string& arch, F&& f) {
     for (const auto& b : kQwenExperts) f(b);
   if (arch == "qwen2moe")
     for (const auto& b : kQwen2SharedExpert) f(b);
+  if (arch == "phi3")
+    for (const auto& b : kPhi3Fused) f(b);
 }
 
 }  // namespace

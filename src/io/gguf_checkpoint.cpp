@@ -8,6 +8,7 @@
 #include "core/mapped_file.h"
 #include "core/quant.h"
 #include "io/gguf.h"
+#include "io/hf_fused_projections.h"
 #include "model/moe_names.h"
 
 namespace kvp {
@@ -98,9 +99,16 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   Meta m(g, name);
   const std::string arch = m.get_str("general.architecture", "", true);
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" &&
-      arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe")
+      arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe" && arch != "phi3")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
+  // llama.cpp's phi3 (Phi-3, Phi-4): Phi3ForCausalLM, which transformers runs as Mistral's decoder
+  // with its window, or Llama's without one (phi3.attention.sliding_window 0: phi-4). llama.cpp
+  // itself runs every phi3 file without the window since its PR 13676; kvparity keeps it, as
+  // transformers does. The 128k models' longrope is refused by what carries it.
+  const bool phi3 = arch == "phi3";
+  if (phi3 && m.find(A + "rope.scaling.attn_factor") != nullptr)
+    fail("{}: longrope (the 128k Phi-3 models) is not supported (key {}rope.scaling.attn_factor)", name, A);
 
   std::string rope_scaling = m.get_str(A + "rope.scaling.type", "none");
   if (rope_scaling != "none" && rope_scaling != "linear" && !rope_scaling.empty())
@@ -201,6 +209,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   }
 
   for (const auto& ti : g.tensors) {
+    if (phi3 && (ti.name == "rope_factors_long.weight" || ti.name == "rope_factors_short.weight"))
+      fail("{}: longrope (the 128k Phi-3 models) is not supported (tensor '{}')", name, ti.name);
     if (ti.name == kRopeFreqsTensor) {
       const uint64_t n = ti.ne.empty() ? 0 : ti.ne[0];
       if (ti.type != uint32_t(GgmlType::F32) || ti.ne.size() != 1 || n != uint64_t(c.head_dim / 2))
@@ -309,6 +319,10 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     fail("{}: cannot tell the vocabulary size (no token_embd.weight and no tokenizer.ggml.tokens)", name);
   c.validate();
   ck.config = c;
+  if (phi3) {
+    split_fused_projections(ck);
+    ck.read_from = "Phi3ForCausalLM";
+  }
   (void)size;
   return ck;
 }

@@ -177,7 +177,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   // The padding costs at most 4 KiB per tensor.
   constexpr uint64_t kAlign = 4096;
   cfg.validate();
-  const std::string arch = gguf_arch_for(cfg);
+  const std::string arch = opts.arch.empty() ? gguf_arch_for(cfg) : opts.arch;
   const std::string A = arch + ".";
 
   // Work out names, types and offsets before creating the file, so bad input leaves nothing behind.

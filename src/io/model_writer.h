@@ -46,6 +46,10 @@ struct GgufWriteOptions {
   // general.file_type (llama_ftype) when set; otherwise derived from the matrices' float dtype.
   std::optional<uint32_t> file_type;
   Progress progress;  // the tensor bytes written so far
+  // general.architecture and the keys' prefix; "" = the config's family's (gguf_arch_for). "phi3"
+  // takes the tensors under transformers' fused names (self_attn.qkv_proj, mlp.gate_up_proj), as
+  // llama.cpp's converter writes Phi-3.
+  std::string arch;
 };
 
 // GGUF v3 as llama.cpp reads it: general.architecture ("llama" for Llama and Mistral, "qwen2",

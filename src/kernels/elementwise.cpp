@@ -50,6 +50,12 @@ RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeSca
   filled_.reset(new std::once_flag[size_t((max_positions + kBlock - 1) / kBlock)]);
 }
 
+RopeTable RopeTable::identity(int head_dim, int max_positions) {
+  RopeTable t(head_dim, max_positions, 1.0f, {}, true);
+  std::fill(t.inv_freq_.begin(), t.inv_freq_.end(), 0.0f);
+  return t;
+}
+
 const RopeTable& RopeTable::portable() const {
   if (portable_math_) return *this;
   std::call_once(twin_->once, [this] {

@@ -45,6 +45,11 @@ class RopeTable {
   // This table's twin computed with portable_math (itself when it is one), for the `portable`
   // policy; built on first use, so runs that never ask pay nothing.
   const RopeTable& portable() const;
+  // The rotation by angle 0 at every position (cos 1, sin 0): what a layer without positional
+  // encoding (SmolLM3's NoPE layers) goes through, so it takes the same ops and rounding points as
+  // a rotating layer on every device; x * 1 + y * 0 gives x back (a zero's sign aside). Its own
+  // portable twin: cos 0 and sin 0 are exact in every library.
+  static RopeTable identity(int head_dim, int max_positions);
   int head_dim() const { return head_dim_; }
   int max_positions() const { return max_positions_; }
   const float* cos_row(int pos) const { return row(cos_.get(), pos); }

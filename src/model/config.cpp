@@ -59,6 +59,11 @@ void ModelConfig::validate() const {
   if (sliding_window_period < 1 || sliding_window_period > 1024) bad("sliding window layer period", sliding_window_period);
   if (rope_local_theta < 0.0f || !std::isfinite(rope_local_theta))
     fail("{}: invalid config: rope_local_base_freq = {}", source, rope_local_theta);
+  for (size_t i = 0; i < nope_layers.size(); ++i) {
+    if (nope_layers[i] < 0 || nope_layers[i] >= n_layers) bad("layer without RoPE", nope_layers[i]);
+    if (i > 0 && nope_layers[i] <= nope_layers[i - 1])
+      fail("{}: invalid config: the layers without RoPE must be listed once each, ascending", source);
+  }
   if (query_pre_attn_scalar < 0.0f || !std::isfinite(query_pre_attn_scalar))
     fail("{}: invalid config: query_pre_attn_scalar = {}", source, query_pre_attn_scalar);
   if (gemma_family() && !(query_pre_attn_scalar > 0.0f))

@@ -74,6 +74,9 @@ struct ModelConfig {
   // Gemma-3: the RoPE base of the windowed (local) layers, unscaled (rope_local_base_freq); the
   // global layers take rope_theta and rope_scaling. 0 = one RoPE for every layer.
   float rope_local_theta = 0.0f;
+  // SmolLM3: the layers that add no positional encoding (no_rope_layers' zeros; every 4th layer in
+  // its checkpoints), ascending; empty = every layer rotates.
+  std::vector<int> nope_layers;
   // Gemma-2 (0 = absent): attention scores are multiplied by query_pre_attn_scalar^-0.5 (instead of
   // divided by sqrt(head_dim)); scores and final logits are soft-capped as cap * tanh(x / cap).
   float query_pre_attn_scalar = 0.0f;
@@ -103,6 +106,10 @@ struct ModelConfig {
   // Whether layer `layer` rotates with the local RoPE (rope_local_theta) rather than the global one:
   // Gemma-3's local layers, by their kind, as transformers picks position_embeddings_local.
   bool local_rope(int layer) const { return rope_local_theta > 0.0f && local_layer(layer); }
+  // Whether layer `layer` rotates q and k at all (not one of SmolLM3's NoPE layers).
+  bool rotates(int layer) const {
+    return !std::binary_search(nope_layers.begin(), nope_layers.end(), layer);
+  }
   // The local layers as Gemma-3's sliding_window_pattern says them (transformers and llama.cpp
   // alike: layer l local where (l + 1) % P != 0): 1 when none is (no window, no local RoPE), a
   // period longer than the model when every layer is, else the period.

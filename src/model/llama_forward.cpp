@@ -42,6 +42,9 @@
 //                    attn_norm rounds (v4.51's Olmo2RMSNorm is Llama's), before RoPE
 //   attn_out         o_proj -> P, post_attention_layernorm -> P, then resid_mid
 //   mlp_out          down_proj -> P, post_feedforward_layernorm -> P, then resid_post
+// SmolLM3 (Llama's layer) leaves q and k unrotated in its NoPE layers (no_rope_layers): they take
+// the identity rotation (cos 1, sin 0), which gives q_rope = q and k_rope = k, the same rounding
+// points and ops as any other layer.
 // A sparse layer (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE) replaces gate/up/act/mlp_out by its router
 // and experts (sparse_mlp below). The routing is decided on the host, from the router's logits, on
 // every device: a GPU pass waits for them in every sparse layer.
@@ -194,7 +197,7 @@ class Pass {
       hook(HookPoint::QPre, l, qr, qd);
       hook(HookPoint::KPre, l, kr, kvd);
       // Each rotation right before its rounding point: a device may fuse the two.
-      const RopeTable& rope = c_.local_rope(l) ? m_.rope_local : m_.rope;
+      const RopeTable& rope = !c_.rotates(l) ? m_.rope_none : c_.local_rope(l) ? m_.rope_local : m_.rope;
       kn_.rope(qr, M_, c_.n_heads, pos_of_row_.data(), rope, P_, pairs);
       materialise(qr, M_, qd, "q_rope", l);
       kn_.rope(kr, M_, c_.n_kv_heads, pos_of_row_.data(), rope, P_, pairs);

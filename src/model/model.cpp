@@ -22,6 +22,7 @@ std::shared_ptr<Model> Model::from_checkpoint(const Checkpoint& ckpt, DType dtyp
   rs.freq_factors = c.rope_freq_factors;
   m->rope = RopeTable(c.head_dim, c.max_seq_len, c.rope_theta, rs);
   if (c.rope_local_theta > 0.0f) m->rope_local = RopeTable(c.head_dim, c.max_seq_len, c.rope_local_theta, {});
+  if (!c.nope_layers.empty()) m->rope_none = RopeTable::identity(c.head_dim, c.max_seq_len);
   m->vocab = ckpt.vocab;
   m->tokenizer_path = ckpt.tokenizer_path;
   m->chat_template = ckpt.chat_template;

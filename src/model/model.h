@@ -19,6 +19,7 @@ struct Model {
   ModelWeights weights;
   RopeTable rope;
   RopeTable rope_local;  // Gemma-3's windowed layers' (rope_local_theta, unscaled); empty otherwise
+  RopeTable rope_none;   // SmolLM3's NoPE layers': the identity rotation; empty otherwise
   std::optional<VocabSpec> vocab;  // embedded (GGUF) vocabulary, if any
   std::string tokenizer_path;      // tokenizer.json found beside the checkpoint, if any
   std::string chat_template;       // the GGUF's chat template, if any (Checkpoint::chat_template)
