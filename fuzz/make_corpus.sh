@@ -186,6 +186,12 @@ cfgs["qwen2_5_vl"] = dict(cfgs["qwen2_window"], architectures=["Qwen2_5_VLForCon
                          model_type="qwen2_5_vl", use_sliding_window=False, image_token_id=5,
                          rope_scaling={"type": "mrope", "mrope_section": [2, 3, 3]},
                          vision_config={"depth": 2, "hidden_size": 16})
+cfgs["smollm3"] = {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smollm3", "hidden_size": 64,
+                   "intermediate_size": 160, "num_hidden_layers": 4, "num_attention_heads": 4,
+                   "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 512,
+                   "bos_token_id": 1, "eos_token_id": 2, "no_rope_layers": [1, 1, 1, 0],
+                   "no_rope_layer_interval": 4, "use_sliding_window": False, "sliding_window": None,
+                   "layer_types": ["full_attention"] * 4}
 for k, v in cfgs.items():
     open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))
 # A llama2.c checkpoint: dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 32 (shared), seq 16.

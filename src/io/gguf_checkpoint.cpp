@@ -99,7 +99,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   Meta m(g, name);
   const std::string arch = m.get_str("general.architecture", "", true);
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" &&
-      arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe" && arch != "phi3")
+      arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe" && arch != "phi3" &&
+      arch != "smollm3")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
   // llama.cpp's phi3 (Phi-3, Phi-4): Phi3ForCausalLM, which transformers runs as Mistral's decoder
@@ -130,7 +131,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
            : arch == "gemma3" ? Arch::Gemma3
            : arch == "olmo2"  ? Arch::Olmo2
            : arch == "olmoe"  ? Arch::Olmoe
-                              : Arch::Llama;
+                              : Arch::Llama;  // llama, phi3, smollm3
   c.dim = m.get_int(A + "embedding_length");
   c.hidden_dim = m.get_int(A + "feed_forward_length");
   c.n_layers = m.get_int(A + "block_count");
@@ -166,10 +167,19 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     c.moe.norm_topk_prob = m.get_bool(A + "expert_weights_norm", arch != "qwen2moe" && arch != "olmoe");
   }
 
+  // llama.cpp's smollm3: Llama's file (q/k rows permuted into adjacent pairs, as its converter
+  // does for LlamaModel) whose every 4th layer skips RoPE: a step its loader fixes at 4, no key.
+  if (arch == "smollm3") {
+    if (c.sliding_window > 0)
+      fail("{}: a sliding window is not supported for SmolLM3 (key {}attention.sliding_window)", name, A);
+    for (int l = 3; l < c.n_layers; l += 4) c.nope_layers.push_back(l);
+  }
+
   Checkpoint ck;
   ck.path = name;
   ck.format = "gguf";
-  ck.qk_layout = arch == "llama" ? RopeLayout::Interleaved : RopeLayout::Halves;
+  ck.qk_layout = arch == "llama" || arch == "smollm3" ? RopeLayout::Interleaved : RopeLayout::Halves;
+  if (arch == "smollm3") ck.read_from = "SmolLM3ForCausalLM";
   if (c.arch == Arch::Gemma2) {
     ck.norm_weights_include_one = true;
     // Softcaps are llama.cpp keys; query_pre_attn_scalar is kvparity's own (llama.cpp derives it

@@ -179,6 +179,15 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   cfg.validate();
   const std::string arch = opts.arch.empty() ? gguf_arch_for(cfg) : opts.arch;
   const std::string A = arch + ".";
+  if (!cfg.nope_layers.empty()) {
+    // llama.cpp's smollm3 has no key for its layers without RoPE: its loader fixes every 4th.
+    std::vector<int> every_4th;
+    for (int l = 3; l < cfg.n_layers; l += 4) every_4th.push_back(l);
+    if (cfg.arch != Arch::Llama || arch != "smollm3" || cfg.nope_layers != every_4th)
+      fail("{}: GGUF (llama.cpp's smollm3) can say only layers 3, 7, 11, ... of a Llama without RoPE; this {} model "
+           "has other layers without it",
+           path, arch_name(cfg.arch));
+  }
 
   // Work out names, types and offsets before creating the file, so bad input leaves nothing behind.
   struct Out {

@@ -60,6 +60,7 @@ json rope_of(const Checkpoint& ck) {
   using RS = ModelConfig::RopeScaling;
   json r = {{"theta", c.rope_theta}, {"qk_rows", ck.qk_layout == RopeLayout::Interleaved ? "interleaved" : "halves"}};
   if (c.rope_local_theta > 0) r["local_theta"] = c.rope_local_theta;  // the windowed layers', unscaled
+  if (!c.nope_layers.empty()) r["nope_layers"] = c.nope_layers;  // SmolLM3's layers without RoPE
   switch (c.rope_scaling) {
     case RS::None:
       r["scaling"] = "none";
@@ -246,8 +247,10 @@ std::string inspect_text(const json& d) {
                      ? fmt::format("{}, the text model of {} (run without its vision tower)", d["family"].get<std::string>(),
                                    d["text_model_of"].get<std::string>())
                  : d["read_from"].is_string()
-                     ? fmt::format("{}, read from {} (its fused projections split)", d["family"].get<std::string>(),
-                                   d["read_from"].get<std::string>())
+                     ? fmt::format("{}, read from {}{}", d["family"].get<std::string>(),
+                                   d["read_from"].get<std::string>(),
+                                   d["read_from"] == "Phi3ForCausalLM" ? " (its fused projections split)"
+                                                                       : " (its layers without RoPE kept)")
                      : d["family"].get<std::string>());
   if (d.contains("experts")) {
     const json& e = d["experts"];
@@ -299,6 +302,11 @@ std::string inspect_text(const json& d) {
     rope += fmt::format(", {} per-frequency divisors (GGUF rope_freqs)", rp["frequency_factors"].get<int>());
   if (rp.contains("local_theta"))
     rope += fmt::format(" (global layers); windowed layers theta {}, unscaled", number_text(rp["local_theta"].get<double>()));
+  if (rp.contains("nope_layers")) {
+    std::string ls;
+    for (const json& l : rp["nope_layers"]) ls += (ls.empty() ? "" : ", ") + std::to_string(l.get<int>());
+    rope += fmt::format("; none in layers {} (NoPE)", ls);
+  }
   rope += rp["qk_rows"] == "interleaved" ? "; q/k rows in adjacent pairs (llama.cpp, llama2.c)"
                                          : "; q/k rows in halves (Hugging Face)";
   line("rope", rope);

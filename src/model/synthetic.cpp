@@ -28,7 +28,7 @@ constexpr Preset kPresets[] = {
     {"gemma3-1b", "gemma3"},        {"olmo2-1b", "olmo2"},
     {"olmo2-7b", "olmo2"},          {"mixtral-8x7b", "mixtral"},
     {"qwen1.5-moe-a2.7b", "qwen2_moe"}, {"qwen3-30b-a3b", "qwen3_moe"},
-    {"olmoe-1b-7b", "olmoe"},
+    {"olmoe-1b-7b", "olmoe"},       {"smollm3-3b", "llama"},
 };
 
 std::string preset_arch(const std::string& preset) {
@@ -98,6 +98,11 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
   } else if (preset == "tinyllama-1.1b") {
     c.dim = 2048; c.hidden_dim = 5632; c.n_layers = 22; c.n_heads = 32; c.n_kv_heads = 4;
     c.vocab_size = 32000; c.max_seq_len = 2048;
+  } else if (preset == "smollm3-3b") {  // HuggingFaceTB/SmolLM3-3B: every 4th layer without RoPE
+    c.dim = 2048; c.hidden_dim = 11008; c.n_layers = 36; c.n_heads = 16; c.n_kv_heads = 4;
+    c.vocab_size = 128256; c.max_seq_len = 65536; c.rope_theta = 5000000.0f; c.norm_eps = 1e-6f;
+    c.tied_embeddings = true; c.bos_id = -1; c.eos_id = 128012;
+    for (int l = 3; l < c.n_layers; l += 4) c.nope_layers.push_back(l);
   } else if (preset == "llama2-7b") {  // meta-llama/Llama-2-7b-hf
     c.dim = 4096; c.hidden_dim = 11008; c.n_layers = 32; c.n_heads = 32; c.n_kv_heads = 32;
     c.vocab_size = 32000; c.max_seq_len = 4096;
