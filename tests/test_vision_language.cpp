@@ -107,10 +107,21 @@ void write_wrapped(const std::string& plain, const Wrapping& w, const std::strin
                    {"vision_config", top["vision_config"]}, {"image_token_id", 5}});
       top = flat;
     } else {
+      // The head's frequencies in three sections (Qwen3's head_dim is its own: 32 in its reference).
+      const int h = (text.contains("head_dim") ? text["head_dim"].get<int>()
+                                               : text["hidden_size"].get<int>() / text["num_attention_heads"].get<int>()) /
+                    2;
+      const json sections = {h - 2 * (h * 3 / 8), h * 3 / 8, h * 3 / 8};
       top["text_config"]["model_type"] = std::string(w.model_type) + "_text";
-      top["text_config"]["rope_parameters"] = {{"rope_type", "default"}, {"mrope_section", {2, 3, 3}},
-                                               {"rope_theta", text["rope_theta"]}};
-      top["text_config"].erase("rope_theta");
+      if (w.family == "qwen3") {
+        // Qwen3-VL as 4.57 saves it: rope_scaling beside rope_theta, the sections interleaved.
+        top["text_config"]["rope_scaling"] = {
+            {"rope_type", "default"}, {"mrope_section", sections}, {"mrope_interleaved", true}};
+      } else {
+        top["text_config"]["rope_parameters"] = {{"rope_type", "default"}, {"mrope_section", sections},
+                                                 {"rope_theta", text["rope_theta"]}};
+        top["text_config"].erase("rope_theta");
+      }
     }
   }
   std::ofstream(dir + "/config.json") << top.dump(2);
@@ -130,6 +141,7 @@ const std::vector<Wrapping> kWrappings = {
      {"rope_theta", "use_sliding_window", "max_window_layers"}},
     {"qwen2", "Qwen2VLForConditionalGeneration", "qwen2_vl", Layout::Published, false, {}, true},
     {"qwen2", "Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl", Layout::Transformers452, true, {}, true},
+    {"qwen3", "Qwen3VLForConditionalGeneration", "qwen3_vl", Layout::Transformers452, true, {}, true},
 };
 
 class VisionLanguage : public ::testing::TestWithParam<size_t> {};
@@ -239,10 +251,34 @@ TEST(VisionLanguageConfig, SparseTextConfigsTakeTheirClassDefaults) {
   EXPECT_EQ(std::tie(m.n_heads, m.n_kv_heads, m.head_dim, m.max_seq_len, m.sliding_window),
             std::make_tuple(32, 8, 128, 131072, 4096));
   EXPECT_EQ(m.rope_theta, 1e9f);
+  // Qwen3-VL at Qwen3-4B's shape: head_dim 128 of its own (hidden / heads is 80), so the interleaved
+  // sections [24, 20, 20] cover its 64 frequencies; the text model is Qwen3's.
+  const ModelConfig q = parse_hf_config(R"({"architectures":["Qwen3VLForConditionalGeneration"],"model_type":"qwen3_vl",
+    "image_token_id":151655,"tie_word_embeddings":true,
+    "text_config":{"attention_bias":false,"bos_token_id":151643,"eos_token_id":151645,"head_dim":128,
+                   "hidden_act":"silu","hidden_size":2560,"intermediate_size":9728,"max_position_embeddings":262144,
+                   "model_type":"qwen3_vl_text","num_attention_heads":32,"num_hidden_layers":36,
+                   "num_key_value_heads":8,"rms_norm_eps":1e-06,"rope_theta":5000000,
+                   "rope_scaling":{"mrope_interleaved":true,"mrope_section":[24,20,20],"rope_type":"default"},
+                   "tie_word_embeddings":true,"vocab_size":151936},
+    "vision_config":{"deepstack_visual_indexes":[5,11,17],"model_type":"qwen3_vl"}})",
+                                        "config.json", nullptr, &which);
+  EXPECT_EQ(which, "Qwen3VLForConditionalGeneration");
+  EXPECT_EQ(family_name(q), "qwen3");
+  EXPECT_EQ(std::tie(q.dim, q.n_heads, q.n_kv_heads, q.head_dim, q.n_layers, q.vocab_size),
+            std::make_tuple(2560, 32, 8, 128, 36, 151936));
+  EXPECT_EQ(q.rope_theta, 5e6f);
+  EXPECT_EQ(q.rope_scaling, ModelConfig::RopeScaling::None);
+  EXPECT_TRUE(q.tied_embeddings);
 }
 
 TEST(VisionLanguageConfig, OtherWrappersAndTextModelsAreRefusedByName) {
   auto err = [](const std::string& body) { return test::error_of([&] { parse_hf_config(body, "cfg.json"); }); };
+  // Qwen3-VL-MoE's experts are stored transposed ([experts, hidden, 2 x expert width]): not read.
+  EXPECT_NE(err(R"({"architectures":["Qwen3VLMoeForConditionalGeneration"],"model_type":"qwen3_vl_moe",
+                  "text_config":{"model_type":"qwen3_vl_moe_text"}})")
+                .find("vision-language model 'Qwen3VLMoeForConditionalGeneration' is not supported"),
+            std::string::npos);
   // PaliGemma's prefix attends both ways: not Gemma's causal text model.
   EXPECT_NE(err(R"({"architectures":["PaliGemmaForConditionalGeneration"],"model_type":"paligemma",
                   "text_config":{"model_type":"gemma2"}})")
@@ -265,8 +301,8 @@ TEST(VisionLanguageConfig, OtherWrappersAndTextModelsAreRefusedByName) {
   EXPECT_NE(err(R"({"architectures":["Gemma3ForConditionalGeneration"],"eos_token_id":"x","text_config":{}})")
                 .find("field 'eos_token_id' must be a token id"),
             std::string::npos);
-  // Qwen-VL's M-RoPE sections must cover the head's frequencies; Qwen3-VL's interleaved kind is
-  // another rotation; a known family's config with a vision_config is still refused by that field.
+  // Qwen-VL's M-RoPE sections must cover the head's frequencies; the interleaved kind is Qwen3-VL's
+  // alone; a known family's config with a vision_config is still refused by that field.
   const std::string qwen_vl = R"({"architectures":["Qwen2VLForConditionalGeneration"],"model_type":"qwen2_vl",
     "hidden_size":64,"intermediate_size":160,"num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
     "max_position_embeddings":512,"vocab_size":512,"vision_config":{},)";
@@ -274,7 +310,8 @@ TEST(VisionLanguageConfig, OtherWrappersAndTextModelsAreRefusedByName) {
                 .find("field 'rope_scaling.mrope_section' = [2,3,4] covers 9 of the head's 8 frequencies"),
             std::string::npos);
   EXPECT_NE(err(qwen_vl + R"("rope_scaling":{"type":"mrope","mrope_section":[2,3,3],"mrope_interleaved":true}})")
-                .find("interleaved M-RoPE is not supported"),
+                .find("interleaved M-RoPE is Qwen3-VL's, not this model's (config.json field "
+                      "rope_scaling.mrope_interleaved)"),
             std::string::npos);
   EXPECT_NE(err(qwen_vl + R"("text_config":{"model_type":"llama"}})")
                 .find("the text model 'llama' of Qwen2VLForConditionalGeneration is not supported"),

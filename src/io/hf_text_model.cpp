@@ -19,17 +19,21 @@ struct Wrapper {
   // Qwen2-VL / Qwen2.5-VL: a Qwen2 text model whose fields sit at the top of config.json (newer
   // saves nest them in text_config too), rotated by M-RoPE: sections of the frequencies take the
   // temporal, height and width positions, which for text are one position, so for a prompt without
-  // images it is Qwen2's RoPE exactly.
+  // images it is Qwen2's RoPE exactly. Qwen3-VL: a Qwen3 text model (text_config), its M-RoPE's
+  // sections interleaved (frequency i takes position i % 3 of t, h, w within the sections), which
+  // for one position is the same plain RoPE (Qwen3VLTextRotaryEmbedding expands text's 2-D
+  // position ids to three equal rows).
   bool qwen_vl;
 };
 
-constexpr std::array<Wrapper, 6> kWrappers{{
+constexpr std::array<Wrapper, 7> kWrappers{{
     {"Gemma3ForConditionalGeneration", "gemma3", "gemma3_text", true, false},
     {"Mistral3ForConditionalGeneration", "mistral3", "mistral", false, false},
     {"LlavaForConditionalGeneration", "llava", "llama", false, false},
     {"LlavaNextForConditionalGeneration", "llava_next", "llama", false, false},
     {"Qwen2VLForConditionalGeneration", "qwen2_vl", "qwen2", false, true},
     {"Qwen2_5_VLForConditionalGeneration", "qwen2_5_vl", "qwen2", false, true},
+    {"Qwen3VLForConditionalGeneration", "qwen3_vl", "qwen3", false, true},
 }};
 
 std::string wrapper_classes() {
@@ -41,11 +45,18 @@ std::string wrapper_classes() {
 // M-RoPE's sections in a Qwen-VL rope dict (v4: rope_scaling {"type": "mrope", "mrope_section":
 // [16, 24, 24]}; later {"rope_type": "default", "mrope_section": ...}; v5 rope_parameters alike):
 // checked to cover the head's frequencies, then dropped, leaving the plain RoPE they amount to.
-void drop_mrope(json& text, const char* key, const std::string& source) {
+// `interleaved_ok`: Qwen3-VL's layout (for text the same plain RoPE as the chunked one).
+void drop_mrope(json& text, const char* key, const std::string& source, bool interleaved_ok) {
   if (!text.contains(key) || !text[key].is_object()) return;
   json& r = text[key];
-  if (r.contains("mrope_interleaved") && r["mrope_interleaved"] == true)
-    fail("{}: interleaved M-RoPE is not supported (config.json field {}.mrope_interleaved)", source, key);
+  if (r.contains("mrope_interleaved")) {
+    if (!r["mrope_interleaved"].is_boolean())
+      fail("{}: field '{}.mrope_interleaved' must be a bool, got {}", source, key, r["mrope_interleaved"].dump());
+    if (r["mrope_interleaved"] == true && !interleaved_ok)
+      fail("{}: interleaved M-RoPE is Qwen3-VL's, not this model's (config.json field {}.mrope_interleaved)", source,
+           key);
+    r.erase("mrope_interleaved");
+  }
   if (r.contains("mrope_section")) {
     const json& sec = r["mrope_section"];
     int64_t sum = 0;
@@ -61,9 +72,11 @@ void drop_mrope(json& text, const char* key, const std::string& source) {
       return text.contains(k) && text[k].is_number_integer() ? text[k].get<int64_t>() : int64_t(0);
     };
     const int64_t heads = field("num_attention_heads"), hidden = field("hidden_size");
-    if (heads > 0 && hidden % heads == 0 && sum * 2 != hidden / heads)
+    // Qwen3's head_dim is its own (Qwen3-VL-4B: 128, hidden / heads 80).
+    const int64_t head = field("head_dim") > 0 ? field("head_dim") : heads > 0 && hidden % heads == 0 ? hidden / heads : 0;
+    if (head > 0 && sum * 2 != head)
       fail("{}: field '{}.mrope_section' = {} covers {} of the head's {} frequencies", source, key, sec.dump(), sum,
-           hidden / heads / 2);
+           head / 2);
     r.erase("mrope_section");
   }
   for (const char* t : {"type", "rope_type"})
@@ -151,15 +164,16 @@ std::optional<WrappedTextModel> unwrap_text_model(const json& j, const std::stri
     type = text["model_type"].get<std::string>();
   }
   if (w->qwen_vl) {
-    // Its own text classes (qwen2_vl_text, qwen2_5_vl_text) are Qwen2's decoder; their defaults
-    // (the 72B's shape) are not filled in: the published configs give every field.
+    // Its own text classes (qwen2_vl_text, qwen2_5_vl_text; qwen3_vl_text) are Qwen2's decoder
+    // (Qwen3's); their defaults are not filled in: the published configs give every field.
     const std::string own = std::string(w->model_type) + "_text";
-    if (type != own && type != w->model_type && type != "qwen2")
+    if (type != own && type != w->model_type && type != w->default_text_type)
       fail("{}: the text model '{}' of {} is not supported (config.json field text_config.model_type)", source, type,
            w->class_name);
-    type = "qwen2";
-    drop_mrope(text, "rope_scaling", source);
-    drop_mrope(text, "rope_parameters", source);
+    type = w->default_text_type;
+    const bool interleaved_ok = type == "qwen3";
+    drop_mrope(text, "rope_scaling", source, interleaved_ok);
+    drop_mrope(text, "rope_parameters", source, interleaved_ok);
   } else {
     const json defaults = class_defaults(type);
     if (defaults.is_null() || (w->gemma3_only && type != "gemma3_text"))

@@ -1,11 +1,13 @@
 #pragma once
 // The text model inside a vision-language checkpoint (Gemma3ForConditionalGeneration,
 // Mistral3ForConditionalGeneration, LlavaForConditionalGeneration, LlavaNextForConditionalGeneration,
-// Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration). For a prompt without images
-// each of these classes runs its language model unchanged (the token embedding, the decoder, the
-// head; Qwen-VL's M-RoPE is then plain RoPE), so kvparity runs that model and leaves the vision
-// tower unread. Other wrappers change the text path (PaliGemma's prefix attends both ways,
-// Qwen3-VL's interleaved M-RoPE) and stay refused.
+// Qwen2VLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration,
+// Qwen3VLForConditionalGeneration). For a prompt without images each of these classes runs its
+// language model unchanged (the token embedding, the decoder, the head; Qwen-VL's M-RoPE, chunked
+// or interleaved, is then plain RoPE; Qwen3-VL's deepstack adds visual features at image positions
+// only), so kvparity runs that model and leaves the vision tower unread. Other wrappers change the
+// text path (PaliGemma's prefix attends both ways) or are not read (Qwen3-VL-MoE's experts) and
+// stay refused.
 #include <optional>
 #include <string>
 #include <vector>
