@@ -192,6 +192,11 @@ cfgs["smollm3"] = {"architectures": ["SmolLM3ForCausalLM"], "model_type": "smoll
                    "bos_token_id": 1, "eos_token_id": 2, "no_rope_layers": [1, 1, 1, 0],
                    "no_rope_layer_interval": 4, "use_sliding_window": False, "sliding_window": None,
                    "layer_types": ["full_attention"] * 4}
+cfgs["granite"] = dict(cfgs["smollm3"], architectures=["GraniteForCausalLM"], model_type="granite",
+                      embedding_multiplier=12.0, attention_multiplier=0.015625, residual_multiplier=0.22,
+                      logits_scaling=8.0)
+for k in ("no_rope_layers", "no_rope_layer_interval", "use_sliding_window", "sliding_window", "layer_types"):
+    cfgs["granite"].pop(k)
 for k, v in cfgs.items():
     open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))
 # A llama2.c checkpoint: dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 32 (shared), seq 16.

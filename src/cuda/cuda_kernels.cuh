@@ -280,11 +280,11 @@ class CudaKernels final : public Kernels {
       graphs_.submit(signature(kSoftcap, x, n, cap, a),
                      [=] { pt ? launch_portable_softcap(x, n, cap, a) : launch_softcap(x, n, cap, a); });
   }
-  void scale(float* x, size_t n, float s, DType act) override {
+  void scale(float* x, size_t n, float s, DType act, ScaleBy by) override {
     OpSpan span("scale");
     fusion_.flush();
     const int a = store_of(act);
-    const float sr = round_to(act, s);
+    const float sr = by == ScaleBy::Act ? round_to(act, s) : s;
     wrote(x, n);
     if (n) graphs_.submit(signature(kScale, x, n, sr, a), [=] { launch_scale(x, n, sr, a); });
   }

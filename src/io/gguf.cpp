@@ -301,6 +301,7 @@ std::string gguf_type_name(GgufType t) {
 
 std::string gguf_arch_for(const ModelConfig& c) {
   if (!c.nope_layers.empty()) return "smollm3";  // the writer checks that the file can say its layers
+  if (c.granite_multipliers()) return "granite";
   if (c.is_moe() && (c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3)) return arch_name(c.arch) + "moe";
   if (c.arch == Arch::Olmoe) return "olmoe";
   return gguf_arch_for(c.arch);

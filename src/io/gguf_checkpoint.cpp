@@ -100,7 +100,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   const std::string arch = m.get_str("general.architecture", "", true);
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" &&
       arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe" && arch != "phi3" &&
-      arch != "smollm3")
+      arch != "smollm3" && arch != "granite")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
   // llama.cpp's phi3 (Phi-3, Phi-4): Phi3ForCausalLM, which transformers runs as Mistral's decoder
@@ -131,7 +131,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
            : arch == "gemma3" ? Arch::Gemma3
            : arch == "olmo2"  ? Arch::Olmo2
            : arch == "olmoe"  ? Arch::Olmoe
-                              : Arch::Llama;  // llama, phi3, smollm3
+                              : Arch::Llama;  // llama, phi3, smollm3, granite
   c.dim = m.get_int(A + "embedding_length");
   c.hidden_dim = m.get_int(A + "feed_forward_length");
   c.n_layers = m.get_int(A + "block_count");
@@ -175,10 +175,28 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     for (int l = 3; l < c.n_layers; l += 4) c.nope_layers.push_back(l);
   }
 
+  // llama.cpp's granite: Llama's file (q/k permuted) with Granite's multipliers under its own
+  // names, each written only when non-zero; an absent score scale is llama.cpp's 1/sqrt(head_dim).
+  if (arch == "granite") {
+    if (c.sliding_window > 0)
+      fail("{}: a sliding window is not supported for Granite (key {}attention.sliding_window)", name, A);
+    c.arch = Arch::Llama;
+    auto scale = [&](const char* k, double dflt) {
+      const double v = m.get_num(A + k, dflt);
+      return float(v == 0.0 ? dflt : v);
+    };
+    c.embedding_multiplier = scale("embedding_scale", 1.0);
+    c.residual_multiplier = scale("residual_scale", 1.0);
+    c.logits_scaling = scale("logit_scale", 1.0);
+    c.attention_multiplier = float(m.get_num(A + "attention.scale", 0.0));
+  }
+
   Checkpoint ck;
   ck.path = name;
   ck.format = "gguf";
-  ck.qk_layout = arch == "llama" || arch == "smollm3" ? RopeLayout::Interleaved : RopeLayout::Halves;
+  ck.qk_layout =
+      arch == "llama" || arch == "smollm3" || arch == "granite" ? RopeLayout::Interleaved : RopeLayout::Halves;
+  if (arch == "granite") ck.read_from = "GraniteForCausalLM";
   if (arch == "smollm3") ck.read_from = "SmolLM3ForCausalLM";
   if (c.arch == Arch::Gemma2) {
     ck.norm_weights_include_one = true;

@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "io/hf_moe_config.h"
 #include "io/hf_rope_parameters.h"
-#include "io/hf_smollm3.h"
+#include "io/hf_llama_variants.h"
 #include "io/hf_text_model.h"
 #include "io/io_util.h"
 
@@ -281,21 +281,31 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
     j["model_type"] = windowed ? "mistral" : "llama";
     j.erase("architectures");
   }
-  // SmolLM3: Llama's decoder with NoPE layers (hf_smollm3.h).
+  // SmolLM3 (NoPE layers) and Granite (multipliers): Llama's decoder (hf_llama_variants.h).
   const bool smollm3 = !phi3 && is_smollm3_config(j);
   const std::vector<int> nope = smollm3 ? read_smollm3_config(j, file + " (SmolLM3ForCausalLM)") : std::vector<int>{};
+  const bool granite = !phi3 && !smollm3 && is_granite_config(j);
+  const GraniteMultipliers gm = granite ? read_granite_config(j, file + " (GraniteForCausalLM)") : GraniteMultipliers{};
   const std::string source = wrapped ? fmt::format("{} (text_config of {})", file, wrapped->wrapper_class)
                              : phi3  ? fmt::format("{} (Phi3ForCausalLM, read as {})", file,
                                                    j["model_type"].get<std::string>())
                              : smollm3 ? file + " (SmolLM3ForCausalLM)"
+                             : granite ? file + " (GraniteForCausalLM)"
                                        : file;
   if (text_model_of != nullptr) *text_model_of = wrapped ? wrapped->wrapper_class : std::string();
-  if (read_from != nullptr) *read_from = phi3 ? "Phi3ForCausalLM" : smollm3 ? "SmolLM3ForCausalLM" : "";
+  if (read_from != nullptr)
+    *read_from = phi3 ? "Phi3ForCausalLM" : smollm3 ? "SmolLM3ForCausalLM" : granite ? "GraniteForCausalLM" : "";
   ConfigReader r(j, source);
   ModelConfig c;
   c.source = file;
   c.arch = arch_from_json(j, source);
   c.nope_layers = nope;
+  if (granite) {
+    c.embedding_multiplier = gm.embedding;
+    c.attention_multiplier = gm.attention;
+    c.residual_multiplier = gm.residual;
+    c.logits_scaling = gm.logits;
+  }
   const std::string rope_field = read_rope_parameters(j, c.arch == Arch::Gemma3, source);
   reject_unsupported(j, r, c.arch, source, rope_field);
   const FamilyDefaults fd = family_defaults(c.arch);
@@ -568,6 +578,7 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
   }
   if (c.is_moe()) write_hf_moe_fields(j, c, path);
   if (!c.nope_layers.empty()) write_smollm3_fields(j, c, path);
+  if (c.granite_multipliers()) write_granite_fields(j, c, path);
   AtomicFile f(path);
   f.write_str(j.dump(2) + "\n");
   f.commit();

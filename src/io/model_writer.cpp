@@ -263,6 +263,14 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "rope.dimension_count", GgufValue::of_u32(uint32_t(cfg.head_dim)));
   // Under "llama" this key is kvparity's Mistral marker (llama.cpp ignores it); gemma2 reads it.
   if (cfg.sliding_window > 0) kv.set(A + "attention.sliding_window", GgufValue::of_u32(uint32_t(cfg.sliding_window)));
+  if (cfg.granite_multipliers()) {
+    if (arch != "granite" || cfg.arch != Arch::Llama)
+      fail("{}: Granite's multipliers have a GGUF form only on Llama's decoder (llama.cpp's granite)", path);
+    kv.set(A + "embedding_scale", GgufValue::of_f32(cfg.embedding_multiplier));
+    kv.set(A + "residual_scale", GgufValue::of_f32(cfg.residual_multiplier));
+    kv.set(A + "logit_scale", GgufValue::of_f32(cfg.logits_scaling));
+    if (cfg.attention_multiplier > 0.0f) kv.set(A + "attention.scale", GgufValue::of_f32(cfg.attention_multiplier));
+  }
   if (cfg.is_moe()) {
     // llama.cpp's keys; expert_weights_norm too, which its Mixtral and Qwen-MoE graphs fix by arch.
     kv.set(A + "expert_count", GgufValue::of_u32(uint32_t(cfg.moe.n_experts)));

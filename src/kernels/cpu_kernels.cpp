@@ -40,7 +40,7 @@ void CpuKernels::gelu_tanh_mul(float* gate, const float* up, size_t n, DType act
   kvp::gelu_tanh_mul(gate, up, n, act);
 }
 void CpuKernels::softcap(float* x, size_t n, float cap, DType act) { softcap_inplace(x, n, cap, act); }
-void CpuKernels::scale(float* x, size_t n, float s, DType act) { scale_inplace(x, n, s, act); }
+void CpuKernels::scale(float* x, size_t n, float s, DType act, ScaleBy by) { scale_inplace(x, n, s, act, by); }
 void CpuKernels::add(float* x, const float* y, size_t n, DType act) { add_inplace(x, y, n, act); }
 void CpuKernels::copy(float* dst, const float* src, size_t n) { std::copy_n(src, n, dst); }
 

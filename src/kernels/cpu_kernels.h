@@ -18,7 +18,7 @@ class CpuKernels : public Kernels {
   void silu_mul(float* gate, const float* up, size_t n, DType act) override;
   void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override;
   void softcap(float* x, size_t n, float cap, DType act) override;
-  void scale(float* x, size_t n, float s, DType act) final;
+  void scale(float* x, size_t n, float s, DType act, ScaleBy by) final;
   void add(float* x, const float* y, size_t n, DType act) final;
   void copy(float* dst, const float* src, size_t n) final;
   void kv_write(const KvWrite* w, int n) final;

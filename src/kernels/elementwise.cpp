@@ -158,8 +158,8 @@ void softcap_inplace(float* x, size_t n, float cap, DType act) {
   for (size_t i = 0; i < n; ++i) x[i] = round_to(act, round_to(act, std::tanh(round_to(act, x[i] / cap))) * cap);
 }
 
-void scale_inplace(float* x, size_t n, float scale, DType act) {
-  const float s = round_to(act, scale);
+void scale_inplace(float* x, size_t n, float scale, DType act, ScaleBy by) {
+  const float s = by == ScaleBy::Act ? round_to(act, scale) : scale;
   for (size_t i = 0; i < n; ++i) x[i] *= s;
   simd::round_inplace(act, x, n);
 }

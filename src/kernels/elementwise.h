@@ -104,8 +104,13 @@ void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act);
 // x <- round(round(tanh(round(x / cap))) * cap): Gemma-2's soft-capping as three eager ops.
 void softcap_inplace(float* x, size_t n, float cap, DType act);
 
-// x <- round(x * round(scale)): Gemma-2's embedding normaliser (a tensor in the compute dtype).
-void scale_inplace(float* x, size_t n, float scale, DType act);
+// What a scale's factor is when it multiplies: a tensor in the compute dtype (Gemma-2's embedding
+// normaliser, the MoE routing weights), so rounded to it first; or a Python float, which PyTorch
+// applies in fp32 opmath (Granite's multipliers).
+enum class ScaleBy { Act, Fp32 };
+
+// x <- round(x * s), s = round(scale) (ScaleBy::Act) or scale itself (ScaleBy::Fp32).
+void scale_inplace(float* x, size_t n, float scale, DType act, ScaleBy by = ScaleBy::Act);
 
 // x <- round(x + y): residual connection.
 void add_inplace(float* x, const float* y, size_t n, DType act);

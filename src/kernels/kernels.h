@@ -133,7 +133,7 @@ class Kernels {
   virtual void silu_mul(float* gate, const float* up, size_t n, DType act) = 0;
   virtual void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) = 0;
   virtual void softcap(float* x, size_t n, float cap, DType act) = 0;
-  virtual void scale(float* x, size_t n, float s, DType act) = 0;
+  virtual void scale(float* x, size_t n, float s, DType act, ScaleBy by) = 0;  // scale_inplace
   virtual void add(float* x, const float* y, size_t n, DType act) = 0;
   virtual void copy(float* dst, const float* src, size_t n) = 0;
   // K/V rows into caches, encoded in each cache's KV type.

@@ -47,6 +47,11 @@ json attention_of(const ModelConfig& c) {
             {"qkv_bias", c.qkv_bias},
             {"qk_norm", c.qk_norm()},
             {"qk_norm_per_head", c.qk_norm_per_head()}};
+  if (c.attention_multiplier > 0) {  // Granite's: scores x this number, no 1/sqrt
+    a["score_scale"] = c.attention_multiplier;
+    a["score_scale_of"] = "attention_multiplier";
+    a["score_scale_base"] = c.attention_multiplier;
+  }
   if (c.sliding_window > 0) {
     // "periodic": every layer l with (l + 1) % window_period != 0 (Gemma-3's local layers).
     a["window_layers"] = c.sliding_window_period == 1 ? "every" : c.sliding_window_period == 2 ? "even" : "periodic";
@@ -219,6 +224,10 @@ json inspect_model(const InspectOptions& o) {
                {"gain_in_fp32", c.norm_gain_in_fp32()},
                {"placement", !c.pre_norms() ? "post" : c.post_norms() ? "pre and post" : "pre"}};
   d["head"] = {{"tied", c.tied_embeddings}, {"final_logit_softcap", c.final_logit_softcapping}};
+  if (c.granite_multipliers())  // Granite's other three (the score's is under attention)
+    d["multipliers"] = {{"embedding", c.embedding_multiplier},
+                        {"residual", c.residual_multiplier},
+                        {"logits_scaling", c.logits_scaling}};
   d["special_tokens"] = {{"bos", c.bos_id},
                          {"eos", c.eos_id},
                          {"more_eos", c.more_eos_ids},
@@ -249,8 +258,9 @@ std::string inspect_text(const json& d) {
                  : d["read_from"].is_string()
                      ? fmt::format("{}, read from {}{}", d["family"].get<std::string>(),
                                    d["read_from"].get<std::string>(),
-                                   d["read_from"] == "Phi3ForCausalLM" ? " (its fused projections split)"
-                                                                       : " (its layers without RoPE kept)")
+                                   d["read_from"] == "Phi3ForCausalLM"      ? " (its fused projections split)"
+                                   : d["read_from"] == "SmolLM3ForCausalLM" ? " (its layers without RoPE kept)"
+                                                                            : " (its multipliers kept)")
                      : d["family"].get<std::string>());
   if (d.contains("experts")) {
     const json& e = d["experts"];
@@ -275,8 +285,10 @@ std::string inspect_text(const json& d) {
                   sh["kv_heads"].get<int>(), sh["kv_heads"].get<int>() == 1 ? "" : "s", at["kind"].get<std::string>());
   if (at["kind"] == "grouped-query")
     heads += fmt::format(", {} queries a KV head", at["queries_per_kv_head"].get<int>());
-  heads += fmt::format("); scores x {:.6g} = 1/sqrt({} {})", at["score_scale"].get<double>(),
-                       at["score_scale_of"].get<std::string>(), number_text(at["score_scale_base"].get<double>()));
+  heads += at["score_scale_of"] == "attention_multiplier"
+               ? fmt::format("); scores x {:.6g} (attention_multiplier)", at["score_scale"].get<double>())
+               : fmt::format("); scores x {:.6g} = 1/sqrt({} {})", at["score_scale"].get<double>(),
+                             at["score_scale_of"].get<std::string>(), number_text(at["score_scale_base"].get<double>()));
   const int window = at["sliding_window"].get<int>();
   heads += window > 0
                ? fmt::format("; window {} in {} layers", window,
@@ -319,6 +331,12 @@ std::string inspect_text(const json& d) {
   const double fcap = d["head"]["final_logit_softcap"].get<double>();
   line("head", std::string(d["head"]["tied"].get<bool>() ? "tied to the embedding" : "its own matrix") +
                    (fcap > 0 ? "; logits soft-capped at " + number_text(fcap) : ""));
+  if (d.contains("multipliers")) {
+    const json& mu = d["multipliers"];
+    line("multipliers", fmt::format("embedding x {}, each block's output x {} before its residual add, logits / {}",
+                                    number_text(mu["embedding"].get<double>()), number_text(mu["residual"].get<double>()),
+                                    number_text(mu["logits_scaling"].get<double>())));
+  }
   const json& sp = d["special_tokens"];
   line("special ids",
        fmt::format("BOS {}, EOS {}{}{}", id_text(sp["bos"].get<int>()), id_text(sp["eos"].get<int>()),

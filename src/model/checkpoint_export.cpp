@@ -196,6 +196,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     target = RopeLayout::Halves;
   } else if (format == "gguf") {
     // llama.cpp's "llama" arch (also used for Mistral) expects adjacent pairs; the others use halves.
+    // (smollm3 and granite, Llama's files under another name, too)
     target = (c.arch == Arch::Llama || c.arch == Arch::Mistral) ? RopeLayout::Interleaved : RopeLayout::Halves;
   } else {
     fail_usage("unknown output format '{}' (expected hf or gguf)", format);

@@ -64,6 +64,17 @@ void ModelConfig::validate() const {
     if (i > 0 && nope_layers[i] <= nope_layers[i - 1])
       fail("{}: invalid config: the layers without RoPE must be listed once each, ascending", source);
   }
+  for (auto [name, v] : {std::pair{"embedding_multiplier", embedding_multiplier},
+                         std::pair{"residual_multiplier", residual_multiplier}, std::pair{"logits_scaling", logits_scaling}})
+    if (!(v > 0.0f) || !std::isfinite(v)) fail("{}: invalid config: {} = {} (must be a positive number)", source, name, v);
+  if (attention_multiplier < 0.0f || !std::isfinite(attention_multiplier))
+    fail("{}: invalid config: attention_multiplier = {}", source, attention_multiplier);
+  if (int e; std::frexp(logits_scaling, &e) != 0.5f)
+    fail("{}: logits_scaling = {} is not supported: only a power of two, whose division is multiplication by its "
+         "exact reciprocal (the published Granite models' 8 and 16 are)",
+         source, logits_scaling);
+  if (granite_multipliers() && (gemma_family() || arch == Arch::Olmo2))
+    fail("{}: invalid config: Granite's multipliers on {}, which has its own scaling", source, arch_name(arch));
   if (query_pre_attn_scalar < 0.0f || !std::isfinite(query_pre_attn_scalar))
     fail("{}: invalid config: query_pre_attn_scalar = {}", source, query_pre_attn_scalar);
   if (gemma_family() && !(query_pre_attn_scalar > 0.0f))

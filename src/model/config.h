@@ -77,6 +77,15 @@ struct ModelConfig {
   // SmolLM3: the layers that add no positional encoding (no_rope_layers' zeros; every 4th layer in
   // its checkpoints), ascending; empty = every layer rotates.
   std::vector<int> nope_layers;
+  // Granite (GraniteForCausalLM): Llama's decoder with four multipliers, each a Python float that
+  // PyTorch applies in fp32 opmath, rounding the product to the compute dtype: the embedding rows
+  // x embedding_multiplier; scores x attention_multiplier (instead of / sqrt(head_dim); 0 = the
+  // family's scaling); each block's output x residual_multiplier before its residual add; logits /
+  // logits_scaling (a power of two: division by it is multiplication by its exact reciprocal).
+  float embedding_multiplier = 1.0f;
+  float attention_multiplier = 0.0f;
+  float residual_multiplier = 1.0f;
+  float logits_scaling = 1.0f;
   // Gemma-2 (0 = absent): attention scores are multiplied by query_pre_attn_scalar^-0.5 (instead of
   // divided by sqrt(head_dim)); scores and final logits are soft-capped as cap * tanh(x / cap).
   float query_pre_attn_scalar = 0.0f;
@@ -135,6 +144,11 @@ struct ModelConfig {
   bool pre_norms() const { return arch != Arch::Olmo2; }
   bool post_norms() const { return gemma_family() || arch == Arch::Olmo2; }
   bool is_moe() const { return moe.n_experts > 0; }
+  // Whether any of Granite's multipliers is set.
+  bool granite_multipliers() const {
+    return embedding_multiplier != 1.0f || attention_multiplier != 0.0f || residual_multiplier != 1.0f ||
+           logits_scaling != 1.0f;
+  }
   // Whether layer `layer`'s MLP is the experts' (else the dense MLP of hidden_dim).
   bool moe_layer(int layer) const {
     return is_moe() && (layer + 1) % moe.sparse_step == 0 &&

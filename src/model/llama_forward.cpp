@@ -42,6 +42,13 @@
 //                    attn_norm rounds (v4.51's Olmo2RMSNorm is Llama's), before RoPE
 //   attn_out         o_proj -> P, post_attention_layernorm -> P, then resid_mid
 //   mlp_out          down_proj -> P, post_feedforward_layernorm -> P, then resid_post
+// Granite (transformers v4.44 GraniteForCausalLM, eager) is Llama with four multipliers, each a
+// Python float applied in fp32 and rounded:
+//   embed_scaled     embed * embedding_multiplier -> P
+//   scores           round(q.k) -> P, * attention_multiplier -> P (no / sqrt(head_dim))
+//   attn_out_scaled  attn_out * residual_multiplier -> P, then resid_mid
+//   mlp_out_scaled   mlp_out * residual_multiplier -> P, then resid_post
+//   logits_scaled    logits / logits_scaling -> P
 // SmolLM3 (Llama's layer) leaves q and k unrotated in its NoPE layers (no_rope_layers): they take
 // the identity rotation (cos 1, sin 0), which gives q_rope = q and k_rope = k, the same rounding
 // points and ops as any other layer.
@@ -163,7 +170,11 @@ class Pass {
     kn_.begin_pass();
     kn_.embed(W.embed, tokens_.data(), M_, a_.x.data());
     materialise(a_.x.data(), M_, dim, "embed", -1);
-    if (gemma_) kn_.scale(a_.x.data(), M * dim, float(std::sqrt(double(dim))), P_);
+    if (gemma_) kn_.scale(a_.x.data(), M * dim, float(std::sqrt(double(dim))), P_, ScaleBy::Act);
+    if (c_.embedding_multiplier != 1.0f) {
+      kn_.scale(a_.x.data(), M * dim, c_.embedding_multiplier, P_, ScaleBy::Fp32);
+      materialise(a_.x.data(), M_, dim, "embed_scaled", -1);
+    }
     hook(HookPoint::Embed, -1, a_.x.data(), dim);
 
     std::vector<AttentionParams> attn(slices_.size());
@@ -242,6 +253,7 @@ class Pass {
           ap.score_scale = float(std::pow(double(c_.query_pre_attn_scalar), -0.5));
           ap.softcap = c_.attn_logit_softcapping;
         }
+        if (c_.attention_multiplier > 0.0f) ap.score_scale = c_.attention_multiplier;
         ap.sliding_window = c_.window_for_layer(l);
         ap.act = P_;
       }
@@ -256,6 +268,7 @@ class Pass {
         materialise(a_.proj.data(), M_, dim, "post_attn_norm", l);
       }
       hook(HookPoint::AttnOut, l, a_.proj.data(), dim);
+      residual_scale(a_.proj.data(), "attn_out_scaled", l);
       kn_.last_read(a_.proj.data(), M * dim);
       kn_.add(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_mid", l);
@@ -277,6 +290,7 @@ class Pass {
         materialise(a_.proj.data(), M_, dim, "post_ffn_norm", l);
       }
       hook(HookPoint::MlpOut, l, a_.proj.data(), dim);
+      residual_scale(a_.proj.data(), "mlp_out_scaled", l);
       kn_.last_read(a_.proj.data(), M * dim);
       kn_.add(a_.x.data(), a_.proj.data(), M * dim, P_);
       materialise(a_.x.data(), M_, dim, "resid_post", l);
@@ -292,6 +306,7 @@ class Pass {
       kn_.matmul(a_.xb.data(), M_, W.lm_head, P_, a_.logits.data());
       materialise(a_.logits.data(), M_, V, "logits", -1);
       final_softcap(a_.logits.data(), M * V);
+      logits_scale(a_.logits.data(), M_, V, nullptr);
       hook(HookPoint::Logits, -1, a_.logits.data(), V);
       return finish(logit_rows * size_t(V));
     }
@@ -308,6 +323,7 @@ class Pass {
     kn_.matmul(rows, S, W.lm_head, P_, a_.logits.data());
     materialise(a_.logits.data(), S, V, "logits", -1, last_pos_.data());
     final_softcap(a_.logits.data(), size_t(S) * V);
+    logits_scale(a_.logits.data(), S, V, last_pos_.data());
     const float* out = finish(logit_rows * size_t(V));
     if (opts_.hooks != nullptr && opts_.hooks->wants(HookPoint::Logits, -1))
       for (int s = 0; s < S; ++s)
@@ -395,7 +411,7 @@ class Pass {
       for (int i = 0; i < n; ++i) {
         float* y = a_.moe_y.data() + size_t(i) * dim;
         float* o = out + size_t(rows[size_t(i)]) * dim;
-        kn_.scale(y, size_t(dim), route.weight_of[size_t(e)][size_t(i)], P_);
+        kn_.scale(y, size_t(dim), route.weight_of[size_t(e)][size_t(i)], P_, ScaleBy::Act);
         if (written[size_t(rows[size_t(i)])]++ == 0)
           kn_.copy(o, y, size_t(dim));  // P(0 + y) = y
         else
@@ -410,7 +426,7 @@ class Pass {
       const float* g = on_host(gate, M, router_host_);
       for (int m = 0; m < M_; ++m) {
         const float s = round_to(P_, 1.0f / (1.0f + pmath::expf_rounded(-g[m])));
-        kn_.scale(a_.moe_y.data() + size_t(m) * dim, size_t(dim), s, P_);
+        kn_.scale(a_.moe_y.data() + size_t(m) * dim, size_t(dim), s, P_, ScaleBy::Act);
       }
       kn_.add(out, a_.moe_y.data(), M * dim, P_);
     }
@@ -495,6 +511,20 @@ class Pass {
       kn_.rmsnorm(x, rows, width, g, c_.norm_eps, P_, y);
   }
 
+  // Granite: a block's output x residual_multiplier -> P, before its residual add (the hook point
+  // before it is the block's output, as the module returns it).
+  void residual_scale(float* y, const char* point, int layer) {
+    if (c_.residual_multiplier == 1.0f) return;
+    kn_.scale(y, size_t(M_) * size_t(c_.dim), c_.residual_multiplier, P_, ScaleBy::Fp32);
+    materialise(y, M_, c_.dim, point, layer);
+  }
+  // Granite: logits / logits_scaling -> P, a power of two (ModelConfig::validate), so x its exact
+  // reciprocal gives the quotient's bits.
+  void logits_scale(float* logits, int rows, int V, const int* row_pos) {
+    if (c_.logits_scaling == 1.0f) return;
+    kn_.scale(logits, size_t(rows) * size_t(V), 1.0f / c_.logits_scaling, P_, ScaleBy::Fp32);
+    materialise(logits, rows, V, "logits_scaled", -1, row_pos);
+  }
   void final_softcap(float* logits, size_t n) {
     if (gemma_ && c_.final_logit_softcapping > 0.0f) kn_.softcap(logits, n, c_.final_logit_softcapping, P_);
   }

@@ -1,4 +1,6 @@
-#include "io/hf_smollm3.h"
+#include "io/hf_llama_variants.h"
+
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "model/config.h"
@@ -10,14 +12,17 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kClass = "SmolLM3ForCausalLM";
+constexpr const char* kGranite = "GraniteForCausalLM";
+
+bool is_config_of(const json& j, const char* model_type, const char* cls) {
+  if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"] == model_type;
+  return j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
+         j["architectures"][0] == cls;
+}
 
 }  // namespace
 
-bool is_smollm3_config(const json& j) {
-  if (j.contains("model_type") && j["model_type"].is_string()) return j["model_type"] == "smollm3";
-  return j.contains("architectures") && j["architectures"].is_array() && !j["architectures"].empty() &&
-         j["architectures"][0] == kClass;
-}
+bool is_smollm3_config(const json& j) { return is_config_of(j, "smollm3", kClass); }
 
 std::vector<int> read_smollm3_config(json& j, const std::string& source) {
   auto int_field = [&](const char* k) -> int64_t {
@@ -78,6 +83,40 @@ void write_smollm3_fields(json& j, const ModelConfig& c, const std::string& path
   j["no_rope_layers"] = list;
   j["use_sliding_window"] = false;
   j["sliding_window"] = nullptr;
+  j.erase("pretraining_tp");
+}
+
+bool is_granite_config(const json& j) { return is_config_of(j, "granite", kGranite); }
+
+GraniteMultipliers read_granite_config(json& j, const std::string& source) {
+  auto number = [&](const char* k) -> float {
+    if (!j.contains(k) || j[k].is_null()) return 1.0f;
+    if (!j[k].is_number()) fail("{}: field '{}' must be a number, got {}", source, k, j[k].dump());
+    return float(j[k].get<double>());
+  };
+  GraniteMultipliers m{number("embedding_multiplier"), number("attention_multiplier"), number("residual_multiplier"),
+                       number("logits_scaling")};
+  for (const char* k : {"embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"})
+    j.erase(k);
+  j["model_type"] = "llama";
+  j.erase("architectures");
+  return m;
+}
+
+void write_granite_fields(json& j, const ModelConfig& c, const std::string& path) {
+  if (c.arch != Arch::Llama) fail("{}: Granite's multipliers exist on Llama's decoder only, not {}", path, arch_name(c.arch));
+  if (!c.nope_layers.empty()) fail("{}: a Granite model with layers without RoPE has no config.json form", path);
+  auto num = [](float f) { return std::stod(fmt::format("{}", f)); };  // the shortest decimal, as transformers writes
+  j["architectures"] = json::array({kGranite});
+  j["model_type"] = "granite";
+  // Granite multiplies its scores by a number; Llama's divide by sqrt(head_dim), which no number
+  // reproduces bit for bit.
+  if (!(c.attention_multiplier > 0.0f))
+    fail("{}: a Granite model that scales scores as Llama does has no config.json form", path);
+  j["embedding_multiplier"] = num(c.embedding_multiplier);
+  j["attention_multiplier"] = num(c.attention_multiplier);
+  j["residual_multiplier"] = num(c.residual_multiplier);
+  j["logits_scaling"] = num(c.logits_scaling);
   j.erase("pretraining_tp");
 }
 
