@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cache_paths.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
 #include "lab/model_inspection.h"
@@ -41,7 +42,7 @@ std::string write_granite(const std::string& ref, const std::string& dir, double
   return dir;
 }
 
-std::vector<float> logits_of(const Checkpoint& ck, DType dt, const std::vector<int>& tokens,
+std::vector<float> granite_logits(const Checkpoint& ck, DType dt, const std::vector<int>& tokens,
                              ForwardHooks* hooks = nullptr) {
   Engine engine(Model::from_checkpoint(ck, dt), EngineOptions{});
   ForwardOptions fo;
@@ -59,8 +60,8 @@ TEST(Granite, NeutralMultipliersAreLlamaBitForBit) {
   EXPECT_EQ(g.config.attention_multiplier, 0.25f);
   const auto tokens = test::read_json(ref + "/tokens.json")["input_ids"].get<std::vector<int>>();
   for (DType dt : {DType::F32, DType::BF16, DType::F16})
-    EXPECT_EQ(logits_of(plain, dt, tokens), logits_of(g, dt, tokens)) << dtype_name(dt);
-  EXPECT_LE(test::max_abs_diff(logits_of(g, DType::F32, tokens), test::read_f32(ref + "/logits.f32")), 1e-4);
+    EXPECT_EQ(granite_logits(plain, dt, tokens), granite_logits(g, dt, tokens)) << dtype_name(dt);
+  EXPECT_LE(test::max_abs_diff(granite_logits(g, DType::F32, tokens), test::read_f32(ref + "/logits.f32")), 1e-4);
 }
 
 // Records the residual stream and the blocks' outputs (as the modules return them).
@@ -87,8 +88,8 @@ TEST(Granite, EachMultiplierActsWhereTransformersAppliesIt) {
   const auto tokens = test::read_json(ref + "/tokens.json")["input_ids"].get<std::vector<int>>();
   for (DType dt : {DType::BF16, DType::F16, DType::F32}) {
     StreamCapture s, e;
-    const std::vector<float> logits = logits_of(g, dt, tokens, &s);
-    logits_of(unscaled_embed, dt, tokens, &e);
+    const std::vector<float> logits = granite_logits(g, dt, tokens, &s);
+    granite_logits(unscaled_embed, dt, tokens, &e);
     // embed x 12 (a Python float: fp32), rounded once.
     const auto& emb = s.at(HookPoint::Embed, -1);
     const auto& raw = e.at(HookPoint::Embed, -1);
@@ -103,13 +104,13 @@ TEST(Granite, EachMultiplierActsWhereTransformersAppliesIt) {
           ASSERT_EQ(b[i], round_to(dt, a[i] + round_to(dt, y[i] * 0.22f))) << dtype_name(dt) << " layer " << l;
       }
     // logits / 8, rounded (exact but where a quotient falls below fp16's normal range).
-    std::vector<float> divided = logits_of(unscaled_logits, dt, tokens);
+    std::vector<float> divided = granite_logits(unscaled_logits, dt, tokens);
     for (float& x : divided) x = round_to(dt, x / 8.0f);
     EXPECT_EQ(logits, divided) << dtype_name(dt);
   }
   // The score multiplier is read: 1/64 is another model than 1/4 (Llama's 1/sqrt(16)).
   const Checkpoint quarter = open_checkpoint(write_granite(ref, tmp.file("q"), 12.0, 0.25, 0.22, 8.0));
-  EXPECT_GT(test::max_abs_diff(logits_of(g, DType::F32, tokens), logits_of(quarter, DType::F32, tokens)), 1e-4);
+  EXPECT_GT(test::max_abs_diff(granite_logits(g, DType::F32, tokens), granite_logits(quarter, DType::F32, tokens)), 1e-4);
 }
 
 TEST(Granite, CachedAndRecomputedStepsAgreeUnderInvariant) {
@@ -117,21 +118,7 @@ TEST(Granite, CachedAndRecomputedStepsAgreeUnderInvariant) {
   test::TempDir tmp;
   const Checkpoint g = open_checkpoint(write_granite(ref, tmp.file("g"), 12.0, 0.015625, 0.22, 8.0));
   const std::vector<int> toks{1, 5, 77, 300, 12, 8, 91, 140, 2, 64};
-  for (DType dt : {DType::F32, DType::BF16}) {
-    EngineOptions eo;
-    eo.kernels = KernelPolicy::Invariant;
-    Engine on(Model::from_checkpoint(g, dt), eo), off(Model::from_checkpoint(g, dt), eo);
-    const int V = g.config.vocab_size;
-    on.forward(toks.data(), 4, 0, ForwardOptions{});
-    for (int t = 4; t < int(toks.size()); ++t) {
-      ForwardOptions last;
-      last.all_logits = false;
-      const float* c = on.forward(toks.data() + t, 1, t, last);
-      const std::vector<float> cached(c, c + V);
-      const float* u = off.forward_uncached(toks.data(), t + 1, last);
-      EXPECT_EQ(cached, std::vector<float>(u, u + V)) << dtype_name(dt) << " step " << t;
-    }
-  }
+  for (DType dt : {DType::F32, DType::BF16}) test::expect_invariant_cache_paths_agree(g, dt, toks, 4);
 }
 
 TEST(Granite, BothConvertersKeepTheMultipliers) {
@@ -156,7 +143,7 @@ TEST(Granite, BothConvertersKeepTheMultipliers) {
     EXPECT_EQ(std::tie(b.config.embedding_multiplier, b.config.attention_multiplier, b.config.residual_multiplier,
                        b.config.logits_scaling),
               std::make_tuple(12.0f, 0.015625f, 0.22f, 8.0f));
-    EXPECT_EQ(logits_of(g, DType::F32, tokens), logits_of(b, DType::F32, tokens)) << b.format;
+    EXPECT_EQ(granite_logits(g, DType::F32, tokens), granite_logits(b, DType::F32, tokens)) << b.format;
   }
   InspectOptions io;
   io.model = tmp.file("g");

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cache_paths.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
 #include "lab/model_inspection.h"
@@ -45,7 +46,7 @@ std::string write_smollm3(const std::string& ref, const std::string& dir, const 
   return dir;
 }
 
-std::vector<float> logits_of(const Checkpoint& ck, DType dt, const std::vector<int>& tokens,
+std::vector<float> smollm3_logits(const Checkpoint& ck, DType dt, const std::vector<int>& tokens,
                              KernelPolicy policy = KernelPolicy::Standard) {
   EngineOptions eo;
   eo.kernels = policy;
@@ -62,8 +63,8 @@ TEST(SmolLM3, EveryLayerRotatingIsLlamaBitForBit) {
   EXPECT_EQ(s.read_from, "SmolLM3ForCausalLM");
   EXPECT_TRUE(s.config.nope_layers.empty());
   const auto tokens = test::read_json(ref + "/tokens.json")["input_ids"].get<std::vector<int>>();
-  for (DType dt : {DType::F32, DType::BF16}) EXPECT_EQ(logits_of(plain, dt, tokens), logits_of(s, dt, tokens));
-  EXPECT_LE(test::max_abs_diff(logits_of(s, DType::F32, tokens), test::read_f32(ref + "/logits.f32")), 1e-4);
+  for (DType dt : {DType::F32, DType::BF16}) EXPECT_EQ(smollm3_logits(plain, dt, tokens), smollm3_logits(s, dt, tokens));
+  EXPECT_LE(test::max_abs_diff(smollm3_logits(s, DType::F32, tokens), test::read_f32(ref + "/logits.f32")), 1e-4);
 }
 
 // Records q and k before RoPE and after it, per layer.
@@ -101,7 +102,7 @@ TEST(SmolLM3, NopeLayersLeaveQAndKUnrotated) {
     }
   }
   // And the model is another than Llama's.
-  EXPECT_GT(test::max_abs_diff(logits_of(s, DType::F32, tokens), logits_of(open_checkpoint(ref), DType::F32, tokens)),
+  EXPECT_GT(test::max_abs_diff(smollm3_logits(s, DType::F32, tokens), smollm3_logits(open_checkpoint(ref), DType::F32, tokens)),
             1e-3);
 }
 
@@ -117,8 +118,8 @@ TEST(SmolLM3, AModelWithoutPositionsCannotTellThePrefixOrder) {
   const std::vector<int> a{1, 17, 250, 33, 9, 400}, b{1, 250, 33, 17, 9, 400};  // the same set before the last
   const int V = nope.config.vocab_size;
   auto last = [V](const std::vector<float>& l) { return std::vector<float>(l.end() - V, l.end()); };
-  EXPECT_LE(test::max_abs_diff(last(logits_of(nope, DType::F32, a)), last(logits_of(nope, DType::F32, b))), 1e-5);
-  EXPECT_GT(test::max_abs_diff(last(logits_of(rope, DType::F32, a)), last(logits_of(rope, DType::F32, b))), 1e-3);
+  EXPECT_LE(test::max_abs_diff(last(smollm3_logits(nope, DType::F32, a)), last(smollm3_logits(nope, DType::F32, b))), 1e-5);
+  EXPECT_GT(test::max_abs_diff(last(smollm3_logits(rope, DType::F32, a)), last(smollm3_logits(rope, DType::F32, b))), 1e-3);
 }
 
 TEST(SmolLM3, CachedAndRecomputedStepsAgreeUnderInvariant) {
@@ -126,21 +127,7 @@ TEST(SmolLM3, CachedAndRecomputedStepsAgreeUnderInvariant) {
   test::TempDir tmp;
   const Checkpoint s = open_checkpoint(write_smollm3(ref, tmp.file("s"), {1, 1, 1, 0}));
   std::vector<int> toks{1, 5, 77, 300, 12, 8, 91, 140, 2, 64};
-  for (DType dt : {DType::F32, DType::BF16}) {
-    EngineOptions eo;
-    eo.kernels = KernelPolicy::Invariant;
-    Engine on(Model::from_checkpoint(s, dt), eo), off(Model::from_checkpoint(s, dt), eo);
-    const int V = s.config.vocab_size;
-    on.forward(toks.data(), 4, 0, ForwardOptions{});
-    for (int t = 4; t < int(toks.size()); ++t) {
-      ForwardOptions last;
-      last.all_logits = false;
-      const float* c = on.forward(toks.data() + t, 1, t, last);
-      const std::vector<float> cached(c, c + V);
-      const float* u = off.forward_uncached(toks.data(), t + 1, last);
-      EXPECT_EQ(cached, std::vector<float>(u, u + V)) << dtype_name(dt) << " step " << t;
-    }
-  }
+  for (DType dt : {DType::F32, DType::BF16}) test::expect_invariant_cache_paths_agree(s, dt, toks, 4);
 }
 
 TEST(SmolLM3, ConvertKeepsTheLayersWithoutRope) {
@@ -154,7 +141,7 @@ TEST(SmolLM3, ConvertKeepsTheLayersWithoutRope) {
   const Checkpoint back = open_checkpoint(tmp.file("out"));
   EXPECT_EQ(back.config.nope_layers, (std::vector<int>{1, 3}));
   const auto tokens = test::read_json(ref + "/tokens.json")["input_ids"].get<std::vector<int>>();
-  EXPECT_EQ(logits_of(s, DType::F32, tokens), logits_of(back, DType::F32, tokens));
+  EXPECT_EQ(smollm3_logits(s, DType::F32, tokens), smollm3_logits(back, DType::F32, tokens));
   InspectOptions io;
   io.model = tmp.file("s");
   const json d = inspect_model(io);
@@ -177,7 +164,7 @@ TEST(SmolLM3, GgufAsLlamaCppWritesIt) {
   EXPECT_EQ(g.read_from, "SmolLM3ForCausalLM");
   EXPECT_EQ(g.qk_layout, RopeLayout::Interleaved);
   const auto tokens = test::read_json(ref + "/tokens.json")["input_ids"].get<std::vector<int>>();
-  for (DType dt : {DType::F32, DType::F16}) EXPECT_EQ(logits_of(s, dt, tokens), logits_of(g, dt, tokens)) << dtype_name(dt);
+  for (DType dt : {DType::F32, DType::F16}) EXPECT_EQ(smollm3_logits(s, dt, tokens), smollm3_logits(g, dt, tokens)) << dtype_name(dt);
   // Other layers without RoPE have no GGUF form: refused, no file left.
   const Checkpoint odd = open_checkpoint(write_smollm3(ref, tmp.file("odd"), {1, 0, 1, 1}));
   const std::string e = test::error_of([&] { export_checkpoint(odd, "gguf", tmp.file("odd.gguf"), ExportOptions{}); });
@@ -214,6 +201,14 @@ TEST(SmolLM3Config, ThePublishedConfigReadsAsItsModel) {
   // Without the list, the interval makes it (SmolLM3Config: layer l rotates where (l + 1) % 4 != 0).
   j.erase("no_rope_layers");
   EXPECT_EQ(parse_hf_config(j.dump(), "config.json").nope_layers, c.nope_layers);
+  // A config of nothing but its type is SmolLM3Config's defaults: the 3B's shape, base 2e6, tied.
+  const ModelConfig d = parse_hf_config(R"({"model_type":"smollm3"})", "config.json");
+  EXPECT_EQ(std::tie(d.dim, d.hidden_dim, d.n_layers, d.n_heads, d.n_kv_heads, d.vocab_size, d.max_seq_len),
+            std::make_tuple(2048, 11008, 36, 16, 4, 128256, 32768));
+  EXPECT_EQ(d.rope_theta, 2e6f);
+  EXPECT_TRUE(d.tied_embeddings);
+  EXPECT_EQ(std::tie(d.bos_id, d.eos_id), std::make_tuple(128000, 128001));
+  EXPECT_EQ(d.nope_layers, c.nope_layers);
 }
 
 TEST(SmolLM3Config, WhatItCannotRunIsRefusedByField) {

@@ -30,11 +30,16 @@ std::vector<int> read_smollm3_config(json& j, const std::string& source) {
                                                            j.contains(k) ? j[k].dump() : "nothing");
     return j[k].get<int64_t>();
   };
+  if (!j.contains("num_hidden_layers")) j["num_hidden_layers"] = 36;
   const int64_t n_layers = int_field("num_hidden_layers");
   if (n_layers <= 0 || n_layers > 1024) fail("{}: invalid config: num_hidden_layers = {}", source, n_layers);
   // SmolLM3Config's defaults where LlamaConfig's differ (the class's own, for a config that omits them).
-  for (const auto& [k, v] : {std::pair<const char*, json>{"tie_word_embeddings", true}, {"rope_theta", 2000000.0},
-                             {"bos_token_id", 128000}, {"eos_token_id", 128001}})
+  // (SmolLM3Config's __init__: the 3B's shape, tied, base 2e6 as its default_theta.)
+  for (const auto& [k, v] :
+       {std::pair<const char*, json>{"vocab_size", 128256}, {"hidden_size", 2048}, {"intermediate_size", 11008},
+        {"num_attention_heads", 16}, {"num_key_value_heads", 4}, {"max_position_embeddings", 32768},
+        {"rms_norm_eps", 1e-6}, {"tie_word_embeddings", true}, {"rope_theta", 2000000.0}, {"bos_token_id", 128000},
+        {"eos_token_id", 128001}})
     if (!j.contains(k)) j[k] = v;
   // The window: SmolLM3Attention windows a layer only with use_sliding_window and that layer's kind
   // "sliding_attention"; the published models set neither.
