@@ -321,6 +321,50 @@ TEST(VisionLanguageConfig, OtherWrappersAndTextModelsAreRefusedByName) {
             std::string::npos);
 }
 
+// llama.cpp's qwen2vl and qwen3vl GGUFs: Qwen2's and Qwen3's files with M-RoPE sections, which for
+// text are plain RoPE: the references written so read as the plain models, bit for bit.
+TEST(VisionLanguageGguf, QwenVlFilesAreTheirTextModels) {
+  for (const auto& [fam, arch] : {std::pair{"qwen2", "qwen2vl"}, std::pair{"qwen3", "qwen3vl"}}) {
+    KVP_REQUIRE_REFERENCE(ref, fam);
+    test::TempDir tmp;
+    const Checkpoint plain = open_checkpoint(ref);
+    const int h = plain.config.head_dim / 2;
+    std::vector<TensorView> tensors;
+    for (const auto& [name, t] : plain.tensors) tensors.push_back(t);
+    auto sections = [](std::vector<int32_t> v) {
+      std::vector<GgufValue> a;
+      for (int32_t x : v) a.push_back(GgufValue::of_i32(x));
+      return GgufValue::of_array(GgufType::I32, a);
+    };
+    GgufWriteOptions o;
+    o.arch = arch;
+    o.extra_kv[std::string(arch) + ".rope.dimension_sections"] = sections({h - 2 * (h * 3 / 8), h * 3 / 8, h * 3 / 8, 0});
+    write_gguf(tmp.file("vl.gguf"), plain.config, tensors, nullptr, o);
+    const Checkpoint vl = open_checkpoint(tmp.file("vl.gguf"));
+    EXPECT_EQ(family_name(vl.config), fam);
+    const auto tokens = read_json(ref + "/tokens.json")["input_ids"].get<std::vector<int>>();
+    for (DType dt : {DType::F32, DType::BF16}) {
+      std::vector<std::vector<float>> logits;
+      for (const Checkpoint* ck : {&plain, &vl}) {
+        Engine engine(Model::from_checkpoint(*ck, dt), EngineOptions{});
+        const float* l = engine.forward(tokens.data(), int(tokens.size()), 0, ForwardOptions{});
+        logits.emplace_back(l, l + tokens.size() * size_t(plain.config.vocab_size));
+      }
+      EXPECT_EQ(logits[0], logits[1]) << arch << " " << dtype_name(dt);
+    }
+    // Sections that do not cover the head are refused by key; so is a file without them.
+    o.extra_kv[std::string(arch) + ".rope.dimension_sections"] = sections({h, 1, 0, 0});
+    write_gguf(tmp.file("bad.gguf"), plain.config, tensors, nullptr, o);
+    std::string e = test::error_of([&] { open_checkpoint(tmp.file("bad.gguf")); });
+    EXPECT_NE(e.find(std::string(arch) + ".rope.dimension_sections' covers " + std::to_string(h + 1)), std::string::npos)
+        << e;
+    o.extra_kv.clear();
+    write_gguf(tmp.file("none.gguf"), plain.config, tensors, nullptr, o);
+    e = test::error_of([&] { open_checkpoint(tmp.file("none.gguf")); });
+    EXPECT_NE(e.find("missing required key '" + std::string(arch) + ".rope.dimension_sections'"), std::string::npos) << e;
+  }
+}
+
 TEST(VisionLanguageConfig, TwoTensorsForOneTextModelNameAreRefused) {
   KVP_REQUIRE_REFERENCE(ref, "gemma3");
   test::TempDir tmp;

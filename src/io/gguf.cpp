@@ -180,7 +180,7 @@ void for_block_names(const std::string& arch, F&& f) {
     for (const auto& b : kOlmo2Norms) f(b);
   else
     for (const auto& b : kLlamaNorms) f(b);
-  if (arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3" || arch == "olmo2" || arch == "olmoe")
+  if (arch == "qwen3" || arch == "qwen3vl" || arch == "qwen3moe" || arch == "gemma3" || arch == "olmo2" || arch == "olmoe")
     for (const auto& b : kHeadNorms) f(b);
   if (arch == "llama")
     for (const auto& b : kMixtralExperts) f(b);

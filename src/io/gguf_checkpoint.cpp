@@ -100,7 +100,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   const std::string arch = m.get_str("general.architecture", "", true);
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" &&
       arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe" && arch != "phi3" &&
-      arch != "smollm3" && arch != "granite")
+      arch != "smollm3" && arch != "granite" && arch != "qwen2vl" && arch != "qwen3vl")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
   // llama.cpp's phi3 (Phi-3, Phi-4): Phi3ForCausalLM, which transformers runs as Mistral's decoder
@@ -125,8 +125,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
 
   ModelConfig c;
   c.source = name;
-  c.arch = arch == "qwen2" || arch == "qwen2moe"   ? Arch::Qwen2
-           : arch == "qwen3" || arch == "qwen3moe" ? Arch::Qwen3
+  c.arch = arch == "qwen2" || arch == "qwen2moe" || arch == "qwen2vl"   ? Arch::Qwen2
+           : arch == "qwen3" || arch == "qwen3moe" || arch == "qwen3vl" ? Arch::Qwen3
            : arch == "gemma2" ? Arch::Gemma2
            : arch == "gemma3" ? Arch::Gemma3
            : arch == "olmo2"  ? Arch::Olmo2
@@ -189,6 +189,25 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     c.residual_multiplier = scale("residual_scale", 1.0);
     c.logits_scaling = scale("logit_scale", 1.0);
     c.attention_multiplier = float(m.get_num(A + "attention.scale", 0.0));
+  }
+
+  // llama.cpp's qwen2vl / qwen3vl: the text models of Qwen2-VL / Qwen2.5-VL and Qwen3-VL, Qwen2's and
+  // Qwen3's files whose M-RoPE sections (chunked or interleaved) take one position for text: plain
+  // RoPE (hf_text_model.h). The sections must cover the head's frequencies.
+  if (arch == "qwen2vl" || arch == "qwen3vl") {
+    const GgufValue* sec = m.find(A + "rope.dimension_sections");
+    if (sec == nullptr) fail("{}: missing required key '{}rope.dimension_sections'", name, A);
+    if (sec->type != GgufType::Array || !(sec->elem == GgufType::I32 || sec->elem == GgufType::U32) || sec->size() != 4)
+      fail("{}: key '{}rope.dimension_sections' must be an array of 4 integers", name, A);
+    int64_t sum = 0;
+    for (size_t i = 0; i < 4; ++i) {
+      const GgufValue x = sec->at(i);
+      const int64_t v = x.type == GgufType::I32 ? x.i : int64_t(x.u);
+      if (v < 0 || v > 4096) fail("{}: key '{}rope.dimension_sections' holds {}", name, A, v);
+      sum += v;
+    }
+    if (sum * 2 != c.head_dim)
+      fail("{}: key '{}rope.dimension_sections' covers {} of the head's {} frequencies", name, A, sum, c.head_dim / 2);
   }
 
   Checkpoint ck;
