@@ -197,6 +197,16 @@ cfgs["granite"] = dict(cfgs["smollm3"], architectures=["GraniteForCausalLM"], mo
                       logits_scaling=8.0)
 for k in ("no_rope_layers", "no_rope_layer_interval", "use_sliding_window", "sliding_window", "layer_types"):
     cfgs["granite"].pop(k)
+# OLMo-3: windows on 3 of 4 layers, YaRN (the published fields), and Qwen3 with its model card's YaRN.
+cfgs["olmo3"] = {"architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3", "hidden_size": 64,
+                 "intermediate_size": 160, "num_hidden_layers": 4, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 512,
+                 "eos_token_id": 2, "sliding_window": 16, "rope_theta": 500000,
+                 "layer_types": ["sliding_attention"] * 3 + ["full_attention"],
+                 "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64,
+                                  "attention_factor": 1.2079441541679836, "beta_fast": 32.0, "beta_slow": 1.0}}
+cfgs["qwen3_yarn"] = dict(cfgs["qwen3"], rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                        "original_max_position_embeddings": 32})
 for k, v in cfgs.items():
     open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))
 # A llama2.c checkpoint: dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 32 (shared), seq 16.

@@ -23,26 +23,39 @@ namespace {
 
 namespace ew = cuda::elementwise;
 
+// Both roundings (OLMo-3's once in fp32, every other family's per term), plain and YaRN tables
+// (whose cos/sin carry the attention factor).
 TEST(CudaRopeOnCpu, RotationIsTheCpuStandardRotationInEveryDtype) {
   std::mt19937 rng(17);
   const int M = 3, heads = 3, hd = 64;
-  const RopeTable table(hd, 256, 10000.0f);
+  RopeScalingSpec yarn;
+  yarn.type = RopeScalingSpec::Type::Yarn;
+  yarn.factor = 8.0f;
+  yarn.original_max_pos = 64;
+  yarn.attention_factor = 1.2079441541679836;
   const std::vector<int> pos = {0, 77, 255};
-  for (int p = 0; p < table.max_positions(); ++p) table.cos_row(p), table.sin_row(p);  // every row filled
   auto cpu = make_kernels(KernelPolicy::Standard, nullptr);
-  for (DType t : {DType::F32, DType::F16, DType::BF16})
-    for (bool adjacent : {false, true})
-      for (ew::RopeLayout layout : {ew::RopeLayout::Auto, ew::RopeLayout::OneUnit, ew::RopeLayout::Rounds}) {
-        const std::string what = std::string(dtype_name(t)) + (adjacent ? " adjacent pairs" : " halves") + " layout " +
-                                 std::to_string(int(layout));
-        const std::vector<float> x = test::normals(size_t(M) * heads * hd, rng, t, 4.0f);
-        std::vector<float> want = x, got = x;
-        cpu->rope(want.data(), M, heads, pos.data(), table, t, adjacent ? RopePairs::AdjacentPairs : RopePairs::Halves);
-        const cuda::RopeJob job{got.data(), heads, cuda::NonFiniteSlot{}, cuda::InRound{}};
-        ew::rope(test::HostLaunch{}, &job, 1, M, hd, pos.data(), table.cos_row(0), table.sin_row(0), cuda::store_of(t),
-                 adjacent, {}, layout);
-        EXPECT_SAME_BITS(got, want, what);
-      }
+  for (RopeRounding rounding : {RopeRounding::Terms, RopeRounding::Once})
+    for (bool scaled : {false, true}) {
+      const RopeTable table(hd, 256, scaled ? 500000.0f : 10000.0f, scaled ? yarn : RopeScalingSpec{}, false, rounding);
+      for (int p = 0; p < table.max_positions(); ++p) table.cos_row(p), table.sin_row(p);  // every row filled
+      for (DType t : {DType::F32, DType::F16, DType::BF16})
+        for (bool adjacent : {false, true})
+          for (ew::RopeLayout layout : {ew::RopeLayout::Auto, ew::RopeLayout::OneUnit, ew::RopeLayout::Rounds}) {
+            const std::string what = std::string(dtype_name(t)) + (adjacent ? " adjacent pairs" : " halves") +
+                                     " layout " + std::to_string(int(layout)) +
+                                     (rounding == RopeRounding::Once ? " rounded once" : " rounded per term") +
+                                     (scaled ? " yarn" : "");
+            const std::vector<float> x = test::normals(size_t(M) * heads * hd, rng, t, 4.0f);
+            std::vector<float> want = x, got = x;
+            cpu->rope(want.data(), M, heads, pos.data(), table, t,
+                      adjacent ? RopePairs::AdjacentPairs : RopePairs::Halves);
+            const cuda::RopeJob job{got.data(), heads, cuda::NonFiniteSlot{}, cuda::InRound{}};
+            ew::rope(test::HostLaunch{}, &job, 1, M, hd, pos.data(), table.cos_row(0), table.sin_row(0),
+                     cuda::store_of(t), adjacent, rounding == RopeRounding::Once, {}, layout);
+            EXPECT_SAME_BITS(got, want, what);
+          }
+    }
 }
 
 }  // namespace

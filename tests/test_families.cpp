@@ -32,13 +32,20 @@ using test::read_f32;
 using test::read_json;
 
 
-const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2"};
+const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2",
+                                            "qwen3", "gemma3",  "olmo2",  "olmo3"};
 
 
 // ---------------------------------------------------------------------------------------------
 // Synthetic tiny models of every family, written in both formats as `kvparity synth` writes them.
+// YaRN has no GGUF form, so OLMo-3's tiny model (YaRN on its full layer) is written unscaled here,
+// in both formats; test_olmo3.cpp and test_yarn.cpp run its YaRN.
 void write_synth(const std::string& arch, const std::string& format, DType dtype, const std::string& out) {
-  const ModelConfig cfg = synthetic_config(arch, "tiny");
+  ModelConfig cfg = synthetic_config(arch, "tiny");
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Yarn) {
+    cfg.rope_scaling = ModelConfig::RopeScaling::None;
+    cfg.rope_local_theta = 0.0f;
+  }
   const Checkpoint ck = synthesize_checkpoint(cfg, dtype);
   ExportOptions eo;
   VocabSpec vocab;
@@ -154,7 +161,7 @@ TEST_P(FamilyWindow, SlidingWindowPathsAgreePastTheWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilySynth, ::testing::ValuesIn(kFamilies));
-INSTANTIATE_TEST_SUITE_P(Families, FamilyWindow, ::testing::Values("mistral", "gemma2", "gemma3"));
+INSTANTIATE_TEST_SUITE_P(Families, FamilyWindow, ::testing::Values("mistral", "gemma2", "gemma3", "olmo3"));
 
 // ---------------------------------------------------------------------------------------------
 TEST(FamilyPresets, RealShapesAndArchitectureChecks) {
@@ -542,16 +549,17 @@ TEST(FamilyConfig, UnsupportedFeaturesAreRefusedNamingTheField) {
     "vocab_size":512,"max_position_embeddings":512)";
   const Case cases[] = {
       {cfg_with(kLlama, R"("rope_scaling":{"type":"dynamic","factor":2.0})"), {"'dynamic'", "rope_scaling"}},
-      {cfg_with(kLlama, R"("rope_scaling":{"rope_type":"yarn","factor":4.0})"), {"'yarn'", "rope_scaling"}},
+      {cfg_with(kLlama, R"("rope_scaling":{"rope_type":"yarn","factor":-4.0})"), {"factor", "rope_scaling.factor"}},
       {cfg_with(kLlama, R"("rope_scaling":{"rope_type":"longrope"})"), {"'longrope'", "rope_scaling"}},
       {cfg_with(kLlama, R"("rope_scaling":{"type":"linear"})"), {"factor", "rope_scaling"}},
-      {cfg_with(qwen.c_str(), R"("rope_scaling":{"type":"linear","factor":2.0})"), {"qwen2", "rope_scaling"}},
+      {cfg_with(qwen.c_str(), R"("rope_scaling":{"type":"dynamic","factor":2.0})"), {"'dynamic'", "rope_scaling"}},
       {cfg_with(kLlama, R"("num_local_experts":8)"), {"mixture-of-experts", "num_local_experts"}},
       {cfg_with(qwen.c_str(), R"("num_experts":60)"), {"mixture-of-experts", "num_experts"}},
       {cfg_with(kLlama, R"("vision_config":{"hidden_size":32})"), {"multimodal", "vision_config"}},
       {cfg_with(qwen3.c_str(), R"("attention_bias":true)"), {"attention biases", "attention_bias"}},
       {cfg_with(qwen3.c_str(), R"("num_experts":128,"num_experts_per_tok":8)"), {"mixture-of-experts"}},
-      {cfg_with(qwen3.c_str(), R"("rope_scaling":{"rope_type":"yarn","factor":4.0})"), {"'yarn'", "rope_scaling"}},
+      {cfg_with(qwen3.c_str(), R"("rope_scaling":{"rope_type":"yarn","factor":4.0,"original_max_position_embeddings":0})"),
+       {"original_max_position_embeddings", "rope_scaling"}},
       {cfg_with(qwen3.c_str(), R"("use_sliding_window":true,"sliding_window":8,"max_window_layers":1)"),
        {"only some layers", "max_window_layers"}},
       {cfg_with(qwen3.c_str(), R"("sliding_window":8,"layer_types":["full_attention","sliding_attention"])"),

@@ -194,8 +194,8 @@ TEST(ConfigV5Fields, WhatV5CanSayAndKvparityCannotIsRefusedByField) {
   auto has = [](const std::string& e, const std::string& what) {
     return e.find(what) != std::string::npos ? ::testing::AssertionSuccess() : ::testing::AssertionFailure() << e;
   };
-  EXPECT_TRUE(has(error_of_config(fmt::format(R"({{{},"rope_parameters":{{"rope_type":"yarn","factor":4.0}}}})", kLlama)),
-                  "rope_scaling type 'yarn' is not supported (config.json field rope_parameters)"));
+  EXPECT_TRUE(has(error_of_config(fmt::format(R"({{{},"rope_parameters":{{"rope_type":"longrope","factor":4.0}}}})", kLlama)),
+                  "rope_scaling type 'longrope' is not supported (config.json field rope_parameters)"));
   EXPECT_TRUE(has(error_of_config(fmt::format(R"({{{},"rope_parameters":{{"rope_type":"linear"}}}})", kLlama)),
                   "needs a number 'factor' (config.json field rope_parameters.factor)"));
   EXPECT_TRUE(has(error_of_config(fmt::format(R"({{{},"rope_parameters":{{"full_attention":{{}}}}}})", kLlama)),

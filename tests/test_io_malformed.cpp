@@ -235,10 +235,12 @@ TEST(IoMalformed, HfConfig) {
   std::string no_hidden = kLlamaConfig;
   no_hidden.replace(no_hidden.find("\"hidden_size\":8,"), 16, "");
   check(no_hidden, {"'hidden_size'"});
-  // "linear" and "llama3" are implemented for Llama (tests/test_families.cpp); other types are refused.
+  // "linear", "llama3" and "yarn" are implemented (tests/test_families.cpp, tests/test_yarn.cpp);
+  // other types are refused.
   check(with(kLlamaConfig, R"("rope_scaling":{"type":"dynamic","factor":2.0})"),
         {"rope_scaling type 'dynamic' is not supported (config.json field rope_scaling)"});
-  check(with(kLlamaConfig, R"("rope_scaling":{"rope_type":"yarn","factor":8.0})"), {"'yarn'", "rope_scaling"});
+  check(with(kLlamaConfig, R"("rope_scaling":{"rope_type":"yarn","factor":8.0,"truncate":"yes"})"),
+        {"truncate", "rope_scaling.truncate"});
   check(with(kLlamaConfig, R"("rope_scaling":{"rope_type":"llama3","factor":8.0})"),
         {"'llama3'", "low_freq_factor", "rope_scaling"});
   check(with(kLlamaConfig, R"("num_local_experts":8)"), {"num_local_experts"});
@@ -373,7 +375,7 @@ TEST(IoMalformed, GgufSemantics) {
   std::string f = write_with("arch.gguf", {{"general.architecture", GgufValue::of_str("gptneox")}});
   expect_error([&] { open_checkpoint(f); }, {"unsupported architecture 'gptneox'", f, "general.architecture"});
   f = write_with("rope.gguf", {{"llama.rope.scaling.type", GgufValue::of_str("yarn")}});
-  expect_error([&] { open_checkpoint(f); }, {f, "'yarn'", "rope.scaling.type"});
+  expect_error([&] { open_checkpoint(f); }, {f, "YaRN", "rope.scaling.type", "Hugging Face checkpoint"});
   f = write_with("linear.gguf", {{"llama.rope.scaling.type", GgufValue::of_str("linear")}});
   expect_error([&] { open_checkpoint(f); }, {f, "rope.scaling.factor"});
   f = write_with("none.gguf", {{"llama.rope.scaling.type", GgufValue::of_str("none")}});

@@ -41,7 +41,7 @@ TEST(Olmo2Config, TransformersDefaultsAndRefusals) {
                 .arch,
             Arch::Olmo2);
   for (const auto& [field, name] :
-       {std::pair{R"("rope_scaling":{"rope_type":"linear","factor":2.0})", "rope_scaling"},
+       {std::pair{R"("rope_scaling":{"rope_type":"dynamic","factor":2.0})", "rope_scaling"},
         std::pair{R"("attention_bias":true)", "attention_bias"}, std::pair{R"("num_experts":8)", "num_experts"},
         std::pair{R"("hidden_act":"gelu")", "hidden_act"}}) {
     const std::string e = test::error_of([&, f = std::string(field)] { parse_hf_config(kOlmo2Base + "," + f + "}", "cfg.json"); });

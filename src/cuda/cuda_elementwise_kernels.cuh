@@ -129,7 +129,7 @@ __device__ __forceinline__ RopeUnit rope_unit(const RopeJobs& jobs, int M, int h
 // among three (the kernel is bound by issued instructions at the study's sizes, above).
 template <int ACT>
 __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                            int adjacent, RopeKv kv, RopeShape shape) {
+                            int adjacent, int once, RopeKv kv, RopeShape shape) {
   constexpr int act = ACT;
   pdl_entry();
   int heads = 0;
@@ -155,9 +155,11 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
       const int ia = p * a_step, ib = p * a_step + b_off;
       const float a = read_rounded<ACT>(in, v, ia, un.base + ia);
       const float bv = read_rounded<ACT>(in, v, ib, un.base + ib);
-      const float c = round_act(cos_t[row_at + p], act), sn = round_act(sin_t[row_at + p], act);
-      const float t0 = round_act(a * c, act), t1 = round_act(-bv * sn, act);
-      const float t2 = round_act(bv * c, act), t3 = round_act(a * sn, act);
+      // once (RopeRounding::Once): fp32 cos/sin and terms, the sums alone rounded.
+      const int term = once ? kF32 : act;
+      const float c = round_act(cos_t[row_at + p], term), sn = round_act(sin_t[row_at + p], term);
+      const float t0 = round_act(a * c, term), t1 = round_act(-bv * sn, term);
+      const float t2 = round_act(bv * c, term), t3 = round_act(a * sn, term);
       o0[r][k] = round_act(t0 + t1, act);
       o1[r][k] = round_act(t2 + t3, act);
     }
@@ -401,7 +403,7 @@ enum class RopeLayout { Auto, OneUnit, Rounds };
 // (n <= kMaxRopeJobs), the cache writes of the last job's rows and of V's too.
 template <class Launch>
 void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t,
-          const float* sin_t, int act, bool adjacent_pairs, const RopeKv& kv = {},
+          const float* sin_t, int act, bool adjacent_pairs, bool once, const RopeKv& kv = {},
           RopeLayout layout = RopeLayout::Auto) {
   const int half = hd / 2;
   for (int j0 = 0; j0 < n; j0 += kMaxRopeJobs) {
@@ -439,13 +441,13 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
     const int per_block = shape.per_round * shape.rounds;
     const dim3 grid(unsigned((units + per_block - 1) / per_block)), block(unsigned(shape.lanes * shape.per_round));
     const RopeKv k = writes ? kv : RopeKv{};
-    const int adj = adjacent_pairs ? 1 : 0;
+    const int adj = adjacent_pairs ? 1 : 0, one = once ? 1 : 0;
     if (act == kF16)
-      launch(rope_kernel<kF16>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, k, shape);
+      launch(rope_kernel<kF16>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, one, k, shape);
     else if (act == kBF16)
-      launch(rope_kernel<kBF16>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, k, shape);
+      launch(rope_kernel<kBF16>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, one, k, shape);
     else
-      launch(rope_kernel<kF32>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, k, shape);
+      launch(rope_kernel<kF32>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, one, k, shape);
   }
 }
 

@@ -48,9 +48,10 @@ struct RopeHeld {
   const float *cs = nullptr, *sn = nullptr;
   int M = 0, hd = 0, act = 0;
   bool adjacent = false;
+  bool once = false;  // RopeRounding::Once
   bool joins(const RopeHeld& o, size_t n) const {  // o rotates n values of another buffer
     return pos == o.pos && cs == o.cs && sn == o.sn && M == o.M && hd == o.hd && act == o.act &&
-           adjacent == o.adjacent && !overlap(job.x, size_t(M) * job.n_heads * hd, o.job.x, n);
+           adjacent == o.adjacent && once == o.once && !overlap(job.x, size_t(M) * job.n_heads * hd, o.job.x, n);
   }
 };
 // The residual add x += y (Fusion::hold, tag kAddHeld), which the RMSNorm of x takes over.

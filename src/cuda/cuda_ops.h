@@ -93,7 +93,7 @@ struct RopeKv {
   const float* v_base = nullptr;
 };
 void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs, const RopeKv& kv = {});
+                 int act, bool adjacent_pairs, bool once, const RopeKv& kv = {});
 // gate = round(round(act(gate)) * up), act = SiLU or GELU-tanh.
 void launch_gated(float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk, InRound gate_in,
                   InRound up_in, OutCopy copy);

@@ -334,7 +334,7 @@ std::string gguf_arch_for(Arch a) {
     case Arch::Qwen3: return "qwen3";
     case Arch::Gemma2: return "gemma2";
     case Arch::Gemma3: return "gemma3";
-    case Arch::Olmo2: return "olmo2";
+    case Arch::Olmo2: case Arch::Olmo3: return "olmo2";
     case Arch::Olmoe: return "olmoe";
   }
   return "llama";

@@ -93,6 +93,29 @@ class Meta {
   const std::string& name_;
 };
 
+// OLMo-3's windowed layers from "olmo2" keys: attention.sliding_window_pattern, one bool a layer
+// (llama.cpp's converter writes it from layer_types; absent: Olmo3Config's default, all but every
+// 4th), which must be all but every P-th layer; the windowed layers rotate unscaled.
+void read_olmo3_windows(const Meta& m, const std::string& A, ModelConfig& c, const std::string& name) {
+  c.arch = Arch::Olmo3;
+  c.sliding_window_period = 4;
+  const std::string key = A + "attention.sliding_window_pattern";
+  if (const GgufValue* v = m.find(key); v != nullptr) {
+    if (v->type != GgufType::Array || v->elem != GgufType::Bool || v->size() != size_t(c.n_layers))
+      fail("{}: key '{}' must be an array of one bool per layer ({} layers)", name, key, c.n_layers);
+    std::vector<bool> windowed;
+    for (size_t l = 0; l < v->size(); ++l) windowed.push_back(v->at(l).u != 0);
+    const auto global = std::find(windowed.begin(), windowed.end(), false);
+    c.sliding_window_period = global == windowed.end() ? 1 : int(global - windowed.begin()) + 1;
+    if (global == windowed.begin() && std::count(windowed.begin(), windowed.end(), true) == 0) c.sliding_window = 0;
+    for (int l = 0; l < c.n_layers && c.sliding_window > 0; ++l)
+      if (windowed[size_t(l)] != (c.window_for_layer(l) > 0))
+        fail("{}: windowed layers that are not all but every n-th layer are not supported (key '{}', layer {})", name,
+             key, l);
+  }
+  if (c.sliding_window > 0 && c.rope_scaling != ModelConfig::RopeScaling::None) c.rope_local_theta = c.rope_theta;
+}
+
 }  // namespace
 
 Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t size, const std::string& name) {
@@ -112,6 +135,12 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     fail("{}: longrope (the 128k Phi-3 models) is not supported (key {}rope.scaling.attn_factor)", name, A);
 
   std::string rope_scaling = m.get_str(A + "rope.scaling.type", "none");
+  // llama.cpp's YaRN keys (rope.scaling.attn_factor, yarn_*) feed its own formula, whose attention
+  // factor each architecture's loader treats its own way: not read as transformers' attention_factor.
+  if (rope_scaling == "yarn")
+    fail("{}: YaRN RoPE scaling in a GGUF file is not supported (key {}rope.scaling.type); load the model's Hugging "
+         "Face checkpoint, whose rope_scaling kvparity reads",
+         name, A);
   if (rope_scaling != "none" && rope_scaling != "linear" && !rope_scaling.empty())
     fail(
         "{}: rope scaling type '{}' is not supported (key {}rope.scaling.type; linear, or llama3 as the "
@@ -155,6 +184,9 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   c.sliding_window = m.get_int(A + "attention.sliding_window", 0);
   // llama.cpp stores Mistral as "llama"; a window marks it (kvparity's writer records it).
   if (c.arch == Arch::Llama && c.sliding_window > 0) c.arch = Arch::Mistral;
+  // llama.cpp's converter writes OLMo-3 (Olmo3ForCausalLM) as "olmo2" with a window and its
+  // per-layer pattern; OLMo-2 has no window.
+  if (c.arch == Arch::Olmo2 && c.sliding_window > 0) read_olmo3_windows(m, A, c, name);
   // Mixtures of experts: llama.cpp's Mixtral ("llama" with experts) and Qwen-MoE renormalise as
   // their graphs do (Mixtral and qwen3moe yes, qwen2moe no) unless expert_weights_norm says.
   if (qwen_moe || m.get_int(A + "expert_count", 0) > 0) {

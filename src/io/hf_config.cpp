@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "io/hf_moe_config.h"
 #include "io/hf_rope_parameters.h"
+#include "io/hf_rope_scaling.h"
 #include "io/hf_llama_variants.h"
 #include "io/hf_text_model.h"
 #include "io/io_util.h"
@@ -38,6 +39,7 @@ FamilyDefaults family_defaults(Arch a) {
     case Arch::Gemma3: return {true, 2, 1};    // Gemma3TextConfig (v4.51)
     case Arch::Olmo2: return {false, -1, 50279};  // Olmo2Config (v4.51): no BOS, GPT-NeoX's EOS
     case Arch::Olmoe: return {false, -1, 50279};  // OlmoeConfig (v4.51), as Olmo2Config
+    case Arch::Olmo3: return {false, -1, 50279};  // Olmo3Config (v4.57), as Olmo2Config
   }
   return {false, 1, 2};
 }
@@ -52,6 +54,7 @@ const char* hf_class_name(Arch a) {
     case Arch::Gemma3: return "Gemma3ForCausalLM";
     case Arch::Olmo2: return "Olmo2ForCausalLM";
     case Arch::Olmoe: return "OlmoeForCausalLM";
+    case Arch::Olmo3: return "Olmo3ForCausalLM";
   }
   return "?";
 }
@@ -147,7 +150,8 @@ Arch arch_from_json(const json& j, const std::string& source) {
              j["architectures"][0].is_string()) {
     field = "architectures";
     std::string cls = j["architectures"][0].get<std::string>();
-    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3, Arch::Olmo2})
+    for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3, Arch::Olmo2,
+                   Arch::Olmo3})
       if (cls == hf_class_name(a)) return a;
     name = cls;
   } else {
@@ -160,6 +164,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
   if (name == "qwen3") return Arch::Qwen3;
   if (name == "gemma3_text" || name == "gemma3") return Arch::Gemma3;
   if (name == "olmo2") return Arch::Olmo2;
+  if (name == "olmo3") return Arch::Olmo3;
   fail("unsupported architecture '{}' in {} ({})", name, source, field);
 }
 
@@ -175,10 +180,10 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
       for (const char* k : {"rope_type", "type"})
         if (rs.contains(k) && rs[k].is_string()) { type = rs[k].get<std::string>(); break; }
     }
-    // Llama's "linear" and "llama3" are implemented (parse_rope_scaling), and Gemma-3's "linear" (its
-    // global layers'); everything else is refused.
-    const bool known = type == "linear" || type == "llama3" || type == "default";
-    if (!known || (arch != Arch::Llama && !(arch == Arch::Gemma3 && type != "llama3")))
+    // "linear", "llama3" and "yarn" are implemented (hf_rope_scaling.h), for the families that take
+    // them; everything else is refused.
+    const bool known = type == "linear" || type == "llama3" || type == "yarn" || type == "default";
+    if (!known || !hf_rope_scaling_supported(arch, type))
       fail("{}: rope_scaling type '{}' is not supported{} (config.json field {})", src, type,
            known ? fmt::format(" for {}", arch_name(arch)) : std::string(), rope_field);
   }
@@ -324,7 +329,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   c.max_seq_len = r.get_int("max_position_embeddings");
   // The classes' own defaults: Gemma3TextConfig's and MixtralConfig's base is 1e6, the others' 1e4.
   c.rope_theta = float(r.get_num("rope_theta", c.arch == Arch::Gemma3 || hf_moe_family(j) == Arch::Mistral ? 1e6 : 1e4));
-  c.norm_eps = float(r.get_num("rms_norm_eps", c.arch == Arch::Olmo2 || c.arch == Arch::Olmoe ? 1e-5 : 1e-6));
+  c.norm_eps = float(r.get_num("rms_norm_eps", c.olmo_dense() || c.arch == Arch::Olmoe ? 1e-5 : 1e-6));
   c.tied_embeddings = r.get_bool("tie_word_embeddings", fd.tie);
   c.bos_id = r.get_token_id("bos_token_id", fd.bos);
   c.eos_id = r.get_token_id("eos_token_id", fd.eos);
@@ -332,26 +337,11 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
     if (!c.ends_generation(id)) c.more_eos_ids.push_back(id);
   c.qkv_bias = c.arch == Arch::Qwen2;  // hard-wired in Qwen2's modeling code, no config field
   if (r.has("rope_scaling")) {
-    // transformers v4.44 _compute_linear_scaling_rope_parameters / _compute_llama3_parameters.
     const json& rs = j["rope_scaling"];
     std::string type;  // reject_unsupported() checked that one of these is a known string
     for (const char* k : {"rope_type", "type"})
       if (rs.contains(k) && rs[k].is_string()) { type = rs[k].get<std::string>(); break; }
-    auto num = [&](const char* k) -> double {
-      if (!rs.contains(k) || !rs[k].is_number())
-        fail("{}: rope_scaling type '{}' needs a number '{}' (config.json field {}.{})", source, type, k, rope_field, k);
-      return rs[k].get<double>();
-    };
-    if (type == "linear") {
-      c.rope_scaling = ModelConfig::RopeScaling::Linear;
-      c.rope_factor = float(num("factor"));
-    } else if (type == "llama3") {
-      c.rope_scaling = ModelConfig::RopeScaling::Llama3;
-      c.rope_factor = float(num("factor"));
-      c.rope_low_freq_factor = float(num("low_freq_factor"));
-      c.rope_high_freq_factor = float(num("high_freq_factor"));
-      c.rope_original_max_pos = int(num("original_max_position_embeddings"));
-    }
+    read_hf_rope_scaling(rs, type, c, source, rope_field);
   }
 
   switch (c.arch) {
@@ -427,6 +417,15 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
     case Arch::Olmoe:
       // Olmo2Config and OlmoeConfig (v4.51) have no window; OLMoE's experts are read below.
       break;
+    case Arch::Olmo3:
+      // Olmo3Config (v4.57): sliding_window 4096 on the sliding_attention layers, by default all but
+      // every 4th; those rotate unscaled (Olmo3Model's rotary_embs["sliding_attention"] is the
+      // default RoPE at rope_theta), the others with rope_scaling.
+      c.sliding_window = r.get_int("sliding_window", 4096);
+      c.sliding_window_period = 4;
+      if (window_pattern_of_layer_types(j, r, c, source)) c.sliding_window = 0;
+      if (c.sliding_window > 0 && c.rope_scaling != ModelConfig::RopeScaling::None) c.rope_local_theta = c.rope_theta;
+      break;
   }
   if (hf_moe_family(j)) read_hf_moe_fields(j, c, source);
   if (wrapped)
@@ -492,19 +491,6 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
       j["hidden_act"] = "silu";
       j["attention_bias"] = false;
       j["mlp_bias"] = false;
-      if (c.rope_scaling == ModelConfig::RopeScaling::Linear) {
-        j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", float_for_json(c.rope_factor)}};
-      } else if (c.rope_scaling == ModelConfig::RopeScaling::Llama3) {
-        j["rope_scaling"] = {{"rope_type", "llama3"},
-                             {"factor", float_for_json(c.rope_factor)},
-                             {"low_freq_factor", float_for_json(c.rope_low_freq_factor)},
-                             {"high_freq_factor", float_for_json(c.rope_high_freq_factor)},
-                             {"original_max_position_embeddings", c.rope_original_max_pos}};
-      } else if (c.rope_scaling == ModelConfig::RopeScaling::FreqFactors) {
-        fail("{}: RoPE frequency factors (GGUF rope_freqs.weight) have no config.json form", path);
-      } else {
-        j["rope_scaling"] = nullptr;
-      }
       j["pretraining_tp"] = 1;
       break;
     case Arch::Mistral:
@@ -569,13 +555,25 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
     case Arch::Olmo2:
     case Arch::Olmoe:
       if (c.sliding_window > 0) fail("{}: {} has no sliding window in transformers", path, arch_name(c.arch));
-      if (c.rope_scaling != ModelConfig::RopeScaling::None)
-        fail("{}: this {} model's scaled RoPE is not read by kvparity's config.json reader", path, arch_name(c.arch));
       j["hidden_act"] = "silu";
       j["attention_bias"] = false;
-      j["rope_scaling"] = nullptr;
       break;
+    case Arch::Olmo3: {
+      // Its window, the local layers' unscaled RoPE and the layer kinds go together in transformers.
+      const bool scaled = c.rope_scaling != ModelConfig::RopeScaling::None;
+      if (c.sliding_window > 0 && (scaled ? c.rope_local_theta != c.rope_theta : c.rope_local_theta > 0.0f))
+        fail("{}: olmo3 whose windowed layers rotate otherwise than unscaled at rope_theta has no config.json form",
+             path);
+      j["hidden_act"] = "silu";
+      j["attention_bias"] = false;
+      j["sliding_window"] = c.sliding_window > 0 ? c.sliding_window : 4096;
+      j["layer_types"] = json::array();
+      for (int l = 0; l < c.n_layers; ++l)
+        j["layer_types"].push_back(c.window_for_layer(l) > 0 ? "sliding_attention" : "full_attention");
+      break;
+    }
   }
+  if (c.arch != Arch::Gemma2 && c.arch != Arch::Gemma3) j["rope_scaling"] = hf_rope_scaling_entry(c, path);
   if (c.is_moe()) write_hf_moe_fields(j, c, path);
   if (!c.nope_layers.empty()) write_smollm3_fields(j, c, path);
   if (c.granite_multipliers()) write_granite_fields(j, c, path);

@@ -253,6 +253,10 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "attention.head_count", GgufValue::of_u32(uint32_t(cfg.n_heads)));
   kv.set(A + "attention.head_count_kv", GgufValue::of_u32(uint32_t(cfg.n_kv_heads)));
   kv.set(A + "rope.freq_base", GgufValue::of_f32(cfg.rope_theta));
+  // llama.cpp's YaRN keys (rope.scaling.attn_factor and the ramp's) take its own formula, whose
+  // attention factor is not transformers' (kvparity reads no YaRN GGUF either).
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Yarn)
+    fail("{}: YaRN RoPE scaling has no GGUF form kvparity writes or reads (write --to hf)", path);
   if (cfg.rope_scaling == ModelConfig::RopeScaling::Linear) {
     kv.set(A + "rope.scaling.type", GgufValue::of_str("linear"));
     kv.set(A + "rope.scaling.factor", GgufValue::of_f32(cfg.rope_factor));
@@ -279,6 +283,16 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     if (cfg.moe.shared_hidden_dim > 0)
       kv.set(A + "expert_shared_feed_forward_length", GgufValue::of_u32(uint32_t(cfg.moe.shared_hidden_dim)));
     kv.set(A + "expert_weights_norm", GgufValue::of_bool(cfg.moe.norm_topk_prob));
+  }
+  if (cfg.arch == Arch::Olmo3) {
+    // llama.cpp's converter's form of Olmo3ForCausalLM: "olmo2", the window, a bool per layer (a
+    // window over no layer, where none is windowed: the key is what marks OLMo-3).
+    if (cfg.rope_local_theta > 0.0f && cfg.rope_local_theta != cfg.rope_theta)
+      fail("{}: olmo3 whose windowed layers rotate at another base has no GGUF form", path);
+    if (cfg.sliding_window == 0) kv.set(A + "attention.sliding_window", GgufValue::of_u32(4096));
+    std::vector<GgufValue> pattern;
+    for (int l = 0; l < cfg.n_layers; ++l) pattern.push_back(GgufValue::of_bool(cfg.window_for_layer(l) > 0));
+    kv.set(A + "attention.sliding_window_pattern", GgufValue::of_array(GgufType::Bool, pattern));
   }
   if (cfg.arch == Arch::Gemma3) {
     // llama.cpp reads the window and the caps; the pattern, the local base and the score scalar

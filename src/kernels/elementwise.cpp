@@ -8,6 +8,43 @@
 
 namespace kvp {
 
+YarnRange yarn_correction_range(int head_dim, float theta, const RopeScalingSpec& y, bool portable_math) {
+  auto ln = [&](double v) { return portable_math ? pmath::log(v) : std::log(v); };
+  const double dim = head_dim, base = theta, orig = y.original_max_pos;
+  // find_correction_dim: the dimension whose wavelength makes `rotations` turns in orig positions.
+  auto dim_of = [&](double rotations) { return (dim * ln(orig / (rotations * 2.0 * M_PI))) / (2.0 * ln(base)); };
+  double low = dim_of(y.beta_fast), high = dim_of(y.beta_slow);
+  if (y.truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  return {std::max(low, 0.0), std::min(high, dim - 1.0)};
+}
+
+namespace {
+
+// _compute_yarn_parameters on the fp32 tensors: every operation rounds to fp32 as torch's do, the
+// Python numbers (factor, the range) entering as floats.
+void apply_yarn(std::vector<float>& inv_freq, int head_dim, float theta, const RopeScalingSpec& y,
+                bool portable_math) {
+  const YarnRange r = yarn_correction_range(head_dim, theta, y, portable_math);
+  const double hi = r.low == r.high ? r.high + 0.001 : r.high;  // linear_ramp_factor's singularity guard
+  const float lo = float(r.low), span = float(hi - r.low), factor = y.factor;
+  for (size_t i = 0; i < inv_freq.size(); ++i) {
+    const float extrapolation = inv_freq[i];  // 1 / pos_freqs
+    const float exponent = float(2 * i) / float(head_dim);
+    const float pf = portable_math ? pmath::powf_rounded(theta, exponent) : std::pow(theta, exponent);
+    const float interpolation = 1.0f / (factor * pf);
+    const float ramp = std::clamp((float(i) - lo) / span, 0.0f, 1.0f);
+    const float extrapolation_factor = 1.0f - ramp;
+    const float a = interpolation * (1.0f - extrapolation_factor);
+    const float b = extrapolation * extrapolation_factor;
+    inv_freq[i] = a + b;
+  }
+}
+
+}  // namespace
+
 std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& sc, bool portable_math) {
   const int half = head_dim / 2;
   std::vector<float> inv_freq(static_cast<size_t>(half));
@@ -15,7 +52,9 @@ std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpe
     const float exponent = float(2 * i) / float(head_dim);
     inv_freq[size_t(i)] = 1.0f / (portable_math ? pmath::powf_rounded(theta, exponent) : std::pow(theta, exponent));
   }
-  if (sc.type == RopeScalingSpec::Type::Linear) {
+  if (sc.type == RopeScalingSpec::Type::Yarn) {
+    apply_yarn(inv_freq, head_dim, theta, sc, portable_math);
+  } else if (sc.type == RopeScalingSpec::Type::Linear) {
     for (auto& f : inv_freq) f = f / sc.factor;  // _compute_linear_scaling_rope_parameters
   } else if (sc.type == RopeScalingSpec::Type::FreqFactors) {
     for (int i = 0; i < half; ++i) inv_freq[size_t(i)] /= sc.freq_factors.at(size_t(i));
@@ -37,12 +76,15 @@ std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpe
   return inv_freq;
 }
 
-RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc, bool portable_math)
+RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc, bool portable_math,
+                     RopeRounding rounding)
     : head_dim_(head_dim),
       max_positions_(max_positions),
       theta_(theta),
       scaling_(sc),
       portable_math_(portable_math),
+      rounding_(rounding),
+      attention_factor_(float(sc.type == RopeScalingSpec::Type::Yarn ? sc.attention_factor : 1.0)),
       inv_freq_(rope_inv_freq(head_dim, theta, sc, portable_math)) {
   const size_t n = size_t(max_positions) * size_t(head_dim / 2);
   cos_.reset(new float[n]);
@@ -59,7 +101,7 @@ RopeTable RopeTable::identity(int head_dim, int max_positions) {
 const RopeTable& RopeTable::portable() const {
   if (portable_math_) return *this;
   std::call_once(twin_->once, [this] {
-    twin_->table = std::make_unique<RopeTable>(head_dim_, max_positions_, theta_, scaling_, true);
+    twin_->table = std::make_unique<RopeTable>(head_dim_, max_positions_, theta_, scaling_, true, rounding_);
   });
   return *twin_->table;
 }
@@ -69,8 +111,14 @@ void RopeTable::fill(int block) const {
   for (int p = block * kBlock; p < std::min(max_positions_, (block + 1) * kBlock); ++p) {
     for (int i = 0; i < half; ++i) {
       const double angle = double(float(p) * inv_freq_[size_t(i)]);
-      cos_[size_t(p) * half + i] = float(portable_math_ ? pmath::cos(angle) : std::cos(angle));
-      sin_[size_t(p) * half + i] = float(portable_math_ ? pmath::sin(angle) : std::sin(angle));
+      float c = float(portable_math_ ? pmath::cos(angle) : std::cos(angle));
+      float s = float(portable_math_ ? pmath::sin(angle) : std::sin(angle));
+      if (attention_factor_ != 1.0f) {  // YaRN: emb.cos() * attention_scaling, in fp32
+        c *= attention_factor_;
+        s *= attention_factor_;
+      }
+      cos_[size_t(p) * half + i] = c;
+      sin_[size_t(p) * half + i] = s;
     }
   }
 }
@@ -98,10 +146,13 @@ void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& ta
   const bool adjacent = input == RopePairs::AdjacentPairs;
   const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
   std::vector<float> cs(size_t(2 * half)), terms(size_t(2 * hd));
+  // Once: cos/sin stay fp32 and only the sum rounds (rounding a term to fp32 is the identity).
+  const bool once = table.rounding() == RopeRounding::Once;
+  const DType term = once ? DType::F32 : act;
   for (int m = 0; m < M; ++m) {
     std::copy_n(table.cos_row(start_pos + m), half, cs.begin());
     std::copy_n(table.sin_row(start_pos + m), half, cs.begin() + half);
-    simd::round_inplace(act, cs.data(), cs.size());
+    simd::round_inplace(term, cs.data(), cs.size());
     const float* c = cs.data();
     const float* sn = cs.data() + half;
     for (int h = 0; h < n_heads; ++h) {
@@ -114,7 +165,7 @@ void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& ta
         t[hd + i] = b * c[i];
         t[hd + half + i] = a * sn[i];
       }
-      simd::round_inplace(act, t, size_t(2 * hd));
+      simd::round_inplace(term, t, size_t(2 * hd));
       for (int i = 0; i < half; ++i) {
         v[i] = t[i] + t[half + i];
         v[i + half] = t[hd + i] + t[hd + half + i];

@@ -14,14 +14,27 @@ namespace kvp {
 // cos/sin of pos * inv_freq[i] for every position and i < head_dim/2, computed in fp32 as HF's
 // LlamaRotaryEmbedding does (inv_freq = 1 / theta^(2i/head_dim)); rounded to `act` at use.
 // Llama rope_scaling applied to inv_freq, as transformers v4.44's ROPE_INIT_FUNCTIONS (in fp32).
+// YaRN (_compute_yarn_parameters): each frequency a blend of itself and itself / factor, by a
+// ramp over the dimensions between the correction range of beta_fast and beta_slow rotations in
+// original_max_pos positions; cos and sin are then multiplied by attention_factor (in fp32).
 struct RopeScalingSpec {
-  enum class Type { None, Linear, Llama3, FreqFactors } type = Type::None;
-  float factor = 1.0f;           // linear: inv_freq / factor; llama3: low-frequency divisor
+  enum class Type { None, Linear, Llama3, FreqFactors, Yarn } type = Type::None;
+  float factor = 1.0f;           // linear: inv_freq / factor; llama3: low-frequency divisor; yarn: interpolation
   float low_freq_factor = 1.0f;  // llama3
   float high_freq_factor = 4.0f; // llama3
-  int original_max_pos = 8192;   // llama3: original_max_position_embeddings
+  int original_max_pos = 8192;   // llama3, yarn: original_max_position_embeddings
   std::vector<float> freq_factors;  // FreqFactors (llama.cpp's rope_freqs): inv_freq[i] / freq_factors[i]
+  double beta_fast = 32.0, beta_slow = 1.0;  // yarn: rotations (config.json's numbers, as Python reads them)
+  bool truncate = true;          // yarn: the correction range rounded out to whole dimensions
+  double attention_factor = 1.0; // yarn: cos/sin x float(attention_factor); 1 for the other types
 };
+
+// YaRN's correction range [low, high] in dimensions (find_correction_range, in double), before the
+// ramp reads it in fp32. portable_math: the logarithm from portable_math.h.
+struct YarnRange {
+  double low, high;
+};
+YarnRange yarn_correction_range(int head_dim, float theta, const RopeScalingSpec& yarn, bool portable_math = false);
 
 // llama3 scaling expressed as llama.cpp's per-frequency divisors (what its converter stores in the
 // GGUF tensor rope_freqs.weight): 1 for high frequencies, `factor` for low ones, interpolated between.
@@ -32,6 +45,12 @@ std::vector<float> llama3_rope_freq_factors(int head_dim, float theta, const Rop
 std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& scaling,
                                  bool portable_math = false);
 
+// How a rotation rounds. Terms: cos/sin rounded to the compute dtype, each product rounded, their
+// sum rounded (Llama's apply_rotary_pos_emb with cos/sin cast to x's dtype). Once: cos/sin kept in
+// fp32, q and k promoted to fp32, one rounding of the sum (OLMo's rotary embedding since
+// transformers v4.52, which returns fp32 cos/sin, and its `.to(q_type)`).
+enum class RopeRounding { Terms, Once };
+
 // Rows are computed on first use, a block of positions at a time: a model's context may be 10^5
 // positions (Llama-3.1: 131072 x 64 angles, ~170 ms and 64 MB when computed at load) while a run
 // uses a few thousand. Safe to share between threads.
@@ -41,7 +60,7 @@ class RopeTable {
   // portable_math: pow, cos and sin from portable_math.h rather than libm, whose last bits differ
   // between C libraries and versions.
   RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& scaling = {},
-            bool portable_math = false);
+            bool portable_math = false, RopeRounding rounding = RopeRounding::Terms);
   // This table's twin computed with portable_math (itself when it is one), for the `portable`
   // policy; built on first use, so runs that never ask pay nothing.
   const RopeTable& portable() const;
@@ -51,6 +70,7 @@ class RopeTable {
   // portable twin: cos 0 and sin 0 are exact in every library.
   static RopeTable identity(int head_dim, int max_positions);
   int head_dim() const { return head_dim_; }
+  RopeRounding rounding() const { return rounding_; }
   int max_positions() const { return max_positions_; }
   const float* cos_row(int pos) const { return row(cos_.get(), pos); }
   const float* sin_row(int pos) const { return row(sin_.get(), pos); }
@@ -69,6 +89,8 @@ class RopeTable {
   float theta_ = 0.0f;
   RopeScalingSpec scaling_;
   bool portable_math_ = false;
+  RopeRounding rounding_ = RopeRounding::Terms;
+  float attention_factor_ = 1.0f;  // float(scaling.attention_factor), applied to each cos/sin in fp32
   std::vector<float> inv_freq_;
   struct Twin {
     std::once_flag once;
@@ -87,7 +109,8 @@ class RopeTable {
 enum class RopePairs { Halves, AdjacentPairs };
 
 // Rotates rows x[M, n_heads*head_dim] at positions start_pos + m:
-// out = round(round(x*cos) + round(rotate_half(x)*sin)), with cos/sin rounded to act first.
+// out = round(round(x*cos) + round(rotate_half(x)*sin)), with cos/sin rounded to act first; or,
+// for a table of RopeRounding::Once, out = round(x*cos + rotate_half(x)*sin) over fp32 cos/sin.
 // The output is always in the halves layout (what the cache and attention expect), and each value
 // is computed from the same operands by the same operations whatever the input layout: an
 // AdjacentPairs model gives bitwise the results of the same model with its rows moved to Halves.

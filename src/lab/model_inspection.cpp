@@ -85,7 +85,17 @@ json rope_of(const Checkpoint& ck) {
       r["scaling"] = "frequency factors";
       r["frequency_factors"] = c.rope_freq_factors.size();
       break;
+    case RS::Yarn:
+      r["scaling"] = "yarn";
+      r["factor"] = c.rope_factor;
+      r["original_context"] = c.rope_original_max_pos;
+      r["attention_factor"] = c.rope_attention_factor;
+      r["beta_fast"] = c.rope_yarn_beta_fast;
+      r["beta_slow"] = c.rope_yarn_beta_slow;
+      r["truncate"] = c.rope_yarn_truncate;
+      break;
   }
+  r["rounding"] = c.rope_rounds_once() ? "once in fp32" : "each term in the compute dtype";
   return r;
 }
 
@@ -310,6 +320,11 @@ std::string inspect_text(const json& d) {
     rope += fmt::format(", llama3 scaling x{} (low {}, high {}, original context {})",
                         number_text(rp["factor"].get<double>()), number_text(rp["low_freq_factor"].get<double>()),
                         number_text(rp["high_freq_factor"].get<double>()), rp["original_context"].get<int>());
+  if (scaling == "yarn")
+    rope += fmt::format(", yarn scaling x{} (original context {}, cos/sin x {}, beta {} / {}{})",
+                        number_text(rp["factor"].get<double>()), rp["original_context"].get<int>(),
+                        number_text(rp["attention_factor"].get<double>()), number_text(rp["beta_fast"].get<double>()),
+                        number_text(rp["beta_slow"].get<double>()), rp["truncate"].get<bool>() ? "" : ", untruncated");
   if (scaling == "frequency factors")
     rope += fmt::format(", {} per-frequency divisors (GGUF rope_freqs)", rp["frequency_factors"].get<int>());
   if (rp.contains("local_theta"))
@@ -321,6 +336,7 @@ std::string inspect_text(const json& d) {
   }
   rope += rp["qk_rows"] == "interleaved" ? "; q/k rows in adjacent pairs (llama.cpp, llama2.c)"
                                          : "; q/k rows in halves (Hugging Face)";
+  if (rp.value("rounding", "") == "once in fp32") rope += "; cos/sin and the rotation in fp32, rounded once";
   line("rope", rope);
   line("norm", fmt::format("RMSNorm, eps {}, gain {}{}, {} the blocks", number_text(d["norm"]["eps"].get<double>()),
                            d["norm"]["gain"].get<std::string>(),

@@ -17,6 +17,7 @@ std::string arch_name(Arch a) {
     case Arch::Gemma3: return "gemma3";
     case Arch::Olmo2: return "olmo2";
     case Arch::Olmoe: return "olmoe";
+    case Arch::Olmo3: return "olmo3";
   }
   return "?";
 }
@@ -37,7 +38,9 @@ Arch parse_arch(const std::string& s) {
   if (s == "gemma3") return Arch::Gemma3;
   if (s == "olmo2") return Arch::Olmo2;
   if (s == "olmoe") return Arch::Olmoe;
-  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3, olmo2, olmoe)", s);
+  if (s == "olmo3") return Arch::Olmo3;
+  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3, olmo2, olmoe, olmo3)",
+             s);
 }
 
 void ModelConfig::validate() const {
@@ -73,7 +76,7 @@ void ModelConfig::validate() const {
     fail("{}: logits_scaling = {} is not supported: only a power of two, whose division is multiplication by its "
          "exact reciprocal (the published Granite models' 8 and 16 are)",
          source, logits_scaling);
-  if (granite_multipliers() && (gemma_family() || arch == Arch::Olmo2))
+  if (granite_multipliers() && (gemma_family() || olmo_dense()))
     fail("{}: invalid config: Granite's multipliers on {}, which has its own scaling", source, arch_name(arch));
   if (query_pre_attn_scalar < 0.0f || !std::isfinite(query_pre_attn_scalar))
     fail("{}: invalid config: query_pre_attn_scalar = {}", source, query_pre_attn_scalar);
@@ -92,6 +95,15 @@ void ModelConfig::validate() const {
       if (!(f > 0.0f && std::isfinite(f))) fail("{}: invalid config: rope frequency factor {}", source, f);
   } else if (rope_scaling != RopeScaling::None && !(rope_factor > 0.0f && std::isfinite(rope_factor)))
     fail("{}: invalid config: rope_scaling factor = {}", source, rope_factor);
+  if (rope_scaling == RopeScaling::Yarn) {
+    if (rope_original_max_pos <= 0)
+      fail("{}: invalid config: yarn rope_scaling needs original_max_position_embeddings > 0 (got {})", source,
+           rope_original_max_pos);
+    for (auto [name, v] : {std::pair{"beta_fast", rope_yarn_beta_fast}, std::pair{"beta_slow", rope_yarn_beta_slow},
+                           std::pair{"attention_factor", rope_attention_factor}})
+      if (!(v > 0.0) || !std::isfinite(v))
+        fail("{}: invalid config: yarn rope_scaling {} = {} (must be a positive number)", source, name, v);
+  }
   if (rope_scaling == RopeScaling::Llama3 &&
       (!(rope_high_freq_factor > rope_low_freq_factor) || !(rope_low_freq_factor > 0.0f) || rope_original_max_pos <= 0))
     fail("{}: invalid config: llama3 rope_scaling needs high_freq_factor > low_freq_factor > 0 and "
@@ -108,7 +120,7 @@ void ModelConfig::validate() const {
     if (moe.sparse_step < 1 || moe.sparse_step > n_layers) bad("decoder sparse step", moe.sparse_step);
     for (int l : moe.dense_layers)
       if (l < 0 || l >= n_layers) bad("dense (mlp_only) layer", l);
-    if (gemma_family() || arch == Arch::Olmo2)
+    if (gemma_family() || olmo_dense())
       fail("{}: invalid config: {} has no mixture-of-experts form", source, arch_name(arch));
     if (moe.shared_hidden_dim > 0 && arch != Arch::Qwen2)
       fail("{}: invalid config: a shared expert exists only in Qwen2-MoE, not {}", source, arch_name(arch));

@@ -10,10 +10,12 @@
 namespace kvp {
 
 // Olmoe: OLMoE's attention (Llama's, with q/k normalised over the whole projection), a mixture of
-// experts only.
-enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3, Olmo2, Olmoe };
+// experts only. Olmo3: OLMo-2's decoder with windowed layers, as transformers v4.57 rounds it
+// (norms' gains and RoPE in fp32, rounded once; kvparity's OLMo-2 keeps v4.51's rounding points).
+enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3, Olmo2, Olmoe, Olmo3 };
 
-std::string arch_name(Arch a);  // "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3" | "olmo2" | "olmoe"
+// "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3" | "olmo2" | "olmoe" | "olmo3"
+std::string arch_name(Arch a);
 Arch parse_arch(const std::string& s);  // accepts the names above; errors name the value
 struct ModelConfig;
 // The model's family as transformers names it: arch_name, or for a mixture of experts "mixtral",
@@ -91,16 +93,22 @@ struct ModelConfig {
   float query_pre_attn_scalar = 0.0f;
   float attn_logit_softcapping = 0.0f;
   float final_logit_softcapping = 0.0f;
-  // Llama rope_scaling (HF ROPE_INIT_FUNCTIONS on inv_freq): none, "linear" or "llama3"; or
+  // rope_scaling (HF ROPE_INIT_FUNCTIONS on inv_freq): none, "linear", "llama3" or "yarn"; or
   // llama.cpp's per-frequency divisors (GGUF tensor rope_freqs.weight), which is how GGUF files
   // carry llama3 scaling.
-  enum class RopeScaling { None, Linear, Llama3, FreqFactors };
+  enum class RopeScaling { None, Linear, Llama3, FreqFactors, Yarn };
   RopeScaling rope_scaling = RopeScaling::None;
   float rope_factor = 1.0f;
   float rope_low_freq_factor = 1.0f;     // llama3 only
   float rope_high_freq_factor = 4.0f;    // llama3 only
-  int rope_original_max_pos = 8192;      // llama3 only: original_max_position_embeddings
+  int rope_original_max_pos = 8192;      // llama3, yarn: original_max_position_embeddings
   std::vector<float> rope_freq_factors;  // FreqFactors only: inv_freq[i] / factor[i], head_dim/2 entries
+  // yarn only (_compute_yarn_parameters): the ramp's rotations, whether its range is truncated to
+  // whole dimensions, and the factor cos/sin are multiplied by (attention_factor, or the one
+  // transformers derives from factor, mscale and mscale_all_dim: resolved when the config is read).
+  double rope_yarn_beta_fast = 32.0, rope_yarn_beta_slow = 1.0;
+  bool rope_yarn_truncate = true;
+  double rope_attention_factor = 1.0;
   MoeConfig moe;            // n_experts 0 for the dense families
   std::string source;       // file or directory the config came from, for error messages
 
@@ -128,21 +136,27 @@ struct ModelConfig {
   }
   // Gemma-2 and Gemma-3 (embedding normaliser, (1 + w) norms, four per layer, GeGLU, scaled scores).
   bool gemma_family() const { return arch == Arch::Gemma2 || arch == Arch::Gemma3; }
+  // OLMo-2 and OLMo-3's dense decoder (post-norms only, q/k normalised over the whole projection).
+  bool olmo_dense() const { return arch == Arch::Olmo2 || arch == Arch::Olmo3; }
+  // Whether the rotation keeps cos/sin in fp32 and rounds once (OLMo-3: transformers' OLMo rotary
+  // embedding since v4.52 returns fp32 cos/sin) rather than rounding them and each term to the
+  // compute dtype (every other family, and kvparity's OLMo-2 as v4.51 has it).
+  bool rope_rounds_once() const { return arch == Arch::Olmo3; }
   // Qwen3 and Gemma-3: q and k are RMS-normalised per head (over head_dim, a gain of head_dim
   // values each; Gemma-3's as its other norms, (1 + w) in fp32) between their projections and RoPE.
   // Hard-wired in both families' modeling code: no config field says it.
   // OLMo-2 and OLMoE: q and k are RMS-normalised over the whole projection (a gain of q_dim / kv_dim
   // values).
-  bool qk_norm() const { return qk_norm_per_head() || arch == Arch::Olmo2 || arch == Arch::Olmoe; }
+  bool qk_norm() const { return qk_norm_per_head() || olmo_dense() || arch == Arch::Olmoe; }
   bool qk_norm_per_head() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
-  // Whether every RMSNorm multiplies its gain in fp32 and rounds once (Gemma's (1 + w)), rather than
-  // rounding the normalised row before the gain (Llama's; OLMo-2's too, as transformers v4.51 rounds
-  // it: v4.52 moved OLMo-2 to the fp32 gain, and its RoPE to fp32, which kvparity does not follow).
-  bool norm_gain_in_fp32() const { return gemma_family(); }
+  // Whether every RMSNorm multiplies its gain in fp32 and rounds once (Gemma's (1 + w); OLMo-3's w,
+  // Olmo2RMSNorm as v4.52 on has it), rather than rounding the normalised row before the gain
+  // (Llama's; OLMo-2's too, as transformers v4.51 rounds it, which kvparity's OLMo-2 follows).
+  bool norm_gain_in_fp32() const { return gemma_family() || arch == Arch::Olmo3; }
   // Whether the attention and MLP blocks start with a norm of the residual stream (not OLMo-2's,
   // which normalises their outputs only), and whether their outputs are normalised (Gemma, OLMo-2).
-  bool pre_norms() const { return arch != Arch::Olmo2; }
-  bool post_norms() const { return gemma_family() || arch == Arch::Olmo2; }
+  bool pre_norms() const { return !olmo_dense(); }
+  bool post_norms() const { return gemma_family() || olmo_dense(); }
   bool is_moe() const { return moe.n_experts > 0; }
   // Whether any of Granite's multipliers is set.
   bool granite_multipliers() const {

@@ -42,6 +42,11 @@
 //                    attn_norm rounds (v4.51's Olmo2RMSNorm is Llama's), before RoPE
 //   attn_out         o_proj -> P, post_attention_layernorm -> P, then resid_mid
 //   mlp_out          down_proj -> P, post_feedforward_layernorm -> P, then resid_post
+// OLMo-3 (transformers v4.57.1 Olmo3ForCausalLM, eager) is OLMo-2 as v4.52 on rounds it, with windows:
+//   every norm       x * rsqrt(mean(x^2) + eps) * w in fp32 -> P (Olmo2RMSNorm's gain before the cast)
+//   q_rope, k_rope   x*cos + rotate_half(x)*sin in fp32 -> P, cos/sin fp32 (OlmoRotaryEmbedding's)
+//   windows          sliding_window on the sliding_attention layers (3 of 4), which rotate unscaled;
+//                    the full_attention layers take rope_scaling (YaRN in the published checkpoints)
 // Granite (transformers v4.44 GraniteForCausalLM, eager) is Llama with four multipliers, each a
 // Python float applied in fp32 and rounded:
 //   embed_scaled     embed * embedding_multiplier -> P

@@ -11,17 +11,24 @@ std::shared_ptr<Model> Model::from_checkpoint(const Checkpoint& ckpt, DType dtyp
   m->weights = build_weights(ckpt, dtype);
   const ModelConfig& c = ckpt.config;
   RopeScalingSpec rs;
-  rs.type = c.rope_scaling == ModelConfig::RopeScaling::Linear   ? RopeScalingSpec::Type::Linear
-            : c.rope_scaling == ModelConfig::RopeScaling::Llama3 ? RopeScalingSpec::Type::Llama3
+  rs.type = c.rope_scaling == ModelConfig::RopeScaling::Linear        ? RopeScalingSpec::Type::Linear
+            : c.rope_scaling == ModelConfig::RopeScaling::Llama3      ? RopeScalingSpec::Type::Llama3
             : c.rope_scaling == ModelConfig::RopeScaling::FreqFactors ? RopeScalingSpec::Type::FreqFactors
+            : c.rope_scaling == ModelConfig::RopeScaling::Yarn        ? RopeScalingSpec::Type::Yarn
                                                                       : RopeScalingSpec::Type::None;
   rs.factor = c.rope_factor;
   rs.low_freq_factor = c.rope_low_freq_factor;
   rs.high_freq_factor = c.rope_high_freq_factor;
   rs.original_max_pos = c.rope_original_max_pos;
   rs.freq_factors = c.rope_freq_factors;
-  m->rope = RopeTable(c.head_dim, c.max_seq_len, c.rope_theta, rs);
-  if (c.rope_local_theta > 0.0f) m->rope_local = RopeTable(c.head_dim, c.max_seq_len, c.rope_local_theta, {});
+  rs.beta_fast = c.rope_yarn_beta_fast;
+  rs.beta_slow = c.rope_yarn_beta_slow;
+  rs.truncate = c.rope_yarn_truncate;
+  rs.attention_factor = c.rope_attention_factor;
+  const RopeRounding rounding = c.rope_rounds_once() ? RopeRounding::Once : RopeRounding::Terms;
+  m->rope = RopeTable(c.head_dim, c.max_seq_len, c.rope_theta, rs, false, rounding);
+  if (c.rope_local_theta > 0.0f)
+    m->rope_local = RopeTable(c.head_dim, c.max_seq_len, c.rope_local_theta, {}, false, rounding);
   if (!c.nope_layers.empty()) m->rope_none = RopeTable::identity(c.head_dim, c.max_seq_len);
   m->vocab = ckpt.vocab;
   m->tokenizer_path = ckpt.tokenizer_path;

@@ -18,7 +18,7 @@ struct Model {
   DType dtype = DType::F32;
   ModelWeights weights;
   RopeTable rope;
-  RopeTable rope_local;  // Gemma-3's windowed layers' (rope_local_theta, unscaled); empty otherwise
+  RopeTable rope_local;  // Gemma-3's and OLMo-3's windowed layers' (rope_local_theta, unscaled); empty otherwise
   RopeTable rope_none;   // SmolLM3's NoPE layers': the identity rotation; empty otherwise
   std::optional<VocabSpec> vocab;  // embedded (GGUF) vocabulary, if any
   std::string tokenizer_path;      // tokenizer.json found beside the checkpoint, if any

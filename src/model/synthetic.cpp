@@ -29,7 +29,18 @@ constexpr Preset kPresets[] = {
     {"olmo2-7b", "olmo2"},          {"mixtral-8x7b", "mixtral"},
     {"qwen1.5-moe-a2.7b", "qwen2_moe"}, {"qwen3-30b-a3b", "qwen3_moe"},
     {"olmoe-1b-7b", "olmoe"},       {"smollm3-3b", "llama"},
+    {"olmo3-7b", "olmo3"},
 };
+
+// OLMo-3's published RoPE: YaRN x8 over an original 8192-position context, its attention factor
+// transformers' default 0.1 ln 8 + 1 written out, on the full-attention layers only.
+void olmo3_yarn(ModelConfig& c, int original_context) {
+  c.rope_scaling = ModelConfig::RopeScaling::Yarn;
+  c.rope_factor = 8.0f;
+  c.rope_original_max_pos = original_context;
+  c.rope_attention_factor = 0.1 * std::log(8.0) + 1.0;
+  c.rope_local_theta = c.rope_theta;
+}
 
 std::string preset_arch(const std::string& preset) {
   for (const Preset& p : kPresets)
@@ -94,6 +105,13 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
       case Arch::Olmoe:
         c.n_kv_heads = 2; c.norm_eps = 1e-6f; c.bos_id = -1; c.eos_id = 2;  // no BOS, as OLMo's tokenizers
         break;
+      case Arch::Olmo3:
+        // Layers 0-2 windowed (short, so tests run past it) and rotating unscaled, layer 3 full with
+        // YaRN over an original context of 64, so a test's positions cross the ramp's range.
+        c.n_kv_heads = 2; c.norm_eps = 1e-6f; c.bos_id = -1; c.eos_id = 2;
+        c.sliding_window = 16; c.sliding_window_period = 4; c.rope_theta = 500000.0f;
+        olmo3_yarn(c, 64);
+        break;
     }
   } else if (preset == "tinyllama-1.1b") {
     c.dim = 2048; c.hidden_dim = 5632; c.n_layers = 22; c.n_heads = 32; c.n_kv_heads = 4;
@@ -129,6 +147,11 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.n_heads = b1 ? 16 : 32; c.n_kv_heads = c.n_heads;
     c.vocab_size = 100352; c.max_seq_len = 4096; c.rope_theta = 500000.0f; c.norm_eps = 1e-6f;
     c.bos_id = -1; c.eos_id = 100257;
+  } else if (preset == "olmo3-7b") {  // allenai/Olmo-3-1025-7B
+    c.dim = 4096; c.hidden_dim = 11008; c.n_layers = 32; c.n_heads = 32; c.n_kv_heads = 32;
+    c.vocab_size = 100278; c.max_seq_len = 65536; c.rope_theta = 500000.0f; c.norm_eps = 1e-6f;
+    c.sliding_window = 4096; c.sliding_window_period = 4; c.bos_id = -1; c.eos_id = 100257;
+    olmo3_yarn(c, 8192);
   } else if (preset == "mixtral-8x7b") {  // mistralai/Mixtral-8x7B-v0.1: no sliding window
     c.dim = 4096; c.hidden_dim = 14336; c.n_layers = 32; c.n_heads = 32; c.n_kv_heads = 8;
     c.vocab_size = 32000; c.max_seq_len = 32768; c.rope_theta = 1000000.0f;

@@ -148,7 +148,7 @@ TEST(CudaInvariant, WgmmaGemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
 }
 
 const std::vector<std::string> kFamilies = {"llama",  "mistral", "gemma2",    "qwen2",     "qwen3", "gemma3",
-                                            "olmo2",  "mixtral", "qwen2_moe", "qwen3_moe", "olmoe"};
+                                            "olmo2",  "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",  "olmo3"};
 
 class CudaInvariantBattery : public ::testing::TestWithParam<std::string> {};
 
