@@ -207,6 +207,16 @@ cfgs["olmo3"] = {"architectures": ["Olmo3ForCausalLM"], "model_type": "olmo3", "
                                   "attention_factor": 1.2079441541679836, "beta_fast": 32.0, "beta_slow": 1.0}}
 cfgs["qwen3_yarn"] = dict(cfgs["qwen3"], rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                                         "original_max_position_embeddings": 32})
+# Ministral 3 as the 2512 series publishes it: a Mistral3 wrapper over a sparse ministral3 text_config.
+cfgs["ministral3"] = {"architectures": ["Mistral3ForConditionalGeneration"], "model_type": "mistral3",
+                      "text_config": {"model_type": "ministral3", "hidden_size": 64, "intermediate_size": 160,
+                                      "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                      "head_dim": 16, "vocab_size": 512, "max_position_embeddings": 4096,
+                                      "rope_parameters": {"rope_type": "yarn", "rope_theta": 1000000.0,
+                                                          "factor": 16.0, "original_max_position_embeddings": 256,
+                                                          "mscale": 1.0, "mscale_all_dim": 1.0,
+                                                          "llama_4_scaling_beta": 0.1}},
+                      "vision_config": {"model_type": "pixtral"}}
 for k, v in cfgs.items():
     open(os.path.join(OUT, "fuzz_hf_config", f"{k}.json"), "w").write(json.dumps(v, indent=1))
 # A llama2.c checkpoint: dim 8, hidden 16, 1 layer, 2 heads, 1 kv head, vocab 32 (shared), seq 16.

@@ -20,6 +20,7 @@
 #include "model/checkpoint_export.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "reference_files.h"
 #include "runtime/generator.h"
 #include "test_util.h"
 

@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "io/hf_ministral3.h"
 #include "io/hf_moe_config.h"
 #include "io/hf_rope_parameters.h"
 #include "io/hf_rope_scaling.h"
@@ -291,15 +292,23 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   const std::vector<int> nope = smollm3 ? read_smollm3_config(j, file + " (SmolLM3ForCausalLM)") : std::vector<int>{};
   const bool granite = !phi3 && !smollm3 && is_granite_config(j);
   const GraniteMultipliers gm = granite ? read_granite_config(j, file + " (GraniteForCausalLM)") : GraniteMultipliers{};
+  // Ministral 3: Mistral's decoder with a query temperature (hf_ministral3.h), whose beta sits in
+  // the RoPE dict, kept as the file gave it.
+  const bool ministral3 = !phi3 && !smollm3 && !granite && is_ministral3_config(j);
+  if (ministral3) read_ministral3_config(j);
+  const bool v5_rope = j.contains("rope_parameters") && !j["rope_parameters"].is_null();
+  const json temperature_rope = !ministral3 ? json() : v5_rope ? j["rope_parameters"] : j.value("rope_scaling", json());
   const std::string source = wrapped ? fmt::format("{} (text_config of {})", file, wrapped->wrapper_class)
                              : phi3  ? fmt::format("{} (Phi3ForCausalLM, read as {})", file,
                                                    j["model_type"].get<std::string>())
                              : smollm3 ? file + " (SmolLM3ForCausalLM)"
                              : granite ? file + " (GraniteForCausalLM)"
+                             : ministral3 && !wrapped ? file + " (Ministral3ForCausalLM)"
                                        : file;
   if (text_model_of != nullptr) *text_model_of = wrapped ? wrapped->wrapper_class : std::string();
   if (read_from != nullptr)
-    *read_from = phi3 ? "Phi3ForCausalLM" : smollm3 ? "SmolLM3ForCausalLM" : granite ? "GraniteForCausalLM" : "";
+    *read_from = phi3 ? "Phi3ForCausalLM" : smollm3 ? "SmolLM3ForCausalLM" : granite ? "GraniteForCausalLM"
+                 : ministral3 ? "Ministral3ForCausalLM" : "";
   ConfigReader r(j, source);
   ModelConfig c;
   c.source = file;
@@ -343,6 +352,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
       if (rs.contains(k) && rs[k].is_string()) { type = rs[k].get<std::string>(); break; }
     read_hf_rope_scaling(rs, type, c, source, rope_field);
   }
+  if (ministral3)
+    read_ministral3_temperature(temperature_rope, c, source, v5_rope ? "rope_parameters" : "rope_scaling");
 
   switch (c.arch) {
     case Arch::Llama:
@@ -577,6 +588,7 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
   if (c.is_moe()) write_hf_moe_fields(j, c, path);
   if (!c.nope_layers.empty()) write_smollm3_fields(j, c, path);
   if (c.granite_multipliers()) write_granite_fields(j, c, path);
+  if (c.query_temperature_beta > 0.0f) write_ministral3_fields(j, c, path);
   AtomicFile f(path);
   f.write_str(j.dump(2) + "\n");
   f.commit();

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "io/hf_ministral3.h"
 
 namespace kvp {
 
@@ -110,6 +111,7 @@ json class_defaults(const std::string& text_type) {
     if (text_type == "qwen3") d["head_dim"] = 128;
     return d;
   }
+  if (text_type == "ministral3") return ministral3_defaults();  // the 2512 series' Mistral3 checkpoints
   if (text_type == "gemma3_text")
     return {{"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216}, {"num_hidden_layers", 26},
             {"num_attention_heads", 8}, {"num_key_value_heads", 4}, {"head_dim", 256},

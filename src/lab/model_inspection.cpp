@@ -57,6 +57,8 @@ json attention_of(const ModelConfig& c) {
     a["window_layers"] = c.sliding_window_period == 1 ? "every" : c.sliding_window_period == 2 ? "even" : "periodic";
     a["window_period"] = c.sliding_window_period;
   }
+  if (c.query_temperature_beta > 0)  // Ministral 3's: queries x (1 + beta ln(1 + floor(pos / context)))
+    a["query_temperature"] = {{"beta", c.query_temperature_beta}, {"context", c.query_temperature_context}};
   return a;
 }
 
@@ -270,6 +272,7 @@ std::string inspect_text(const json& d) {
                                    d["read_from"].get<std::string>(),
                                    d["read_from"] == "Phi3ForCausalLM"      ? " (its fused projections split)"
                                    : d["read_from"] == "SmolLM3ForCausalLM" ? " (its layers without RoPE kept)"
+                                   : d["read_from"] == "Ministral3ForCausalLM" ? " (its query temperature kept)"
                                                                             : " (its multipliers kept)")
                      : d["family"].get<std::string>());
   if (d.contains("experts")) {
@@ -309,6 +312,10 @@ std::string inspect_text(const json& d) {
   const double cap = at["logit_softcap"].get<double>();
   heads += cap > 0 ? fmt::format("; scores soft-capped at {}", number_text(cap)) : "";
   heads += at["qkv_bias"].get<bool>() ? "; q/k/v biases" : "";
+  if (at.contains("query_temperature"))
+    heads += fmt::format("; queries x (1 + {} ln(1 + floor(pos / {}))) (llama_4_scaling_beta)",
+                         number_text(at["query_temperature"]["beta"].get<double>()),
+                         at["query_temperature"]["context"].get<int>());
   if (at.value("qk_norm", false))
     heads += at.value("qk_norm_per_head", true) ? "; q/k normalised per head" : "; q/k normalised over the whole projection";
   line("attention", heads);

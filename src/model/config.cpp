@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "kernels/portable_math.h"
 
 namespace kvp {
 
@@ -95,6 +96,10 @@ void ModelConfig::validate() const {
       if (!(f > 0.0f && std::isfinite(f))) fail("{}: invalid config: rope frequency factor {}", source, f);
   } else if (rope_scaling != RopeScaling::None && !(rope_factor > 0.0f && std::isfinite(rope_factor)))
     fail("{}: invalid config: rope_scaling factor = {}", source, rope_factor);
+  if (query_temperature_beta < 0.0f || !std::isfinite(query_temperature_beta))
+    fail("{}: invalid config: llama_4_scaling_beta = {}", source, query_temperature_beta);
+  if (query_temperature_beta > 0.0f && query_temperature_context <= 0)
+    bad("query temperature context (original_max_position_embeddings)", query_temperature_context);
   if (rope_scaling == RopeScaling::Yarn) {
     if (rope_original_max_pos <= 0)
       fail("{}: invalid config: yarn rope_scaling needs original_max_position_embeddings > 0 (got {})", source,
@@ -133,6 +138,15 @@ void ModelConfig::validate() const {
   if (eos_id >= vocab_size) bad("eos token id", eos_id);
   for (int id : more_eos_ids)
     if (id < 0 || id >= vocab_size) bad("eos token id", id);
+}
+
+float ModelConfig::query_temperature(int pos) const {
+  if (query_temperature_beta == 0.0f || pos < query_temperature_context) return 1.0f;
+  // _get_llama_4_attn_scale on fp32 tensors: pos / context, floor, log (portable_math's, the same
+  // bits on every machine, within an ulp of torch's), each op rounded to fp32.
+  const float steps = std::floor(float(pos) / float(query_temperature_context));
+  const float ln = float(pmath::log(double(1.0f + steps)));
+  return 1.0f + query_temperature_beta * ln;
 }
 
 bool ModelConfig::ends_generation(int id) const {

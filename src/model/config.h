@@ -88,6 +88,12 @@ struct ModelConfig {
   float attention_multiplier = 0.0f;
   float residual_multiplier = 1.0f;
   float logits_scaling = 1.0f;
+  // Ministral 3 (Llama-4's attention temperature): each rotated query row at position pos is
+  // multiplied by query_temperature(pos) = 1 + beta ln(1 + floor(pos / query_temperature_context)),
+  // rounded to the compute dtype, as its product; 1 (nothing done) below that context. 0 = none.
+  float query_temperature_beta = 0.0f;
+  int query_temperature_context = 0;
+  float query_temperature(int pos) const;
   // Gemma-2 (0 = absent): attention scores are multiplied by query_pre_attn_scalar^-0.5 (instead of
   // divided by sqrt(head_dim)); scores and final logits are soft-capped as cap * tanh(x / cap).
   float query_pre_attn_scalar = 0.0f;

@@ -47,6 +47,9 @@
 //   q_rope, k_rope   x*cos + rotate_half(x)*sin in fp32 -> P, cos/sin fp32 (OlmoRotaryEmbedding's)
 //   windows          sliding_window on the sliding_attention layers (3 of 4), which rotate unscaled;
 //                    the full_attention layers take rope_scaling (YaRN in the published checkpoints)
+// Ministral 3 (Ministral3ForCausalLM) is Mistral with, at positions pos >= C (its YaRN's
+// original_max_position_embeddings; 1 below it, which changes nothing):
+//   q_scaled         q_rope * round(1 + beta ln(1 + floor(pos / C))) -> P (llama_4_scaling_beta)
 // Granite (transformers v4.44 GraniteForCausalLM, eager) is Llama with four multipliers, each a
 // Python float applied in fp32 and rounded:
 //   embed_scaled     embed * embedding_multiplier -> P
@@ -216,6 +219,7 @@ class Pass {
       const RopeTable& rope = !c_.rotates(l) ? m_.rope_none : c_.local_rope(l) ? m_.rope_local : m_.rope;
       kn_.rope(qr, M_, c_.n_heads, pos_of_row_.data(), rope, P_, pairs);
       materialise(qr, M_, qd, "q_rope", l);
+      query_temperature(qr, qd, l);
       kn_.rope(kr, M_, c_.n_kv_heads, pos_of_row_.data(), rope, P_, pairs);
       materialise(kr, M_, kvd, "k_rope", l);
       hook(HookPoint::Q, l, qr, qd);
@@ -506,6 +510,24 @@ class Pass {
       norm_rows(x, M_ * n_heads, c_.head_dim, w, y);
     else
       norm_rows(x, M_, n_heads * c_.head_dim, w, y);
+  }
+
+  // Ministral 3: rows at positions past the temperature's context x query_temperature(pos) -> P,
+  // consecutive rows of one factor as one scale.
+  void query_temperature(float* q, size_t qd, int layer) {
+    if (c_.query_temperature_beta == 0.0f) return;
+    bool scaled = false;
+    for (int m = 0; m < M_;) {
+      const float f = c_.query_temperature(pos_of_row_[size_t(m)]);
+      int e = m + 1;
+      while (e < M_ && c_.query_temperature(pos_of_row_[size_t(e)]) == f) ++e;
+      if (f != 1.0f) {
+        kn_.scale(q + size_t(m) * qd, size_t(e - m) * qd, f, P_, ScaleBy::Act);
+        scaled = true;
+      }
+      m = e;
+    }
+    if (scaled) materialise(q, M_, int(qd), "q_scaled", layer);
   }
 
   void norm_rows(const float* x, int rows, int width, const TensorView& w, float* y) {

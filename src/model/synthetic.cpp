@@ -29,7 +29,7 @@ constexpr Preset kPresets[] = {
     {"olmo2-7b", "olmo2"},          {"mixtral-8x7b", "mixtral"},
     {"qwen1.5-moe-a2.7b", "qwen2_moe"}, {"qwen3-30b-a3b", "qwen3_moe"},
     {"olmoe-1b-7b", "olmoe"},       {"smollm3-3b", "llama"},
-    {"olmo3-7b", "olmo3"},
+    {"olmo3-7b", "olmo3"},          {"ministral3-8b", "mistral"},
 };
 
 // OLMo-3's published RoPE: YaRN x8 over an original 8192-position context, its attention factor
@@ -152,6 +152,12 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.vocab_size = 100278; c.max_seq_len = 65536; c.rope_theta = 500000.0f; c.norm_eps = 1e-6f;
     c.sliding_window = 4096; c.sliding_window_period = 4; c.bos_id = -1; c.eos_id = 100257;
     olmo3_yarn(c, 8192);
+  } else if (preset == "ministral3-8b") {  // mistralai/Ministral-3-8B-Base-2512: Ministral3Config's defaults
+    c.dim = 4096; c.hidden_dim = 14336; c.n_layers = 34; c.n_heads = 32; c.n_kv_heads = 8; c.head_dim = 128;
+    c.vocab_size = 131072; c.max_seq_len = 262144; c.rope_theta = 1000000.0f; c.norm_eps = 1e-5f;
+    c.rope_scaling = ModelConfig::RopeScaling::Yarn; c.rope_factor = 16.0f; c.rope_original_max_pos = 16384;
+    c.rope_attention_factor = 1.0;  // mscale / mscale_all_dim, both 1
+    c.query_temperature_beta = 0.1f; c.query_temperature_context = 16384;
   } else if (preset == "mixtral-8x7b") {  // mistralai/Mixtral-8x7B-v0.1: no sliding window
     c.dim = 4096; c.hidden_dim = 14336; c.n_layers = 32; c.n_heads = 32; c.n_kv_heads = 8;
     c.vocab_size = 32000; c.max_seq_len = 32768; c.rope_theta = 1000000.0f;
