@@ -1,5 +1,6 @@
 // Llama's decoder with a twist, on the GPU (CUDA suite): SmolLM3's NoPE layers (the identity
-// rotation) and Granite's multipliers (fp32 scales at their own rounding points) run through the
+// rotation), Granite's multipliers (fp32 scales at their own rounding points) and Ministral 3's
+// query temperature (YaRN, and queries past C = 8 scaled, on Mistral's decoder) run through the
 // same forward pass, so under `portable` every step's logits and tokens are the CPU's bit for bit,
 // on both cache paths, in fp16 and fp32.
 #include <gtest/gtest.h>
@@ -17,8 +18,15 @@ namespace {
 using test::on_gpu;
 
 ModelConfig variant(const char* which) {
-  ModelConfig c = synthetic_config("llama", "tiny");
-  if (std::string(which) == "smollm3") {
+  ModelConfig c = synthetic_config(std::string(which) == "ministral3" ? "mistral" : "llama", "tiny");
+  if (std::string(which) == "ministral3") {
+    c.sliding_window = 0;
+    c.rope_scaling = ModelConfig::RopeScaling::Yarn;
+    c.rope_factor = 4.0f;
+    c.rope_original_max_pos = 8;
+    c.query_temperature_beta = 0.1f;
+    c.query_temperature_context = 8;
+  } else if (std::string(which) == "smollm3") {
     for (int l = 1; l < c.n_layers; l += 2) c.nope_layers.push_back(l);
   } else {  // granite-3.x-2b's multipliers
     c.embedding_multiplier = 12.0f;
@@ -31,7 +39,7 @@ ModelConfig variant(const char* which) {
 
 TEST(CudaLlamaVariants, PortableStepsAreTheCpuBits) {
   KVP_REQUIRE_GPU();
-  for (const char* which : {"smollm3", "granite"})
+  for (const char* which : {"smollm3", "granite", "ministral3"})
     for (DType dt : {DType::F16, DType::F32}) {
       auto model = Model::from_checkpoint(synthesize_checkpoint(variant(which), dt), dt);
       for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
