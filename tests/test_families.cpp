@@ -161,7 +161,7 @@ TEST_P(FamilyWindow, SlidingWindowPathsAgreePastTheWindow) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, FamilySynth, ::testing::ValuesIn(kFamilies));
-INSTANTIATE_TEST_SUITE_P(Families, FamilyWindow, ::testing::Values("mistral", "gemma2", "gemma3", "olmo3"));
+INSTANTIATE_TEST_SUITE_P(Families, FamilyWindow, ::testing::Values("mistral", "gemma2", "gemma3", "olmo3", "exaone4"));
 
 // ---------------------------------------------------------------------------------------------
 TEST(FamilyPresets, RealShapesAndArchitectureChecks) {

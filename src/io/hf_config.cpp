@@ -10,6 +10,8 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "io/hf_config_reader.h"
+#include "io/hf_exaone4.h"
 #include "io/hf_ministral3.h"
 #include "io/hf_moe_config.h"
 #include "io/hf_rope_parameters.h"
@@ -41,6 +43,7 @@ FamilyDefaults family_defaults(Arch a) {
     case Arch::Olmo2: return {false, -1, 50279};  // Olmo2Config (v4.51): no BOS, GPT-NeoX's EOS
     case Arch::Olmoe: return {false, -1, 50279};  // OlmoeConfig (v4.51), as Olmo2Config
     case Arch::Olmo3: return {false, -1, 50279};  // Olmo3Config (v4.57), as Olmo2Config
+    case Arch::Exaone4: return {false, 0, 2};     // Exaone4Config
   }
   return {false, 1, 2};
 }
@@ -56,6 +59,7 @@ const char* hf_class_name(Arch a) {
     case Arch::Olmo2: return "Olmo2ForCausalLM";
     case Arch::Olmoe: return "OlmoeForCausalLM";
     case Arch::Olmo3: return "Olmo3ForCausalLM";
+    case Arch::Exaone4: return "Exaone4ForCausalLM";
   }
   return "?";
 }
@@ -63,83 +67,6 @@ const char* hf_class_name(Arch a) {
 // config.json's model_type: the family's name, but Gemma-3's text model is "gemma3_text" ("gemma3"
 // is the multimodal Gemma3ForConditionalGeneration, refused by its vision_config).
 std::string hf_model_type(Arch a) { return a == Arch::Gemma3 ? "gemma3_text" : arch_name(a); }
-
-class ConfigReader {
- public:
-  ConfigReader(const json& j, const std::string& source) : j_(j), src_(source) {}
-
-  bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
-
-  int get_int(const char* key) const {
-    if (!has(key)) fail("{}: missing required field '{}'", src_, key);
-    return to_int(j_.at(key), key);
-  }
-  int get_int(const char* key, int dflt) const { return has(key) ? to_int(j_.at(key), key) : dflt; }
-
-  double get_num(const char* key, double dflt) const {
-    if (!has(key)) return dflt;
-    const json& v = j_.at(key);
-    if (!v.is_number()) fail("{}: field '{}' must be a number, got {}", src_, key, v.dump());
-    return v.get<double>();
-  }
-
-  bool get_bool(const char* key, bool dflt) const {
-    if (!has(key)) return dflt;
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) fail("{}: field '{}' must be true or false, got {}", src_, key, v.dump());
-    return v.get<bool>();
-  }
-
-  std::string get_str(const char* key, const std::string& dflt) const {
-    if (!has(key)) return dflt;
-    const json& v = j_.at(key);
-    if (!v.is_string()) fail("{}: field '{}' must be a string, got {}", src_, key, v.dump());
-    return v.get<std::string>();
-  }
-
-  // bos/eos: an int, null, or (eos in newer configs) a list whose first entry is used.
-  // Every id of an int or list field (none for null or absent).
-  std::vector<int> get_token_ids(const char* key) const {
-    std::vector<int> out;
-    if (!j_.contains(key) || j_.at(key).is_null()) return out;
-    const json& v = j_.at(key);
-    if (v.is_array())
-      for (const json& e : v) out.push_back(to_int(e, key));
-    else
-      out.push_back(to_int(v, key));
-    return out;
-  }
-
-  int get_token_id(const char* key, int dflt) const {
-    if (!j_.contains(key)) return dflt;
-    const json& v = j_.at(key);
-    if (v.is_null()) return -1;
-    if (v.is_array()) {
-      if (v.empty()) return -1;
-      return to_int(v.front(), key);
-    }
-    return to_int(v, key);
-  }
-
-  int to_int(const json& v, const char* key) const {
-    if (v.is_number_unsigned()) {
-      auto u = v.get<uint64_t>();
-      if (u > uint64_t(std::numeric_limits<int>::max())) fail("{}: field '{}' = {} is out of range", src_, key, u);
-      return int(u);
-    }
-    if (v.is_number_integer()) {
-      auto i = v.get<int64_t>();
-      if (i < std::numeric_limits<int>::min() || i > std::numeric_limits<int>::max())
-        fail("{}: field '{}' = {} is out of range", src_, key, i);
-      return int(i);
-    }
-    fail("{}: field '{}' must be an integer, got {}", src_, key, v.dump());
-  }
-
- private:
-  const json& j_;
-  const std::string& src_;
-};
 
 Arch arch_from_json(const json& j, const std::string& source) {
   if (const auto moe = hf_moe_family(j)) return *moe;
@@ -152,7 +79,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
     field = "architectures";
     std::string cls = j["architectures"][0].get<std::string>();
     for (Arch a : {Arch::Llama, Arch::Mistral, Arch::Gemma2, Arch::Qwen2, Arch::Qwen3, Arch::Gemma3, Arch::Olmo2,
-                   Arch::Olmo3})
+                   Arch::Olmo3, Arch::Exaone4})
       if (cls == hf_class_name(a)) return a;
     name = cls;
   } else {
@@ -166,6 +93,7 @@ Arch arch_from_json(const json& j, const std::string& source) {
   if (name == "gemma3_text" || name == "gemma3") return Arch::Gemma3;
   if (name == "olmo2") return Arch::Olmo2;
   if (name == "olmo3") return Arch::Olmo3;
+  if (name == "exaone4") return Arch::Exaone4;
   fail("unsupported architecture '{}' in {} ({})", name, source, field);
 }
 
@@ -338,7 +266,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   c.max_seq_len = r.get_int("max_position_embeddings");
   // The classes' own defaults: Gemma3TextConfig's and MixtralConfig's base is 1e6, the others' 1e4.
   c.rope_theta = float(r.get_num("rope_theta", c.arch == Arch::Gemma3 || hf_moe_family(j) == Arch::Mistral ? 1e6 : 1e4));
-  c.norm_eps = float(r.get_num("rms_norm_eps", c.olmo_dense() || c.arch == Arch::Olmoe ? 1e-5 : 1e-6));
+  c.norm_eps = float(r.get_num("rms_norm_eps", c.post_norms_only() || c.arch == Arch::Olmoe ? 1e-5 : 1e-6));
   c.tied_embeddings = r.get_bool("tie_word_embeddings", fd.tie);
   c.bos_id = r.get_token_id("bos_token_id", fd.bos);
   c.eos_id = r.get_token_id("eos_token_id", fd.eos);
@@ -436,6 +364,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
       c.sliding_window_period = 4;
       if (window_pattern_of_layer_types(j, r, c, source)) c.sliding_window = 0;
       if (c.sliding_window > 0 && c.rope_scaling != ModelConfig::RopeScaling::None) c.rope_local_theta = c.rope_theta;
+      break;
+    case Arch::Exaone4:
+      read_exaone4_fields(j, c, source);
       break;
   }
   if (hf_moe_family(j)) read_hf_moe_fields(j, c, source);
@@ -583,10 +514,14 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
         j["layer_types"].push_back(c.window_for_layer(l) > 0 ? "sliding_attention" : "full_attention");
       break;
     }
+    case Arch::Exaone4:
+      j["hidden_act"] = "silu";
+      write_exaone4_fields(j, c, path);
+      break;
   }
   if (c.arch != Arch::Gemma2 && c.arch != Arch::Gemma3) j["rope_scaling"] = hf_rope_scaling_entry(c, path);
   if (c.is_moe()) write_hf_moe_fields(j, c, path);
-  if (!c.nope_layers.empty()) write_smollm3_fields(j, c, path);
+  if (!c.nope_layers.empty() && c.arch != Arch::Exaone4) write_smollm3_fields(j, c, path);
   if (c.granite_multipliers()) write_granite_fields(j, c, path);
   if (c.query_temperature_beta > 0.0f) write_ministral3_fields(j, c, path);
   AtomicFile f(path);

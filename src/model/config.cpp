@@ -19,6 +19,7 @@ std::string arch_name(Arch a) {
     case Arch::Olmo2: return "olmo2";
     case Arch::Olmoe: return "olmoe";
     case Arch::Olmo3: return "olmo3";
+    case Arch::Exaone4: return "exaone4";
   }
   return "?";
 }
@@ -40,8 +41,10 @@ Arch parse_arch(const std::string& s) {
   if (s == "olmo2") return Arch::Olmo2;
   if (s == "olmoe") return Arch::Olmoe;
   if (s == "olmo3") return Arch::Olmo3;
-  fail_usage("unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3, olmo2, olmoe, olmo3)",
-             s);
+  if (s == "exaone4") return Arch::Exaone4;
+  fail_usage(
+      "unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3, olmo2, olmoe, olmo3, exaone4)",
+      s);
 }
 
 void ModelConfig::validate() const {
@@ -77,7 +80,7 @@ void ModelConfig::validate() const {
     fail("{}: logits_scaling = {} is not supported: only a power of two, whose division is multiplication by its "
          "exact reciprocal (the published Granite models' 8 and 16 are)",
          source, logits_scaling);
-  if (granite_multipliers() && (gemma_family() || olmo_dense()))
+  if (granite_multipliers() && (gemma_family() || post_norms_only()))
     fail("{}: invalid config: Granite's multipliers on {}, which has its own scaling", source, arch_name(arch));
   if (query_pre_attn_scalar < 0.0f || !std::isfinite(query_pre_attn_scalar))
     fail("{}: invalid config: query_pre_attn_scalar = {}", source, query_pre_attn_scalar);
@@ -125,7 +128,7 @@ void ModelConfig::validate() const {
     if (moe.sparse_step < 1 || moe.sparse_step > n_layers) bad("decoder sparse step", moe.sparse_step);
     for (int l : moe.dense_layers)
       if (l < 0 || l >= n_layers) bad("dense (mlp_only) layer", l);
-    if (gemma_family() || olmo_dense())
+    if (gemma_family() || post_norms_only())
       fail("{}: invalid config: {} has no mixture-of-experts form", source, arch_name(arch));
     if (moe.shared_hidden_dim > 0 && arch != Arch::Qwen2)
       fail("{}: invalid config: a shared expert exists only in Qwen2-MoE, not {}", source, arch_name(arch));

@@ -12,9 +12,11 @@ namespace kvp {
 // Olmoe: OLMoE's attention (Llama's, with q/k normalised over the whole projection), a mixture of
 // experts only. Olmo3: OLMo-2's decoder with windowed layers, as transformers v4.57 rounds it
 // (norms' gains and RoPE in fp32, rounded once; kvparity's OLMo-2 keeps v4.51's rounding points).
-enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3, Olmo2, Olmoe, Olmo3 };
+// Exaone4: OLMo-2's block placement with Llama's rounding and Qwen3's per-head q/k norms; its
+// windowed hybrid's global layers are NoPE layers (nope_layers).
+enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3, Olmo2, Olmoe, Olmo3, Exaone4 };
 
-// "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3" | "olmo2" | "olmoe" | "olmo3"
+// "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3" | "olmo2" | "olmoe" | "olmo3" | "exaone4"
 std::string arch_name(Arch a);
 Arch parse_arch(const std::string& s);  // accepts the names above; errors name the value
 struct ModelConfig;
@@ -154,15 +156,17 @@ struct ModelConfig {
   // OLMo-2 and OLMoE: q and k are RMS-normalised over the whole projection (a gain of q_dim / kv_dim
   // values).
   bool qk_norm() const { return qk_norm_per_head() || olmo_dense() || arch == Arch::Olmoe; }
-  bool qk_norm_per_head() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3; }
+  // Whether only the blocks' outputs are normalised (OLMo-2, OLMo-3, EXAONE 4.0), nothing before them.
+  bool post_norms_only() const { return olmo_dense() || arch == Arch::Exaone4; }
+  bool qk_norm_per_head() const { return arch == Arch::Qwen3 || arch == Arch::Gemma3 || arch == Arch::Exaone4; }
   // Whether every RMSNorm multiplies its gain in fp32 and rounds once (Gemma's (1 + w); OLMo-3's w,
   // Olmo2RMSNorm as v4.52 on has it), rather than rounding the normalised row before the gain
   // (Llama's; OLMo-2's too, as transformers v4.51 rounds it, which kvparity's OLMo-2 follows).
   bool norm_gain_in_fp32() const { return gemma_family() || arch == Arch::Olmo3; }
   // Whether the attention and MLP blocks start with a norm of the residual stream (not OLMo-2's,
   // which normalises their outputs only), and whether their outputs are normalised (Gemma, OLMo-2).
-  bool pre_norms() const { return !olmo_dense(); }
-  bool post_norms() const { return gemma_family() || olmo_dense(); }
+  bool pre_norms() const { return !post_norms_only(); }
+  bool post_norms() const { return gemma_family() || post_norms_only(); }
   bool is_moe() const { return moe.n_experts > 0; }
   // Whether any of Granite's multipliers is set.
   bool granite_multipliers() const {

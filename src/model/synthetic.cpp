@@ -112,6 +112,11 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
         c.sliding_window = 16; c.sliding_window_period = 4; c.rope_theta = 500000.0f;
         olmo3_yarn(c, 64);
         break;
+      case Arch::Exaone4:
+        // EXAONE 4.0's hybrid: layers 0-2 windowed and rotating, layer 3 global without RoPE.
+        c.n_heads = 4; c.n_kv_heads = 2; c.head_dim = 32; c.rope_theta = 1000000.0f;
+        c.sliding_window = 16; c.sliding_window_period = 4; c.nope_layers = {3};
+        break;
     }
   } else if (preset == "tinyllama-1.1b") {
     c.dim = 2048; c.hidden_dim = 5632; c.n_layers = 22; c.n_heads = 32; c.n_kv_heads = 4;

@@ -128,7 +128,7 @@ TEST(CudaBackend, GpuFp32AgreesWithCpuFp32OnARealCheckpointAndEveryFamily) {
   models.emplace_back("stories260K", Model::load(bin, DType::F32));
   for (const char* fam :
        {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
-        "olmo3"})
+        "olmo3", "exaone4"})
     models.emplace_back(std::string("synthetic ") + fam,
                         Model::from_checkpoint(synthesize_checkpoint(synthetic_config(fam, "tiny"), DType::F32), DType::F32));
   const std::vector<int> prompt{1, 9038, 2501, 263, 931};

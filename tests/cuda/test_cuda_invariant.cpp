@@ -148,7 +148,8 @@ TEST(CudaInvariant, WgmmaGemmRowIsTheSameBitsForEveryMAndCloseToFp32) {
 }
 
 const std::vector<std::string> kFamilies = {"llama",  "mistral", "gemma2",    "qwen2",     "qwen3", "gemma3",
-                                            "olmo2",  "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",  "olmo3"};
+                                            "olmo2",  "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",  "olmo3",
+                                            "exaone4"};
 
 class CudaInvariantBattery : public ::testing::TestWithParam<std::string> {};
 

@@ -275,7 +275,7 @@ TEST(CudaPortable, GoldenDigestsAreTheCpuOnes) {
   KVP_REQUIRE_GPU();
   for (const char* arch :
        {"llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe",
-        "olmo3"})
+        "olmo3", "exaone4"})
     for (DType dt : kAllTypes) {
       const std::string key = std::string(arch) + " " + std::string(dtype_name(dt));
       auto model = Model::from_checkpoint(synthesize_checkpoint(synthetic_config(arch, "tiny"), dt), dt);
