@@ -6,7 +6,6 @@
 // as their models; config.json round-trips; GGUF is refused both ways.
 #include <gtest/gtest.h>
 
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "io/checkpoint.h"
@@ -16,6 +15,7 @@
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "reference_files.h"
+#include "rope_capture.h"
 #include "runtime/generator.h"
 #include "test_util.h"
 
@@ -104,18 +104,6 @@ TEST(Exaone4, OneHeadWithoutAWindowIsOlmo2BitForBit) {
     EXPECT_EQ(exaone4_logits(ex, dt, toks), exaone4_logits(olmo2, dt, toks)) << dtype_name(dt);
 }
 
-// Records q and k before RoPE and after it, per layer.
-struct QkCapture final : ForwardHooks {
-  std::map<std::pair<int, int>, std::vector<float>> rows;  // (point, layer)
-  bool wants(HookPoint p, int) const override {
-    return p == HookPoint::QPre || p == HookPoint::Q || p == HookPoint::KPre || p == HookPoint::K;
-  }
-  bool writes(HookPoint, int) const override { return false; }
-  void on(const HookSite& s, float* d) override {
-    rows[{int(s.point), s.layer}] = std::vector<float>(d, d + size_t(s.rows) * s.width);
-  }
-};
-
 // The global layer (3) is NoPE: its q and k leave RoPE unchanged, the local layers' do not; the
 // window bites past 16 positions only.
 TEST(Exaone4, GlobalLayersTakeNoRopeAndLocalLayersTheWindow) {
@@ -123,13 +111,11 @@ TEST(Exaone4, GlobalLayersTakeNoRopeAndLocalLayersTheWindow) {
   ASSERT_EQ(c.nope_layers, (std::vector<int>{3}));
   const Checkpoint ck = synthesize_checkpoint(c, DType::F32, 4);
   const auto toks = some_tokens(40);
-  QkCapture cap;
+  test::RopeCapture cap;
   const auto windowed = exaone4_logits(ck, DType::BF16, toks, &cap);
   for (int l = 0; l < c.n_layers; ++l) {
-    const bool same_q = cap.rows.at({int(HookPoint::QPre), l}) == cap.rows.at({int(HookPoint::Q), l});
-    const bool same_k = cap.rows.at({int(HookPoint::KPre), l}) == cap.rows.at({int(HookPoint::K), l});
-    EXPECT_EQ(same_q, l == 3) << "layer " << l;
-    EXPECT_EQ(same_k, l == 3) << "layer " << l;
+    EXPECT_EQ(cap.unrotated(l, HookPoint::QPre, HookPoint::Q), l == 3) << "layer " << l;
+    EXPECT_EQ(cap.unrotated(l, HookPoint::KPre, HookPoint::K), l == 3) << "layer " << l;
   }
   Checkpoint wide = ck;
   wide.config.sliding_window = 4096;

@@ -17,6 +17,7 @@
 #include "model/checkpoint_export.h"
 #include "model/model.h"
 #include "reference_files.h"
+#include "rope_capture.h"
 #include "runtime/generator.h"
 #include "test_util.h"
 
@@ -67,18 +68,6 @@ TEST(SmolLM3, EveryLayerRotatingIsLlamaBitForBit) {
   EXPECT_LE(test::max_abs_diff(smollm3_logits(s, DType::F32, tokens), test::read_f32(ref + "/logits.f32")), 1e-4);
 }
 
-// Records q and k before RoPE and after it, per layer.
-struct RopeCapture final : ForwardHooks {
-  std::map<std::pair<int, int>, std::vector<float>> rows;  // (point, layer)
-  bool wants(HookPoint p, int) const override {
-    return p == HookPoint::QPre || p == HookPoint::Q || p == HookPoint::KPre || p == HookPoint::K;
-  }
-  bool writes(HookPoint, int) const override { return false; }
-  void on(const HookSite& s, float* d) override {
-    rows[{int(s.point), s.layer}] = std::vector<float>(d, d + size_t(s.rows) * s.width);
-  }
-};
-
 TEST(SmolLM3, NopeLayersLeaveQAndKUnrotated) {
   KVP_REQUIRE_REFERENCE(ref, "llama");
   test::TempDir tmp;
@@ -87,18 +76,15 @@ TEST(SmolLM3, NopeLayersLeaveQAndKUnrotated) {
   EXPECT_EQ(s.config.nope_layers, (std::vector<int>{1, 3}));
   const auto tokens = test::read_json(ref + "/tokens.json")["input_ids"].get<std::vector<int>>();
   for (DType dt : {DType::F32, DType::F16, DType::BF16}) {
-    RopeCapture cap;
+    test::RopeCapture cap;
     ForwardOptions fo;
     fo.hooks = &cap;
     Engine engine(Model::from_checkpoint(s, dt), EngineOptions{});
     engine.forward(tokens.data(), int(tokens.size()), 0, fo);
     for (int l = 0; l < 4; ++l) {
       const bool nope = l % 2 == 1;
-      for (auto [pre, post] : {std::pair{HookPoint::QPre, HookPoint::Q}, std::pair{HookPoint::KPre, HookPoint::K}}) {
-        const auto& a = cap.rows.at({int(pre), l});
-        const auto& b = cap.rows.at({int(post), l});
-        EXPECT_EQ(a == b, nope) << dtype_name(dt) << " layer " << l;
-      }
+      for (auto [pre, post] : {std::pair{HookPoint::QPre, HookPoint::Q}, std::pair{HookPoint::KPre, HookPoint::K}})
+        EXPECT_EQ(cap.unrotated(l, pre, post), nope) << dtype_name(dt) << " layer " << l;
     }
   }
   // And the model is another than Llama's.

@@ -105,13 +105,15 @@ void read_olmo3_windows(const Meta& m, const std::string& A, ModelConfig& c, con
       fail("{}: key '{}' must be an array of one bool per layer ({} layers)", name, key, c.n_layers);
     std::vector<bool> windowed;
     for (size_t l = 0; l < v->size(); ++l) windowed.push_back(v->at(l).u != 0);
-    const auto global = std::find(windowed.begin(), windowed.end(), false);
-    c.sliding_window_period = global == windowed.end() ? 1 : int(global - windowed.begin()) + 1;
-    if (global == windowed.begin() && std::count(windowed.begin(), windowed.end(), true) == 0) c.sliding_window = 0;
-    for (int l = 0; l < c.n_layers && c.sliding_window > 0; ++l)
-      if (windowed[size_t(l)] != (c.window_for_layer(l) > 0))
-        fail("{}: windowed layers that are not all but every n-th layer are not supported (key '{}', layer {})", name,
-             key, l);
+    int bad = 0;
+    const int period = window_period_of(windowed, &bad);
+    if (period < 0)
+      fail("{}: windowed layers that are not all but every n-th layer are not supported (key '{}', layer {})", name,
+           key, bad);
+    if (period == 0)
+      c.sliding_window = 0;
+    else
+      c.sliding_window_period = period;
   }
   if (c.sliding_window > 0 && c.rope_scaling != ModelConfig::RopeScaling::None) c.rope_local_theta = c.rope_theta;
 }

@@ -151,40 +151,25 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
 // 9.999999747378752e-06), which is how transformers writes them.
 double float_for_json(float f) { return std::stod(fmt::format("{}", f)); }
 
-// layer_types (transformers v4.54 on: every layer's kind, deciding over the flags it replaces):
-// whether each layer is windowed; nullopt when the field is absent.
-std::optional<std::vector<bool>> windowed_layers(const json& j, const ConfigReader& r, int n_layers,
-                                                 const std::string& source) {
-  if (!r.has("layer_types")) return std::nullopt;
-  const json& lt = j["layer_types"];
-  if (!lt.is_array() || int(lt.size()) != n_layers)
-    fail("{}: field 'layer_types' must list one kind per layer ({} layers)", source, n_layers);
-  std::vector<bool> windowed;
-  for (const json& t : lt) {
-    if (!t.is_string() || (t != "full_attention" && t != "sliding_attention"))
-      fail("{}: layer kind {} is not supported (config.json field layer_types)", source, t.dump());
-    windowed.push_back(t == "sliding_attention");
-  }
-  return windowed;
-}
-
-// Gemma's local/global layers from layer_types, where given: the window (c.sliding_window, read
-// before) on all but every P-th layer, P read off the first global layer, or on none (then true:
-// no layer is local); any other pattern is refused.
-bool window_pattern_of_layer_types(const json& j, const ConfigReader& r, ModelConfig& c, const std::string& source) {
-  const auto kinds = windowed_layers(j, r, c.n_layers, source);
+// Gemma's and OLMo-3's local/global layers from layer_types, where given: the window
+// (c.sliding_window, read before) on all but every P-th layer, P read off the first global layer,
+// or on none (then true: no layer is local); any other pattern is refused.
+bool window_pattern_of_layer_types(const json& j, ModelConfig& c, const std::string& source) {
+  const auto kinds = hf_layer_types(j, c.n_layers, source);
   if (!kinds) return false;
-  const auto global = std::find(kinds->begin(), kinds->end(), false);
-  if (std::count(kinds->begin(), kinds->end(), true) == 0) {
+  int bad = 0;
+  const int period = window_period_of(*kinds, &bad);
+  // Windowed layers with no window to give them are a pattern kvparity cannot say either.
+  if (period > 0 && c.sliding_window <= 0) bad = int(std::find(kinds->begin(), kinds->end(), true) - kinds->begin());
+  if (period < 0 || (period > 0 && c.sliding_window <= 0))
+    fail("{}: layer kinds that are not a window on all but every n-th layer are not supported (config.json field "
+         "layer_types, layer {})",
+         source, bad);
+  if (period == 0) {
     c.sliding_window = 0;
     return true;
   }
-  c.sliding_window_period = global == kinds->end() ? 1 : int(global - kinds->begin()) + 1;
-  for (int l = 0; l < c.n_layers; ++l)
-    if ((*kinds)[size_t(l)] != (c.window_for_layer(l) > 0))
-      fail("{}: layer kinds that are not a window on all but every n-th layer are not supported (config.json field "
-           "layer_types, layer {})",
-           source, l);
+  c.sliding_window_period = period;
   return false;
 }
 
@@ -302,7 +287,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
                "max_window_layers = {})",
                source, mwl);
       }
-      if (const auto kinds = windowed_layers(j, r, c.n_layers, source)) {
+      if (const auto kinds = hf_layer_types(j, c.n_layers, source)) {
         const long n = std::count(kinds->begin(), kinds->end(), true);
         if (n > 0 && n < c.n_layers)
           fail("{}: a sliding window on only some layers is not supported (config.json field layer_types)", source);
@@ -314,7 +299,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
       // checked above with the other families'.
       c.sliding_window = r.get_int("sliding_window", 4096);
       c.sliding_window_period = 2;  // Gemma2DecoderLayer: is_sliding = not bool(layer_idx % 2)
-      window_pattern_of_layer_types(j, r, c, source);
+      window_pattern_of_layer_types(j, c, source);
       c.query_pre_attn_scalar = float(r.get_num("query_pre_attn_scalar", 224.0));
       // null disables a cap; 0 stands for that.
       c.attn_logit_softcapping = (j.contains("attn_logit_softcapping") && j["attn_logit_softcapping"].is_null())
@@ -342,7 +327,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
              c.sliding_window_period);
       c.rope_local_theta = float(r.get_num("rope_local_base_freq", 10000.0));
       // No local layer: layer kinds all global, or pattern 1 ((l + 1) % 1 == 0 for every layer).
-      if (r.has("layer_types") ? window_pattern_of_layer_types(j, r, c, source) : c.sliding_window_period == 1) {
+      if (r.has("layer_types") ? window_pattern_of_layer_types(j, c, source) : c.sliding_window_period == 1) {
         c.sliding_window = 0;
         c.rope_local_theta = 0.0f;
       }
@@ -362,7 +347,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
       // default RoPE at rope_theta), the others with rope_scaling.
       c.sliding_window = r.get_int("sliding_window", 4096);
       c.sliding_window_period = 4;
-      if (window_pattern_of_layer_types(j, r, c, source)) c.sliding_window = 0;
+      window_pattern_of_layer_types(j, c, source);
       if (c.sliding_window > 0 && c.rope_scaling != ModelConfig::RopeScaling::None) c.rope_local_theta = c.rope_theta;
       break;
     case Arch::Exaone4:

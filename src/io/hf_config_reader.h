@@ -1,7 +1,9 @@
 #pragma once
-// Typed reads of config.json's fields, each error naming the file and the field (hf_config.cpp's).
+// Typed reads of config.json's fields, each error naming the file and the field (hf_config.cpp's
+// ConfigReader; layer_types for every reader of per-layer kinds).
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
@@ -86,5 +88,22 @@ class ConfigReader {
   const nlohmann::json& j_;
   const std::string& src_;
 };
+
+// layer_types (transformers v4.54 on: every layer's kind, deciding over the flags it replaces):
+// whether each layer is windowed (sliding_attention); nullopt when the field is absent or null.
+inline std::optional<std::vector<bool>> hf_layer_types(const nlohmann::json& j, int n_layers,
+                                                       const std::string& source) {
+  if (!j.contains("layer_types") || j["layer_types"].is_null()) return std::nullopt;
+  const nlohmann::json& lt = j["layer_types"];
+  if (!lt.is_array() || int(lt.size()) != n_layers)
+    fail("{}: field 'layer_types' must list one kind per layer ({} layers)", source, n_layers);
+  std::vector<bool> windowed;
+  for (const nlohmann::json& t : lt) {
+    if (!t.is_string() || (t != "full_attention" && t != "sliding_attention"))
+      fail("{}: layer kind {} is not supported (config.json field layer_types)", source, t.dump());
+    windowed.push_back(t == "sliding_attention");
+  }
+  return windowed;
+}
 
 }  // namespace kvp

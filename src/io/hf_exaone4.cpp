@@ -1,9 +1,9 @@
 #include "io/hf_exaone4.h"
 
-#include <algorithm>
 #include <vector>
 
 #include "core/error.h"
+#include "io/hf_config_reader.h"
 #include "model/config.h"
 
 namespace kvp {
@@ -14,18 +14,7 @@ namespace {
 
 // Each layer's kind (true: sliding_attention), from layer_types or the pattern.
 std::vector<bool> layer_kinds(const json& j, int n_layers, const std::string& source) {
-  std::vector<bool> sliding;
-  if (j.contains("layer_types") && !j["layer_types"].is_null()) {
-    const json& lt = j["layer_types"];
-    if (!lt.is_array() || int(lt.size()) != n_layers)
-      fail("{}: field 'layer_types' must list one kind per layer ({} layers)", source, n_layers);
-    for (const json& t : lt) {
-      if (!t.is_string() || (t != "full_attention" && t != "sliding_attention"))
-        fail("{}: layer kind {} is not supported (config.json field layer_types)", source, t.dump());
-      sliding.push_back(t == "sliding_attention");
-    }
-    return sliding;
-  }
+  if (auto kinds = hf_layer_types(j, n_layers, source)) return *kinds;
   const json p = j.contains("sliding_window_pattern") && !j["sliding_window_pattern"].is_null()
                      ? j["sliding_window_pattern"]
                      : json(4);  // Exaone4Config's default
@@ -35,8 +24,8 @@ std::vector<bool> layer_kinds(const json& j, int n_layers, const std::string& so
     fail("{}: sliding_window_pattern {} without layer_types is not supported (config.json field "
          "sliding_window_pattern; an integer period, or layer_types)",
          source, p.dump());
-  const int period = p.get<int>();
-  for (int l = 0; l < n_layers; ++l) sliding.push_back((l + 1) % period != 0);
+  std::vector<bool> sliding;
+  for (int l = 0; l < n_layers; ++l) sliding.push_back(ModelConfig::local_in_period(l, p.get<int>()));
   return sliding;
 }
 
@@ -60,15 +49,15 @@ void read_exaone4_fields(const json& j, ModelConfig& c, const std::string& sourc
   // The global layers take no RoPE; the local ones the window.
   for (int l = 0; l < c.n_layers; ++l)
     if (!sliding[size_t(l)]) c.nope_layers.push_back(l);
-  const auto first_global = std::find(sliding.begin(), sliding.end(), false);
-  if (first_global == sliding.begin() && c.nope_layers.size() == size_t(c.n_layers)) return;  // none local
+  int bad = 0;
+  const int period = window_period_of(sliding, &bad);
+  if (period < 0)
+    fail("{}: layer kinds that are not a window on all but every n-th layer are not supported (config.json "
+         "field layer_types, layer {})",
+         source, bad);
+  if (period == 0) return;  // none local: every layer global, none rotating
   c.sliding_window = window;
-  c.sliding_window_period = first_global == sliding.end() ? 1 : int(first_global - sliding.begin()) + 1;
-  for (int l = 0; l < c.n_layers; ++l)
-    if (sliding[size_t(l)] != (c.window_for_layer(l) > 0))
-      fail("{}: layer kinds that are not a window on all but every n-th layer are not supported (config.json "
-           "field layer_types, layer {})",
-           source, l);
+  c.sliding_window_period = period;
 }
 
 void write_exaone4_fields(json& j, const ModelConfig& c, const std::string& path) {

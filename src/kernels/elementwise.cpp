@@ -24,17 +24,15 @@ YarnRange yarn_correction_range(int head_dim, float theta, const RopeScalingSpec
 namespace {
 
 // _compute_yarn_parameters on the fp32 tensors: every operation rounds to fp32 as torch's do, the
-// Python numbers (factor, the range) entering as floats.
-void apply_yarn(std::vector<float>& inv_freq, int head_dim, float theta, const RopeScalingSpec& y,
-                bool portable_math) {
+// Python numbers (factor, the range) entering as floats. inv_freq holds 1 / pos_freq on entry.
+void apply_yarn(std::vector<float>& inv_freq, const std::vector<float>& pos_freq, int head_dim, float theta,
+                const RopeScalingSpec& y, bool portable_math) {
   const YarnRange r = yarn_correction_range(head_dim, theta, y, portable_math);
   const double hi = r.low == r.high ? r.high + 0.001 : r.high;  // linear_ramp_factor's singularity guard
   const float lo = float(r.low), span = float(hi - r.low), factor = y.factor;
   for (size_t i = 0; i < inv_freq.size(); ++i) {
-    const float extrapolation = inv_freq[i];  // 1 / pos_freqs
-    const float exponent = float(2 * i) / float(head_dim);
-    const float pf = portable_math ? pmath::powf_rounded(theta, exponent) : std::pow(theta, exponent);
-    const float interpolation = 1.0f / (factor * pf);
+    const float extrapolation = inv_freq[i];
+    const float interpolation = 1.0f / (factor * pos_freq[i]);
     const float ramp = std::clamp((float(i) - lo) / span, 0.0f, 1.0f);
     const float extrapolation_factor = 1.0f - ramp;
     const float a = interpolation * (1.0f - extrapolation_factor);
@@ -47,13 +45,15 @@ void apply_yarn(std::vector<float>& inv_freq, int head_dim, float theta, const R
 
 std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& sc, bool portable_math) {
   const int half = head_dim / 2;
-  std::vector<float> inv_freq(static_cast<size_t>(half));
+  // pos_freq = theta^(2i/head_dim); inv_freq = 1 / pos_freq.
+  std::vector<float> pos_freq(static_cast<size_t>(half)), inv_freq(static_cast<size_t>(half));
   for (int i = 0; i < half; ++i) {
     const float exponent = float(2 * i) / float(head_dim);
-    inv_freq[size_t(i)] = 1.0f / (portable_math ? pmath::powf_rounded(theta, exponent) : std::pow(theta, exponent));
+    pos_freq[size_t(i)] = portable_math ? pmath::powf_rounded(theta, exponent) : std::pow(theta, exponent);
+    inv_freq[size_t(i)] = 1.0f / pos_freq[size_t(i)];
   }
   if (sc.type == RopeScalingSpec::Type::Yarn) {
-    apply_yarn(inv_freq, head_dim, theta, sc, portable_math);
+    apply_yarn(inv_freq, pos_freq, head_dim, theta, sc, portable_math);
   } else if (sc.type == RopeScalingSpec::Type::Linear) {
     for (auto& f : inv_freq) f = f / sc.factor;  // _compute_linear_scaling_rope_parameters
   } else if (sc.type == RopeScalingSpec::Type::FreqFactors) {

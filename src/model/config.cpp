@@ -143,6 +143,18 @@ void ModelConfig::validate() const {
     if (id < 0 || id >= vocab_size) bad("eos token id", id);
 }
 
+int window_period_of(const std::vector<bool>& windowed, int* mismatch) {
+  if (std::find(windowed.begin(), windowed.end(), true) == windowed.end()) return 0;
+  const auto global = std::find(windowed.begin(), windowed.end(), false);
+  const int period = global == windowed.end() ? 1 : int(global - windowed.begin()) + 1;
+  for (size_t l = 0; l < windowed.size(); ++l)
+    if (windowed[l] != ModelConfig::local_in_period(int(l), period)) {
+      *mismatch = int(l);
+      return -1;
+    }
+  return period;
+}
+
 float ModelConfig::query_temperature(int pos) const {
   if (query_temperature_beta == 0.0f || pos < query_temperature_context) return 1.0f;
   // _get_llama_4_attn_scale on fp32 tensors: pos / context, floor, log (portable_math's, the same

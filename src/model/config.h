@@ -125,9 +125,8 @@ struct ModelConfig {
   // The window (0 = none) that attention in layer `layer` uses.
   int window_for_layer(int layer) const { return sliding_window > 0 && local_layer(layer) ? sliding_window : 0; }
   // Whether layer `layer` is of the kind the window applies to (whatever its size), by the period.
-  bool local_layer(int layer) const {
-    return sliding_window_period <= 1 || (layer + 1) % sliding_window_period != 0;
-  }
+  bool local_layer(int layer) const { return local_in_period(layer, sliding_window_period); }
+  static bool local_in_period(int layer, int period) { return period <= 1 || (layer + 1) % period != 0; }
   // Whether layer `layer` rotates with the local RoPE (rope_local_theta) rather than the global one:
   // Gemma-3's local layers, by their kind, as transformers picks position_embeddings_local.
   bool local_rope(int layer) const { return rope_local_theta > 0.0f && local_layer(layer); }
@@ -185,5 +184,11 @@ struct ModelConfig {
   // Throws a clear error naming `source` when the numbers are inconsistent or unsupported.
   void validate() const;
 };
+
+// The sliding_window_period whose local layers are exactly those `windowed` marks (P read off the
+// first unwindowed layer; 1 when every layer is windowed), 0 when none is, or -1 when no period
+// gives them, with *mismatch the first layer that breaks the first unwindowed layer's period.
+// Readers of per-layer kinds (config.json's layer_types, a GGUF's bool per layer) call it.
+int window_period_of(const std::vector<bool>& windowed, int* mismatch);
 
 }  // namespace kvp
