@@ -47,6 +47,9 @@
 //   q_rope, k_rope   x*cos + rotate_half(x)*sin in fp32 -> P, cos/sin fp32 (OlmoRotaryEmbedding's)
 //   windows          sliding_window on the sliding_attention layers (3 of 4), which rotate unscaled;
 //                    the full_attention layers take rope_scaling (YaRN in the published checkpoints)
+// EXAONE 4.0 (Exaone4ForCausalLM) is OLMo-2's placement (attn_out, mlp_out post-normalised, no
+// attn_norm / ffn_norm) with Llama's rounding, q_norm and k_norm per head as Qwen3's, and, with a
+// window, its global layers' q_rope = q_norm and k_rope = k_norm (the identity rotation, as SmolLM3's).
 // Ministral 3 (Ministral3ForCausalLM) is Mistral with, at positions pos >= C (its YaRN's
 // original_max_position_embeddings; 1 below it, which changes nothing):
 //   q_scaled         q_rope * round(1 + beta ln(1 + floor(pos / C))) -> P (llama_4_scaling_beta)
