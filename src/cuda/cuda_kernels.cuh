@@ -167,6 +167,8 @@ class CudaKernels final : public Kernels {
     if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 || a.head_dim <= 0)
       fail_input("attention: " + std::to_string(a.n_heads) + " query heads cannot share " +
                  std::to_string(a.n_kv_heads) + " KV heads (head_dim " + std::to_string(a.head_dim) + ")");
+    if (a.sinks != nullptr)
+      fail_input("attention on CUDA: attention sinks (GPT-OSS) are not implemented on the GPU yet; run with --device cpu");
     if (a.head_dim > 256)
       fail_input("attention on CUDA: head_dim " + std::to_string(a.head_dim) + " is above the supported 256");
     AttnShape s{a.n_heads, a.n_kv_heads,     a.head_dim,      a.score_divisor, a.score_scale,

@@ -139,6 +139,7 @@ class FixedOrderKernels final : public CpuKernels {
         a.score_divisor = p.score_divisor;
         a.score_scale = p.score_scale;
         a.softcap = p.softcap;
+        a.sinks = p.sinks != nullptr ? p.sinks + size_t(kvh) * group + g0 : nullptr;
         a.act = p.act;
         a.out = p.out + off;
         a.scratch = scr;

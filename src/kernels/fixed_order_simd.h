@@ -23,6 +23,7 @@ struct AttnRow {
   float score_divisor = 1.0f;
   float score_scale = 0.0f;  // see AttentionParams
   float softcap = 0.0f;
+  const float* sinks = nullptr;  // n_q values (host) or null: see AttentionParams
   DType act = DType::F32;
   float* out = nullptr;      // n_q * head_dim, unrounded
   float* scratch = nullptr;  // attn_row_scratch_floats(head_dim, n_q) floats

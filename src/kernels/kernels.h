@@ -49,6 +49,11 @@ struct AttentionParams {
   // s = round(round(tanh(round(s / cap))) * cap), as Gemma2Attention's three eager ops.
   float softcap = 0.0f;
   int sliding_window = 0;     // 0: full causal; W: query i sees keys j with i-W < j <= i
+  // GPT-OSS's attention sinks (host, [n_heads], values of `act`; null: none): head h's sink is one
+  // more logit in every row's softmax, with no value, so the probabilities of the keys sum to less
+  // than 1. The online-softmax policies start each row's state at it (max = sink, sum = 1), so a
+  // row's result does not depend on how its keys were cut.
+  const float* sinks = nullptr;
   DType act = DType::F32;     // compute dtype: scores and probabilities are rounded to it where HF does
 };
 

@@ -55,9 +55,10 @@ void AttnRowImpl(const AttnRow& a) {
   float* m = s + round_up(T, kLanes);
   float* l = m + a.n_q;
   float* qt = l + a.n_q;  // the current head's zero-padded last 16 q values
+  // A sink is a key of weight exp(sink - m) and no value: the state starts as if it had been folded.
   for (int g = 0; g < a.n_q; ++g) {
-    m[g] = kNegInf;
-    l[g] = 0.0f;
+    m[g] = a.sinks != nullptr ? a.sinks[g] : kNegInf;
+    l[g] = a.sinks != nullptr ? 1.0f : 0.0f;
   }
   std::fill(a.out, a.out + size_t(a.n_q) * hd, 0.0f);
 

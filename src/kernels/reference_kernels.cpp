@@ -74,9 +74,21 @@ class ReferenceKernels final : public CpuKernels {
           max_score = std::max(max_score, s);
         }
         float sum = 0.0f;
-        for (int j = first; j <= pos; ++j) {
-          scores[j] = std::exp(scores[j] - max_score);
-          sum += scores[j];
+        if (p.sinks != nullptr) {
+          // GPT-OSS's eager order: the sink is one more logit; every logit has the row's max
+          // subtracted in the compute dtype before the softmax (which computes in fp32).
+          const float sink = p.sinks[h];
+          max_score = std::max(max_score, sink);
+          for (int j = first; j <= pos; ++j) {
+            scores[j] = std::exp(round_to(p.act, scores[j] - max_score));
+            sum += scores[j];
+          }
+          sum += std::exp(round_to(p.act, sink - max_score));
+        } else {
+          for (int j = first; j <= pos; ++j) {
+            scores[j] = std::exp(scores[j] - max_score);
+            sum += scores[j];
+          }
         }
         for (int j = first; j <= pos; ++j) scores[j] = round_to(p.act, scores[j] / sum);
         float* out = p.out + size_t(i) * q_stride + size_t(h) * p.head_dim;

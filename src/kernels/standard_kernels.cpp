@@ -249,6 +249,15 @@ class StandardKernels final : public CpuKernels {
     }
   }
 
+  // A row's state before its first key: empty, or GPT-OSS's sink folded in (a key of weight
+  // exp(sink - m) and no value).
+  static void start_state(const AttentionParams& p, int kvh, int group, float* m, float* l) {
+    for (int g = 0; g < group; ++g) {
+      m[g] = p.sinks != nullptr ? p.sinks[kvh * group + g] : kNegInf;
+      l[g] = p.sinks != nullptr ? 1.0f : 0.0f;
+    }
+  }
+
   void attention_decode(const AttentionParams& p) {
     const int group = p.n_heads / p.n_kv_heads;
     const int hd = p.head_dim;
@@ -283,11 +292,13 @@ class StandardKernels final : public CpuKernels {
     for (int h = 0; h < p.n_heads; ++h) {
       const int kvh = h / group, g = h % group;
       const float* s0 = states + size_t(kvh) * n_chunks * state;
-      float mx = kNegInf;
+      // The sink joins the merge as one more chunk: no keys, weight 1 at its own max.
+      const float sink = p.sinks != nullptr ? p.sinks[h] : kNegInf;
+      float mx = sink;
       for (int c = 0; c < n_chunks; ++c) mx = std::max(mx, s0[c * state + g]);
       float* out = p.out + size_t(h) * hd;
       std::fill(out, out + hd, 0.0f);
-      float denom = 0.0f;
+      float denom = p.sinks != nullptr ? std::exp(sink - mx) : 0.0f;
       for (int c = 0; c < n_chunks; ++c) {
         const float* st = s0 + c * state;
         const float w = std::exp(st[g] - mx);
@@ -317,8 +328,7 @@ class StandardKernels final : public CpuKernels {
         const int i = int(it / p.n_kv_heads);
         const int kvh = int(it % p.n_kv_heads);
         const int pos = p.start_pos + i;
-        std::fill(m, m + group, kNegInf);
-        std::fill(l, l + group, 0.0f);
+        start_state(p, kvh, group, m, l);
         std::fill(acc, acc + size_t(group) * hd, 0.0f);
         const size_t qoff = size_t(i) * q_stride + size_t(kvh) * group * hd;
         run_tiles(p, kvh, p.q + qoff, group, first_key(p, pos), pos + 1, m, l, acc, scr);
