@@ -463,11 +463,7 @@ void AttnRowImpl(const AttnRow& a) {
   float* m = s + round_up(T, L);
   float* l = m + a.n_q;
   float* qt = l + a.n_q;  // the current head's zero-padded last q vector
-  // A sink is a key of weight exp(sink - m) and no value: the state starts as if it had been folded.
-  for (int g = 0; g < a.n_q; ++g) {
-    m[g] = a.sinks != nullptr ? a.sinks[g] : kNegInf;
-    l[g] = a.sinks != nullptr ? 1.0f : 0.0f;
-  }
+  start_softmax_state(a.sinks, a.n_q, m, l);
   std::fill(a.out, a.out + size_t(a.n_q) * hd, 0.0f);
   const VF div = hn::Set(d, a.score_divisor);
   const bool scalar_scores = a.score_scale > 0.0f || a.softcap > 0.0f;

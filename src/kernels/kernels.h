@@ -9,6 +9,7 @@
 //  portable:  invariant's guarantees, and orders that do not depend on the SIMD width either, with
 //             its own exp/tanh/cos/sin: the same bits on every machine (portable_simd.h).
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +65,16 @@ inline float attention_score(float dot, float divisor, float scale, float softca
   s = scale > 0.0f ? round_to(act, s * scale) : round_to(act, s / divisor);
   if (softcap > 0.0f) s = round_to(act, round_to(act, std::tanh(round_to(act, s / softcap))) * softcap);
   return s;
+}
+
+// One row's online-softmax state (running max m, running sum l) for n query heads before their first
+// key: empty, or with their sinks (AttentionParams::sinks, n values) folded in as keys of weight
+// exp(sink - m) and no value. Every online-softmax policy starts from it.
+inline void start_softmax_state(const float* sinks, int n, float* m, float* l) {
+  for (int g = 0; g < n; ++g) {
+    m[g] = sinks != nullptr ? sinks[g] : -std::numeric_limits<float>::infinity();
+    l[g] = sinks != nullptr ? 1.0f : 0.0f;
+  }
 }
 
 // One member of Kernels::matmul_group.

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/kv_type.h"
+#include "kernels/kernels.h"  // start_softmax_state
 #include "kernels/portable_parts.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -55,11 +56,7 @@ void AttnRowImpl(const AttnRow& a) {
   float* m = s + round_up(T, kLanes);
   float* l = m + a.n_q;
   float* qt = l + a.n_q;  // the current head's zero-padded last 16 q values
-  // A sink is a key of weight exp(sink - m) and no value: the state starts as if it had been folded.
-  for (int g = 0; g < a.n_q; ++g) {
-    m[g] = a.sinks != nullptr ? a.sinks[g] : kNegInf;
-    l[g] = a.sinks != nullptr ? 1.0f : 0.0f;
-  }
+  start_softmax_state(a.sinks, a.n_q, m, l);
   std::fill(a.out, a.out + size_t(a.n_q) * hd, 0.0f);
 
   for (int c = a.first / kAttnTile; c <= a.last / kAttnTile; ++c) {

@@ -73,23 +73,17 @@ class ReferenceKernels final : public CpuKernels {
           scores[j] = s;
           max_score = std::max(max_score, s);
         }
+        // With a sink, GPT-OSS's eager order: the sink is one more logit, and every logit has the
+        // row's max subtracted in the compute dtype before the softmax (which computes in fp32).
+        const bool sunk = p.sinks != nullptr;
+        if (sunk) max_score = std::max(max_score, p.sinks[h]);
+        auto shifted = [&](float s) { return sunk ? round_to(p.act, s - max_score) : s - max_score; };
         float sum = 0.0f;
-        if (p.sinks != nullptr) {
-          // GPT-OSS's eager order: the sink is one more logit; every logit has the row's max
-          // subtracted in the compute dtype before the softmax (which computes in fp32).
-          const float sink = p.sinks[h];
-          max_score = std::max(max_score, sink);
-          for (int j = first; j <= pos; ++j) {
-            scores[j] = std::exp(round_to(p.act, scores[j] - max_score));
-            sum += scores[j];
-          }
-          sum += std::exp(round_to(p.act, sink - max_score));
-        } else {
-          for (int j = first; j <= pos; ++j) {
-            scores[j] = std::exp(scores[j] - max_score);
-            sum += scores[j];
-          }
+        for (int j = first; j <= pos; ++j) {
+          scores[j] = std::exp(shifted(scores[j]));
+          sum += scores[j];
         }
+        if (sunk) sum += std::exp(shifted(p.sinks[h]));
         for (int j = first; j <= pos; ++j) scores[j] = round_to(p.act, scores[j] / sum);
         float* out = p.out + size_t(i) * q_stride + size_t(h) * p.head_dim;
         for (int d = 0; d < p.head_dim; ++d) {

@@ -249,15 +249,6 @@ class StandardKernels final : public CpuKernels {
     }
   }
 
-  // A row's state before its first key: empty, or GPT-OSS's sink folded in (a key of weight
-  // exp(sink - m) and no value).
-  static void start_state(const AttentionParams& p, int kvh, int group, float* m, float* l) {
-    for (int g = 0; g < group; ++g) {
-      m[g] = p.sinks != nullptr ? p.sinks[kvh * group + g] : kNegInf;
-      l[g] = p.sinks != nullptr ? 1.0f : 0.0f;
-    }
-  }
-
   void attention_decode(const AttentionParams& p) {
     const int group = p.n_heads / p.n_kv_heads;
     const int hd = p.head_dim;
@@ -328,7 +319,7 @@ class StandardKernels final : public CpuKernels {
         const int i = int(it / p.n_kv_heads);
         const int kvh = int(it % p.n_kv_heads);
         const int pos = p.start_pos + i;
-        start_state(p, kvh, group, m, l);
+        start_softmax_state(p.sinks != nullptr ? p.sinks + size_t(kvh) * group : nullptr, group, m, l);
         std::fill(acc, acc + size_t(group) * hd, 0.0f);
         const size_t qoff = size_t(i) * q_stride + size_t(kvh) * group * hd;
         run_tiles(p, kvh, p.q + qoff, group, first_key(p, pos), pos + 1, m, l, acc, scr);
