@@ -314,7 +314,7 @@ using test::Trace;
 // cache path, chunking and batch all change.
 const std::vector<std::string> kFamilies = {"llama",  "mistral", "gemma2",    "qwen2",    "qwen3",
                                             "gemma3", "olmo2",   "mixtral",   "qwen2_moe", "qwen3_moe", "olmoe",
-                                            "olmo3",  "exaone4"};
+                                            "olmo3",  "exaone4", "gpt_oss"};
 
 std::shared_ptr<const Model> synth(const std::string& arch, DType dt) {
   static std::map<std::pair<std::string, int>, std::shared_ptr<const Model>> cache;

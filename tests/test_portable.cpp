@@ -257,7 +257,7 @@ TEST_P(PortableGolden, LogitsDigestIsTheSameOnEveryTargetCachePathAndThreadCount
 
 INSTANTIATE_TEST_SUITE_P(Families, PortableGolden,
                          ::testing::Values("llama", "mistral", "gemma2", "qwen2", "qwen3", "gemma3", "olmo2", "mixtral",
-                                           "qwen2_moe", "qwen3_moe", "olmoe", "olmo3", "exaone4"));
+                                           "qwen2_moe", "qwen3_moe", "olmoe", "olmo3", "exaone4", "gpt_oss"));
 
 }  // namespace
 }  // namespace kvp

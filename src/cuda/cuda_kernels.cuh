@@ -272,6 +272,9 @@ class CudaKernels final : public Kernels {
 
   void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, false); }
   void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, true); }
+  void clamped_swiglu(float*, const float*, size_t, float, float, DType) override {
+    fail_input("clamped SwiGLU on CUDA: GPT-OSS's experts are not implemented on the GPU yet; run with --device cpu");
+  }
   void softcap(float* x, size_t n, float cap, DType act) override {
     OpSpan span("softcap");
     fusion_.flush();

@@ -337,6 +337,7 @@ std::string gguf_arch_for(Arch a) {
     case Arch::Olmo2: case Arch::Olmo3: return "olmo2";
     case Arch::Olmoe: return "olmoe";
     case Arch::Exaone4: return "exaone4";
+    case Arch::GptOss: return "gpt-oss";
   }
   return "llama";
 }

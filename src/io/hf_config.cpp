@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "io/hf_config_reader.h"
 #include "io/hf_exaone4.h"
+#include "io/hf_gpt_oss.h"
 #include "io/hf_ministral3.h"
 #include "io/hf_moe_config.h"
 #include "io/hf_rope_parameters.h"
@@ -44,6 +45,7 @@ FamilyDefaults family_defaults(Arch a) {
     case Arch::Olmoe: return {false, -1, 50279};  // OlmoeConfig (v4.51), as Olmo2Config
     case Arch::Olmo3: return {false, -1, 50279};  // Olmo3Config (v4.57), as Olmo2Config
     case Arch::Exaone4: return {false, 0, 2};     // Exaone4Config
+    case Arch::GptOss: return {false, -1, -1};    // GptOssConfig sets none; its checkpoints do
   }
   return {false, 1, 2};
 }
@@ -60,6 +62,7 @@ const char* hf_class_name(Arch a) {
     case Arch::Olmoe: return "OlmoeForCausalLM";
     case Arch::Olmo3: return "Olmo3ForCausalLM";
     case Arch::Exaone4: return "Exaone4ForCausalLM";
+    case Arch::GptOss: return "GptOssForCausalLM";
   }
   return "?";
 }
@@ -125,15 +128,20 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
     if (v.is_number() && v.get<double>() == 0.0) continue;
     fail("{}: mixture-of-experts models are not supported (config.json field {} = {})", src, k, v.dump());
   }
-  if (r.has("quantization_config"))
+  if (r.has("quantization_config")) {
+    if (arch == Arch::GptOss)
+      fail("{}: GPT-OSS's MXFP4 checkpoints are not supported yet; its dequantised (bf16) form is (config.json field "
+           "quantization_config)",
+           src);
     fail("{}: quantized checkpoints are not supported (config.json field quantization_config)", src);
+  }
   if (r.has("partial_rotary_factor") && r.get_num("partial_rotary_factor", 1.0) != 1.0)
     fail("{}: partial rotary embeddings are not supported (config.json field partial_rotary_factor)", src);
   if (r.get_bool("mlp_bias", false)) fail("{}: MLP biases are not supported (config.json field mlp_bias)", src);
   // EmbeddingGemma's Gemma-3 attends both ways: not a decoder, no KV cache to compare.
   if (r.get_bool("use_bidirectional_attention", false))
     fail("{}: bidirectional attention is not supported (config.json field use_bidirectional_attention)", src);
-  if (arch != Arch::Qwen2 && r.get_bool("attention_bias", false))
+  if (arch != Arch::Qwen2 && arch != Arch::GptOss && r.get_bool("attention_bias", false))
     fail("{}: attention biases (incl. o_proj) are not supported (config.json field attention_bias)", src);
   if (arch == Arch::Gemma2 || arch == Arch::Gemma3) {
     // Gemma-2/3 read hidden_activation; older configs only carry hidden_act.
@@ -141,7 +149,7 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
     if (act != "gelu_pytorch_tanh")
       fail("{}: activation '{}' is not supported for {} (config.json field hidden_activation)", src, act,
            arch_name(arch));
-  } else {
+  } else if (arch != Arch::GptOss) {  // GPT-OSS's experts hard-wire their activation
     std::string act = r.get_str("hidden_act", "silu");
     if (act != "silu") fail("{}: activation '{}' is not supported (config.json field hidden_act)", src, act);
   }
@@ -233,6 +241,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
     c.residual_multiplier = gm.residual;
     c.logits_scaling = gm.logits;
   }
+  if (c.arch == Arch::GptOss) fill_gpt_oss_defaults(j);
   const std::string rope_field = read_rope_parameters(j, c.arch == Arch::Gemma3, source);
   reject_unsupported(j, r, c.arch, source, rope_field);
   const FamilyDefaults fd = family_defaults(c.arch);
@@ -246,12 +255,17 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   // Gemma2Config's and Qwen3Config's head_dim defaults are their own, not hidden / heads.
   c.head_dim = r.get_int("head_dim", c.arch == Arch::Gemma2 || c.arch == Arch::Gemma3 ? 256
                                      : c.arch == Arch::Qwen3                          ? 128
+                                     : c.arch == Arch::GptOss                         ? 64
                                                                                       : c.dim / c.n_heads);
   c.vocab_size = r.get_int("vocab_size");
   c.max_seq_len = r.get_int("max_position_embeddings");
   // The classes' own defaults: Gemma3TextConfig's and MixtralConfig's base is 1e6, the others' 1e4.
-  c.rope_theta = float(r.get_num("rope_theta", c.arch == Arch::Gemma3 || hf_moe_family(j) == Arch::Mistral ? 1e6 : 1e4));
-  c.norm_eps = float(r.get_num("rms_norm_eps", c.post_norms_only() || c.arch == Arch::Olmoe ? 1e-5 : 1e-6));
+  // GptOssConfig's is 150000.
+  c.rope_theta = float(r.get_num("rope_theta", c.arch == Arch::Gemma3 || hf_moe_family(j) == Arch::Mistral ? 1e6
+                                               : c.arch == Arch::GptOss                                   ? 150000.0
+                                                                                                           : 1e4));
+  c.norm_eps = float(r.get_num(
+      "rms_norm_eps", c.post_norms_only() || c.arch == Arch::Olmoe || c.arch == Arch::GptOss ? 1e-5 : 1e-6));
   c.tied_embeddings = r.get_bool("tie_word_embeddings", fd.tie);
   c.bos_id = r.get_token_id("bos_token_id", fd.bos);
   c.eos_id = r.get_token_id("eos_token_id", fd.eos);
@@ -353,6 +367,9 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
     case Arch::Exaone4:
       read_exaone4_fields(j, c, source);
       break;
+    case Arch::GptOss:
+      read_gpt_oss_fields(j, c, source);
+      break;
   }
   if (hf_moe_family(j)) read_hf_moe_fields(j, c, source);
   if (wrapped)
@@ -382,6 +399,10 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
                      const std::map<std::string, double>& extras) {
   if (torch_dtype != "float32" && torch_dtype != "float16" && torch_dtype != "bfloat16")
     fail_usage("{}: torch_dtype '{}' must be float32, float16 or bfloat16", path, torch_dtype);
+  if (c.arch == Arch::GptOss)
+    fail("{}: writing gpt_oss checkpoints is not supported (kvparity reads them; it has no writer for their fused, "
+         "transposed experts yet)",
+         path);
   if (c.arch == Arch::Qwen2 && c.qkv_bias == false)
     fail("{}: qwen2 always has q/k/v biases; the config says it has none", path);
   if (c.arch != Arch::Qwen2 && c.qkv_bias)
@@ -503,6 +524,8 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
       j["hidden_act"] = "silu";
       write_exaone4_fields(j, c, path);
       break;
+    case Arch::GptOss:
+      break;  // refused above
   }
   if (c.arch != Arch::Gemma2 && c.arch != Arch::Gemma3) j["rope_scaling"] = hf_rope_scaling_entry(c, path);
   if (c.is_moe()) write_hf_moe_fields(j, c, path);

@@ -26,7 +26,7 @@ const TensorView* fused(const Checkpoint& ck, const std::string& name, int64_t e
 
 void split_fused_experts(Checkpoint& ck) {
   const ModelConfig& c = ck.config;
-  if (!c.is_moe()) return;
+  if (!c.is_moe() || c.arch == Arch::GptOss) return;  // GPT-OSS's own layout: hf_gpt_oss_experts.h
   const int64_t E = c.moe.n_experts, I = c.moe.expert_hidden_dim, H = c.dim;
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = "model.layers." + std::to_string(l) + ".mlp.";

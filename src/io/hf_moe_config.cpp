@@ -20,11 +20,13 @@ const MoeFamily kFamilies[] = {
     {"qwen2_moe", "Qwen2MoeForCausalLM", Arch::Qwen2},
     {"qwen3_moe", "Qwen3MoeForCausalLM", Arch::Qwen3},
     {"olmoe", "OlmoeForCausalLM", Arch::Olmoe},
+    {"gpt_oss", "GptOssForCausalLM", Arch::GptOss},
 };
 
 const MoeFamily& family_of(const ModelConfig& c) {
   if (c.mixtral_names()) return kFamilies[0];
   if (c.arch == Arch::Olmoe) return kFamilies[3];
+  if (c.arch == Arch::GptOss) return kFamilies[4];
   return c.arch == Arch::Qwen2 ? kFamilies[1] : kFamilies[2];
 }
 
@@ -80,6 +82,22 @@ void read_hf_moe_fields(const json& j, ModelConfig& c, const std::string& source
     m.n_used = get_int(j, "num_experts_per_tok", 2, source);
     m.expert_hidden_dim = c.hidden_dim;
     m.norm_topk_prob = true;
+  } else if (c.arch == Arch::GptOss) {
+    // GptOssConfig: 128 experts, 4 a token (the original config's experts_per_token), each
+    // intermediate_size wide, every layer sparse; a softmax over the top-k router logits, and the
+    // experts' SwiGLU clamped at swiglu_limit (7.0).
+    m.n_experts = expert_count(j, "num_local_experts", "num_experts", 128, source);
+    m.n_used = get_int(j, "num_experts_per_tok", get_int(j, "experts_per_token", 4, source), source);
+    if (present(j, "experts_per_token") && get_int(j, "experts_per_token", 0, source) != m.n_used)
+      fail("{}: fields 'num_experts_per_tok' = {} and 'experts_per_token' = {} disagree", source, m.n_used,
+           j["experts_per_token"].dump());
+    m.expert_hidden_dim = c.hidden_dim;
+    m.norm_topk_prob = false;
+    m.routing = MoeConfig::Routing::TopKThenSoftmax;
+    const json limit = present(j, "swiglu_limit") ? j["swiglu_limit"] : json(7.0);
+    if (!limit.is_number() || !(limit.get<double>() > 0.0) || limit.get<double>() > 1e30)
+      fail("{}: field 'swiglu_limit' must be a positive number, got {}", source, limit.dump());
+    m.swiglu_limit = float(limit.get<double>());
   } else if (c.arch == Arch::Olmoe) {
     // OlmoeConfig (v4.51): 64 experts, 8 a token, intermediate_size wide, every layer sparse, not
     // renormalised.

@@ -1,6 +1,7 @@
 #pragma once
 // config.json of the mixture-of-experts families: Mixtral (MixtralForCausalLM, Mistral's
-// attention), Qwen2-MoE and Qwen3-MoE (Qwen2's / Qwen3's attention), OLMoE (Arch::Olmoe). hf_config.cpp reads and writes
+// attention), Qwen2-MoE and Qwen3-MoE (Qwen2's / Qwen3's attention), OLMoE (Arch::Olmoe), GPT-OSS
+// (Arch::GptOss). hf_config.cpp reads and writes
 // the attention's fields as for the dense family; this file the experts'.
 #include <optional>
 #include <string>
@@ -11,7 +12,7 @@
 namespace kvp {
 
 // The dense family whose attention a MoE config.json's model (model_type, else architectures[0])
-// has (OLMoE: Arch::Olmoe), or nullopt when it is not one of the four.
+// has (OLMoE: Arch::Olmoe; GPT-OSS: Arch::GptOss), or nullopt when it is not one of the five.
 std::optional<Arch> hf_moe_family(const nlohmann::json& j);
 // The class and model_type transformers names the MoE model of config `c` by (c.is_moe()).
 const char* hf_moe_class_name(const ModelConfig& c);

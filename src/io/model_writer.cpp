@@ -179,6 +179,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   cfg.validate();
   // llama.cpp's exaone4 keys and layout are not ones kvparity reads back.
   if (cfg.arch == Arch::Exaone4) fail("{}: exaone4 has no GGUF form kvparity writes or reads (write --to hf)", path);
+  if (cfg.arch == Arch::GptOss) fail("{}: gpt_oss has no GGUF form kvparity writes or reads yet", path);
   const std::string arch = opts.arch.empty() ? gguf_arch_for(cfg) : opts.arch;
   const std::string A = arch + ".";
   if (!cfg.nope_layers.empty()) {

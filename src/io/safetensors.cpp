@@ -9,6 +9,7 @@
 #include "core/mapped_file.h"
 #include "io/hf_config.h"
 #include "io/hf_fused_experts.h"
+#include "io/hf_gpt_oss_experts.h"
 #include "io/hf_fused_projections.h"
 #include "io/hf_text_model.h"
 #include "io/io_util.h"
@@ -139,10 +140,11 @@ void use_text_model_names(Checkpoint& ck) {
 }
 
 // The tensors under the names the weights builder reads, whatever layout the file used: a
-// wrapper's text model, v5's fused experts, Phi-3's fused projections.
+// wrapper's text model, v5's fused experts, GPT-OSS's experts, Phi-3's fused projections.
 void use_canonical_tensors(Checkpoint& ck) {
   use_text_model_names(ck);
   split_fused_experts(ck);
+  unpack_gpt_oss_experts(ck);
   split_fused_projections(ck);
 }
 

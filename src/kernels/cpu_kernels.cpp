@@ -36,6 +36,9 @@ void CpuKernels::rope(float* x, int M, int n_heads, const int* row_pos, const Ro
 }
 
 void CpuKernels::silu_mul(float* gate, const float* up, size_t n, DType act) { kvp::silu_mul(gate, up, n, act); }
+void CpuKernels::clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act) {
+  kvp::clamped_swiglu(gate, up, n, alpha, limit, act);
+}
 void CpuKernels::gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) {
   kvp::gelu_tanh_mul(gate, up, n, act);
 }

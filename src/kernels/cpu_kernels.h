@@ -17,6 +17,7 @@ class CpuKernels : public Kernels {
   // The elementary functions' ops: the portable policy brings its own exp/tanh and RoPE table.
   void silu_mul(float* gate, const float* up, size_t n, DType act) override;
   void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override;
+  void clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act) override;
   void softcap(float* x, size_t n, float cap, DType act) override;
   void scale(float* x, size_t n, float s, DType act, ScaleBy by) final;
   void add(float* x, const float* y, size_t n, DType act) final;

@@ -205,6 +205,16 @@ void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) {
   });
 }
 
+void clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act) {
+  for (size_t i = 0; i < n; ++i) {
+    // Comparisons rather than std::clamp so that a NaN stays NaN, as torch.clamp keeps it.
+    const float g = gate[i] > limit ? limit : gate[i];
+    const float u = up[i] > limit ? limit : up[i] < -limit ? -limit : up[i];
+    const float s = round_to(act, 1.0f / (1.0f + std::exp(-round_to(act, g * alpha))));
+    gate[i] = round_to(act, round_to(act, u + 1.0f) * round_to(act, g * s));
+  }
+}
+
 void softcap_inplace(float* x, size_t n, float cap, DType act) {
   for (size_t i = 0; i < n; ++i) x[i] = round_to(act, round_to(act, std::tanh(round_to(act, x[i] / cap))) * cap);
 }

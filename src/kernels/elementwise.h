@@ -124,6 +124,12 @@ void silu_mul(float* gate, const float* up, size_t n, DType act);
 // gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in fp32, rounded once).
 void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act);
 
+// gate <- GPT-OSS's clamped SwiGLU of (gate, up), each eager op of GptOssExperts rounded:
+//   g = min(gate, limit), u = clamp(up, -limit, limit)      (exact; NaN stays NaN)
+//   glu = round(g * round(sigmoid(round(g * alpha))))       (alpha, a Python float, in fp32 opmath)
+//   gate <- round(round(u + 1) * glu)
+void clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act);
+
 // x <- round(round(tanh(round(x / cap))) * cap): Gemma-2's soft-capping as three eager ops.
 void softcap_inplace(float* x, size_t n, float cap, DType act);
 

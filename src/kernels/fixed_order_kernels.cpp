@@ -171,6 +171,10 @@ class FixedOrderKernels final : public CpuKernels {
     if (ops_.gelu_tanh_mul != nullptr) return ops_.gelu_tanh_mul(gate, up, n, act);
     CpuKernels::gelu_tanh_mul(gate, up, n, act);
   }
+  void clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act) override {
+    if (ops_.clamped_swiglu != nullptr) return ops_.clamped_swiglu(gate, up, n, alpha, limit, act);
+    CpuKernels::clamped_swiglu(gate, up, n, alpha, limit, act);
+  }
   void softcap(float* x, size_t n, float cap, DType act) override {
     if (ops_.softcap != nullptr) return ops_.softcap(x, n, cap, act);
     CpuKernels::softcap(x, n, cap, act);

@@ -54,6 +54,7 @@ struct FixedOrderSimd {
   void (*silu_mul)(float* gate, const float* up, size_t n, DType act) = nullptr;
   void (*gelu_tanh_mul)(float* gate, const float* up, size_t n, DType act) = nullptr;
   void (*softcap)(float* x, size_t n, float cap, DType act) = nullptr;
+  void (*clamped_swiglu)(float* gate, const float* up, size_t n, float alpha, float limit, DType act) = nullptr;
   // RoPE from the table's libm-free twin (RopeTable::portable()) instead of the table itself.
   bool portable_rope = false;
 };

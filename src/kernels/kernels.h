@@ -148,6 +148,7 @@ class Kernels {
                     RopePairs pairs) = 0;
   virtual void silu_mul(float* gate, const float* up, size_t n, DType act) = 0;
   virtual void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) = 0;
+  virtual void clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act) = 0;
   virtual void softcap(float* x, size_t n, float cap, DType act) = 0;
   virtual void scale(float* x, size_t n, float s, DType act, ScaleBy by) = 0;  // scale_inplace
   virtual void add(float* x, const float* y, size_t n, DType act) = 0;

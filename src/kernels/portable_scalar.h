@@ -162,6 +162,14 @@ KVP_PORTABLE_FN float gelu_tanh_mul(float x, float u, Round round) {
   return round(mul(g, u));
 }
 template <class Round>
+KVP_PORTABLE_FN float clamped_swiglu(float g, float u, float alpha, float limit, Round round) {
+  // elementwise.cpp's order; comparisons keep a NaN as torch.clamp does.
+  g = g > limit ? limit : g;
+  u = u > limit ? limit : u < -limit ? -limit : u;
+  const float s = round(div(1.0f, add(1.0f, exp(-round(mul(g, alpha))))));
+  return round(mul(round(add(u, 1.0f)), round(mul(g, s))));
+}
+template <class Round>
 KVP_PORTABLE_FN float softcap(float x, float cap, Round round) {
   return round(mul(round(tanh(round(div(x, cap)))), cap));
 }

@@ -10,6 +10,7 @@
 
 #include "core/dtype.h"
 #include "kernels/portable_parts.h"
+#include "kernels/portable_scalar.h"
 #include "kernels/portable_simd.h"
 
 #undef HWY_TARGET_INCLUDE
@@ -215,6 +216,12 @@ void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) {
   HWY_DYNAMIC_DISPATCH(GeluTanhMul)(gate, up, n, act);
 }
 void softcap(float* x, size_t n, float cap, DType act) { HWY_DYNAMIC_DISPATCH(Softcap)(x, n, cap, act); }
+// One value at a time through pscalar, whose exp is Exp's bits (tests/test_portable_scalar.cpp):
+// only GPT-OSS's experts run it, a few thousand values a token.
+void clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act) {
+  const auto round = [act](float v) { return round_to(act, v); };
+  for (size_t i = 0; i < n; ++i) gate[i] = pscalar::clamped_swiglu(gate[i], up[i], alpha, limit, round);
+}
 }  // namespace
 
 const FixedOrderSimd& ops() {
@@ -231,6 +238,7 @@ const FixedOrderSimd& ops() {
                                     silu_mul,
                                     gelu_tanh_mul,
                                     softcap,
+                                    clamped_swiglu,
                                     /*portable_rope=*/true};
   return table;
 }

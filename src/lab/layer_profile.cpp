@@ -147,8 +147,8 @@ std::vector<DtypeProfile> run_profile(const ProfileOptions& opts) {
         // The routing each side's pass took at the row, from the logits it saw (moe_routing.h).
         const auto& rb = cap_b.get(HookPoint::RouterLogits, l);
         const auto& rc = cap_c.get(HookPoint::RouterLogits, l);
-        const ExpertRouting b = route_experts(rb.data(), 1, c.moe.n_experts, c.moe.n_used, c.moe.norm_topk_prob, DType::F32);
-        const ExpertRouting k = route_experts(rc.data(), 1, c.moe.n_experts, c.moe.n_used, c.moe.norm_topk_prob, DType::F32);
+        const ExpertRouting b = route_experts(rb.data(), 1, c.moe, DType::F32);
+        const ExpertRouting k = route_experts(rc.data(), 1, c.moe, DType::F32);
         L.sparse = true;
         L.router = diff(rc, rb);
         L.experts_baseline = b.expert;

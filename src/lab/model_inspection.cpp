@@ -45,6 +45,8 @@ json attention_of(const ModelConfig& c) {
             {"sliding_window", c.sliding_window},
             {"logit_softcap", c.attn_logit_softcapping},
             {"qkv_bias", c.qkv_bias},
+            {"o_bias", c.o_bias},
+            {"sinks", c.attention_sinks},
             {"qk_norm", c.qk_norm()},
             {"qk_norm_per_head", c.qk_norm_per_head()}};
   if (c.attention_multiplier > 0) {  // Granite's: scores x this number, no 1/sqrt
@@ -227,6 +229,9 @@ json inspect_model(const InspectOptions& o) {
                     {"expert_intermediate_size", c.moe.expert_hidden_dim},
                     {"shared_expert_intermediate_size", c.moe.shared_hidden_dim},
                     {"renormalised", c.moe.norm_topk_prob},
+                    {"routing", c.moe.routing == MoeConfig::Routing::TopKThenSoftmax ? "top-k then softmax"
+                                                                                      : "softmax then top-k"},
+                    {"swiglu_limit", c.moe.swiglu_limit},  // GPT-OSS's clamp; 0 = none
                     {"sparse_layers", sparse}};
   }
   d["attention"] = attention_of(c);
@@ -277,9 +282,13 @@ std::string inspect_text(const json& d) {
                      : d["family"].get<std::string>());
   if (d.contains("experts")) {
     const json& e = d["experts"];
-    line("experts", fmt::format("{} of {} a token, {} wide{}{}, {} of {} layers sparse", e["per_token"].get<int>(),
+    const double limit = e.value("swiglu_limit", 0.0);
+    line("experts", fmt::format("{} of {} a token, {} wide{}{}{}{}, {} of {} layers sparse", e["per_token"].get<int>(),
                                 e["experts"].get<int>(), e["expert_intermediate_size"].get<int>(),
                                 e["renormalised"].get<bool>() ? ", renormalised" : "",
+                                e.value("routing", "") == "top-k then softmax" ? ", softmax over the top k" : "",
+                                limit > 0 ? fmt::format(", biased, SwiGLU clamped at {}", number_text(limit))
+                                          : std::string(),
                                 e["shared_expert_intermediate_size"].get<int>() > 0
                                     ? fmt::format(", shared expert {} wide", e["shared_expert_intermediate_size"].get<int>())
                                     : std::string(),
@@ -311,7 +320,8 @@ std::string inspect_text(const json& d) {
                : "; no window";
   const double cap = at["logit_softcap"].get<double>();
   heads += cap > 0 ? fmt::format("; scores soft-capped at {}", number_text(cap)) : "";
-  heads += at["qkv_bias"].get<bool>() ? "; q/k/v biases" : "";
+  heads += at["qkv_bias"].get<bool>() ? (at.value("o_bias", false) ? "; q/k/v/o biases" : "; q/k/v biases") : "";
+  heads += at.value("sinks", false) ? "; a learned sink logit per head" : "";
   if (at.contains("query_temperature"))
     heads += fmt::format("; queries x (1 + {} ln(1 + floor(pos / {}))) (llama_4_scaling_beta)",
                          number_text(at["query_temperature"]["beta"].get<double>()),

@@ -20,6 +20,7 @@ std::string arch_name(Arch a) {
     case Arch::Olmoe: return "olmoe";
     case Arch::Olmo3: return "olmo3";
     case Arch::Exaone4: return "exaone4";
+    case Arch::GptOss: return "gpt_oss";
   }
   return "?";
 }
@@ -27,7 +28,7 @@ std::string arch_name(Arch a) {
 std::string family_name(const ModelConfig& c) {
   if (!c.is_moe()) return arch_name(c.arch);
   if (c.mixtral_names()) return "mixtral";
-  if (c.arch == Arch::Olmoe) return "olmoe";
+  if (c.arch == Arch::Olmoe || c.arch == Arch::GptOss) return arch_name(c.arch);
   return arch_name(c.arch) + "_moe";
 }
 
@@ -42,8 +43,10 @@ Arch parse_arch(const std::string& s) {
   if (s == "olmoe") return Arch::Olmoe;
   if (s == "olmo3") return Arch::Olmo3;
   if (s == "exaone4") return Arch::Exaone4;
+  if (s == "gpt_oss") return Arch::GptOss;
   fail_usage(
-      "unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3, olmo2, olmoe, olmo3, exaone4)",
+      "unknown architecture '{}' (supported: llama, mistral, gemma2, qwen2, qwen3, gemma3, olmo2, olmoe, olmo3, "
+      "exaone4, gpt_oss)",
       s);
 }
 
@@ -132,11 +135,27 @@ void ModelConfig::validate() const {
       fail("{}: invalid config: {} has no mixture-of-experts form", source, arch_name(arch));
     if (moe.shared_hidden_dim > 0 && arch != Arch::Qwen2)
       fail("{}: invalid config: a shared expert exists only in Qwen2-MoE, not {}", source, arch_name(arch));
-  } else if (arch == Arch::Olmoe) {
-    fail("{}: invalid config: olmoe is a mixture of experts, and this one has none", source);
+    if (!(moe.swiglu_limit >= 0.0f) || !std::isfinite(moe.swiglu_limit))
+      fail("{}: invalid config: swiglu_limit = {}", source, moe.swiglu_limit);
+    if (!(moe.swiglu_alpha > 0.0f) || !std::isfinite(moe.swiglu_alpha))
+      fail("{}: invalid config: swiglu alpha = {}", source, moe.swiglu_alpha);
+    // The clamped SwiGLU, the experts' biases and the top-k-then-softmax routing go together in
+    // GPT-OSS, and the forward pass takes them as one kind of sparse layer.
+    const bool gpt_oss_experts = moe.swiglu_limit > 0.0f || moe.routing == MoeConfig::Routing::TopKThenSoftmax;
+    if (gpt_oss_experts != (arch == Arch::GptOss))
+      fail("{}: invalid config: GPT-OSS's experts (clamped SwiGLU, top-k-then-softmax routing) exist only in "
+           "gpt_oss, and gpt_oss has only them (architecture '{}')",
+           source, arch_name(arch));
+    if (arch == Arch::GptOss && (moe.sparse_step != 1 || !moe.dense_layers.empty()))
+      fail("{}: invalid config: every layer of gpt_oss is sparse", source);
+  } else if (arch == Arch::Olmoe || arch == Arch::GptOss) {
+    fail("{}: invalid config: {} is a mixture of experts, and this one has none", source, arch_name(arch));
   } else if (moe.n_used != 0 || moe.expert_hidden_dim != 0 || moe.shared_hidden_dim != 0) {
     fail("{}: invalid config: expert settings without experts", source);
   }
+  if ((o_bias || attention_sinks) && arch != Arch::GptOss)
+    fail("{}: invalid config: an o_proj bias and attention sinks exist only in gpt_oss, not {}", source,
+         arch_name(arch));
   if (bos_id >= vocab_size) bad("bos token id", bos_id);
   if (eos_id >= vocab_size) bad("eos token id", eos_id);
   for (int id : more_eos_ids)

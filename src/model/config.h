@@ -14,14 +14,17 @@ namespace kvp {
 // (norms' gains and RoPE in fp32, rounded once; kvparity's OLMo-2 keeps v4.51's rounding points).
 // Exaone4: OLMo-2's block placement with Llama's rounding and Qwen3's per-head q/k norms; its
 // windowed hybrid's global layers are NoPE layers (nope_layers).
-enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3, Olmo2, Olmoe, Olmo3, Exaone4 };
+// GptOss: GPT-OSS (GptOssForCausalLM), a mixture of experts only: Llama's block placement with
+// biases on every attention projection, a learned attention sink per head, norm gains applied in
+// fp32, and experts with biases and a clamped SwiGLU, routed by a softmax over their top-k logits.
+enum class Arch { Llama, Mistral, Gemma2, Qwen2, Qwen3, Gemma3, Olmo2, Olmoe, Olmo3, Exaone4, GptOss };
 
-// "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3" | "olmo2" | "olmoe" | "olmo3" | "exaone4"
+// "llama" | "mistral" | "gemma2" | "qwen2" | "qwen3" | "gemma3" | "olmo2" | "olmoe" | "olmo3" | "exaone4" | "gpt_oss"
 std::string arch_name(Arch a);
 Arch parse_arch(const std::string& s);  // accepts the names above; errors name the value
 struct ModelConfig;
 // The model's family as transformers names it: arch_name, or for a mixture of experts "mixtral",
-// "qwen2_moe", "qwen3_moe", "olmoe".
+// "qwen2_moe", "qwen3_moe", "olmoe", "gpt_oss".
 std::string family_name(const ModelConfig& c);
 
 // Mixture-of-experts MLPs (Mixtral, Qwen2-MoE, Qwen3-MoE, OLMoE): the attention is the family's (Arch),
@@ -42,6 +45,16 @@ struct MoeConfig {
   // (hidden_dim).
   int sparse_step = 1;
   std::vector<int> dense_layers;
+  // How the router's logits become the n_used weights: a softmax over all experts, then the top k
+  // (renormalised when norm_topk_prob: Mixtral, Qwen-MoE, OLMoE); or the top k logits, then a
+  // softmax over those k alone (GPT-OSS's GptOssTopKRouter).
+  enum class Routing { SoftmaxThenTopK, TopKThenSoftmax };
+  Routing routing = Routing::SoftmaxThenTopK;
+  // GPT-OSS's experts: gate, up and down carry biases, and the activation is the clamped SwiGLU
+  // (up + 1) * g * sigmoid(alpha g) with g = min(gate, limit), up clamped to [-limit, limit]
+  // (swiglu_limit; alpha is GptOssExperts' 1.702). 0 = the plain SwiGLU of the other families.
+  float swiglu_limit = 0.0f;
+  float swiglu_alpha = 1.702f;
 };
 
 struct ModelConfig {
@@ -70,6 +83,10 @@ struct ModelConfig {
   bool ends_generation(int id) const;  // eos_id or one of more_eos_ids
   // Family features (issue 4); for plain Llama these stay at their defaults.
   bool qkv_bias = false;
+  bool o_bias = false;      // GPT-OSS: o_proj has a bias too (attention_bias)
+  // GPT-OSS: every attention head has a learned sink logit (self_attn.sinks), one more column of
+  // the softmax with no value.
+  bool attention_sinks = false;
   int sliding_window = 0;   // 0 = none
   // Which layers the window applies to: 1 = every layer (Mistral, Qwen2 with max_window_layers 0);
   // P > 1 = all but every P-th, layer l windowed where (l + 1) % P != 0 (Gemma-2: P = 2, the even
@@ -161,7 +178,11 @@ struct ModelConfig {
   // Whether every RMSNorm multiplies its gain in fp32 and rounds once (Gemma's (1 + w); OLMo-3's w,
   // Olmo2RMSNorm as v4.52 on has it), rather than rounding the normalised row before the gain
   // (Llama's; OLMo-2's too, as transformers v4.51 rounds it, which kvparity's OLMo-2 follows).
-  bool norm_gain_in_fp32() const { return gemma_family() || arch == Arch::Olmo3; }
+  bool norm_gain_in_fp32() const { return gemma_family() || arch == Arch::Olmo3 || arch == Arch::GptOss; }
+  // Whether the norms' gains stay the fp32 values the file holds instead of being rounded to the
+  // compute dtype (GPT-OSS: _keep_in_fp32_modules keeps every RMSNorm in fp32; the published
+  // checkpoints store them in bf16, so the difference shows only for an fp32 file run in fp16/bf16).
+  bool norm_gains_kept_in_fp32() const { return arch == Arch::GptOss; }
   // Whether the attention and MLP blocks start with a norm of the residual stream (not OLMo-2's,
   // which normalises their outputs only), and whether their outputs are normalised (Gemma, OLMo-2).
   bool pre_norms() const { return !post_norms_only(); }

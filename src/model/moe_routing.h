@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/config.h"
 
 namespace kvp {
 
@@ -34,5 +35,13 @@ struct ExpertRouting {
 // logits: [rows, n_experts] host values of the compute dtype `act`. A NaN logit is an error naming
 // the layer (the caller checks the logits' rounding point first, so this is a second line).
 ExpertRouting route_experts(const float* logits, int rows, int n_experts, int k, bool renormalise, DType act);
+
+// GPT-OSS's GptOssTopKRouter instead: the k largest logits (as topk orders them), then
+// softmax(top_values, dtype=P): exp(x - max) in fp32 over those k alone, summed largest first,
+// each weight rounded to P. The weights sum to 1 without renormalising.
+ExpertRouting route_top_k_then_softmax(const float* logits, int rows, int n_experts, int k, DType act);
+
+// The routing `moe` says (MoeConfig::routing).
+ExpertRouting route_experts(const float* logits, int rows, const MoeConfig& moe, DType act);
 
 }  // namespace kvp

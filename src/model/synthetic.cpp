@@ -30,6 +30,7 @@ constexpr Preset kPresets[] = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe"}, {"qwen3-30b-a3b", "qwen3_moe"},
     {"olmoe-1b-7b", "olmoe"},       {"smollm3-3b", "llama"},
     {"olmo3-7b", "olmo3"},          {"ministral3-8b", "mistral"},
+    {"gpt-oss-20b", "gpt_oss"},
 };
 
 // OLMo-3's published RoPE: YaRN x8 over an original 8192-position context, its attention factor
@@ -40,6 +41,24 @@ void olmo3_yarn(ModelConfig& c, int original_context) {
   c.rope_original_max_pos = original_context;
   c.rope_attention_factor = 0.1 * std::log(8.0) + 1.0;
   c.rope_local_theta = c.rope_theta;
+}
+
+// GPT-OSS's published attention and RoPE: biases, sinks, a window on the even layers, YaRN x32
+// (untruncated, transformers' default attention factor 0.1 ln 32 + 1) on every layer over
+// `original_context` positions; its experts' clamped SwiGLU and top-k-then-softmax routing.
+void gpt_oss_features(ModelConfig& c, int window, int original_context) {
+  c.qkv_bias = c.o_bias = c.attention_sinks = true;
+  c.sliding_window = window;
+  c.sliding_window_period = 2;
+  c.rope_theta = 150000.0f;
+  c.rope_scaling = ModelConfig::RopeScaling::Yarn;
+  c.rope_factor = 32.0f;
+  c.rope_original_max_pos = original_context;
+  c.rope_yarn_truncate = false;
+  c.rope_attention_factor = 0.1 * std::log(32.0) + 1.0;
+  c.moe.routing = MoeConfig::Routing::TopKThenSoftmax;
+  c.moe.swiglu_limit = 7.0f;
+  c.moe.norm_topk_prob = false;
 }
 
 std::string preset_arch(const std::string& preset) {
@@ -60,9 +79,13 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
   const std::string owner = preset_arch(preset);
   const std::string arch_s = arch_in.empty() ? (owner.empty() ? "llama" : owner) : arch_in;
   // The mixtures of experts by transformers' names, over their attention's family.
-  const bool moe = arch_s == "mixtral" || arch_s == "qwen2_moe" || arch_s == "qwen3_moe" || arch_s == "olmoe";
+  const bool moe = arch_s == "mixtral" || arch_s == "qwen2_moe" || arch_s == "qwen3_moe" || arch_s == "olmoe" ||
+                   arch_s == "gpt_oss";
   ModelConfig c;
-  c.arch = parse_arch(arch_s == "mixtral" ? "mistral" : arch_s == "olmoe" ? arch_s : moe ? arch_s.substr(0, 5) : arch_s);
+  c.arch = parse_arch(arch_s == "mixtral"                        ? "mistral"
+                      : arch_s == "olmoe" || arch_s == "gpt_oss" ? arch_s
+                      : moe                                      ? arch_s.substr(0, 5)
+                                                                 : arch_s);
   if (!owner.empty() && owner != arch_s)
     fail_usage("synth: preset '{}' is a {} model, not {} (use --arch {} or --preset tiny)", preset, owner, arch_s,
                owner);
@@ -116,6 +139,12 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
         // EXAONE 4.0's hybrid: layers 0-2 windowed and rotating, layer 3 global without RoPE.
         c.n_heads = 4; c.n_kv_heads = 2; c.head_dim = 32; c.rope_theta = 1000000.0f;
         c.sliding_window = 16; c.sliding_window_period = 4; c.nope_layers = {3};
+        break;
+      case Arch::GptOss:
+        // A window of 16 on layers 0 and 2 (so tests run past it), YaRN over an original context of
+        // 64, so a test's positions cross the ramp's range.
+        c.n_kv_heads = 2; c.bos_id = -1; c.eos_id = 2;
+        gpt_oss_features(c, 16, 64);
         break;
     }
   } else if (preset == "tinyllama-1.1b") {
@@ -182,6 +211,11 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.dim = 2048; c.hidden_dim = 1024; c.n_layers = 16; c.n_heads = 16; c.n_kv_heads = 16;
     c.vocab_size = 50304; c.max_seq_len = 4096; c.bos_id = -1; c.eos_id = 50279;
     c.moe.n_experts = 64; c.moe.n_used = 8; c.moe.expert_hidden_dim = 1024; c.moe.norm_topk_prob = false;
+  } else if (preset == "gpt-oss-20b") {  // openai/gpt-oss-20b, its experts dequantised
+    c.dim = 2880; c.hidden_dim = 2880; c.n_layers = 24; c.n_heads = 64; c.n_kv_heads = 8; c.head_dim = 64;
+    c.vocab_size = 201088; c.max_seq_len = 131072; c.bos_id = -1; c.eos_id = 200002;
+    c.moe.n_experts = 32; c.moe.n_used = 4; c.moe.expert_hidden_dim = 2880;
+    gpt_oss_features(c, 128, 4096);
   } else {  // qwen2.5-0.5b: Qwen/Qwen2.5-0.5B
     c.dim = 896; c.hidden_dim = 4864; c.n_layers = 24; c.n_heads = 14; c.n_kv_heads = 2;
     c.vocab_size = 151936; c.max_seq_len = 32768; c.rope_theta = 1000000.0f; c.norm_eps = 1e-6f;
@@ -201,7 +235,7 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
       c.tied_embeddings = false;
     }
     if (arch_s == "qwen3_moe") c.moe.dense_layers = {2};
-    if (arch_s == "olmoe") {  // every layer sparse, the experts intermediate_size wide, not renormalised
+    if (arch_s == "olmoe" || arch_s == "gpt_oss") {  // every layer sparse, the experts intermediate_size wide
       c.moe.n_used = 3;
       c.moe.norm_topk_prob = false;
       c.hidden_dim = c.moe.expert_hidden_dim;
@@ -354,6 +388,20 @@ Checkpoint build_synthetic(const ModelConfig& cfg, DType dtype, uint64_t seed, f
     if (gemma) {
       add(f.uniform(p + "pre_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));
       add(f.uniform(p + "post_feedforward_layernorm.weight", {dim}, 1000000 + index++, 0.0f, 0.1f));
+    }
+    if (cfg.o_bias) add(f.uniform(p + "self_attn.o_proj.bias", {dim}, 1000000 + index++, 0.0f, 0.1f));
+    if (cfg.attention_sinks) add(f.uniform(p + "self_attn.sinks", {cfg.n_heads}, 1000000 + index++, 0.0f, 1.0f));
+    if (cfg.arch == Arch::GptOss) {
+      // Biases wide enough that some gate/up values pass the clamp (swiglu_limit 7).
+      const uint64_t base = 3000000 + uint64_t(l) * 100000;
+      const int64_t eh = cfg.moe.expert_hidden_dim;
+      add(f.uniform(moe_router_bias_name(cfg, l), {cfg.moe.n_experts}, base, 0.0f, 0.5f));
+      for (int e = 0; e < cfg.moe.n_experts; ++e) {
+        const uint64_t at = base + 1 + 3 * uint64_t(e);
+        add(f.uniform(expert_bias_name(cfg, l, e, ExpertMatrix::Gate), {eh}, at, 0.0f, 4.0f));
+        add(f.uniform(expert_bias_name(cfg, l, e, ExpertMatrix::Up), {eh}, at + 1, 0.0f, 4.0f));
+        add(f.uniform(expert_bias_name(cfg, l, e, ExpertMatrix::Down), {dim}, at + 2, 0.0f, 0.1f));
+      }
     }
     if (progress) progress(size_t(l) + 1, size_t(cfg.n_layers));
   }

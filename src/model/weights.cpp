@@ -69,8 +69,13 @@ class Builder {
   // (what `model.to(dtype)` stores), so the kernels read floats.
   // Gemma-2 norm gains: vector_f32 returns g = 1 + w (fp32) while this is set.
   void set_gemma_norm(bool on) { gemma_norm_ = on; }
+  // GPT-OSS's norms keep the file's fp32 gains (norm_gains_kept_in_fp32): norm() reads them so.
+  void set_fp32_norms(bool on) { fp32_norms_ = on; }
 
-  TensorView vector_f32(const std::string& name, int64_t n) {
+  // A norm's gain: as vector_f32, or the file's values unrounded for a model that keeps them in fp32.
+  TensorView norm(const std::string& name, int64_t n) { return vector_f32(name, n, !fp32_norms_); }
+
+  TensorView vector_f32(const std::string& name, int64_t n, bool round = true) {
     const TensorView& src = require(name, {n});
     if (count_ != nullptr) {
       count_->vector_bytes += size_t(n) * 4;
@@ -83,7 +88,8 @@ class Builder {
     float* f = buf->as<float>();
     view_to_f32(src, 0, size_t(n), f);
     std::vector<float> stored(f, f + n);  // the file's values, before rounding to the compute dtype
-    for (int64_t i = 0; i < n; ++i) f[i] = round_to(dtype_, f[i]);
+    if (round)
+      for (int64_t i = 0; i < n; ++i) f[i] = round_to(dtype_, f[i]);
     if (gemma_norm_) {
       // Gemma2RMSNorm: (1.0 + self.weight.float()), with the weight stored in the compute dtype.
       // A GGUF gain holds fl(1 + w); fl(s - 1) recovers w exactly when w fits the file's dtype.
@@ -124,12 +130,18 @@ class Builder {
   WeightsFootprint* count_;
   std::optional<ThreadPool> pool_;  // made by the first conversion
   bool gemma_norm_ = false;
+  bool fp32_norms_ = false;
 };
 
 }  // namespace
 
 namespace {
-size_t mlp_bytes(const ExpertWeights& e) { return e.gate.nbytes() + e.up.nbytes() + e.down.nbytes(); }
+size_t mlp_bytes(const ExpertWeights& e) {
+  size_t n = 0;
+  for (const TensorView* t : {&e.gate, &e.up, &e.down})
+    if (t->valid()) n += t->nbytes();
+  return n;
+}
 }  // namespace
 
 size_t ModelWeights::matrix_bytes() const {
@@ -164,8 +176,8 @@ namespace {
 ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count) {
   const ModelConfig& c = ckpt.config;
   c.validate();
-  if (c.qkv_bias && c.arch != Arch::Qwen2)
-    fail("{}: q/k/v biases are only supported for qwen2 (architecture '{}')", ckpt.path, arch_name(c.arch));
+  if (c.qkv_bias && c.arch != Arch::Qwen2 && c.arch != Arch::GptOss)
+    fail("{}: q/k/v biases are only supported for qwen2 and gpt_oss (architecture '{}')", ckpt.path, arch_name(c.arch));
   // A per-head gain runs along head_dim in the order q/k rows hold it; only the halves layout
   // (HF, GGUF qwen3 and gemma3) holds them in the order the gain was trained on.
   if (c.qk_norm() && ckpt.qk_layout != RopeLayout::Halves)
@@ -181,9 +193,10 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
   w.moe_used = c.moe.n_used;
   Builder b(ckpt, dtype, w, count);
   b.set_gemma_norm(gemma);
+  b.set_fp32_norms(c.norm_gains_kept_in_fp32());
   const int64_t dim = c.dim, q = c.q_dim(), kv = c.kv_dim(), hid = c.hidden_dim, vocab = c.vocab_size;
   w.embed = b.matrix("model.embed_tokens.weight", {vocab, dim});
-  w.final_norm = b.vector_f32("model.norm.weight", dim);
+  w.final_norm = b.norm("model.norm.weight", dim);
   if (c.tied_embeddings) {
     if (b.find("lm_head.weight") != nullptr)
       fail("{}: config says tie_word_embeddings but the file also has 'lm_head.weight'", ckpt.path);
@@ -194,7 +207,7 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
   for (int i = 0; i < c.n_layers; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     LayerWeights l;
-    if (c.pre_norms()) l.attn_norm = b.vector_f32(p + "input_layernorm.weight", dim);
+    if (c.pre_norms()) l.attn_norm = b.norm(p + "input_layernorm.weight", dim);
     l.wq = b.matrix(p + "self_attn.q_proj.weight", {q, dim});
     l.wk = b.matrix(p + "self_attn.k_proj.weight", {kv, dim});
     l.wv = b.matrix(p + "self_attn.v_proj.weight", {kv, dim});
@@ -204,20 +217,22 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
       l.bk = b.vector_f32(p + "self_attn.k_proj.bias", kv);
       l.bv = b.vector_f32(p + "self_attn.v_proj.bias", kv);
     }
+    if (c.o_bias) l.bo = b.vector_f32(p + "self_attn.o_proj.bias", dim);
+    if (c.attention_sinks) l.sinks = b.vector_f32(p + "self_attn.sinks", c.n_heads);
     if (c.qk_norm()) {
       const bool per_head = c.qk_norm_per_head();
-      l.q_norm = b.vector_f32(p + "self_attn.q_norm.weight", per_head ? c.head_dim : q);
-      l.k_norm = b.vector_f32(p + "self_attn.k_norm.weight", per_head ? c.head_dim : kv);
+      l.q_norm = b.norm(p + "self_attn.q_norm.weight", per_head ? c.head_dim : q);
+      l.k_norm = b.norm(p + "self_attn.k_norm.weight", per_head ? c.head_dim : kv);
     }
     if (!c.pre_norms()) {  // OLMo-2: each block's output normalised, nothing before it
-      l.post_attn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
-      l.post_ffn_norm = b.vector_f32(p + "post_feedforward_layernorm.weight", dim);
+      l.post_attn_norm = b.norm(p + "post_attention_layernorm.weight", dim);
+      l.post_ffn_norm = b.norm(p + "post_feedforward_layernorm.weight", dim);
     } else if (gemma) {
-      l.post_attn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
-      l.ffn_norm = b.vector_f32(p + "pre_feedforward_layernorm.weight", dim);
-      l.post_ffn_norm = b.vector_f32(p + "post_feedforward_layernorm.weight", dim);
+      l.post_attn_norm = b.norm(p + "post_attention_layernorm.weight", dim);
+      l.ffn_norm = b.norm(p + "pre_feedforward_layernorm.weight", dim);
+      l.post_ffn_norm = b.norm(p + "post_feedforward_layernorm.weight", dim);
     } else {
-      l.ffn_norm = b.vector_f32(p + "post_attention_layernorm.weight", dim);
+      l.ffn_norm = b.norm(p + "post_attention_layernorm.weight", dim);
     }
     if (c.moe_layer(i)) {
       const int64_t eh = c.moe.expert_hidden_dim, sh = c.moe.shared_hidden_dim;
@@ -226,8 +241,17 @@ ModelWeights build(const Checkpoint& ckpt, DType dtype, WeightsFootprint* count)
                              b.matrix(name(ExpertMatrix::Down), {dim, h})};
       };
       l.router = b.matrix(moe_router_name(c, i), {c.moe.n_experts, dim});
-      for (int e = 0; e < c.moe.n_experts; ++e)
-        l.experts.push_back(swiglu([&](ExpertMatrix m) { return expert_matrix_name(c, i, e, m); }, eh));
+      const bool biased = c.arch == Arch::GptOss;
+      if (biased) l.router_bias = b.vector_f32(moe_router_bias_name(c, i), c.moe.n_experts);
+      for (int e = 0; e < c.moe.n_experts; ++e) {
+        ExpertWeights ew = swiglu([&](ExpertMatrix m) { return expert_matrix_name(c, i, e, m); }, eh);
+        if (biased) {
+          ew.gate_bias = b.vector_f32(expert_bias_name(c, i, e, ExpertMatrix::Gate), eh);
+          ew.up_bias = b.vector_f32(expert_bias_name(c, i, e, ExpertMatrix::Up), eh);
+          ew.down_bias = b.vector_f32(expert_bias_name(c, i, e, ExpertMatrix::Down), dim);
+        }
+        l.experts.push_back(std::move(ew));
+      }
       if (sh > 0) {
         l.shared = swiglu([&](ExpertMatrix m) { return shared_expert_name(i, m); }, sh);
         l.shared_gate = b.matrix(shared_expert_gate_name(i), {1, dim});

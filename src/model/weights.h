@@ -13,15 +13,21 @@
 
 namespace kvp {
 
-// One SwiGLU MLP's matrices: [hidden, dim], [hidden, dim], [dim, hidden].
+// One SwiGLU MLP's matrices: [hidden, dim], [hidden, dim], [dim, hidden]; GPT-OSS's experts also
+// their biases (fp32 storage, values of the compute dtype; invalid when absent).
 struct ExpertWeights {
   TensorView gate, up, down;
+  TensorView gate_bias = {}, up_bias = {}, down_bias = {};
 };
 
 struct LayerWeights {
-  TensorView attn_norm;             // [dim], fp32 storage, values representable in the compute dtype; invalid for OLMo-2
+  // [dim], fp32 storage, values representable in the compute dtype (GPT-OSS: the file's, kept in
+  // fp32); invalid for OLMo-2.
+  TensorView attn_norm;
   TensorView wq, wk, wv, wo;        // [q_dim, dim], [kv_dim, dim], [kv_dim, dim], [dim, q_dim]
-  TensorView bq, bk, bv;            // Qwen2 biases (fp32 storage), invalid when absent
+  TensorView bq, bk, bv;            // Qwen2's and GPT-OSS's biases (fp32 storage), invalid when absent
+  TensorView bo;                    // GPT-OSS's o_proj bias [dim], invalid when absent
+  TensorView sinks;                 // GPT-OSS's attention sinks [n_heads] (fp32 storage), invalid when absent
   // Qwen3/Gemma-3 per-head gains [head_dim], OLMo-2's whole-row gains [q_dim] / [kv_dim] (fp32
   // storage), invalid when absent.
   TensorView q_norm, k_norm;
@@ -33,6 +39,7 @@ struct LayerWeights {
   // Sparse layers (ModelConfig::moe_layer): the router [n_experts, dim] and the experts (of
   // expert_hidden_dim); Qwen2-MoE's shared expert and its gate [1, dim] (invalid when absent).
   TensorView router;
+  TensorView router_bias;           // GPT-OSS's [n_experts], invalid when absent
   std::vector<ExpertWeights> experts;
   ExpertWeights shared;
   TensorView shared_gate;

@@ -1,0 +1,111 @@
+#include "io/hf_gpt_oss_experts.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "model/moe_names.h"
+
+namespace kvp {
+
+namespace {
+
+const TensorView& fused(const Checkpoint& ck, const std::string& name, std::vector<int64_t> shape) {
+  const auto it = ck.tensors.find(name);
+  if (it == ck.tensors.end()) fail("{}: missing tensor '{}' (gpt_oss's experts come as four tensors)", ck.path, name);
+  const TensorView& t = it->second;
+  if (t.shape != shape)
+    fail("{}: tensor '{}' has shape [{}]; the config's experts make it [{}]", ck.path, name, fmt::join(t.shape, ", "),
+         fmt::join(shape, ", "));
+  if (t.quantized() || (t.dtype != DType::F32 && t.dtype != DType::F16 && t.dtype != DType::BF16))
+    fail("{}: tensor '{}' must be F32, F16 or BF16", ck.path, name);
+  return t;
+}
+
+// dst[c][r] = src[r * src_stride + c * step] for r < rows, c < cols: columns `step` apart of a
+// row-major matrix become rows, in tiles so that both sides stay in cache.
+void transpose_columns(const uint8_t* src, size_t src_stride, size_t step, size_t rows, size_t cols, size_t elem,
+                       uint8_t* dst) {
+  constexpr size_t kTile = 32;
+  for (size_t r0 = 0; r0 < rows; r0 += kTile)
+    for (size_t c0 = 0; c0 < cols; c0 += kTile)
+      for (size_t c = c0; c < std::min(cols, c0 + kTile); ++c)
+        for (size_t r = r0; r < std::min(rows, r0 + kTile); ++r)
+          std::memcpy(dst + (c * rows + r) * elem, src + (r * src_stride + c * step) * elem, elem);
+}
+
+}  // namespace
+
+void unpack_gpt_oss_experts(Checkpoint& ck) {
+  const ModelConfig& c = ck.config;
+  if (c.arch != Arch::GptOss) return;
+  const int64_t E = c.moe.n_experts, I = c.moe.expert_hidden_dim, H = c.dim;
+  std::optional<ThreadPool> pool;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = moe_layer_prefix(c, l) + "experts.";
+    if (ck.tensors.count(p + "gate_up_proj_blocks") || ck.tensors.count(p + "down_proj_blocks"))
+      fail("{}: tensor '{}' holds MXFP4 blocks: GPT-OSS's MXFP4 checkpoints are not supported yet; its dequantised "
+           "(bf16) form is",
+           ck.path, p + (ck.tensors.count(p + "gate_up_proj_blocks") ? "gate_up_proj_blocks" : "down_proj_blocks"));
+    if (!ck.tensors.count(p + "gate_up_proj") && !ck.tensors.count(p + "down_proj")) continue;
+    const TensorView& gu = fused(ck, p + "gate_up_proj", {E, H, 2 * I});
+    const TensorView& gu_b = fused(ck, p + "gate_up_proj_bias", {E, 2 * I});
+    const TensorView& down = fused(ck, p + "down_proj", {E, I, H});
+    const TensorView& down_b = fused(ck, p + "down_proj_bias", {E, H});
+    for (int e = 0; e < E; ++e)
+      for (ExpertMatrix m : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down})
+        if (ck.tensors.count(expert_matrix_name(c, l, e, m)))
+          fail("{}: layer {} has both '{}' and '{}'", ck.path, l, gu.name, expert_matrix_name(c, l, e, m));
+    // One buffer per layer: gate, up and down of every expert, then the gate and up biases.
+    const size_t el = dtype_size(gu.dtype), eb = dtype_size(gu_b.dtype), ed = dtype_size(down.dtype);
+    const size_t mat = size_t(I * H);
+    const size_t w_bytes = size_t(E) * (2 * mat * el + mat * ed);
+    auto buf = std::make_shared<AlignedBuffer>(w_bytes + size_t(E) * 2 * size_t(I) * eb);
+    uint8_t* const out = buf->as<uint8_t>();
+    const auto* g_src = static_cast<const uint8_t*>(gu.data);
+    const auto* d_src = static_cast<const uint8_t*>(down.data);
+    const auto* b_src = static_cast<const uint8_t*>(gu_b.data);
+    auto gate_at = [&](int64_t e, int half) { return out + size_t(e) * (2 * mat * el + mat * ed) + size_t(half) * mat * el; };
+    auto down_at = [&](int64_t e) { return gate_at(e, 2); };
+    auto bias_at = [&](int64_t e, int half) { return out + w_bytes + (size_t(e) * 2 + size_t(half)) * size_t(I) * eb; };
+    if (!pool) pool.emplace(cores_here(64));
+    pool->parallel_pieces(long(E), 1, [&](long b, long en, int) {
+      for (long e = b; e < en; ++e) {
+        const uint8_t* g = g_src + size_t(e) * size_t(H) * 2 * size_t(I) * el;
+        for (int half = 0; half < 2; ++half)  // gate: the even columns, up: the odd ones
+          transpose_columns(g + size_t(half) * el, 2 * size_t(I), 2, size_t(H), size_t(I), el, gate_at(e, half));
+        transpose_columns(d_src + size_t(e) * mat * ed, size_t(H), 1, size_t(I), size_t(H), ed, down_at(e));
+        for (int half = 0; half < 2; ++half)
+          for (int64_t i = 0; i < I; ++i)
+            std::memcpy(bias_at(e, half) + size_t(i) * eb, b_src + (size_t(e) * 2 * size_t(I) + 2 * size_t(i) + half) * eb,
+                        eb);
+      }
+    });
+    auto add = [&](std::string name, DType dt, std::vector<int64_t> shape, const void* data) {
+      TensorView v;
+      v.name = name;
+      v.dtype = dt;
+      v.shape = std::move(shape);
+      v.data = data;
+      ck.tensors[name] = std::move(v);
+    };
+    for (int e = 0; e < E; ++e) {
+      add(expert_matrix_name(c, l, e, ExpertMatrix::Gate), gu.dtype, {I, H}, gate_at(e, 0));
+      add(expert_matrix_name(c, l, e, ExpertMatrix::Up), gu.dtype, {I, H}, gate_at(e, 1));
+      add(expert_matrix_name(c, l, e, ExpertMatrix::Down), down.dtype, {H, I}, down_at(e));
+      add(expert_bias_name(c, l, e, ExpertMatrix::Gate), gu_b.dtype, {I}, bias_at(e, 0));
+      add(expert_bias_name(c, l, e, ExpertMatrix::Up), gu_b.dtype, {I}, bias_at(e, 1));
+      TensorView db = row_slice(down_b, e, 1, expert_bias_name(c, l, e, ExpertMatrix::Down));
+      db.shape = {H};
+      ck.tensors[db.name] = std::move(db);
+    }
+    for (const char* k : {"gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"}) ck.tensors.erase(p + k);
+    ck.keepalive.push_back(std::move(buf));
+  }
+}
+
+}  // namespace kvp

@@ -1,0 +1,360 @@
+// GPT-OSS (GptOssForCausalLM): config.json as transformers reads it (defaults, refusals), the
+// checkpoint's fused transposed experts unpacked, its clamped SwiGLU and top-k-then-softmax routing,
+// and the whole forward pass against tests/gpt_oss_reference.py, an independent float64 numpy
+// replay of transformers' eager GPT-OSS on a tiny checkpoint the script writes: every kernel policy
+// in fp32 and the cached path step by step agree with it to 1e-5 of logits of scale ~4, while
+// leaving out the sinks or the clamp moves them by more than 0.5. The invariance battery
+// (test_invariant.cpp) and the portable digests (test_portable.cpp) take gpt_oss too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "cli_run.h"
+#include "io/checkpoint.h"
+#include "io/hf_config.h"
+#include "kernels/elementwise.h"
+#include "kernels/portable_scalar.h"
+#include "model/model.h"
+#include "model/moe_routing.h"
+#include "model/synthetic.h"
+#include "model/weights.h"
+#include "runtime/generator.h"
+#include "test_util.h"
+
+namespace kvp {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kReplayPython = "/usr/bin/python3";
+
+struct Reference {
+  std::vector<int> tokens;
+  std::vector<double> logits;  // [tokens, vocab]
+  int vocab = 0;
+  json stats;
+};
+
+// Runs the replay into `dir` (its checkpoint and reference.json); a missing python3/numpy fails.
+Reference make_reference(const std::string& dir) {
+  const std::string script = std::string(KVPARITY_SOURCE_DIR) + "/tests/gpt_oss_reference.py";
+  const test::CliRun r = test::run_command(std::string(kReplayPython) + " " + test::q(script) + " " + test::q(dir));
+  EXPECT_EQ(r.status, 0) << "tests/gpt_oss_reference.py (needs /usr/bin/python3 with numpy): " << r.out << r.err;
+  Reference ref;
+  std::ifstream f(dir + "/reference.json");
+  if (!f) {
+    ADD_FAILURE() << "no reference.json in " << dir;
+    return ref;
+  }
+  const json j = json::parse(f);
+  ref.tokens = j["tokens"].get<std::vector<int>>();
+  ref.logits = j["logits"].get<std::vector<double>>();
+  ref.vocab = j["vocab"].get<int>();
+  ref.stats = j["stats"];
+  return ref;
+}
+
+double max_diff(const float* got, const std::vector<double>& want, size_t first, size_t n) {
+  double d = 0.0;
+  for (size_t i = 0; i < n; ++i) d = std::max(d, std::fabs(double(got[i]) - want[first + i]));
+  return d;
+}
+
+std::vector<float> logits_of(std::shared_ptr<const Model> model, KernelPolicy pol, const std::vector<int>& toks) {
+  EngineOptions eo;
+  eo.kernels = pol;
+  Engine e(model, eo);
+  const float* l = e.forward_uncached(toks.data(), int(toks.size()), ForwardOptions{});
+  return {l, l + toks.size() * size_t(model->config.vocab_size)};
+}
+
+class GptOssReplay : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    ref_ = new Reference(make_reference(dir_->path()));
+  }
+  static void TearDownTestSuite() {
+    delete ref_;
+    delete dir_;
+  }
+  static test::TempDir* dir_;
+  static Reference* ref_;
+};
+test::TempDir* GptOssReplay::dir_ = nullptr;
+Reference* GptOssReplay::ref_ = nullptr;
+
+constexpr double kTolerance = 5e-5;  // fp32 against float64; the logits are of scale ~4
+
+TEST_F(GptOssReplay, TheReplayExercisesSinksClampAndRouting) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  // The check has teeth: without the sinks or the clamp the logits move far past the tolerance, the
+  // clamp cuts values, and no row is near choosing other experts (so fp32 rounding cannot flip one).
+  EXPECT_GT(ref_->stats["no_sinks_change"].get<double>(), 0.5);
+  EXPECT_GT(ref_->stats["no_clamp_change"].get<double>(), 0.5);
+  EXPECT_GT(ref_->stats["clamped"].get<int>(), 0);
+  EXPECT_GT(ref_->stats["min_routing_margin"].get<double>(), 1e-3);
+  EXPECT_GT(ref_->stats["sink_mass_max"].get<double>(), 0.1);
+}
+
+TEST_F(GptOssReplay, Fp32LogitsMatchTheReplayUnderEveryPolicy) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  const Checkpoint ck = open_checkpoint(dir_->path());
+  EXPECT_EQ(family_name(ck.config), "gpt_oss");
+  auto model = Model::from_checkpoint(ck, DType::F32);
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant,
+                           KernelPolicy::Portable}) {
+    const std::vector<float> l = logits_of(model, pol, ref_->tokens);
+    EXPECT_LT(max_diff(l.data(), ref_->logits, 0, l.size()), kTolerance) << policy_name(pol);
+  }
+}
+
+// The cached path: a prefill of 3, then one token a step past the window (4) of the even layers,
+// each step's logits against the replay's row (split-KV decode attention folds the sinks in too).
+TEST_F(GptOssReplay, CachedDecodeMatchesTheReplayStepByStep) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  auto model = Model::from_checkpoint(open_checkpoint(dir_->path()), DType::F32);
+  const size_t V = size_t(ref_->vocab);
+  for (KernelPolicy pol : {KernelPolicy::Standard, KernelPolicy::Invariant}) {
+    EngineOptions eo;
+    eo.kernels = pol;
+    eo.threads = 2;
+    Engine e(model, eo);
+    ForwardOptions fo;
+    fo.all_logits = false;
+    const int prefill = 3;
+    const float* l = e.forward(ref_->tokens.data(), prefill, 0, fo);
+    EXPECT_LT(max_diff(l, ref_->logits, (prefill - 1) * V, V), kTolerance) << policy_name(pol) << " prefill";
+    for (int p = prefill; p < int(ref_->tokens.size()); ++p) {
+      l = e.forward(ref_->tokens.data() + p, 1, p, fo);
+      EXPECT_LT(max_diff(l, ref_->logits, size_t(p) * V, V), kTolerance) << policy_name(pol) << " position " << p;
+    }
+  }
+}
+
+// The same comparison fails when the model leaves out what the replay has: the sinks (set to
+// -1e30, a zero share) or the clamp (a limit no value reaches).
+TEST_F(GptOssReplay, WithoutSinksOrClampTheLogitsLeaveTheReplay) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  Checkpoint ck = open_checkpoint(dir_->path());
+  std::vector<std::shared_ptr<std::vector<float>>> keep;
+  Checkpoint no_sinks = ck;
+  for (auto& [name, t] : no_sinks.tensors)
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".sinks") == 0) {
+      keep.push_back(std::make_shared<std::vector<float>>(size_t(t.numel()), -1e30f));
+      t.dtype = DType::F32;
+      t.data = keep.back()->data();
+    }
+  Checkpoint no_clamp = ck;
+  no_clamp.config.moe.swiglu_limit = 1e30f;
+  for (const Checkpoint* c : {&no_sinks, &no_clamp}) {
+    const std::vector<float> l = logits_of(Model::from_checkpoint(*c, DType::F32), KernelPolicy::Reference, ref_->tokens);
+    EXPECT_GT(max_diff(l.data(), ref_->logits, 0, l.size()), 0.5) << (c == &no_sinks ? "without sinks" : "without clamp");
+  }
+}
+
+// bf16 (the published checkpoints' dtype) and fp16 stay near the float64 replay: rounding, not a different
+// model (a dropped rounding point or op would not show here; the battery and digests pin the bits).
+// (Measured: 0.30 in bf16, 0.026 in fp16, 8 times less for its 3 more mantissa bits.)
+TEST_F(GptOssReplay, Fp16AndBf16StayNearTheReplay) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  for (auto [dt, bound] : {std::pair{DType::BF16, 0.6}, std::pair{DType::F16, 0.1}}) {
+    auto model = Model::from_checkpoint(open_checkpoint(dir_->path()), dt);
+    const std::vector<float> l = logits_of(model, KernelPolicy::Reference, ref_->tokens);
+    EXPECT_LT(max_diff(l.data(), ref_->logits, 0, l.size()), bound) << dtype_name(dt);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+
+TEST(GptOssActivation, ClampedSwigluRoundsEachEagerOpAndKeepsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> gate = {0.5f, 10.0f, -3.0f, 2.0f, nan, 1.0f};
+  const std::vector<float> up = {0.25f, 1.0f, -10.0f, 9.0f, 0.0f, nan};
+  std::vector<float> p = gate;
+  clamped_swiglu(gate.data(), up.data(), gate.size(), 1.702f, 7.0f, DType::F32);
+  auto want = [](float g, float u) {
+    g = std::min(g, 7.0f);
+    u = std::max(std::min(u, 7.0f), -7.0f);
+    return (u + 1.0f) * (g * (1.0f / (1.0f + std::exp(-(g * 1.702f)))));
+  };
+  EXPECT_FLOAT_EQ(gate[0], want(0.5f, 0.25f));
+  EXPECT_FLOAT_EQ(gate[1], want(7.0f, 1.0f));    // gate clamped from above only
+  EXPECT_FLOAT_EQ(gate[2], want(-3.0f, -7.0f));  // up clamped from below
+  EXPECT_FLOAT_EQ(gate[3], want(2.0f, 7.0f));    // and from above
+  EXPECT_TRUE(std::isnan(gate[4]));
+  EXPECT_TRUE(std::isnan(gate[5]));
+  // bf16: each op rounded; the portable twin (its own exp) agrees here.
+  std::vector<float> b = {0.5f, 3.0f, -1.25f};
+  const std::vector<float> bu = {1.5f, -0.75f, 6.5f};
+  std::vector<float> pb = b;
+  clamped_swiglu(b.data(), bu.data(), b.size(), 1.702f, 7.0f, DType::BF16);
+  for (size_t i = 0; i < b.size(); ++i) {
+    const float g = pb[i], u = bu[i];
+    const float s = round_to(DType::BF16, 1.0f / (1.0f + std::exp(-round_to(DType::BF16, g * 1.702f))));
+    EXPECT_EQ(b[i], round_to(DType::BF16, round_to(DType::BF16, u + 1.0f) * round_to(DType::BF16, g * s))) << i;
+    const auto round = [](float v) { return round_to(DType::BF16, v); };
+    EXPECT_EQ(pscalar::clamped_swiglu(pb[i], bu[i], 1.702f, 7.0f, round), b[i]) << i;
+  }
+}
+
+TEST(GptOssRouting, SoftmaxOverTheTopKLogitsAlone) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 0.0f, 3.0f, -1.0f, 3.0f, 0.5f};
+  const ExpertRouting r = route_top_k_then_softmax(logits.data(), 2, 4, 2, DType::F32);
+  EXPECT_EQ(r.expert[0], 1);
+  EXPECT_EQ(r.expert[1], 2);
+  const float e = std::exp(-1.0f);
+  EXPECT_NEAR(r.weight[0], 1.0f / (1.0f + e), 1e-7);
+  EXPECT_NEAR(r.weight[1], e / (1.0f + e), 1e-7);
+  EXPECT_FLOAT_EQ(r.margin[0], 1.0f);
+  EXPECT_EQ(r.expert[2], 0);  // a tie (3, 3) goes to the lower index, as the other routing
+  EXPECT_EQ(r.expert[3], 2);
+  EXPECT_FLOAT_EQ(r.weight[2], 0.5f);
+  // Not the softmax over all experts renormalised... in fp32 the same up to rounding, but its
+  // margin and choice are; in bf16 the weights are rounded to it.
+  const ExpertRouting b = route_top_k_then_softmax(logits.data(), 1, 4, 2, DType::BF16);
+  EXPECT_EQ(b.weight[0], round_to(DType::BF16, r.weight[0]));
+  MoeConfig m;
+  m.n_experts = 4;
+  m.n_used = 2;
+  m.routing = MoeConfig::Routing::TopKThenSoftmax;
+  EXPECT_EQ(route_experts(logits.data(), 2, m, DType::F32).weight, r.weight);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const char* const kMinimal = R"({"architectures":["GptOssForCausalLM"],"model_type":"gpt_oss","hidden_size":2880,
+    "intermediate_size":2880,"num_hidden_layers":24,"num_attention_heads":64,"num_key_value_heads":8,
+    "vocab_size":201088,"max_position_embeddings":131072)";
+
+ModelConfig parse(const std::string& extra) {
+  return parse_hf_config(std::string(kMinimal) + extra + "}", "config.json");
+}
+
+TEST(GptOssConfig, TransformersDefaultsAreGptOss20b) {
+  const ModelConfig c = parse(R"(,"num_local_experts":32,"num_experts_per_tok":4)");
+  EXPECT_EQ(c.arch, Arch::GptOss);
+  EXPECT_EQ(family_name(c), "gpt_oss");
+  EXPECT_EQ(c.head_dim, 64);
+  EXPECT_EQ(c.rope_theta, 150000.0f);
+  EXPECT_EQ(c.norm_eps, 1e-5f);
+  EXPECT_TRUE(c.qkv_bias && c.o_bias && c.attention_sinks);
+  EXPECT_FALSE(c.tied_embeddings);
+  EXPECT_EQ(c.sliding_window, 128);
+  EXPECT_EQ(c.sliding_window_period, 2);
+  EXPECT_EQ(c.window_for_layer(0), 128);  // the even layers are the sliding ones
+  EXPECT_EQ(c.window_for_layer(1), 0);
+  EXPECT_EQ(c.rope_scaling, ModelConfig::RopeScaling::Yarn);
+  EXPECT_EQ(c.rope_factor, 32.0f);
+  EXPECT_EQ(c.rope_original_max_pos, 4096);
+  EXPECT_FALSE(c.rope_yarn_truncate);
+  EXPECT_NEAR(c.rope_attention_factor, 0.1 * std::log(32.0) + 1.0, 1e-12);
+  EXPECT_EQ(c.moe.n_experts, 32);
+  EXPECT_EQ(c.moe.n_used, 4);
+  EXPECT_EQ(c.moe.expert_hidden_dim, 2880);
+  EXPECT_EQ(c.moe.routing, MoeConfig::Routing::TopKThenSoftmax);
+  EXPECT_EQ(c.moe.swiglu_limit, 7.0f);
+  EXPECT_TRUE(c.norm_gain_in_fp32() && c.norm_gains_kept_in_fp32());
+  const ModelConfig d = parse("");
+  EXPECT_EQ(d.moe.n_experts, 128);  // GptOssConfig's own (gpt-oss-120b's)
+  EXPECT_EQ(d.moe.n_used, 4);
+  const ModelConfig n = parse(R"(,"attention_bias":false,"layer_types":)" + json(std::vector<std::string>(24, "full_attention")).dump());
+  EXPECT_FALSE(n.qkv_bias || n.o_bias);
+  EXPECT_TRUE(n.attention_sinks);
+  EXPECT_EQ(n.sliding_window, 0);
+}
+
+TEST(GptOssConfig, RefusalsNameTheField) {
+  EXPECT_NE(test::error_of([] { parse(R"(,"quantization_config":{"quant_method":"mxfp4"})"); }).find("MXFP4"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([] { parse(R"(,"num_experts_per_tok":4,"experts_per_token":2)"); }).find("experts_per_token"),
+            std::string::npos);
+  EXPECT_NE(test::error_of([] { parse(R"(,"swiglu_limit":-1)"); }).find("swiglu_limit"), std::string::npos);
+  std::vector<std::string> kinds(24, "sliding_attention");
+  kinds[5] = "full_attention";
+  EXPECT_NE(test::error_of([&] { parse(R"(,"layer_types":)" + json(kinds).dump()); }).find("layer_types"),
+            std::string::npos);
+  test::TempDir tmp;
+  EXPECT_NE(test::error_of([&] { write_hf_config(tmp.file("config.json"), parse(""), "bfloat16"); }).find("gpt_oss"),
+            std::string::npos);
+}
+
+// The unpacked experts are the fused tensors' columns, and a fused tensor of the wrong shape, or
+// MXFP4 blocks, is refused by name.
+TEST_F(GptOssReplay, FusedExpertsUnpackIntoEachExpertsRows) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  const Checkpoint ck = open_checkpoint(dir_->path());
+  const TensorView& g = ck.tensors.at("model.layers.1.mlp.experts.2.gate_proj.weight");
+  const TensorView& u = ck.tensors.at("model.layers.1.mlp.experts.2.up_proj.weight");
+  const TensorView& d = ck.tensors.at("model.layers.1.mlp.experts.2.down_proj.weight");
+  const TensorView& ub = ck.tensors.at("model.layers.1.mlp.experts.2.up_proj.bias");
+  EXPECT_EQ(g.shape, (std::vector<int64_t>{32, 64}));
+  EXPECT_EQ(d.shape, (std::vector<int64_t>{64, 32}));
+  EXPECT_EQ(ck.tensors.count("model.layers.1.mlp.experts.gate_up_proj"), 0u);
+  // Against the file's own bytes: gate_up_proj[e][h][2j] is gate row j, column h.
+  std::ifstream f(dir_->file("model.safetensors"), std::ios::binary);
+  uint64_t hlen = 0;
+  f.read(reinterpret_cast<char*>(&hlen), 8);
+  std::string header(hlen, ' ');
+  f.read(header.data(), std::streamsize(hlen));
+  const json h = json::parse(header);
+  auto value = [&](const std::string& name, size_t index) {
+    float v = 0.0f;
+    f.seekg(std::streamoff(8 + hlen + h[name]["data_offsets"][0].get<uint64_t>() + 4 * index));
+    f.read(reinterpret_cast<char*>(&v), 4);
+    return v;
+  };
+  const auto* gv = static_cast<const float*>(g.data);
+  const auto* uv = static_cast<const float*>(u.data);
+  const auto* dv = static_cast<const float*>(d.data);
+  const std::string gu = "model.layers.1.mlp.experts.gate_up_proj";
+  for (auto [j, c] : {std::pair{0, 0}, std::pair{5, 17}, std::pair{31, 63}}) {
+    EXPECT_EQ(gv[j * 64 + c], value(gu, (size_t(2) * 64 + size_t(c)) * 64 + 2 * size_t(j)));
+    EXPECT_EQ(uv[j * 64 + c], value(gu, (size_t(2) * 64 + size_t(c)) * 64 + 2 * size_t(j) + 1));
+    EXPECT_EQ(dv[c * 32 + j], value("model.layers.1.mlp.experts.down_proj", (size_t(2) * 32 + size_t(j)) * 64 + size_t(c)));
+  }
+  EXPECT_EQ(static_cast<const float*>(ub.data)[3], value("model.layers.1.mlp.experts.gate_up_proj_bias", 2 * 64 + 7));
+
+  // Reopen the file with a tensor renamed to MXFP4's blocks: refused, naming it.
+  std::filesystem::path mx = dir_->file("mxfp4");
+  std::filesystem::create_directories(mx);
+  std::filesystem::copy_file(dir_->file("config.json"), mx / "config.json");
+  std::string bytes;
+  {
+    std::ifstream in(dir_->file("model.safetensors"), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string from = "\"model.layers.0.mlp.experts.down_proj\"", to = "\"model.layers.0.mlp.experts.down_proj_blocks\"";
+  json hj = json::parse(bytes.substr(8, hlen));
+  hj[to.substr(1, to.size() - 2)] = hj[from.substr(1, from.size() - 2)];
+  hj.erase(from.substr(1, from.size() - 2));
+  std::string nh = hj.dump();
+  nh += std::string((8 - nh.size() % 8) % 8, ' ');
+  const uint64_t nlen = nh.size();
+  std::ofstream out(mx / "model.safetensors", std::ios::binary);
+  out.write(reinterpret_cast<const char*>(&nlen), 8);
+  out << nh << bytes.substr(8 + hlen);
+  out.close();
+  const std::string err = test::error_of([&] { open_checkpoint(mx.string()); });
+  EXPECT_NE(err.find("down_proj_blocks"), std::string::npos) << err;
+  EXPECT_NE(err.find("MXFP4"), std::string::npos) << err;
+}
+
+TEST(GptOssSynthetic, TheTinyPresetAndTheRealShapesValidate) {
+  const ModelConfig t = synthetic_config("gpt_oss", "tiny");
+  EXPECT_EQ(t.arch, Arch::GptOss);
+  EXPECT_TRUE(t.attention_sinks && t.o_bias && t.qkv_bias);
+  const ModelConfig r = synthetic_config("gpt_oss", "gpt-oss-20b");
+  EXPECT_EQ(r.moe.n_experts, 32);
+  EXPECT_EQ(r.q_dim(), 4096);  // 64 heads of 64: wider than hidden_size (2880)
+  // Its weights hold what the loader requires (the same builder checks every tensor).
+  const Checkpoint ck = synthetic_shapes(r, DType::BF16);
+  EXPECT_NO_THROW(weights_footprint(ck, DType::BF16));
+}
+
+}  // namespace
+}  // namespace kvp
