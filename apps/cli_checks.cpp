@@ -21,7 +21,7 @@ const std::vector<std::string> kSamplerNames{"greedy", "temperature", "top-k", "
 const std::vector<std::string> kSynthPresets = synthetic_presets();
 const std::vector<std::string> kSynthArchNames{"llama", "mistral", "gemma2",    "qwen2",     "qwen3", "gemma3",
                                                "olmo2", "mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "olmo3",
-                                               "exaone4"};
+                                               "exaone4", "gpt_oss"};
 
 namespace {
 

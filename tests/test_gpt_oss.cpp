@@ -356,5 +356,18 @@ TEST(GptOssSynthetic, TheTinyPresetAndTheRealShapesValidate) {
   EXPECT_NO_THROW(weights_footprint(ck, DType::BF16));
 }
 
+// No writer yet: synth and convert refuse it by name before writing anything.
+TEST(GptOssSynthetic, WritingIsRefusedBeforeAnyByteIsWritten) {
+  test::TempDir tmp;
+  for (const char* format : {"hf", "gguf"}) {
+    const std::string out = tmp.file(std::string("m.") + format);
+    const test::CliRun r = test::run_kvparity("synth --arch gpt_oss --format " + std::string(format) + " --out " + test::q(out));
+    EXPECT_NE(r.status, 0) << format;
+    EXPECT_NE(r.err.find("gpt_oss"), std::string::npos) << r.err;
+    EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors") || std::filesystem::is_regular_file(out))
+        << format;
+  }
+}
+
 }  // namespace
 }  // namespace kvp

@@ -34,7 +34,10 @@ TEST(WeightsFootprint, ParameterCountsAreThePublishedOnesOfThePresetsModels) {
                                                                   {"mixtral-8x7b", 46702792704},
                                                                   {"qwen1.5-moe-a2.7b", 14315784192},
                                                                   {"qwen3-30b-a3b", 30532122624},
-                                                                  {"olmoe-1b-7b", 6919161856}};
+                                                                  {"olmoe-1b-7b", 6919161856},
+                                                                  // GptOssForCausalLM's tensors at gpt-oss-20b's
+                                                                  // config, its experts dequantised
+                                                                  {"gpt-oss-20b", 20914757184}};
   for (const auto& [preset, count] : published) {
     const Checkpoint ck = shapes_only(synthetic_config("", preset), DType::BF16);
     const WeightsFootprint f = weights_footprint(ck, DType::BF16);

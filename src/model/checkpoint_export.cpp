@@ -271,6 +271,11 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
       first = false;
     }
   }
+  // Refused before a byte is written, so no half-written model is left behind.
+  if (c.arch == Arch::GptOss)
+    fail("{}: writing gpt_oss checkpoints is not supported (kvparity reads them; it has no writer for their fused, "
+         "transposed experts yet)",
+         out);
   if (format == "gguf" && c.is_moe()) plan = stacked_experts(plan, c);
   ThreadPool pool(cores_here(64));
   std::vector<TensorView> tensors;

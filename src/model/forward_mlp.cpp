@@ -48,7 +48,6 @@ void Pass::gated_mlp(const float* x, int rows, const ExpertWeights& w, float* gu
   }
 }
 
-
 void Pass::sparse_mlp(const LayerWeights& L, int l) {
   static const char* const expert_points[4] = {"expert_gate", "expert_up", "expert_act", "expert_out"};
   static const char* const shared_points[4] = {"shared_gate_proj", "shared_up_proj", "shared_act", "shared_out"};
@@ -111,7 +110,6 @@ void Pass::sparse_mlp(const LayerWeights& L, int l) {
   materialise(out, M_, dim, "mlp_out", l);
 }
 
-
 void Pass::routable(const float* logits, int E, int layer) {
   if (dev_ != Device::Cpu)
     for (const NonFiniteHit& h : kn_.pending_nonfinite()) nonfinite(h.slot, h.index, h.value);
@@ -122,6 +120,5 @@ void Pass::routable(const float* logits, int E, int layer) {
                           .describe() +
                       ": the experts cannot be chosen");
 }
-
 
 }  // namespace kvp::detail

@@ -197,6 +197,26 @@ class Pass {
       kn_.rmsnorm(x, rows, width, g, c_.norm_eps, P_, y);
   }
 
+  // A block's output in a_.proj into the residual stream a_.x: normalised first where the family
+  // normalises outputs (post_norm, rounding point `post_point`), hooked (`out_hook`), scaled
+  // (Granite), then added (`resid_point`, hooked at `resid_hook`).
+  void add_block_output(const TensorView& post_norm, const char* post_point, HookPoint out_hook,
+                        const char* scaled_point, const char* resid_point, HookPoint resid_hook, int layer) {
+    const int dim = c_.dim;
+    const size_t n = size_t(M_) * size_t(dim);
+    if (c_.post_norms()) {
+      norm(a_.proj.data(), post_norm, a_.xb.data());
+      a_.proj.swap(a_.xb);
+      materialise(a_.proj.data(), M_, dim, post_point, layer);
+    }
+    hook(out_hook, layer, a_.proj.data(), dim);
+    residual_scale(a_.proj.data(), scaled_point, layer);
+    kn_.last_read(a_.proj.data(), n);
+    kn_.add(a_.x.data(), a_.proj.data(), n, P_);
+    materialise(a_.x.data(), M_, dim, resid_point, layer);
+    hook(resid_hook, layer, a_.x.data(), dim);
+  }
+
   // Granite: a block's output x residual_multiplier -> P, before its residual add (the hook point
   // before it is the block's output, as the module returns it).
   void residual_scale(float* y, const char* point, int layer) {

@@ -216,17 +216,8 @@ const float* Pass::run() {
     materialise(a_.att.data(), M_, qd, "attn", l);
     kn_.last_read(a_.att.data(), M * qd);
     linear(a_.att.data(), L.wo, a_.proj.data(), "attn_out", l, &L.bo);
-    if (c_.post_norms()) {
-      norm(a_.proj.data(), L.post_attn_norm, a_.xb.data());
-      a_.proj.swap(a_.xb);
-      materialise(a_.proj.data(), M_, dim, "post_attn_norm", l);
-    }
-    hook(HookPoint::AttnOut, l, a_.proj.data(), dim);
-    residual_scale(a_.proj.data(), "attn_out_scaled", l);
-    kn_.last_read(a_.proj.data(), M * dim);
-    kn_.add(a_.x.data(), a_.proj.data(), M * dim, P_);
-    materialise(a_.x.data(), M_, dim, "resid_mid", l);
-    hook(HookPoint::ResidMid, l, a_.x.data(), dim);
+    add_block_output(L.post_attn_norm, "post_attn_norm", HookPoint::AttnOut, "attn_out_scaled", "resid_mid",
+                     HookPoint::ResidMid, l);
 
     // MLP block (SwiGLU; a sparse layer's experts).
     const float* mlp_in = block_input(L.ffn_norm, "ffn_norm", l);
@@ -238,17 +229,8 @@ const float* Pass::run() {
       gated_mlp(mlp_in, M_, ExpertWeights{L.w_gate, L.w_up, L.w_down}, a_.gate_up.data(), a_.proj.data(),
                 dense_points, l, nullptr, !c_.pre_norms());
     }
-    if (c_.post_norms()) {
-      norm(a_.proj.data(), L.post_ffn_norm, a_.xb.data());
-      a_.proj.swap(a_.xb);
-      materialise(a_.proj.data(), M_, dim, "post_ffn_norm", l);
-    }
-    hook(HookPoint::MlpOut, l, a_.proj.data(), dim);
-    residual_scale(a_.proj.data(), "mlp_out_scaled", l);
-    kn_.last_read(a_.proj.data(), M * dim);
-    kn_.add(a_.x.data(), a_.proj.data(), M * dim, P_);
-    materialise(a_.x.data(), M_, dim, "resid_post", l);
-    hook(HookPoint::ResidPost, l, a_.x.data(), dim);
+    add_block_output(L.post_ffn_norm, "post_ffn_norm", HookPoint::MlpOut, "mlp_out_scaled", "resid_post",
+                     HookPoint::ResidPost, l);
   }
   for (const auto& sl : slices_) sl.cache->set_length(sl.start_pos + sl.n_tokens);
 

@@ -136,12 +136,7 @@ class Builder {
 }  // namespace
 
 namespace {
-size_t mlp_bytes(const ExpertWeights& e) {
-  size_t n = 0;
-  for (const TensorView* t : {&e.gate, &e.up, &e.down})
-    if (t->valid()) n += t->nbytes();
-  return n;
-}
+size_t mlp_bytes(const ExpertWeights& e) { return e.gate.nbytes() + e.up.nbytes() + e.down.nbytes(); }
 }  // namespace
 
 size_t ModelWeights::matrix_bytes() const {
