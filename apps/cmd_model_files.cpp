@@ -55,8 +55,9 @@ void note_llama_cpp_gaps(const ModelConfig& c) {
 }  // namespace
 
 constexpr const char* kQuantHelp =
-    "quantise the matrices (GGUF only): a llama.cpp file type (Q4_0, Q8_0, Q2_K, Q3_K_M, Q4_K_M, IQ4_XS, ...), "
-    "whose mix of formats per tensor is llama-quantize's, or Q3_K/Q4_K/Q5_K, one format for every matrix";
+    "quantise the matrices (GGUF only): a llama.cpp file type (Q4_0, Q8_0, Q2_K, Q3_K_M, Q4_K_M, IQ4_XS, "
+    "MXFP4_MOE, ...), whose mix of formats per tensor is llama-quantize's, or Q3_K/Q4_K/Q5_K/MXFP4, one format "
+    "for every matrix";
 constexpr const char* kPureHelp = "every matrix in the --quant format, no mix (as llama-quantize --pure)";
 
 void register_model_files(CLI::App& app) {

@@ -7,8 +7,13 @@ names, llama-model.cpp tensor shapes, gguf-py's key types). It shares no code wi
 only the Python standard library, so a bug in kvparity's reader cannot hide the same bug in its writer.
 
 Usage: gguf_conformance.py FILE.gguf [--hf-reference HF_DIR] [--quiet]
+       gguf_conformance.py FILE.gguf --dump-mxfp4 TENSOR
 
 Prints a JSON report on stdout. Exit status: 0 conformant, 1 violations found, 2 usage / IO error.
+
+--dump-mxfp4 TENSOR prints {"tensor", "ne", "f32_bits"}: the MXFP4 tensor's weights as decoded here
+(gguf_format.mxfp4_f32_bits, from the OCP MX spec), fp32 bit patterns in file order, for a test to
+compare with kvparity's dequantisation.
 
 --hf-reference HF_DIR compares every tensor against a Hugging Face checkpoint (config.json +
 model.safetensors) the way llama.cpp's convert_hf_to_gguf.py would transform it: names mapped, dims
@@ -18,11 +23,26 @@ import json
 import sys
 
 sys.dont_write_bytecode = True  # the sibling modules below are the source tree's: leave no __pycache__ there
-from gguf_format import GGML_TYPES, ParseError, Report, parse
+from gguf_format import GGML_TYPES, MXFP4, ParseError, Report, check_mxfp4, mxfp4_f32_bits, parse
 from gguf_hf_crosscheck import check_against_hf
 from gguf_llama_checks import check_arch, check_tokenizer
 
 # ---------------------------------------------------------------------------------------------
+
+def dump_mxfp4(data, rep, name):
+    try:
+        _, _, tensors, _, data_offset = parse(data, rep)
+    except ParseError as e:
+        print("parse error: %s" % e, file=sys.stderr)
+        return 2
+    t = next((t for t in tensors if t["name"] == name), None)
+    if t is None or t["type"] != MXFP4:
+        print("no MXFP4 tensor '%s' in the file" % name, file=sys.stderr)
+        return 2
+    start = data_offset + t["offset"]
+    print(json.dumps({"tensor": name, "ne": t["ne"], "f32_bits": mxfp4_f32_bits(data[start:start + t["nbytes"]])}))
+    return 0
+
 
 def main(argv):
     args = argv[1:]
@@ -38,6 +58,14 @@ def main(argv):
             return 2
         hf = args[i + 1]
         del args[i:i + 2]
+    dump = None
+    if "--dump-mxfp4" in args:
+        i = args.index("--dump-mxfp4")
+        if i + 1 >= len(args):
+            print("--dump-mxfp4 needs a tensor name", file=sys.stderr)
+            return 2
+        dump = args[i + 1]
+        del args[i:i + 2]
     if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
@@ -49,12 +77,15 @@ def main(argv):
         print("cannot read %s: %s" % (path, e), file=sys.stderr)
         return 2
     rep = Report(path)
+    if dump is not None:
+        return dump_mxfp4(data, rep, dump)
     arch_hp = None
     try:
         kv, order, tensors, alignment, data_offset = parse(data, rep)
         rep.summary["keys"] = {k: kv[k].describe() for k in order}
         rep.summary["tensors"] = [{"name": t["name"], "ne": t["ne"], "type": GGML_TYPES.get(t["type"], ("?",))[0],
                                    "offset": t["offset"]} for t in tensors]
+        check_mxfp4(data, tensors, data_offset, rep)
         arch_hp = check_arch(kv, tensors, rep)
         check_tokenizer(kv, tensors, arch_hp, rep)
         if hf is not None:

@@ -1,7 +1,7 @@
 """The GGUF v3 container as the published specification (ggml docs/gguf.md) defines it, for the
 conformance checker (gguf_conformance.py): constants, a bounds-checked reader, metadata values and
 the parse of a whole file, reporting what breaks the specification or what gguf.cpp's reader would
-refuse. Standard library only; shares no code with kvparity.
+refuse; and the decoding of MXFP4 blocks. Standard library only; shares no code with kvparity.
 """
 import re
 import struct
@@ -25,9 +25,11 @@ GGML_TYPES = {0: ("F32", 1, 4), 1: ("F16", 1, 2), 24: ("I8", 1, 1), 25: ("I16", 
               27: ("I64", 1, 8), 28: ("F64", 1, 8), 30: ("BF16", 1, 2),
               2: ("Q4_0", 32, 18), 3: ("Q4_1", 32, 20), 6: ("Q5_0", 32, 22), 7: ("Q5_1", 32, 24),
               8: ("Q8_0", 32, 34), 10: ("Q2_K", 256, 84), 11: ("Q3_K", 256, 110), 12: ("Q4_K", 256, 144),
-              13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 20: ("IQ4_NL", 32, 18), 23: ("IQ4_XS", 256, 136)}
+              13: ("Q5_K", 256, 176), 14: ("Q6_K", 256, 210), 20: ("IQ4_NL", 32, 18), 23: ("IQ4_XS", 256, 136),
+              39: ("MXFP4", 32, 17)}
 # Block-quantised types a quantising writer may emit for 2-D tensors.
-QUANT_TYPES = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23}
+QUANT_TYPES = {2, 3, 6, 7, 8, 10, 11, 12, 13, 14, 20, 23, 39}
+MXFP4 = 39
 FLOAT_TYPES = {0, 1, 30}
 
 KEY_RE = re.compile(r"^[a-z0-9_]+(\.[a-z0-9_]+)*$")
@@ -283,3 +285,56 @@ def parse(data, rep):
     elif tensors and len(data) > data_offset + expected:
         rep.warn("%d trailing bytes after the data section" % (len(data) - data_offset - expected))
     return kv, order, tensors, alignment, data_offset
+
+
+# ---------------------------------------------------------------------------------------------
+# MXFP4 blocks, from the OCP Microscaling (MX) spec and ggml-common.h's block_mxfp4: an E8M0
+# exponent byte e (scale 2^(e - 127)), then 16 bytes of FP4 E2M1 codes, weight j (0..15) in the low
+# nibble of byte j and weight j + 16 in its high nibble.
+
+def e2m1(code):
+    """The OCP FP4 E2M1 value of a 4-bit code: sign bit 3, exponent bits 2-1 (bias 1), mantissa bit 0."""
+    e, m = (code >> 1) & 3, code & 1
+    mag = m * 0.5 if e == 0 else (1.0 + m / 2.0) * 2.0 ** (e - 1)
+    return -mag if code & 8 else mag
+
+
+def f32_bits_of(v):
+    """fp32 bits of v, a value fp32 holds exactly unless |v| >= 2^128, where fp32 arithmetic overflows to
+    infinity: an MXFP4 weight has at most 2 significant bits and is at least 2^-128 (no rounding)."""
+    if abs(v) >= 2.0 ** 128:
+        return 0xFF800000 if v < 0 else 0x7F800000
+    return struct.unpack("<I", struct.pack("<f", v))[0]
+
+
+def mxfp4_f32_bits(buf):
+    """The weights of consecutive MXFP4 blocks as fp32 bit patterns. A zero is +0 whatever its sign bit
+    (ggml's table holds the levels as integers, so code 8, E2M1's -0, is +0)."""
+    if len(buf) % 17:
+        raise ParseError("MXFP4 data of %d bytes is not a whole number of 17-byte blocks" % len(buf))
+    out = []
+    for at in range(0, len(buf), 17):
+        scale = 2.0 ** (buf[at] - 127)
+        codes = [buf[at + 1 + j] & 0x0F for j in range(16)] + [buf[at + 1 + j] >> 4 for j in range(16)]
+        out.extend(f32_bits_of(e2m1(c) * scale) if c & 7 else 0 for c in codes)
+    return out
+
+
+def check_mxfp4(data, tensors, data_offset, rep):
+    """No MXFP4 weight may be infinite: a quantiser of finite weights sets e from the block's largest
+    magnitude (ggml: floor(log2(amax)) + 125, at most 252 for fp32), and only e >= 253 with a large code
+    reaches 2^128."""
+    rep.check("MXFP4 tensors: every weight finite (no block exponent e >= 253 with a code that overflows fp32)")
+    for t in tensors:
+        if t["type"] != MXFP4 or t.get("nbytes") is None:
+            continue
+        start = data_offset + t["offset"]
+        blob = data[start:start + t["nbytes"]]
+        for b, e in enumerate(blob[0::17]):
+            if e < 253:
+                continue
+            block = blob[17 * b:17 * b + 17]
+            if len(block) == 17 and any(b2 in (0x7F800000, 0xFF800000) for b2 in mxfp4_f32_bits(block)):
+                rep.fail("tensor '%s': MXFP4 block %d (exponent byte %d) decodes to an infinite weight"
+                         % (t["name"], b, e))
+                break

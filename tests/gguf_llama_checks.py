@@ -293,7 +293,8 @@ def check_arch(kv, tensors, rep):
                 rep.fail("tensor '%s' (%s): ne[0] = %d is not a multiple of the block size %d"
                          % (t["name"], GGML_TYPES[t["type"]][0], t["ne"][0], GGML_TYPES[t["type"]][1]))
         elif t["type"] not in FLOAT_TYPES:
-            rep.fail("tensor '%s' has ggml type %d; a writer should only emit F32/F16/BF16, Q4_0..Q6_K, IQ4_NL or IQ4_XS" % (t["name"], t["type"]))
+            rep.fail("tensor '%s' has ggml type %d; a writer should only emit F32/F16/BF16, Q4_0..Q6_K, IQ4_NL, "
+                     "IQ4_XS or MXFP4" % (t["name"], t["type"]))
         elif len(t["ne"]) == 1 and t["type"] != 0:
             rep.warn("1-D tensor '%s' is %s; llama.cpp's converter always keeps 1-D tensors F32"
                      % (t["name"], GGML_TYPES[t["type"]][0]))
@@ -302,11 +303,11 @@ def check_arch(kv, tensors, rep):
         types2d = {t["type"] for t in tensors if len(t["ne"]) >= 2}
         want = 32 if 30 in types2d else 1 if 1 in types2d else 0
         if types2d & QUANT_TYPES:
-            # llama_ftype 2..18 name quantised mixes (25 MOSTLY_IQ4_NL, 30 MOSTLY_IQ4_XS); which one a
-            # mix is called is the writer's choice.
-            if not (2 <= ft <= 18 or ft in (25, 30)):
-                rep.warn("general.file_type = %d but the file holds quantised tensors (llama_ftype 2..18, 25 or 30 "
-                         "expected)" % ft)
+            # llama_ftype 2..18 name quantised mixes (25 MOSTLY_IQ4_NL, 30 MOSTLY_IQ4_XS, 38
+            # MOSTLY_MXFP4_MOE); which one a mix is called is the writer's choice.
+            if not (2 <= ft <= 18 or ft in (25, 30, 38)):
+                rep.warn("general.file_type = %d but the file holds quantised tensors (llama_ftype 2..18, 25, 30 "
+                         "or 38 expected)" % ft)
         elif ft != want:
             rep.warn("general.file_type = %d but the 2-D tensors suggest %d (ALL_F32=0, MOSTLY_F16=1, MOSTLY_BF16=32)" % (ft, want))
     return arch, hp

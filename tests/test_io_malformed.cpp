@@ -343,6 +343,9 @@ TEST(IoMalformed, GgufHeaders) {
   // the types not read are refused by name.
   check("q4.gguf", tensor(2, {8, 2}, 2, 0), {"'token_embd.weight'", "Q4_0", "blocks"});
   check("q4k.gguf", tensor(2, {256, 2}, 12, 0), {"'token_embd.weight'", "outside the data section"});
+  // MXFP4 (17-byte blocks of 32): rows of 48 values, and 8 blocks (136 bytes) where 64 are left.
+  check("mxfp4_rows.gguf", tensor(2, {48, 2}, 39, 0), {"'token_embd.weight'", "MXFP4", "32-value blocks"});
+  check("mxfp4_short.gguf", tensor(2, {64, 4}, 39, 0), {"'token_embd.weight'", "outside the data section"});
   check("iq2.gguf", tensor(2, {256, 2}, 16, 0), {"'token_embd.weight'", "IQ2_XXS", "not supported"});
   check("q8k.gguf", tensor(2, {256, 2}, 15, 0), {"'token_embd.weight'", "Q8_K", "not supported"});
   check("tq1.gguf", tensor(2, {256, 2}, 34, 0), {"'token_embd.weight'", "TQ1_0", "not supported"});

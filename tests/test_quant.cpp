@@ -269,7 +269,8 @@ TEST(QuantBlocks, IQ4_XS) {
 TEST(QuantBlocks, NamesSizesAndGgmlIds) {
   const std::pair<const char*, uint32_t> ids[] = {{"Q4_0", 2},  {"Q4_1", 3},  {"Q5_0", 6},    {"Q5_1", 7},
                                                   {"Q8_0", 8},  {"Q2_K", 10}, {"Q3_K", 11},   {"Q4_K", 12},
-                                                  {"Q5_K", 13}, {"Q6_K", 14}, {"IQ4_NL", 20}, {"IQ4_XS", 23}};
+                                                  {"Q5_K", 13}, {"Q6_K", 14}, {"IQ4_NL", 20}, {"IQ4_XS", 23},
+                                                  {"MXFP4", 39}};
   for (auto [name, id] : ids) {
     const auto q = parse_quant(name);
     ASSERT_TRUE(q.has_value()) << name;
@@ -281,6 +282,7 @@ TEST(QuantBlocks, NamesSizesAndGgmlIds) {
   EXPECT_FALSE(parse_quant("IQ2_XXS"));
   EXPECT_EQ(block_bytes(QuantType::IQ4_NL), 18u);
   EXPECT_EQ(block_bytes(QuantType::IQ4_XS), 136u);
+  EXPECT_EQ(block_bytes(QuantType::MXFP4), 17u);
   EXPECT_EQ(quant_names().size(), size_t(kLastQuantType));
 }
 
@@ -296,7 +298,8 @@ void on_every_simd_target(F&& f) {
 }
 
 // The vectorised decoders the kernels use give the scalar decoders' bits on arbitrary bytes
-// (random fp16 scales, NaN and Inf included).
+// (random fp16 scales, NaN and Inf included; MXFP4's every exponent byte, its subnormal and
+// overflowing products included).
 void vectorised_decoders_match_scalar() {
   std::mt19937 rng(11);
   for (int t = 1; t <= int(kLastQuantType); ++t) {
@@ -357,7 +360,9 @@ TEST(Quantize, RoundTripWithinTheFormatsErrorBound) {
   const std::pair<QuantType, double> bounds[] = {
       {QuantType::Q8_0, 0.0045}, {QuantType::Q4_0, 0.13},  {QuantType::Q4_1, 0.075},  {QuantType::Q5_0, 0.065},
       {QuantType::Q5_1, 0.036},  {QuantType::Q2_K, 0.40},  {QuantType::Q3_K, 0.30},   {QuantType::Q4_K, 0.075},
-      {QuantType::Q5_K, 0.036},  {QuantType::Q6_K, 0.036}, {QuantType::IQ4_NL, 0.13}, {QuantType::IQ4_XS, 0.15}};
+      {QuantType::Q5_K, 0.036},  {QuantType::Q6_K, 0.036}, {QuantType::IQ4_NL, 0.13}, {QuantType::IQ4_XS, 0.15},
+      // ggml's exponent puts amax at 8 to 16 scales, so one near 16 clamps to level 12: under amax / 4.
+      {QuantType::MXFP4, 0.25}};
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const size_t n = 256 * 64;
@@ -428,8 +433,8 @@ TEST(QuantModel, OnTheFlyDequantisationIsBitwiseDequantiseThenF32) {
   std::vector<int> tokens;
   for (int i = 0; i < 21; ++i) tokens.push_back((i * 37 + 5) % 320);
   const Arch archs[] = {Arch::Llama, Arch::Qwen2, Arch::Gemma2};
-  const char* const quants[] = {"Q8_0", "Q4_0", "Q4_1", "Q5_0",   "Q5_1",   "Q2_K",  "Q3_K",
-                                "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "Q4_K_M"};
+  const char* const quants[] = {"Q8_0", "Q4_0", "Q4_1",   "Q5_0",   "Q5_1",   "Q2_K", "Q3_K",
+                                "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "MXFP4", "Q4_K_M"};
   for (size_t ai = 0; ai < std::size(archs); ++ai) {
     const Arch arch = archs[ai];
     const Checkpoint src = synthesize_checkpoint(quant_config(arch), DType::F32, 99);

@@ -133,6 +133,60 @@ TEST(QuantRecipe, PureAndTheFormatsWithoutAFileTypeUseOneFormat) {
     EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
 }
 
+// LLAMA_FTYPE_MOSTLY_MXFP4_MOE (38): the routed experts' matrices (Mixtral's and Qwen-MoE's per-expert
+// names and the stacked GGUF name) MXFP4, every other matrix Q8_0, the output and a dense model's
+// MLP included; Qwen2-MoE's shared expert is no routed expert. `MXFP4` alone (or --pure) is MXFP4
+// everywhere.
+TEST(QuantRecipe, Mxfp4MoePutsTheExpertsInMxfp4AndTheRestInQ8_0) {
+  const auto r = parse_quant_recipe("mxfp4_moe");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->name, "MXFP4_MOE");
+  EXPECT_EQ(r->file_type, 38u);
+  EXPECT_FALSE(r->pure);
+  for (const char* part : {"block_sparse_moe.experts.0.w1", "block_sparse_moe.experts.3.w2", "mlp.experts.7.up_proj",
+                           "mlp.experts.12.down_proj", "mlp.experts.gate_proj"})
+    EXPECT_EQ(type_of("MXFP4_MOE", layer_tensor(1, part)), QuantType::MXFP4) << part;
+  for (const char* part : {"self_attn.q_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.down_proj", "mlp.up_proj",
+                           "mlp.shared_expert.down_proj", "block_sparse_moe.gate", "mlp.gate"})
+    EXPECT_EQ(type_of("MXFP4_MOE", layer_tensor(1, part)), QuantType::Q8_0) << part;
+  EXPECT_EQ(type_of("MXFP4_MOE", "lm_head.weight"), QuantType::Q8_0);
+  EXPECT_EQ(type_of("MXFP4_MOE", "model.embed_tokens.weight", {32, 1, true}), QuantType::Q8_0);
+  // Rows not a whole number of 32-value blocks stay in their float dtype, experts or not.
+  EXPECT_EQ(type_of("MXFP4_MOE", layer_tensor(1, "mlp.experts.0.down_proj"), {32, 1, false}, 172), QuantType::None);
+  EXPECT_EQ(type_of("MXFP4_MOE", layer_tensor(1, "mlp.down_proj"), {32, 1, false}, 172), QuantType::None);
+  // Pure: every matrix MXFP4, recorded as file type 38 too.
+  EXPECT_EQ(type_of("MXFP4_MOE", layer_tensor(1, "self_attn.q_proj"), {32, 1, false}, 4096, true), QuantType::MXFP4);
+  const auto single = parse_quant_recipe("MXFP4");
+  ASSERT_TRUE(single);
+  EXPECT_TRUE(single->pure);
+  EXPECT_EQ(single->file_type, 38u);
+  EXPECT_EQ(type_of("MXFP4", "lm_head.weight"), QuantType::MXFP4);
+  const auto names = quant_recipe_names();
+  for (const char* n : {"MXFP4", "MXFP4_MOE"}) EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+}
+
+// In a written file: a mixture's experts MXFP4 and its attention Q8_0, the routers unquantised; a
+// dense model's every matrix Q8_0.
+TEST(QuantRecipe, Mxfp4MoeFilesCarryTheMixAndADenseModelIsQ8_0) {
+  test::TempDir tmp;
+  ExportOptions eo;
+  eo.quant = "MXFP4_MOE";
+  const ModelConfig moe = synthetic_config("qwen3_moe", "tiny");
+  export_checkpoint(synthesize_checkpoint(moe, DType::F32, 3), "gguf", tmp.file("moe.gguf"), eo);
+  const Checkpoint m = open_checkpoint(tmp.file("moe.gguf"));
+  EXPECT_EQ(m.tensors.at("model.layers.0.mlp.experts.2.down_proj.weight").quant, QuantType::MXFP4);
+  EXPECT_EQ(m.tensors.at("model.layers.0.self_attn.k_proj.weight").quant, QuantType::Q8_0);
+  EXPECT_FALSE(m.tensors.at("model.layers.0.mlp.gate.weight").quantized());
+  EXPECT_EQ(m.tensors.at("model.layers.2.mlp.up_proj.weight").quant, QuantType::Q8_0);  // its dense layer
+  export_checkpoint(synthesize_checkpoint(synthetic_config("llama", "tiny"), DType::F32, 3), "gguf",
+                    tmp.file("dense.gguf"), eo);
+  for (const auto& [name, t] : open_checkpoint(tmp.file("dense.gguf")).tensors) {
+    if (t.shape.size() == 2) {
+      EXPECT_EQ(t.quant, QuantType::Q8_0) << name;
+    }
+  }
+}
+
 // Through export_checkpoint: the types land in the file, per tensor.
 TEST(QuantRecipe, AnExportedFileCarriesTheMix) {
   ModelConfig c = synthetic_config("llama", "tiny");

@@ -18,6 +18,7 @@
 //  Q6_K 210 B: u8 ql[128]; u8 qh[64]; int8 scales[16]; d
 //  IQ4_NL 18 B: d; u8 qs[16] (as Q4_0)                      w = d * kIq4nlLevels[nib]
 //  IQ4_XS 136 B: d; u16 scales_h; u8 scales_l[4]; u8 qs[128] (8 sub-blocks of 32, 6-bit scales)
+//  MXFP4 17 B: u8 e (E8M0); u8 qs[16] (as Q4_0)              w = kMxfp4Levels[nib] * 2^(e - 128)
 // The element order inside the K-quant blocks is spelled out in each decoder below.
 
 namespace kvp {
@@ -33,7 +34,7 @@ constexpr Info kInfo[] = {
     {"none", 0, 1, 4},        {"Q8_0", 8, 32, 34},    {"Q4_0", 2, 32, 18},    {"Q4_1", 3, 32, 20},
     {"Q5_0", 6, 32, 22},      {"Q5_1", 7, 32, 24},    {"Q2_K", 10, 256, 84},  {"Q3_K", 11, 256, 110},
     {"Q4_K", 12, 256, 144},   {"Q5_K", 13, 256, 176}, {"Q6_K", 14, 256, 210}, {"IQ4_NL", 20, 32, 18},
-    {"IQ4_XS", 23, 256, 136},
+    {"IQ4_XS", 23, 256, 136}, {"MXFP4", 39, 32, 17},
 };
 static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == size_t(kLastQuantType) + 1, "one row per QuantType");
 constexpr size_t kCount = sizeof(kInfo) / sizeof(kInfo[0]);
@@ -242,6 +243,17 @@ void iq4_xs(const uint8_t* b, float* y) {
   }
 }
 
+// MXFP4: Q4_0's nibble order, each code an FP4 level (doubled) times the block's power of two
+// (core/quant.h's mxfp4_scale, which says why the product is exact).
+void mxfp4(const uint8_t* b, float* y) {
+  const float d = mxfp4_scale(b[0]);
+  const uint8_t* qs = b + 1;
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * float(kMxfp4Levels[qs[j] & 0x0F]);
+    y[j + 16] = d * float(kMxfp4Levels[qs[j] >> 4]);
+  }
+}
+
 }  // namespace
 
 std::string_view quant_name(QuantType q) { return info(q).name; }
@@ -295,6 +307,9 @@ void dequantize_blocks(QuantType q, const void* blocks, size_t n_blocks, float* 
       break;
     case QuantType::IQ4_XS:
       f = iq4_xs;
+      break;
+    case QuantType::MXFP4:
+      f = mxfp4;
       break;
   }
   for (size_t i = 0; i < n_blocks; ++i) f(b + i * bb, out + i * be);

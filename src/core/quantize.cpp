@@ -274,6 +274,38 @@ void iq4_xs(const float* x, uint8_t* b) {
   b[3] = uint8_t(scales_h >> 8);
 }
 
+// MXFP4, as ggml's reference quantiser (quantize_row_mxfp4_ref) chooses: the exponent puts the
+// block's largest magnitude amax at 8 to 16 times the scale d = 2^(e - 128), so that it lands near
+// the top levels 8 and 12; e = floor(log2(amax)) - 2 + 127. The floor is ilogb's, exact for every
+// float (subnormals included) where ggml's floorf(log2f(amax)) can round up for an amax within an
+// ulp below a power of two (then ggml's e is one larger). e is clamped to [0, 254]: blocks below
+// 2^-125 keep the smallest scale 2^-128 (their codes still nearest), and 254 is never reached by
+// finite input (ilogb(FLT_MAX) = 127 gives 252). An all-zero block has e = 0 and codes 0.
+// Each weight takes the level nearest x / d (exact: d is a power of two; an x so small that the
+// quotient underflows is nearest 0 anyway), ties to the smaller magnitude and a zero magnitude
+// always code 0, never 8 (-0): what ggml's first-index-wins search over its ordered table picks.
+int mxfp4_code(float v) {
+  static constexpr float kMid[7] = {0.5f, 1.5f, 2.5f, 3.5f, 5.0f, 7.0f, 10.0f};  // between levels 0,1,2,3,4,6,8,12
+  const float a = std::fabs(v);
+  int m = 0;
+  while (m < 7 && a > kMid[m]) ++m;  // strictly above the midpoint: ties stay on the smaller level
+  return m == 0 ? 0 : (v < 0.0f ? 8 : 0) | m;
+}
+
+void mxfp4(const float* x, uint8_t* b, int* codes) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  int e = 0;
+  if (amax > 0.0f) {
+    // The inner clamp only keeps ilogb(inf) = INT_MAX (input the caller is to refuse) from overflowing.
+    e = std::clamp(std::clamp(std::ilogb(amax), -200, 200) - 2 + 127, 0, 254);
+  }
+  b[0] = uint8_t(e);
+  const float d = mxfp4_scale(uint8_t(e));
+  for (int j = 0; j < 32; ++j) codes[j] = mxfp4_code(x[j] / d);
+  pack_nibbles(codes, b + 1);
+}
+
 }  // namespace
 
 void quantize_row(QuantType q, const float* x, size_t n, void* out) {
@@ -327,6 +359,9 @@ void quantize_row(QuantType q, const float* x, size_t n, void* out) {
       }
       case QuantType::IQ4_XS:
         iq4_xs(x, o);
+        break;
+      case QuantType::MXFP4:
+        mxfp4(x, o, codes);
         break;
     }
   }

@@ -2,9 +2,9 @@
 // dequantiser (dequant_simd.cpp) and the decode GEMV that multiplies the weights where they are
 // decoded (quant_gemv_simd.cpp). Decoded values are core/quant.cpp's, bit for bit: each lane does
 // the scalar decoder's operations in its order, and every product there is exact in fp32 (an
-// 11-bit fp16 scale times codes and sub-scales of at most 13 bits), so a multiply-add in one
-// fused instruction (MulAdd/MulSub below; the build does not contract) rounds once, where the
-// scalar decoder's add or subtract does.
+// 11-bit fp16 scale times codes and sub-scales of at most 13 bits; MXFP4's power of two times a
+// level), so a multiply-add in one fused instruction (MulAdd/MulSub below; the build does not
+// contract) rounds once, where the scalar decoder's add or subtract does.
 // Highway -inl.h convention: included once per target after hwy/highway.h.
 #if defined(KVP_KERNELS_QUANT_BLOCKS_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef KVP_KERNELS_QUANT_BLOCKS_INL_H_
@@ -78,23 +78,25 @@ HWY_INLINE QVB FieldUp(QVB v) {
 #endif
 }
 
-// IQ4_NL / IQ4_XS: the levels (core/quant.h's kIq4nlLevels) of weights [l, l + L) of a 32-weight
-// group whose 16 code bytes start at qs (weight l < 16: low nibble of qs[l], else high nibble of
-// qs[l - 16]), as int32 lanes. L divides 16, so the lanes never straddle the halves. A byte shuffle
-// looks the 16 levels up; the one-lane scalar target reads the table.
-HWY_INLINE hn::Vec<QDI> Iq4Levels(const uint8_t* qs, size_t l) {
+// IQ4_NL / IQ4_XS / MXFP4: the levels (core/quant.h's kIq4nlLevels or kMxfp4Levels, `table`) of
+// weights [l, l + L) of a 32-weight group whose 16 code bytes start at qs (weight l < 16: low
+// nibble of qs[l], else high nibble of qs[l - 16]), as int32 lanes. L divides 16, so the lanes never
+// straddle the halves. A byte shuffle looks the 16 levels up; the one-lane scalar target reads the
+// table.
+HWY_INLINE hn::Vec<QDI> Levels16(const int8_t* table, const uint8_t* qs, size_t l) {
 #if HWY_TARGET == HWY_SCALAR
   const uint8_t c = l < 16 ? (qs[l] & 0x0F) : (qs[l - 16] >> 4);
-  return hn::Set(QDI(), kIq4nlLevels[c]);
+  return hn::Set(QDI(), table[c]);
 #else
   const QDU8 du8;
   const auto bytes = hn::LoadU(du8, qs + l % 16);
   const auto codes = l < 16 ? hn::And(bytes, hn::Set(du8, 0x0F)) : hn::ShiftRight<4>(bytes);
   const hn::Full128<int8_t> dt;
-  const auto levels = hn::TableLookupBytes(hn::LoadU(dt, kIq4nlLevels), codes);
+  const auto levels = hn::TableLookupBytes(hn::LoadU(dt, table), codes);
   return hn::PromoteTo(QDI(), hn::BitCast(QDI8(), levels));
 #endif
 }
+HWY_INLINE hn::Vec<QDI> Iq4Levels(const uint8_t* qs, size_t l) { return Levels16(kIq4nlLevels, qs, l); }
 
 HWY_INLINE uint32_t U32At(const uint8_t* p) {
   uint32_t v;
@@ -388,6 +390,20 @@ struct IQ4_XSFmt {
   }
 };
 
+// MXFP4: one 32-weight group, its exponent byte first, then IQ4_NL's code order; the scale is a
+// power of two (core/quant.h's mxfp4_scale), so the one multiply is exact as in the scalar decoder.
+struct MXFP4Fmt {
+  static constexpr size_t kBytes = 17, kElems = 32;
+  struct State {
+    float d;
+  };
+  static HWY_INLINE void Prepare(const uint8_t* b, State& st) { st.d = mxfp4_scale(b[0]); }
+  static HWY_INLINE hn::Vec<QDF> Load(const uint8_t* b, const State& st, size_t j) {
+    const QDF d;
+    return hn::Mul(hn::Set(d, st.d), hn::ConvertTo(d, Levels16(kMxfp4Levels, b + 1, j)));
+  }
+};
+
 // Calls f.template operator()<Fmt>() with the format struct of q; false for a type without one.
 template <class F>
 HWY_INLINE bool WithQuantFormat(QuantType q, F&& f) {
@@ -427,6 +443,9 @@ HWY_INLINE bool WithQuantFormat(QuantType q, F&& f) {
       return true;
     case QuantType::IQ4_XS:
       f.template operator()<IQ4_XSFmt>();
+      return true;
+    case QuantType::MXFP4:
+      f.template operator()<MXFP4Fmt>();
       return true;
     default:
       return false;

@@ -19,6 +19,8 @@ constexpr FileType kFileTypes[] = {
     {"Q4_K_S", QuantType::Q4_K, 14},   {"Q4_K_M", QuantType::Q4_K, 15},   {"Q5_K_S", QuantType::Q5_K, 16},
     {"Q5_K_M", QuantType::Q5_K, 17},   {"Q6_K", QuantType::Q6_K, 18},     {"Q2_K_S", QuantType::Q2_K, 21},
     {"IQ4_NL", QuantType::IQ4_NL, 25}, {"IQ4_XS", QuantType::IQ4_XS, 30},
+    // LLAMA_FTYPE_MOSTLY_MXFP4_MOE: the experts in MXFP4, every other matrix Q8_0 (mixed_type).
+    {"MXFP4_MOE", QuantType::MXFP4, 38},
 };
 
 // The formats without a file type of their own: written pure, recorded as the file type of the
@@ -28,6 +30,7 @@ unsigned pure_file_type(QuantType q) {
     case QuantType::Q3_K: return 12;
     case QuantType::Q4_K: return 15;
     case QuantType::Q5_K: return 17;
+    case QuantType::MXFP4: return 38;
     default:
       return 0;
   }
@@ -54,9 +57,17 @@ bool has(const std::string& s, const char* part) { return s.find(part) != std::s
 
 bool fits(QuantType q, long cols) { return cols % long(block_elems(q)) == 0; }
 
+// A routed expert's matrix: Mixtral's block_sparse_moe.experts.{e}.w1 and Qwen-MoE's / OLMoE's
+// mlp.experts.{e}.gate_proj (model/moe_names.h), and the stacked GGUF name without the index.
+// Qwen2-MoE's shared expert (mlp.shared_expert.*) is not one: llama.cpp's ffn_*_shexp are 2-D.
+bool is_expert(const std::string& tensor) { return has(tensor, ".experts."); }
+
 // llama_tensor_get_type's rules for the file type `ft` (llama.cpp's names: output = lm_head, or
 // the token embedding when tied; attn_v = v_proj, ffn_down = down_proj, attn_output = o_proj).
 QuantType mixed_type(const std::string& ft, QuantType base, const std::string& tensor, const QuantShape& s, long cols) {
+  // llama.cpp gives MXFP4 to the 3-D expert tensors (ffn_{gate,up,down}_exps) and its default
+  // Q8_0 to everything else, the output matrix and a dense model's every matrix included.
+  if (ft == "MXFP4_MOE") return is_expert(tensor) ? base : QuantType::Q8_0;
   const bool output = tensor == "lm_head.weight" || (s.tied_output && tensor == "model.embed_tokens.weight");
   if (output) {
     if (!fits(base, cols)) return QuantType::Q8_0;

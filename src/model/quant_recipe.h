@@ -6,6 +6,8 @@
 // type, for attn_v / ffn_down / attn_output in some layers; rows that a type's blocks do not
 // divide take llama.cpp's fallback type. Q3_K, Q4_K and Q5_K (no llama.cpp file type of their
 // own), and any name with `pure`, put every matrix in the one format, as `llama-quantize --pure`.
+// MXFP4_MOE puts a mixture's experts in MXFP4 and every other matrix in Q8_0 (a dense model's all
+// Q8_0); MXFP4 alone is every matrix in MXFP4.
 // Vectors (norm gains, biases) stay F32, as llama.cpp keeps them.
 #include <optional>
 #include <string>
@@ -23,8 +25,8 @@ struct QuantRecipe {
   bool pure = false;  // every matrix in `base` (rows it cannot hold excepted)
 };
 
-// Recognised names: every QuantType name, plus Q2_K_S, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M. nullopt
-// otherwise. `pure` asks for every matrix in the one format.
+// Recognised names: every QuantType name, plus Q2_K_S, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M and
+// MXFP4_MOE. nullopt otherwise. `pure` asks for every matrix in the one format.
 std::optional<QuantRecipe> parse_quant_recipe(const std::string& name, bool pure = false);
 std::vector<std::string> quant_recipe_names();
 
