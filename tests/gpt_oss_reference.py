@@ -2,11 +2,14 @@
 """An independent replay of GPT-OSS (transformers' GptOssForCausalLM, eager, v4.55 to v4.57) in
 float64 numpy, on a tiny checkpoint this script writes itself.
 
-    gpt_oss_reference.py OUT_DIR [SEED]
+    gpt_oss_reference.py OUT_DIR [SEED] [--mxfp4]
 
 writes OUT_DIR/config.json and OUT_DIR/model.safetensors (F32, the experts in GPT-OSS's own fused
 layout: gate_up_proj [experts, hidden, 2 x intermediate] with gate and up interleaved, down_proj
-[experts, intermediate, hidden]), and OUT_DIR/reference.json: the tokens, the logits of every
+[experts, intermediate, hidden]; with --mxfp4 the published checkpoints' form instead: those
+matrices as MXFP4 `*_blocks` [experts, rows, cols / 32, 16] and `*_scales` [experts, rows, cols / 32]
+of U8 over their [out, in] rows, and quantization_config), and OUT_DIR/reference.json: the tokens,
+the logits of every
 position, and what makes the check a check (how many gate/up values the clamp cut, how much
 probability the sinks took, the smallest top-k routing margin, and the logits' change when the
 sinks or the clamp are left out).
@@ -32,7 +35,24 @@ MAX_POS = 64 * 32  # so that max_position_embeddings / original equals the facto
 LAYER_TYPES = ["sliding_attention" if (l + 1) % 2 else "full_attention" for l in range(LAYERS)]
 
 
-def weights(rng):
+FP4_LEVELS = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def mxfp4(rng, experts, rows, cols, exponents):
+    """Random MXFP4 matrices [experts, rows, cols] as Hugging Face stores them, and their values.
+
+    A 32-weight group's codes sit two to a byte, weight 2b in the low nibble of byte b, weight
+    2b + 1 in the high one; the group's U8 scale s stands for 2^(s - 127).
+    """
+    codes = rng.integers(0, 16, (experts, rows, cols))
+    scales = rng.choice(exponents, (experts, rows, cols // 32))
+    values = FP4_LEVELS[codes] * np.exp2(np.repeat(scales, 32, axis=2).astype(np.float64) - 127)
+    pairs = codes.reshape(experts, rows, cols // 32, 16, 2)
+    blocks = (pairs[..., 0] | (pairs[..., 1] << 4)).astype(np.uint8)
+    return blocks, scales.astype(np.uint8), values
+
+
+def weights(rng, packed=None):
     w = {"model.embed_tokens.weight": rng.normal(0, 1, (VOCAB, HIDDEN)),
          "model.norm.weight": 1 + 0.1 * rng.normal(0, 1, HIDDEN),
          "lm_head.weight": rng.normal(0, HIDDEN ** -0.5, (VOCAB, HIDDEN))}
@@ -50,10 +70,20 @@ def weights(rng):
         w[p + "self_attn.sinks"] = rng.normal(0, 1, HEADS) + np.array([2.5, 0, 0, 0])
         w[p + "mlp.router.weight"] = rng.normal(0, 2 * s, (EXPERTS, HIDDEN))
         w[p + "mlp.router.bias"] = rng.normal(0, 0.5, EXPERTS)
-        w[p + "mlp.experts.gate_up_proj"] = rng.normal(0, 2 * s, (EXPERTS, HIDDEN, 2 * INTER))
+        if packed is None:
+            w[p + "mlp.experts.gate_up_proj"] = rng.normal(0, 2 * s, (EXPERTS, HIDDEN, 2 * INTER))
+        else:  # the replay's matrices are the blocks' values, transposed as transformers dequantises them
+            blocks, scales, v = mxfp4(rng, EXPERTS, 2 * INTER, HIDDEN, [123, 124, 125])
+            packed[p + "mlp.experts.gate_up_proj_blocks"], packed[p + "mlp.experts.gate_up_proj_scales"] = blocks, scales
+            w[p + "mlp.experts.gate_up_proj"] = v.transpose(0, 2, 1)
         # Wide biases, so that some gate/up values pass swiglu_limit and the clamp matters.
         w[p + "mlp.experts.gate_up_proj_bias"] = rng.normal(0, 3.0, (EXPERTS, 2 * INTER))
-        w[p + "mlp.experts.down_proj"] = rng.normal(0, INTER ** -0.5 / 4, (EXPERTS, INTER, HIDDEN))
+        if packed is None:
+            w[p + "mlp.experts.down_proj"] = rng.normal(0, INTER ** -0.5 / 4, (EXPERTS, INTER, HIDDEN))
+        else:
+            blocks, scales, v = mxfp4(rng, EXPERTS, HIDDEN, INTER, [120, 121, 122])
+            packed[p + "mlp.experts.down_proj_blocks"], packed[p + "mlp.experts.down_proj_scales"] = blocks, scales
+            w[p + "mlp.experts.down_proj"] = v.transpose(0, 2, 1)
         w[p + "mlp.experts.down_proj_bias"] = rng.normal(0, 0.1, (EXPERTS, HIDDEN))
     # The file holds fp32: the replay runs on exactly the values kvparity reads.
     return {k: v.astype(np.float32) for k, v in w.items()}
@@ -62,8 +92,10 @@ def weights(rng):
 def write_safetensors(path, tensors):
     header, offset, blobs = {}, 0, []
     for name in sorted(tensors):
-        data = np.ascontiguousarray(tensors[name], dtype="<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape), "data_offsets": [offset, offset + len(data)]}
+        u8 = tensors[name].dtype == np.uint8
+        data = np.ascontiguousarray(tensors[name], dtype=np.uint8 if u8 else "<f4").tobytes()
+        header[name] = {"dtype": "U8" if u8 else "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(data)]}
         offset += len(data)
         blobs.append(data)
     text = json.dumps(header, separators=(",", ":")).encode()
@@ -165,11 +197,13 @@ def forward(w, tokens, sinks=True, clamp=True, stats=None):
 
 
 def main():
-    out = Path(sys.argv[1])
-    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 7
+    args = [a for a in sys.argv[1:] if a != "--mxfp4"]
+    packed = {} if "--mxfp4" in sys.argv else None
+    out = Path(args[0])
+    seed = int(args[1]) if len(args) > 1 else 7
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    w = weights(rng)
+    w = weights(rng, packed)
     config = {
         "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss",
         "hidden_size": HIDDEN, "intermediate_size": INTER, "num_hidden_layers": LAYERS,
@@ -181,8 +215,17 @@ def main():
         "router_aux_loss_coef": 0.9, "output_router_logits": False, "eos_token_id": 2, "pad_token_id": 1,
         "torch_dtype": "float32", "use_cache": True,
     }
+    if packed is not None:
+        config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+            "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
     (out / "config.json").write_text(json.dumps(config, indent=2))
-    write_safetensors(out / "model.safetensors", w)
+    stored = dict(w)
+    if packed is not None:
+        for name in list(stored):
+            if name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
+                del stored[name]
+        stored.update(packed)
+    write_safetensors(out / "model.safetensors", stored)
     tokens = [int(t) for t in rng.integers(3, VOCAB, 14)]
     stats = {}
     logits = forward(w, tokens, stats=stats)

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -39,11 +40,7 @@ struct Reference {
   json stats;
 };
 
-// Runs the replay into `dir` (its checkpoint and reference.json); a missing python3/numpy fails.
-Reference make_reference(const std::string& dir) {
-  const std::string script = std::string(KVPARITY_SOURCE_DIR) + "/tests/gpt_oss_reference.py";
-  const test::CliRun r = test::run_command(std::string(kReplayPython) + " " + test::q(script) + " " + test::q(dir));
-  EXPECT_EQ(r.status, 0) << "tests/gpt_oss_reference.py (needs /usr/bin/python3 with numpy): " << r.out << r.err;
+Reference read_reference(const std::string& dir) {
   Reference ref;
   std::ifstream f(dir + "/reference.json");
   if (!f) {
@@ -56,6 +53,14 @@ Reference make_reference(const std::string& dir) {
   ref.vocab = j["vocab"].get<int>();
   ref.stats = j["stats"];
   return ref;
+}
+
+// Runs the replay into `dir` (its checkpoint and reference.json); a missing python3/numpy fails.
+Reference make_reference(const std::string& dir) {
+  const std::string script = std::string(KVPARITY_SOURCE_DIR) + "/tests/gpt_oss_reference.py";
+  const test::CliRun r = test::run_command(std::string(kReplayPython) + " " + test::q(script) + " " + test::q(dir));
+  EXPECT_EQ(r.status, 0) << "tests/gpt_oss_reference.py (needs /usr/bin/python3 with numpy): " << r.out << r.err;
+  return read_reference(dir);
 }
 
 double max_diff(const float* got, const std::vector<double>& want, size_t first, size_t n) {
@@ -269,7 +274,8 @@ TEST(GptOssConfig, TransformersDefaultsAreGptOss20b) {
 }
 
 TEST(GptOssConfig, RefusalsNameTheField) {
-  EXPECT_NE(test::error_of([] { parse(R"(,"quantization_config":{"quant_method":"mxfp4"})"); }).find("MXFP4"),
+  EXPECT_NO_THROW(parse(R"(,"quantization_config":{"quant_method":"mxfp4"})"));  // the published form
+  EXPECT_NE(test::error_of([] { parse(R"(,"quantization_config":{"quant_method":"fp8"})"); }).find("quant_method 'fp8'"),
             std::string::npos);
   EXPECT_NE(test::error_of([] { parse(R"(,"num_experts_per_tok":4,"experts_per_token":2)"); }).find("experts_per_token"),
             std::string::npos);
@@ -283,8 +289,7 @@ TEST(GptOssConfig, RefusalsNameTheField) {
             std::string::npos);
 }
 
-// The unpacked experts are the fused tensors' columns, and a fused tensor of the wrong shape, or
-// MXFP4 blocks, is refused by name.
+// The unpacked experts are the fused tensors' columns.
 TEST_F(GptOssReplay, FusedExpertsUnpackIntoEachExpertsRows) {
   ASSERT_FALSE(ref_->tokens.empty());
   const Checkpoint ck = open_checkpoint(dir_->path());
@@ -319,29 +324,91 @@ TEST_F(GptOssReplay, FusedExpertsUnpackIntoEachExpertsRows) {
   }
   EXPECT_EQ(static_cast<const float*>(ub.data)[3], value("model.layers.1.mlp.experts.gate_up_proj_bias", 2 * 64 + 7));
 
-  // Reopen the file with a tensor renamed to MXFP4's blocks: refused, naming it.
-  std::filesystem::path mx = dir_->file("mxfp4");
-  std::filesystem::create_directories(mx);
-  std::filesystem::copy_file(dir_->file("config.json"), mx / "config.json");
-  std::string bytes;
-  {
-    std::ifstream in(dir_->file("model.safetensors"), std::ios::binary);
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  const std::string from = "\"model.layers.0.mlp.experts.down_proj\"", to = "\"model.layers.0.mlp.experts.down_proj_blocks\"";
-  json hj = json::parse(bytes.substr(8, hlen));
-  hj[to.substr(1, to.size() - 2)] = hj[from.substr(1, from.size() - 2)];
-  hj.erase(from.substr(1, from.size() - 2));
-  std::string nh = hj.dump();
+}
+
+
+// A copy of `src`'s checkpoint in `dst` with tensor `from` renamed `to` (its header entry moved),
+// or with `to` beside it (`keep`: a second entry for the same bytes).
+void copy_with_renamed_tensor(const std::string& src, const std::string& dst, const std::string& from,
+                              const std::string& to, bool keep = false) {
+  std::filesystem::create_directories(dst);
+  std::filesystem::copy_file(src + "/config.json", dst + "/config.json");
+  std::ifstream in(src + "/model.safetensors", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t hlen = 0;
+  std::memcpy(&hlen, bytes.data(), 8);
+  json h = json::parse(bytes.substr(8, hlen));
+  h[to] = h[from];
+  if (!keep) h.erase(from);
+  std::string nh = h.dump();
   nh += std::string((8 - nh.size() % 8) % 8, ' ');
   const uint64_t nlen = nh.size();
-  std::ofstream out(mx / "model.safetensors", std::ios::binary);
+  std::ofstream out(dst + "/model.safetensors", std::ios::binary);
   out.write(reinterpret_cast<const char*>(&nlen), 8);
   out << nh << bytes.substr(8 + hlen);
-  out.close();
-  const std::string err = test::error_of([&] { open_checkpoint(mx.string()); });
-  EXPECT_NE(err.find("down_proj_blocks"), std::string::npos) << err;
-  EXPECT_NE(err.find("MXFP4"), std::string::npos) << err;
+}
+
+// The published checkpoints' form: experts as MXFP4 blocks and scales (U8), repacked on load into
+// ggml MXFP4 matrices that stay 4.25 bits a weight; the replay runs on the blocks' exact values.
+class GptOssMxfp4Replay : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new test::TempDir();
+    const std::string script = std::string(KVPARITY_SOURCE_DIR) + "/tests/gpt_oss_reference.py";
+    const test::CliRun r =
+        test::run_command(std::string(kReplayPython) + " " + test::q(script) + " " + test::q(dir_->path()) + " 7 --mxfp4");
+    EXPECT_EQ(r.status, 0) << r.out << r.err;
+    ref_ = new Reference(read_reference(dir_->path()));
+  }
+  static void TearDownTestSuite() {
+    delete ref_;
+    delete dir_;
+  }
+  static test::TempDir* dir_;
+  static Reference* ref_;
+};
+test::TempDir* GptOssMxfp4Replay::dir_ = nullptr;
+Reference* GptOssMxfp4Replay::ref_ = nullptr;
+
+TEST_F(GptOssMxfp4Replay, ExpertsStayMxfp4AndTheLogitsMatchTheReplay) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  EXPECT_GT(ref_->stats["min_routing_margin"].get<double>(), 1e-3);
+  EXPECT_GT(ref_->stats["no_clamp_change"].get<double>(), 0.5);
+  const Checkpoint ck = open_checkpoint(dir_->path());
+  EXPECT_TRUE(ck.byte_tensors.empty());
+  for (const char* m : {"gate_proj", "up_proj", "down_proj"}) {
+    const TensorView& t = ck.tensors.at(std::string("model.layers.3.mlp.experts.1.") + m + ".weight");
+    EXPECT_EQ(t.quant, QuantType::MXFP4) << m;
+  }
+  auto model = Model::from_checkpoint(ck, DType::F32);
+  for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant,
+                           KernelPolicy::Portable}) {
+    const std::vector<float> l = logits_of(model, pol, ref_->tokens);
+    EXPECT_LT(max_diff(l.data(), ref_->logits, 0, l.size()), kTolerance) << policy_name(pol);
+  }
+  const std::vector<float> b = logits_of(Model::from_checkpoint(ck, DType::BF16), KernelPolicy::Standard, ref_->tokens);
+  EXPECT_LT(max_diff(b.data(), ref_->logits, 0, b.size()), 0.6);
+}
+
+TEST_F(GptOssMxfp4Replay, AMissingOrStrayBlockTensorOrAnotherMethodIsRefusedByName) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  const std::string p = "model.layers.2.mlp.experts.";
+  copy_with_renamed_tensor(dir_->path(), dir_->file("missing"), p + "down_proj_scales", p + "down_proj_scalez");
+  std::string err = test::error_of([&] { open_checkpoint(dir_->file("missing")); });
+  EXPECT_NE(err.find("missing tensor '" + p + "down_proj_scales'"), std::string::npos) << err;
+  // A U8 tensor nothing reads is refused by its dtype, naming it.
+  copy_with_renamed_tensor(dir_->path(), dir_->file("stray"), "model.layers.1.mlp.experts.gate_up_proj_blocks",
+                           "model.layers.1.extra_blocks", true);
+  err = test::error_of([&] { open_checkpoint(dir_->file("stray")); });
+  EXPECT_NE(err.find("'model.layers.1.extra_blocks' has dtype U8"), std::string::npos) << err;
+  // Any quant_method but mxfp4 is refused by name.
+  json cfg = json::parse(std::ifstream(dir_->file("config.json")));
+  cfg["quantization_config"]["quant_method"] = "fp8";
+  std::filesystem::create_directories(dir_->file("fp8"));
+  std::ofstream(dir_->file("fp8") + "/config.json") << cfg.dump();
+  std::filesystem::copy_file(dir_->file("model.safetensors"), dir_->file("fp8") + "/model.safetensors");
+  err = test::error_of([&] { open_checkpoint(dir_->file("fp8")); });
+  EXPECT_NE(err.find("quant_method 'fp8'"), std::string::npos) << err;
 }
 
 TEST(GptOssSynthetic, TheTinyPresetAndTheRealShapesValidate) {

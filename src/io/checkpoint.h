@@ -18,6 +18,13 @@ namespace kvp {
 //  Interleaved: adjacent pairs (2i, 2i+1) (llama2.c, llama.cpp's GGUF "llama" arch).
 enum class RopeLayout { Halves, Interleaved };
 
+// A safetensors U8 tensor: raw bytes no model reads as numbers (GPT-OSS's MXFP4 `*_blocks` and
+// `*_scales`), held apart from `tensors` until the loader that understands them repacks them.
+struct ByteTensor {
+  std::vector<int64_t> shape;
+  const uint8_t* data = nullptr;
+};
+
 struct Checkpoint {
   std::string path;
   std::string format;  // "llama2c" | "hf" | "safetensors" | "gguf"
@@ -27,6 +34,8 @@ struct Checkpoint {
   // model.layers.{i}.mlp.{gate,up,down}_proj.weight, model.norm.weight, lm_head.weight (absent if tied).
   // Shapes are PyTorch's ([out, in] for linear weights).
   std::map<std::string, TensorView> tensors;
+  // U8 tensors by name; every one must be consumed on load (a loader that leaves one refuses it).
+  std::map<std::string, ByteTensor> byte_tensors;
   RopeLayout qk_layout = RopeLayout::Halves;
   std::vector<std::shared_ptr<const void>> keepalive;  // mappings and buffers the views point into
   std::vector<std::string> files;        // the files the tensors were mapped from (an HF directory's shards)

@@ -129,11 +129,15 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
     fail("{}: mixture-of-experts models are not supported (config.json field {} = {})", src, k, v.dump());
   }
   if (r.has("quantization_config")) {
-    if (arch == Arch::GptOss)
-      fail("{}: GPT-OSS's MXFP4 checkpoints are not supported yet; its dequantised (bf16) form is (config.json field "
-           "quantization_config)",
-           src);
-    fail("{}: quantized checkpoints are not supported (config.json field quantization_config)", src);
+    // GPT-OSS's published checkpoints: MXFP4 experts (unpacked by io/hf_gpt_oss_experts.h), the
+    // rest in bf16. Any other method would be weights kvparity cannot read.
+    const json& q = j["quantization_config"];
+    const std::string method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
+                                   ? q["quant_method"].get<std::string>()
+                                   : std::string("?");
+    if (arch != Arch::GptOss || method != "mxfp4")
+      fail("{}: quantized checkpoints are not supported{} (config.json field quantization_config, quant_method '{}')",
+           src, arch == Arch::GptOss ? " but GPT-OSS's MXFP4 experts" : "", method);
   }
   if (r.has("partial_rotary_factor") && r.get_num("partial_rotary_factor", 1.0) != 1.0)
     fail("{}: partial rotary embeddings are not supported (config.json field partial_rotary_factor)", src);

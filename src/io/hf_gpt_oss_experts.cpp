@@ -8,6 +8,8 @@
 #include <optional>
 
 #include "core/error.h"
+#include "core/mxfp4_repack.h"
+#include "core/quant.h"
 #include "core/thread_pool.h"
 #include "model/moe_names.h"
 
@@ -39,6 +41,85 @@ void transpose_columns(const uint8_t* src, size_t src_stride, size_t step, size_
           std::memcpy(dst + (c * rows + r) * elem, src + (r * src_stride + c * step) * elem, elem);
 }
 
+const ByteTensor& packed(const Checkpoint& ck, const std::string& name, std::vector<int64_t> shape) {
+  const auto it = ck.byte_tensors.find(name);
+  if (it == ck.byte_tensors.end())
+    fail("{}: missing tensor '{}' (gpt_oss's MXFP4 experts come as blocks, scales and biases)", ck.path, name);
+  if (it->second.shape != shape)
+    fail("{}: tensor '{}' has shape [{}]; the config's experts make it [{}]", ck.path, name,
+         fmt::join(it->second.shape, ", "), fmt::join(shape, ", "));
+  return it->second;
+}
+
+// The MXFP4 form (quantization_config quant_method mxfp4): per matrix `*_blocks` [experts, rows,
+// cols / 32, 16] and `*_scales` [experts, rows, cols / 32] in the [out, in] row order of kvparity's
+// matmuls already (gate_up's rows interleaved gate, up), repacked row by row into ggml's MXFP4
+// blocks (core/mxfp4_repack.h: no value changes), so the experts stay 4.25 bits a weight.
+void repack_mxfp4_layer(Checkpoint& ck, int l, const TensorView& gu_b, const TensorView& down_b,
+                        std::optional<ThreadPool>& pool) {
+  const ModelConfig& c = ck.config;
+  const int64_t E = c.moe.n_experts, I = c.moe.expert_hidden_dim, H = c.dim;
+  const std::string p = moe_layer_prefix(c, l) + "experts.";
+  if (H % 32 != 0 || I % 32 != 0)
+    fail("{}: MXFP4 experts need hidden_size ({}) and intermediate_size ({}) to be multiples of 32", ck.path, H, I);
+  const ByteTensor& gb = packed(ck, p + "gate_up_proj_blocks", {E, 2 * I, H / 32, 16});
+  const ByteTensor& gs = packed(ck, p + "gate_up_proj_scales", {E, 2 * I, H / 32});
+  const ByteTensor& db = packed(ck, p + "down_proj_blocks", {E, H, I / 32, 16});
+  const ByteTensor& ds = packed(ck, p + "down_proj_scales", {E, H, I / 32});
+  const size_t g_row = quant_row_bytes(QuantType::MXFP4, size_t(H)), d_row = quant_row_bytes(QuantType::MXFP4, size_t(I));
+  const size_t expert_bytes = 2 * size_t(I) * g_row + size_t(H) * d_row;
+  const size_t eb = dtype_size(gu_b.dtype);
+  auto buf = std::make_shared<AlignedBuffer>(size_t(E) * expert_bytes + size_t(E) * 2 * size_t(I) * eb);
+  uint8_t* const out = buf->as<uint8_t>();
+  const uint8_t* const b_src = static_cast<const uint8_t*>(gu_b.data);
+  uint8_t* const biases = out + size_t(E) * expert_bytes;
+  if (!pool) pool.emplace(cores_here(64));
+  pool->parallel_pieces(long(E), 1, [&](long b, long en, int) {
+    for (long e = b; e < en; ++e) {
+      uint8_t* const x = out + size_t(e) * expert_bytes;
+      for (int64_t r = 0; r < 2 * I; ++r) {  // row 2j: gate j, row 2j + 1: up j
+        const size_t src = size_t(e) * 2 * size_t(I) + size_t(r);
+        uint8_t* dst = x + (size_t(r % 2) * size_t(I) + size_t(r / 2)) * g_row;
+        repack_hf_mxfp4(gb.data + src * size_t(H) / 2, gs.data + src * size_t(H) / 32, 1, size_t(H), dst,
+                        p + "gate_up_proj_blocks");
+      }
+      repack_hf_mxfp4(db.data + size_t(e) * size_t(H) * size_t(I) / 2, ds.data + size_t(e) * size_t(H) * size_t(I) / 32,
+                      size_t(H), size_t(I), x + 2 * size_t(I) * g_row, p + "down_proj_blocks");
+      for (int half = 0; half < 2; ++half)
+        for (int64_t i = 0; i < I; ++i)
+          std::memcpy(biases + ((size_t(e) * 2 + size_t(half)) * size_t(I) + size_t(i)) * eb,
+                      b_src + (size_t(e) * 2 * size_t(I) + 2 * size_t(i) + size_t(half)) * eb, eb);
+    }
+  });
+  auto add = [&](std::string name, std::vector<int64_t> shape, const void* data, QuantType q, DType dt) {
+    TensorView v;
+    v.name = name;
+    v.dtype = dt;
+    v.quant = q;
+    v.shape = std::move(shape);
+    v.data = data;
+    ck.tensors[name] = std::move(v);
+  };
+  for (int e = 0; e < E; ++e) {
+    const uint8_t* x = out + size_t(e) * expert_bytes;
+    add(expert_matrix_name(c, l, e, ExpertMatrix::Gate), {I, H}, x, QuantType::MXFP4, DType::F32);
+    add(expert_matrix_name(c, l, e, ExpertMatrix::Up), {I, H}, x + size_t(I) * g_row, QuantType::MXFP4, DType::F32);
+    add(expert_matrix_name(c, l, e, ExpertMatrix::Down), {H, I}, x + 2 * size_t(I) * g_row, QuantType::MXFP4,
+        DType::F32);
+    add(expert_bias_name(c, l, e, ExpertMatrix::Gate), {I}, biases + size_t(e) * 2 * size_t(I) * eb, QuantType::None,
+        gu_b.dtype);
+    add(expert_bias_name(c, l, e, ExpertMatrix::Up), {I}, biases + (size_t(e) * 2 + 1) * size_t(I) * eb,
+        QuantType::None, gu_b.dtype);
+    TensorView dbias = row_slice(down_b, e, 1, expert_bias_name(c, l, e, ExpertMatrix::Down));
+    dbias.shape = {H};
+    ck.tensors[dbias.name] = std::move(dbias);
+  }
+  for (const char* k : {"gate_up_proj_blocks", "gate_up_proj_scales", "down_proj_blocks", "down_proj_scales"})
+    ck.byte_tensors.erase(p + k);
+  for (const char* k : {"gate_up_proj_bias", "down_proj_bias"}) ck.tensors.erase(p + k);
+  ck.keepalive.push_back(std::move(buf));
+}
+
 }  // namespace
 
 void unpack_gpt_oss_experts(Checkpoint& ck) {
@@ -48,10 +129,13 @@ void unpack_gpt_oss_experts(Checkpoint& ck) {
   std::optional<ThreadPool> pool;
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string p = moe_layer_prefix(c, l) + "experts.";
-    if (ck.tensors.count(p + "gate_up_proj_blocks") || ck.tensors.count(p + "down_proj_blocks"))
-      fail("{}: tensor '{}' holds MXFP4 blocks: GPT-OSS's MXFP4 checkpoints are not supported yet; its dequantised "
-           "(bf16) form is",
-           ck.path, p + (ck.tensors.count(p + "gate_up_proj_blocks") ? "gate_up_proj_blocks" : "down_proj_blocks"));
+    if (ck.byte_tensors.count(p + "gate_up_proj_blocks") || ck.byte_tensors.count(p + "down_proj_blocks")) {
+      if (ck.tensors.count(p + "gate_up_proj") || ck.tensors.count(p + "down_proj"))
+        fail("{}: layer {} has both MXFP4 blocks and dequantised experts ('{}')", ck.path, l, p + "gate_up_proj");
+      repack_mxfp4_layer(ck, l, fused(ck, p + "gate_up_proj_bias", {E, 2 * I}), fused(ck, p + "down_proj_bias", {E, H}),
+                         pool);
+      continue;
+    }
     if (!ck.tensors.count(p + "gate_up_proj") && !ck.tensors.count(p + "down_proj")) continue;
     const TensorView& gu = fused(ck, p + "gate_up_proj", {E, H, 2 * I});
     const TensorView& gu_b = fused(ck, p + "gate_up_proj_bias", {E, 2 * I});

@@ -45,7 +45,8 @@ bool looks_like_safetensors(const uint8_t* data, size_t size) {
 }
 
 std::vector<TensorView> parse_safetensors(const uint8_t* data, size_t size, const std::string& name,
-                                          std::map<std::string, std::string>* metadata) {
+                                          std::map<std::string, std::string>* metadata,
+                                          std::map<std::string, ByteTensor>* bytes) {
   if (size < 8) fail("{}: truncated safetensors file ({} bytes, need at least 8)", name, size);
   const uint64_t n = read_u64_le(data);
   if (n > size - 8)
@@ -78,7 +79,8 @@ std::vector<TensorView> parse_safetensors(const uint8_t* data, size_t size, cons
     const std::string ds = e["dtype"].get<std::string>();
     TensorView t;
     t.name = tname;
-    if (!st_dtype(ds, &t.dtype))
+    const bool u8 = ds == "U8" && bytes != nullptr;
+    if (!u8 && !st_dtype(ds, &t.dtype))
       fail("{}: tensor '{}' has dtype {}, which is not supported (F32, F16, BF16 only)", name, tname, ds);
     if (!e.contains("shape") || !e["shape"].is_array()) fail("{}: tensor '{}': missing shape", name, tname);
     const json& sh = e["shape"];
@@ -101,13 +103,18 @@ std::vector<TensorView> parse_safetensors(const uint8_t* data, size_t size, cons
     if (b > en || en > data_size)
       fail("{}: tensor '{}': data_offsets [{}, {}] lie outside the data section ({} bytes)", name, tname, b, en,
            data_size);
-    const uint64_t want = numel * dtype_size(t.dtype);
+    const size_t elem = u8 ? 1 : dtype_size(t.dtype);
+    const uint64_t want = numel * elem;
     if (en - b != want)
       fail("{}: tensor '{}': data_offsets [{}, {}] hold {} bytes but shape {} x {} needs {}", name, tname, b, en,
            en - b, sh.dump(), ds, want);
-    if ((base + b) % dtype_size(t.dtype) != 0)
+    if ((base + b) % elem != 0)
       fail("{}: tensor '{}': data at file offset {} is not aligned to its {}-byte elements", name, tname, base + b,
-           dtype_size(t.dtype));
+           elem);
+    if (u8) {
+      (*bytes)[tname] = ByteTensor{t.shape, data + base + b};
+      continue;
+    }
     t.data = data + base + b;
     out.push_back(std::move(t));
   }
@@ -146,6 +153,10 @@ void use_canonical_tensors(Checkpoint& ck) {
   split_fused_experts(ck);
   unpack_gpt_oss_experts(ck);
   split_fused_projections(ck);
+  if (!ck.byte_tensors.empty())
+    fail("{}: tensor '{}' has dtype U8, which is not supported (F32, F16, BF16 only; U8 only as GPT-OSS's MXFP4 "
+         "experts)",
+         ck.path, ck.byte_tensors.begin()->first);
 }
 
 std::string sibling_tokenizer(const fs::path& dir) {
@@ -165,7 +176,7 @@ Checkpoint load_safetensors_file(const std::string& path) {
   ck.format = "safetensors";
   // The file the user named is checked before its config, so its own faults are reported first.
   auto mf = MappedFile::open(path);
-  add_tensors(ck, parse_safetensors(mf->data(), mf->size(), path));
+  add_tensors(ck, parse_safetensors(mf->data(), mf->size(), path, nullptr, &ck.byte_tensors));
   ck.keepalive.push_back(mf);
   ck.files = {path};
   std::error_code ec;
@@ -194,7 +205,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
   const fs::path index = dir / "model.safetensors.index.json";
   if (fs::is_regular_file(single, ec)) {
     auto mf = MappedFile::open(single.string());
-    add_tensors(ck, parse_safetensors(mf->data(), mf->size(), single.string()));
+    add_tensors(ck, parse_safetensors(mf->data(), mf->size(), single.string(), nullptr, &ck.byte_tensors));
     ck.keepalive.push_back(mf);
     ck.files = {single.string()};
     use_canonical_tensors(ck);
@@ -216,6 +227,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
   const json& wm = j["weight_map"];
   // Each shard is mapped and parsed once, however many tensors it holds.
   std::map<std::string, std::map<std::string, TensorView>> shards;
+  std::map<std::string, std::map<std::string, ByteTensor>> shard_bytes;
   for (auto it = wm.begin(); it != wm.end(); ++it) {
     if (!it.value().is_string()) fail("{}: weight_map entry '{}' is not a file name", ipath, it.key());
     const std::string shard = it.value().get<std::string>();
@@ -228,7 +240,7 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
         fail("{}: shard '{}' (for tensor '{}') is missing", ipath, spath, it.key());
       auto mf = MappedFile::open(spath);
       auto& m = shards[shard];
-      for (auto& t : parse_safetensors(mf->data(), mf->size(), spath)) {
+      for (auto& t : parse_safetensors(mf->data(), mf->size(), spath, nullptr, &shard_bytes[shard])) {
         std::string n = t.name;
         m[n] = std::move(t);
       }
@@ -237,6 +249,10 @@ Checkpoint load_hf_dir(const std::string& dir_str) {
     }
     auto& m = shards[shard];
     auto f = m.find(it.key());
+    if (const auto& bm = shard_bytes[shard]; f == m.end() && bm.count(it.key())) {
+      ck.byte_tensors[it.key()] = bm.at(it.key());
+      continue;
+    }
     if (f == m.end())
       fail("{}: tensor '{}' is listed for shard '{}' but is not in that shard", ipath, it.key(), (dir / shard).string());
     ck.tensors[it.key()] = f->second;

@@ -19,9 +19,11 @@ inline constexpr uint64_t kMaxSafetensorsHeader = uint64_t(256) << 20;
 
 // Parses a whole safetensors image held in memory. Views point into `data`; `name` is the file
 // named in errors. Tensors come back in header order (nlohmann sorts keys, so: by name).
-// `metadata`, when given, receives the string entries of "__metadata__".
+// `metadata`, when given, receives the string entries of "__metadata__". `bytes`, when given,
+// receives the U8 tensors (refused as an unsupported dtype without it).
 std::vector<TensorView> parse_safetensors(const uint8_t* data, size_t size, const std::string& name,
-                                          std::map<std::string, std::string>* metadata = nullptr);
+                                          std::map<std::string, std::string>* metadata = nullptr,
+                                          std::map<std::string, ByteTensor>* bytes = nullptr);
 
 // True when the first bytes look like a safetensors header: a length below 4 GiB, then '{'.
 bool looks_like_safetensors(const uint8_t* data, size_t size);
