@@ -55,10 +55,12 @@ Reference read_reference(const std::string& dir) {
   return ref;
 }
 
-// Runs the replay into `dir` (its checkpoint and reference.json); a missing python3/numpy fails.
-Reference make_reference(const std::string& dir) {
+// Runs the replay into `dir` (its checkpoint, in the MXFP4 form when `mxfp4`, and reference.json);
+// a missing python3/numpy fails.
+Reference make_reference(const std::string& dir, bool mxfp4) {
   const std::string script = std::string(KVPARITY_SOURCE_DIR) + "/tests/gpt_oss_reference.py";
-  const test::CliRun r = test::run_command(std::string(kReplayPython) + " " + test::q(script) + " " + test::q(dir));
+  const test::CliRun r = test::run_command(std::string(kReplayPython) + " " + test::q(script) + " " + test::q(dir) +
+                                           (mxfp4 ? " 7 --mxfp4" : ""));
   EXPECT_EQ(r.status, 0) << "tests/gpt_oss_reference.py (needs /usr/bin/python3 with numpy): " << r.out << r.err;
   return read_reference(dir);
 }
@@ -77,21 +79,23 @@ std::vector<float> logits_of(std::shared_ptr<const Model> model, KernelPolicy po
   return {l, l + toks.size() * size_t(model->config.vocab_size)};
 }
 
-class GptOssReplay : public ::testing::Test {
+// One replay checkpoint and its reference per suite: the dequantised form, or (kMxfp4) the published
+// checkpoints' form, experts as MXFP4 blocks and scales (U8).
+template <bool kMxfp4>
+class ReplayOf : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = new test::TempDir();
-    ref_ = new Reference(make_reference(dir_->path()));
+    ref_ = new Reference(make_reference(dir_->path(), kMxfp4));
   }
   static void TearDownTestSuite() {
     delete ref_;
     delete dir_;
   }
-  static test::TempDir* dir_;
-  static Reference* ref_;
+  static inline test::TempDir* dir_ = nullptr;
+  static inline Reference* ref_ = nullptr;
 };
-test::TempDir* GptOssReplay::dir_ = nullptr;
-Reference* GptOssReplay::ref_ = nullptr;
+using GptOssReplay = ReplayOf<false>;
 
 constexpr double kTolerance = 5e-5;  // fp32 against float64; the logits are of scale ~4
 
@@ -350,25 +354,7 @@ void copy_with_renamed_tensor(const std::string& src, const std::string& dst, co
 
 // The published checkpoints' form: experts as MXFP4 blocks and scales (U8), repacked on load into
 // ggml MXFP4 matrices that stay 4.25 bits a weight; the replay runs on the blocks' exact values.
-class GptOssMxfp4Replay : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new test::TempDir();
-    const std::string script = std::string(KVPARITY_SOURCE_DIR) + "/tests/gpt_oss_reference.py";
-    const test::CliRun r =
-        test::run_command(std::string(kReplayPython) + " " + test::q(script) + " " + test::q(dir_->path()) + " 7 --mxfp4");
-    EXPECT_EQ(r.status, 0) << r.out << r.err;
-    ref_ = new Reference(read_reference(dir_->path()));
-  }
-  static void TearDownTestSuite() {
-    delete ref_;
-    delete dir_;
-  }
-  static test::TempDir* dir_;
-  static Reference* ref_;
-};
-test::TempDir* GptOssMxfp4Replay::dir_ = nullptr;
-Reference* GptOssMxfp4Replay::ref_ = nullptr;
+using GptOssMxfp4Replay = ReplayOf<true>;
 
 TEST_F(GptOssMxfp4Replay, ExpertsStayMxfp4AndTheLogitsMatchTheReplay) {
   ASSERT_FALSE(ref_->tokens.empty());

@@ -26,6 +26,7 @@
 #include "model/moe_names.h"
 #include "model/synthetic.h"
 #include "runtime/generator.h"
+#include "prefill_decode_logits.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -336,23 +337,7 @@ TEST(Mxfp4Gguf, WrittenBlocksReadBackAndSurviveAGgufToGgufConversion) {
   }
 }
 
-std::vector<float> run_logits(const std::shared_ptr<Model>& m, KernelPolicy pol, int threads,
-                              const std::vector<int>& tokens) {
-  EngineOptions eo;
-  eo.kernels = pol;
-  eo.threads = threads;
-  Engine e(m, eo);
-  const int V = m->config.vocab_size;
-  // A prefill (the blocked GEMM paths) and one decode step (the GEMV paths), all logits kept.
-  ForwardOptions fo;
-  fo.all_logits = true;
-  const int P = int(tokens.size()) - 1;
-  const float* l = e.forward(tokens.data(), P, 0, fo);
-  std::vector<float> out(l, l + size_t(P) * V);
-  l = e.forward(tokens.data() + P, 1, P, ForwardOptions{});
-  out.insert(out.end(), l, l + V);
-  return out;
-}
+using test::prefill_then_decode_logits;
 
 // Mixtral and Qwen2-MoE (a shared expert) in the MXFP4_MOE mix: experts MXFP4, the rest Q8_0, the
 // routers unquantised; on-the-fly dequantisation gives bitwise the logits of the file converted to
@@ -394,7 +379,7 @@ TEST(Mxfp4Model, MoeMixIsBitwiseItsDequantisedTwinUnderEveryPolicy) {
          {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant, KernelPolicy::Portable}) {
       for (int threads : {1, 2}) {
         if (pol == KernelPolicy::Reference && threads > 1) continue;
-        const auto a = run_logits(qm, pol, threads, tokens), b = run_logits(fm, pol, threads, tokens);
+        const auto a = prefill_then_decode_logits(qm, pol, threads, tokens), b = prefill_then_decode_logits(fm, pol, threads, tokens);
         EXPECT_EQ(test::first_difference(a, b), -1) << policy_name(pol) << " threads " << threads;
       }
     }

@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "model/synthetic.h"
 #include "runtime/generator.h"
+#include "prefill_decode_logits.h"
 #include "test_util.h"
 
 namespace kvp {
@@ -407,24 +408,7 @@ ModelConfig quant_config(Arch arch) {
   return c;
 }
 
-std::vector<float> run_logits(const std::shared_ptr<Model>& m, KernelPolicy pol, int threads,
-                              const std::vector<int>& tokens) {
-  EngineOptions eo;
-  eo.kernels = pol;
-  eo.threads = threads;
-  Engine e(m, eo);
-  const int V = m->config.vocab_size;
-  // Prefill of all but the last token (M >= 16: the blocked/packed paths), then one decode step
-  // (M = 1: the GEMV paths); all logits of both kept.
-  ForwardOptions fo;
-  fo.all_logits = true;
-  const int P = int(tokens.size()) - 1;
-  const float* l = e.forward(tokens.data(), P, 0, fo);
-  std::vector<float> out(l, l + size_t(P) * V);
-  l = e.forward(tokens.data() + P, 1, P, ForwardOptions{});
-  out.insert(out.end(), l, l + V);
-  return out;
-}
+using test::prefill_then_decode_logits;
 
 // For each format: quantised GGUF (weights dequantised on the fly) vs the same GGUF converted to
 // F32 (dequantised once by convert), fp32 compute: bitwise equal logits for every policy.
@@ -460,7 +444,7 @@ TEST(QuantModel, OnTheFlyDequantisationIsBitwiseDequantiseThenF32) {
       for (KernelPolicy pol : {KernelPolicy::Reference, KernelPolicy::Standard, KernelPolicy::Invariant}) {
         for (int threads : {1, 2}) {
           if (pol == KernelPolicy::Reference && threads > 1) continue;
-          const auto a = run_logits(qm, pol, threads, tokens), b = run_logits(fm, pol, threads, tokens);
+          const auto a = prefill_then_decode_logits(qm, pol, threads, tokens), b = prefill_then_decode_logits(fm, pol, threads, tokens);
           ASSERT_EQ(a.size(), b.size());
           size_t diff = 0;
           for (size_t i = 0; i < a.size(); ++i) diff += f32_bits(a[i]) != f32_bits(b[i]);
@@ -479,14 +463,14 @@ TEST(QuantModel, MoreBitsTrackTheFloatModelCloser) {
   export_checkpoint(src, "gguf", tmp.file("f32.gguf"));
   std::vector<int> tokens;
   for (int i = 0; i < 9; ++i) tokens.push_back((i * 53 + 11) % 320);
-  const auto ref = run_logits(Model::load(tmp.file("f32.gguf"), DType::F32), KernelPolicy::Standard, 1, tokens);
+  const auto ref = prefill_then_decode_logits(Model::load(tmp.file("f32.gguf"), DType::F32), KernelPolicy::Standard, 1, tokens);
   double prev = 1e30;
   for (const char* qn : {"Q2_K", "Q4_K", "Q6_K", "Q8_0"}) {
     ExportOptions eo;
     eo.quant = qn;
     eo.quant_pure = true;  // the formats, not llama.cpp's mixes
     export_checkpoint(src, "gguf", tmp.file(std::string(qn) + ".gguf"), eo);
-    const auto got = run_logits(Model::load(tmp.file(std::string(qn) + ".gguf"), DType::F32), KernelPolicy::Standard,
+    const auto got = prefill_then_decode_logits(Model::load(tmp.file(std::string(qn) + ".gguf"), DType::F32), KernelPolicy::Standard,
                                 1, tokens);
     double err = 0, scale = 0;
     for (size_t i = 0; i < ref.size(); ++i) {

@@ -29,6 +29,18 @@ const TensorView& fused(const Checkpoint& ck, const std::string& name, std::vect
   return t;
 }
 
+// A view `name` into `data`, held by the checkpoint under that name.
+void add_view(Checkpoint& ck, const std::string& name, DType dt, QuantType q, std::vector<int64_t> shape,
+              const void* data) {
+  TensorView v;
+  v.name = name;
+  v.dtype = dt;
+  v.quant = q;
+  v.shape = std::move(shape);
+  v.data = data;
+  ck.tensors[name] = std::move(v);
+}
+
 // dst[c][r] = src[r * src_stride + c * step] for r < rows, c < cols: columns `step` apart of a
 // row-major matrix become rows, in tiles so that both sides stay in cache.
 void transpose_columns(const uint8_t* src, size_t src_stride, size_t step, size_t rows, size_t cols, size_t elem,
@@ -91,25 +103,16 @@ void repack_mxfp4_layer(Checkpoint& ck, int l, const TensorView& gu_b, const Ten
                       b_src + (size_t(e) * 2 * size_t(I) + 2 * size_t(i) + size_t(half)) * eb, eb);
     }
   });
-  auto add = [&](std::string name, std::vector<int64_t> shape, const void* data, QuantType q, DType dt) {
-    TensorView v;
-    v.name = name;
-    v.dtype = dt;
-    v.quant = q;
-    v.shape = std::move(shape);
-    v.data = data;
-    ck.tensors[name] = std::move(v);
-  };
+  const QuantType mx = QuantType::MXFP4, none = QuantType::None;
   for (int e = 0; e < E; ++e) {
     const uint8_t* x = out + size_t(e) * expert_bytes;
-    add(expert_matrix_name(c, l, e, ExpertMatrix::Gate), {I, H}, x, QuantType::MXFP4, DType::F32);
-    add(expert_matrix_name(c, l, e, ExpertMatrix::Up), {I, H}, x + size_t(I) * g_row, QuantType::MXFP4, DType::F32);
-    add(expert_matrix_name(c, l, e, ExpertMatrix::Down), {H, I}, x + 2 * size_t(I) * g_row, QuantType::MXFP4,
-        DType::F32);
-    add(expert_bias_name(c, l, e, ExpertMatrix::Gate), {I}, biases + size_t(e) * 2 * size_t(I) * eb, QuantType::None,
-        gu_b.dtype);
-    add(expert_bias_name(c, l, e, ExpertMatrix::Up), {I}, biases + (size_t(e) * 2 + 1) * size_t(I) * eb,
-        QuantType::None, gu_b.dtype);
+    add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Gate), DType::F32, mx, {I, H}, x);
+    add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Up), DType::F32, mx, {I, H}, x + size_t(I) * g_row);
+    add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Down), DType::F32, mx, {H, I}, x + 2 * size_t(I) * g_row);
+    add_view(ck, expert_bias_name(c, l, e, ExpertMatrix::Gate), gu_b.dtype, none, {I},
+             biases + size_t(e) * 2 * size_t(I) * eb);
+    add_view(ck, expert_bias_name(c, l, e, ExpertMatrix::Up), gu_b.dtype, none, {I},
+             biases + (size_t(e) * 2 + 1) * size_t(I) * eb);
     TensorView dbias = row_slice(down_b, e, 1, expert_bias_name(c, l, e, ExpertMatrix::Down));
     dbias.shape = {H};
     ck.tensors[dbias.name] = std::move(dbias);
@@ -170,20 +173,13 @@ void unpack_gpt_oss_experts(Checkpoint& ck) {
                         eb);
       }
     });
-    auto add = [&](std::string name, DType dt, std::vector<int64_t> shape, const void* data) {
-      TensorView v;
-      v.name = name;
-      v.dtype = dt;
-      v.shape = std::move(shape);
-      v.data = data;
-      ck.tensors[name] = std::move(v);
-    };
+    const QuantType none = QuantType::None;
     for (int e = 0; e < E; ++e) {
-      add(expert_matrix_name(c, l, e, ExpertMatrix::Gate), gu.dtype, {I, H}, gate_at(e, 0));
-      add(expert_matrix_name(c, l, e, ExpertMatrix::Up), gu.dtype, {I, H}, gate_at(e, 1));
-      add(expert_matrix_name(c, l, e, ExpertMatrix::Down), down.dtype, {H, I}, down_at(e));
-      add(expert_bias_name(c, l, e, ExpertMatrix::Gate), gu_b.dtype, {I}, bias_at(e, 0));
-      add(expert_bias_name(c, l, e, ExpertMatrix::Up), gu_b.dtype, {I}, bias_at(e, 1));
+      add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Gate), gu.dtype, none, {I, H}, gate_at(e, 0));
+      add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Up), gu.dtype, none, {I, H}, gate_at(e, 1));
+      add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Down), down.dtype, none, {H, I}, down_at(e));
+      add_view(ck, expert_bias_name(c, l, e, ExpertMatrix::Gate), gu_b.dtype, none, {I}, bias_at(e, 0));
+      add_view(ck, expert_bias_name(c, l, e, ExpertMatrix::Up), gu_b.dtype, none, {I}, bias_at(e, 1));
       TensorView db = row_slice(down_b, e, 1, expert_bias_name(c, l, e, ExpertMatrix::Down));
       db.shape = {H};
       ck.tensors[db.name] = std::move(db);
