@@ -163,7 +163,7 @@ void reject_unsupported(const json& j, const ConfigReader& r, Arch arch, const s
 // 9.999999747378752e-06), which is how transformers writes them.
 double float_for_json(float f) { return std::stod(fmt::format("{}", f)); }
 
-// Gemma's and OLMo-3's local/global layers from layer_types, where given: the window
+// Gemma's, OLMo-3's and GPT-OSS's local/global layers from layer_types, where given: the window
 // (c.sliding_window, read before) on all but every P-th layer, P read off the first global layer,
 // or on none (then true: no layer is local); any other pattern is refused.
 bool window_pattern_of_layer_types(const json& j, ModelConfig& c, const std::string& source) {
@@ -373,6 +373,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
       break;
     case Arch::GptOss:
       read_gpt_oss_fields(j, c, source);
+      window_pattern_of_layer_types(j, c, source);
       break;
   }
   if (hf_moe_family(j)) read_hf_moe_fields(j, c, source);

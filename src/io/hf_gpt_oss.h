@@ -16,9 +16,9 @@ struct ModelConfig;
 // positions, untruncated) when neither it nor rope_parameters is present.
 void fill_gpt_oss_defaults(nlohmann::json& j);
 
-// The attention's fields into c (n_layers read): the biases (attention_bias, default true), the
-// sinks, the window and the layer kinds (layer_types; by default sliding on even layers). A layer
-// pattern that is not a window on every other layer is refused, naming the field.
+// The attention's fields into c: the biases (attention_bias, default true), the sinks, the window
+// (sliding_window, 128) on GptOssConfig's default layers, the even ones; the caller then applies
+// layer_types where given.
 void read_gpt_oss_fields(const nlohmann::json& j, ModelConfig& c, const std::string& source);
 
 }  // namespace kvp

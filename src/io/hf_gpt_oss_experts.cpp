@@ -53,6 +53,28 @@ void transpose_columns(const uint8_t* src, size_t src_stride, size_t step, size_
           std::memcpy(dst + (c * rows + r) * elem, src + (r * src_stride + c * step) * elem, elem);
 }
 
+// Every expert's biases of layer l as views: gate's and up's (interleaved in gate_up_proj_bias
+// [experts, 2 x intermediate], even entries gate) copied into `dst` [experts][gate, up][intermediate],
+// down's slices of down_proj_bias in place.
+void add_expert_biases(Checkpoint& ck, int l, const TensorView& gu_b, const TensorView& down_b, uint8_t* dst) {
+  const ModelConfig& c = ck.config;
+  const int64_t E = c.moe.n_experts, I = c.moe.expert_hidden_dim, H = c.dim;
+  const size_t eb = dtype_size(gu_b.dtype);
+  const auto* src = static_cast<const uint8_t*>(gu_b.data);
+  for (int e = 0; e < E; ++e) {
+    for (int half = 0; half < 2; ++half) {
+      uint8_t* b = dst + (size_t(e) * 2 + size_t(half)) * size_t(I) * eb;
+      for (int64_t i = 0; i < I; ++i)
+        std::memcpy(b + size_t(i) * eb, src + (size_t(e) * 2 * size_t(I) + 2 * size_t(i) + size_t(half)) * eb, eb);
+      add_view(ck, expert_bias_name(c, l, e, half == 0 ? ExpertMatrix::Gate : ExpertMatrix::Up), gu_b.dtype,
+               QuantType::None, {I}, b);
+    }
+    TensorView db = row_slice(down_b, e, 1, expert_bias_name(c, l, e, ExpertMatrix::Down));
+    db.shape = {H};
+    ck.tensors[db.name] = std::move(db);
+  }
+}
+
 const ByteTensor& packed(const Checkpoint& ck, const std::string& name, std::vector<int64_t> shape) {
   const auto it = ck.byte_tensors.find(name);
   if (it == ck.byte_tensors.end())
@@ -83,8 +105,6 @@ void repack_mxfp4_layer(Checkpoint& ck, int l, const TensorView& gu_b, const Ten
   const size_t eb = dtype_size(gu_b.dtype);
   auto buf = std::make_shared<AlignedBuffer>(size_t(E) * expert_bytes + size_t(E) * 2 * size_t(I) * eb);
   uint8_t* const out = buf->as<uint8_t>();
-  const uint8_t* const b_src = static_cast<const uint8_t*>(gu_b.data);
-  uint8_t* const biases = out + size_t(E) * expert_bytes;
   if (!pool) pool.emplace(cores_here(64));
   pool->parallel_pieces(long(E), 1, [&](long b, long en, int) {
     for (long e = b; e < en; ++e) {
@@ -97,26 +117,16 @@ void repack_mxfp4_layer(Checkpoint& ck, int l, const TensorView& gu_b, const Ten
       }
       repack_hf_mxfp4(db.data + size_t(e) * size_t(H) * size_t(I) / 2, ds.data + size_t(e) * size_t(H) * size_t(I) / 32,
                       size_t(H), size_t(I), x + 2 * size_t(I) * g_row, p + "down_proj_blocks");
-      for (int half = 0; half < 2; ++half)
-        for (int64_t i = 0; i < I; ++i)
-          std::memcpy(biases + ((size_t(e) * 2 + size_t(half)) * size_t(I) + size_t(i)) * eb,
-                      b_src + (size_t(e) * 2 * size_t(I) + 2 * size_t(i) + size_t(half)) * eb, eb);
     }
   });
-  const QuantType mx = QuantType::MXFP4, none = QuantType::None;
+  const QuantType mx = QuantType::MXFP4;
   for (int e = 0; e < E; ++e) {
     const uint8_t* x = out + size_t(e) * expert_bytes;
     add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Gate), DType::F32, mx, {I, H}, x);
     add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Up), DType::F32, mx, {I, H}, x + size_t(I) * g_row);
     add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Down), DType::F32, mx, {H, I}, x + 2 * size_t(I) * g_row);
-    add_view(ck, expert_bias_name(c, l, e, ExpertMatrix::Gate), gu_b.dtype, none, {I},
-             biases + size_t(e) * 2 * size_t(I) * eb);
-    add_view(ck, expert_bias_name(c, l, e, ExpertMatrix::Up), gu_b.dtype, none, {I},
-             biases + (size_t(e) * 2 + 1) * size_t(I) * eb);
-    TensorView dbias = row_slice(down_b, e, 1, expert_bias_name(c, l, e, ExpertMatrix::Down));
-    dbias.shape = {H};
-    ck.tensors[dbias.name] = std::move(dbias);
   }
+  add_expert_biases(ck, l, gu_b, down_b, out + size_t(E) * expert_bytes);
   for (const char* k : {"gate_up_proj_blocks", "gate_up_proj_scales", "down_proj_blocks", "down_proj_scales"})
     ck.byte_tensors.erase(p + k);
   for (const char* k : {"gate_up_proj_bias", "down_proj_bias"}) ck.tensors.erase(p + k);
@@ -156,10 +166,8 @@ void unpack_gpt_oss_experts(Checkpoint& ck) {
     uint8_t* const out = buf->as<uint8_t>();
     const auto* g_src = static_cast<const uint8_t*>(gu.data);
     const auto* d_src = static_cast<const uint8_t*>(down.data);
-    const auto* b_src = static_cast<const uint8_t*>(gu_b.data);
     auto gate_at = [&](int64_t e, int half) { return out + size_t(e) * (2 * mat * el + mat * ed) + size_t(half) * mat * el; };
     auto down_at = [&](int64_t e) { return gate_at(e, 2); };
-    auto bias_at = [&](int64_t e, int half) { return out + w_bytes + (size_t(e) * 2 + size_t(half)) * size_t(I) * eb; };
     if (!pool) pool.emplace(cores_here(64));
     pool->parallel_pieces(long(E), 1, [&](long b, long en, int) {
       for (long e = b; e < en; ++e) {
@@ -167,10 +175,6 @@ void unpack_gpt_oss_experts(Checkpoint& ck) {
         for (int half = 0; half < 2; ++half)  // gate: the even columns, up: the odd ones
           transpose_columns(g + size_t(half) * el, 2 * size_t(I), 2, size_t(H), size_t(I), el, gate_at(e, half));
         transpose_columns(d_src + size_t(e) * mat * ed, size_t(H), 1, size_t(I), size_t(H), ed, down_at(e));
-        for (int half = 0; half < 2; ++half)
-          for (int64_t i = 0; i < I; ++i)
-            std::memcpy(bias_at(e, half) + size_t(i) * eb, b_src + (size_t(e) * 2 * size_t(I) + 2 * size_t(i) + half) * eb,
-                        eb);
       }
     });
     const QuantType none = QuantType::None;
@@ -178,12 +182,8 @@ void unpack_gpt_oss_experts(Checkpoint& ck) {
       add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Gate), gu.dtype, none, {I, H}, gate_at(e, 0));
       add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Up), gu.dtype, none, {I, H}, gate_at(e, 1));
       add_view(ck, expert_matrix_name(c, l, e, ExpertMatrix::Down), down.dtype, none, {H, I}, down_at(e));
-      add_view(ck, expert_bias_name(c, l, e, ExpertMatrix::Gate), gu_b.dtype, none, {I}, bias_at(e, 0));
-      add_view(ck, expert_bias_name(c, l, e, ExpertMatrix::Up), gu_b.dtype, none, {I}, bias_at(e, 1));
-      TensorView db = row_slice(down_b, e, 1, expert_bias_name(c, l, e, ExpertMatrix::Down));
-      db.shape = {H};
-      ck.tensors[db.name] = std::move(db);
     }
+    add_expert_biases(ck, l, gu_b, down_b, out + w_bytes);
     for (const char* k : {"gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"}) ck.tensors.erase(p + k);
     ck.keepalive.push_back(std::move(buf));
   }

@@ -31,7 +31,7 @@ void Pass::gated_mlp(const float* x, int rows, const ExpertWeights& w, float* gu
     materialise(u, rows, h, "expert_up_bias", layer, row_pos);
   }
   kn_.last_read(u, n);
-  if (biased)
+  if (c_.moe.swiglu_limit > 0.0f)  // GPT-OSS, whose every MLP is an expert
     kn_.clamped_swiglu(g, u, n, c_.moe.swiglu_alpha, c_.moe.swiglu_limit, P_);
   else if (gemma_)
     kn_.gelu_tanh_mul(g, u, n, P_);

@@ -87,9 +87,9 @@ class Pass {
   // act(gate) * up -> P (GeGLU for Gemma, else SwiGLU), down -> P into y, the four rounding points
   // named by `names`. gu: scratch for gate then up ([rows, hidden] each). x_read_after: whether
   // anything reads x after the gate/up matmuls (else a device may drop stores only they would see).
-  // GPT-OSS's experts (biases present): each bias is added after its matmul's rounding, one more
+  // GPT-OSS's experts: each bias (where w has them) is added after its matmul's rounding, one more
   // rounding point each (GptOssExperts adds them to bmm's output), and the activation is the clamped
-  // SwiGLU.
+  // SwiGLU (the model's swiglu_limit).
   void gated_mlp(const float* x, int rows, const ExpertWeights& w, float* gu, float* y, const char* const names[4],
                  int layer, const int* row_pos, bool x_read_after);
 

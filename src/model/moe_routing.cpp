@@ -40,7 +40,15 @@ float margin(const float* x, int n, int k, const std::vector<int>& order) {
   return x[order[size_t(k - 1)]] - next;
 }
 
-void index_by_expert(ExpertRouting& r, int rows, int k);
+// Per expert, its rows (ascending) and their weights: the order the experts' outputs are added in.
+void index_by_expert(ExpertRouting& r, int rows, int k) {
+  for (int row = 0; row < rows; ++row)
+    for (int j = 0; j < k; ++j) {
+      const int e = r.expert[size_t(row) * k + j];
+      r.rows_of[size_t(e)].push_back(row);
+      r.weight_of[size_t(e)].push_back(r.weight[size_t(row) * k + j]);
+    }
+}
 
 }  // namespace
 
@@ -109,18 +117,5 @@ ExpertRouting route_experts(const float* logits, int rows, const MoeConfig& moe,
     return route_top_k_then_softmax(logits, rows, moe.n_experts, moe.n_used, act);
   return route_experts(logits, rows, moe.n_experts, moe.n_used, moe.norm_topk_prob, act);
 }
-
-namespace {
-
-void index_by_expert(ExpertRouting& r, int rows, int k) {
-  for (int row = 0; row < rows; ++row)
-    for (int j = 0; j < k; ++j) {
-      const int e = r.expert[size_t(row) * k + j];
-      r.rows_of[size_t(e)].push_back(row);
-      r.weight_of[size_t(e)].push_back(r.weight[size_t(row) * k + j]);
-    }
-}
-
-}  // namespace
 
 }  // namespace kvp
