@@ -415,7 +415,7 @@ TEST(TokenizerJson, Qwen2StyleSplit) {
   j["pre_tokenizer"] = {
       {"type", "Sequence"},
       {"pretokenizers",
-       {{{"type", "Split"}, {"pattern", {{"Regex", tok::kLlama3Pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
+       {{{"type", "Split"}, {"pattern", {{"Regex", tok::kQwen2Pattern}}}, {"behavior", "Isolated"}, {"invert", false}},
         {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}}}}};
   auto tok = tokenizer_from_json(j.dump(), "qwen.json");
   // \p{N} one digit at a time: the "12" merge can no longer apply.

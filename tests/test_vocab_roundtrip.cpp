@@ -206,7 +206,7 @@ VocabSpec byte_level_vocab(const std::string& pre) {
 }
 
 TEST(VocabToHfJson, ByteLevelVocabularies) {
-  for (const char* pre : {"default", "qwen2", "smollm"}) {
+  for (const char* pre : {"default", "qwen2", "llama-bpe", "gpt-4o", "smollm"}) {
     const VocabSpec spec = byte_level_vocab(pre);
     expect_hf_round_trip(spec, std::string("byte-level, pre ") + pre);
     EXPECT_EQ(tokenizer_from_json(hf_tokenizer_json(spec, "bl"), "bl.json")->to_vocab_spec().pre, pre);
@@ -220,6 +220,61 @@ TEST(VocabToHfJson, ByteLevelVocabularies) {
   auto hf = tokenizer_from_json(hf_tokenizer_json(spec, "bl"), "bl.json");
   expect_same_tokenizer(*tokenizer_from_vocab(spec), *hf, "byte-level with BOS");
   EXPECT_EQ(hf->encode("the", true).front(), spec.bos_id);
+}
+
+// Each GGUF pre-tokenizer name splits as its family's tokenizer.json regex does: the vocabulary
+// holds whole "2024", " camelCase" and "Case", so a token boundary inside them is the split's.
+// Qwen2 takes digits one at a time, Llama-3 three at a time, o200k also parts camelCase.
+TEST(VocabPreTokenizers, EachNameSplitsAsItsFamily) {
+  const auto& b2u = tok::byte_to_unicode();
+  auto mapped = [&](const std::string& s) {
+    std::string out;
+    for (char c : s) tok::append_utf8(out, b2u[uint8_t(c)]);
+    return out;
+  };
+  VocabSpec v;
+  v.model = "gpt2";
+  for (int b = 0; b < 256; ++b) v.tokens.push_back(mapped(std::string(1, char(b))));
+  std::set<std::string> have(v.tokens.begin(), v.tokens.end());
+  for (std::string w : {"2024", " camelCase", "Case", " it's", "'s"}) {
+    std::string prefix = mapped(w.substr(0, 1));
+    for (size_t k = 1; k < w.size(); ++k) {
+      const std::string next = mapped(w.substr(k, 1));
+      if (have.insert(prefix + next).second) {
+        v.tokens.push_back(prefix + next);
+        v.merges.push_back(prefix + " " + next);
+      }
+      prefix += next;
+    }
+  }
+  v.add_bos = false;
+  v.add_space_prefix = false;
+  auto pieces = [&](const Tokenizer& t, const std::string& text) {
+    std::vector<std::string> out;
+    for (int id : t.encode(text, false)) out.push_back(t.token_bytes(-1, id));
+    return out;
+  };
+  using P = std::vector<std::string>;
+  const std::string text = "2024 camelCase it's";
+  const std::vector<std::pair<const char*, P>> want = {
+      {"qwen2", {"2", "0", "2", "4", " camelCase", " it", "'s"}},
+      {"llama-bpe", {"202", "4", " camelCase", " it", "'s"}},
+      {"llama3", {"202", "4", " camelCase", " it", "'s"}},
+      {"gpt-4o", {"202", "4", " camel", "Case", " it's"}},
+      {"llama4", {"202", "4", " camel", "Case", " it's"}},
+  };
+  for (const auto& [pre, expected] : want) {
+    v.pre = pre;
+    const auto gguf = tokenizer_from_vocab(v);
+    EXPECT_EQ(pieces(*gguf, text), expected) << pre;
+    // The same vocabulary as tokenizer.json (its Split regex) splits alike and names itself back.
+    const auto hf = tokenizer_from_json(hf_tokenizer_json(v, "bl"), "bl.json");
+    EXPECT_EQ(pieces(*hf, text), expected) << pre << " via tokenizer.json";
+    const std::string back = hf->to_vocab_spec().pre;
+    EXPECT_TRUE(back == pre || (std::string(pre) == "llama3" && back == "llama-bpe") ||
+                (std::string(pre) == "llama4" && back == "gpt-4o"))
+        << pre << " read back as " << back;
+  }
 }
 
 TEST(VocabToHfJson, TokenizerConfigCarriesSpecialTokens) {

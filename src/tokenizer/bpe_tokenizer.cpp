@@ -461,12 +461,17 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std
     const std::string& pre = spec.pre;
     if (pre.empty() || pre == "default" || pre == "gpt2" || pre == "gpt-2") {
       c.split_patterns = {kGpt2Pattern};
-    } else if (pre == "qwen2" || pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
+    } else if (pre == "qwen2") {
+      c.split_patterns = {kQwen2Pattern};
+    } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
       c.split_patterns = {kLlama3Pattern};
+    } else if (pre == "gpt-4o" || pre == "llama4") {  // llama.cpp's names for o200k's split
+      c.split_patterns = {kO200kPattern};
     } else if (pre == "smollm") {
       c.split_patterns = {R"(\p{N})", kGpt2Pattern};
     } else {
-      fail("{}: pre-tokenizer \"{}\" is not supported (known: default, gpt2, qwen2, llama-bpe, smollm)", origin, pre);
+      fail("{}: pre-tokenizer \"{}\" is not supported (known: default, gpt2, qwen2, llama-bpe, gpt-4o, smollm)",
+           origin, pre);
     }
     PieceMap ids;
     ids.reserve(n * 2);

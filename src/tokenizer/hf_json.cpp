@@ -1,6 +1,8 @@
 // HF tokenizer.json -> BpeConfig. Only the components used by Llama/Mistral/Gemma (SentencePiece
 // style) and GPT-2/Qwen2/SmolLM/Llama-3 (byte level) are accepted; anything else is refused by name
 // rather than silently tokenised differently.
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -27,7 +29,8 @@ struct Parser {
   BpeConfig& c;
   bool saw_byte_level_pre = false;
   bool saw_gpt2_regex = false;
-  bool saw_llama3_regex = false;
+  int known_splits = 0;         // Splits by one of known_split_regexes()
+  std::string known_split_pre;  // the last one's GGUF name
   bool saw_digits = false;
   bool saw_other_split = false;
 
@@ -134,7 +137,9 @@ struct Parser {
                                                                                  : "Isolated";
       if (behavior != "Isolated") bad(fmt::format("Split behavior \"{}\" is not supported (only Isolated)", behavior));
       if (flag(p, "invert", false)) bad("Split with invert=true is not supported");
-      if (re && pat == kLlama3Pattern) saw_llama3_regex = true;
+      const auto& known = known_split_regexes();
+      const auto k = std::find_if(known.begin(), known.end(), [&](const SplitRegex& x) { return re && pat == x.pattern; });
+      if (k != known.end()) ++known_splits, known_split_pre = k->gguf_pre;
       else if (re && pat == kGpt2Pattern) saw_gpt2_regex = true;
       else saw_other_split = true;
       c.split_patterns.push_back(re ? pat : regex_escape(pat));
@@ -334,9 +339,9 @@ std::unique_ptr<BpeTokenizer> bpe_from_json_text(std::string_view text, const st
   // GGUF's "pre" name for the pre-tokenizer, when it is one GGUF knows.
   if (c.byte_level) {
     if (P.saw_other_split) c.pre.clear();
-    else if (P.saw_llama3_regex && !P.saw_gpt2_regex && !P.saw_digits) c.pre = "qwen2";
-    else if (P.saw_gpt2_regex && !P.saw_llama3_regex && P.saw_digits) c.pre = "smollm";
-    else if (P.saw_gpt2_regex && !P.saw_llama3_regex && !P.saw_digits) c.pre = "default";
+    else if (P.known_splits == 1 && !P.saw_gpt2_regex && !P.saw_digits) c.pre = P.known_split_pre;
+    else if (P.saw_gpt2_regex && P.known_splits == 0 && P.saw_digits) c.pre = "smollm";
+    else if (P.saw_gpt2_regex && P.known_splits == 0 && !P.saw_digits) c.pre = "default";
   }
 
   // BOS/EOS by common names when the files do not say.

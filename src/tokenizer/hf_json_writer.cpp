@@ -105,13 +105,14 @@ json byte_level_pre_tokenizer(const BpeConfig& c, const std::string& origin) {
     return json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
   };
   if (sp == std::vector<std::string>{tok::kGpt2Pattern}) return byte_level(true);
-  if (sp == std::vector<std::string>{tok::kLlama3Pattern})
-    return {{"type", "Sequence"},
-            {"pretokenizers", json::array({json{{"type", "Split"},
-                                                {"pattern", {{"Regex", tok::kLlama3Pattern}}},
-                                                {"behavior", "Isolated"},
-                                                {"invert", false}},
-                                           byte_level(false)})}};
+  for (const tok::SplitRegex& k : tok::known_split_regexes())
+    if (sp == std::vector<std::string>{k.pattern})
+      return {{"type", "Sequence"},
+              {"pretokenizers", json::array({json{{"type", "Split"},
+                                                  {"pattern", {{"Regex", k.pattern}}},
+                                                  {"behavior", "Isolated"},
+                                                  {"invert", false}},
+                                             byte_level(false)})}};
   if (sp == std::vector<std::string>{R"(\p{N})", tok::kGpt2Pattern})
     return {{"type", "Sequence"},
             {"pretokenizers",

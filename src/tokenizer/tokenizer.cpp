@@ -134,8 +134,22 @@ int unicode_to_byte(uint32_t cp) {
 
 const char* const kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
-const char* const kLlama3Pattern =
+// Qwen2's, and Llama-3's (cl100k's) which differs only in taking digits three at a time: "2024"
+// is "2" "0" "2" "4" to Qwen2 and "202" "4" to Llama-3.
+const char* const kQwen2Pattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kLlama3Pattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// o200k (GPT-4o, gpt-oss): a word splits where lower case turns to upper ("camel" "Case"), a
+// contraction stays on its word, and "/" and newlines trail punctuation.
+const char* const kO200kPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
+const std::vector<SplitRegex>& known_split_regexes() {
+  static const std::vector<SplitRegex> k = {
+      {kQwen2Pattern, "qwen2"}, {kLlama3Pattern, "llama-bpe"}, {kO200kPattern, "gpt-4o"}};
+  return k;
+}
 
 Regex::Regex(const std::string& pattern, const std::string& origin) {
   int err = 0;

@@ -58,7 +58,17 @@ class Regex {
 };
 
 extern const char* const kGpt2Pattern;
+extern const char* const kQwen2Pattern;
 extern const char* const kLlama3Pattern;
+extern const char* const kO200kPattern;
+
+// The byte-level split regexes that have a GGUF pre-tokenizer name (tokenizer.ggml.pre): each is a
+// tokenizer.json Split (Isolated) before a ByteLevel without its own regex.
+struct SplitRegex {
+  const char* pattern;
+  const char* gguf_pre;
+};
+const std::vector<SplitRegex>& known_split_regexes();
 
 // ---- the llama2.c tokenizer --------------------------------------------------------------------
 
