@@ -166,7 +166,7 @@ def parse(data, rep):
 
     rep.check("metadata keys: ASCII, <= 65535 bytes, lower_snake_case segments separated by '.', unique")
     rep.check("metadata values: types 0..12, bool is 0/1, strings UTF-8, arrays typed and bounded")
-    kv, order = {}, []
+    kv, order, hyphenated = {}, [], []
     for i in range(n_kv):
         at = r.pos
         kb = r.string("key #%d" % i)
@@ -177,7 +177,10 @@ def parse(data, rep):
             key = kb.decode("ascii", "replace")
         if len(kb) > 65535:
             rep.fail("key '%s' is %d bytes; the spec allows at most 65535" % (key[:60], len(kb)))
-        if not KEY_RE.match(key):
+        head, dot, rest = key.partition(".")
+        if KEY_RE.match(head.replace("-", "_") + dot + rest) and "-" in head:
+            hyphenated.append(key)  # allowed below only under a hyphenated architecture's name
+        elif not KEY_RE.match(key):
             rep.fail("key '%s' is not lower_snake_case segments separated by '.' (spec)" % key)
         vtype = r.unpack("<I", "value type of '%s'" % key)
         if vtype > T_F64:
@@ -187,6 +190,12 @@ def parse(data, rep):
             rep.fail("duplicate metadata key '%s' (gguf.cpp rejects duplicate keys)" % key)
         kv[key] = val
         order.append(key)
+    # llama.cpp names one architecture with a hyphen ("gpt-oss") and prefixes its keys with that
+    # name; the spec's lower_snake_case holds everywhere else.
+    arch = kv.get("general.architecture")
+    for key in hyphenated:
+        if arch is None or not isinstance(arch.value, str) or key.partition(".")[0] != arch.value:
+            rep.fail("key '%s' is not lower_snake_case segments separated by '.' (spec)" % key)
 
     rep.check("general.alignment: u32, power of two, multiple of 8 (default 32 when absent)")
     alignment = DEFAULT_ALIGNMENT

@@ -1,7 +1,7 @@
 """What llama.cpp's loader expects of a GGUF file beyond the container (gguf_conformance.py): key
 types as llama-model-loader checks them, tensor names and shapes per architecture (llama with or
 without experts, qwen2, qwen3, gemma2, gemma3, olmo2, and the mixtures of experts qwen2moe, qwen3moe,
-olmoe), and the tokenizer's keys. Standard library only; shares no code with kvparity.
+olmoe, gpt-oss), and the tokenizer's keys. Standard library only; shares no code with kvparity.
 """
 import math
 import re
@@ -11,7 +11,7 @@ from gguf_format import FLOAT_TYPES, GGML_TYPES, QUANT_TYPES, TYPE_NAMES, T_ARR,
 # ---------------------------------------------------------------------------------------------
 # llama.cpp expectations per architecture
 
-MOE_ARCHS = ("qwen2moe", "qwen3moe", "olmoe")  # llama.cpp requires experts in every layer of these
+MOE_ARCHS = ("qwen2moe", "qwen3moe", "olmoe", "gpt-oss")  # llama.cpp requires experts in every layer of these
 KNOWN_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2") + MOE_ARCHS
 
 # Key types exactly as llama.cpp reads them (llama-model-loader checks the GGUF type strictly;
@@ -43,6 +43,8 @@ def arch_keys(arch):
         a + "rope.scaling.type": "string",
         a + "rope.scaling.factor": "f32",
         a + "rope.scaling.original_context_length": "u32",
+        a + "rope.scaling.yarn_beta_fast": "f32",
+        a + "rope.scaling.yarn_beta_slow": "f32",
         a + "rope.scaling.finetuned": "bool",
         a + "rope.scale_linear": "f32",
         a + "attn_logit_softcapping": "f32",
@@ -53,6 +55,9 @@ def arch_keys(arch):
         a + "attention.sliding_window_pattern": "u32",
         a + "rope.freq_base_swa": "f32",
     }
+    if arch == "gpt-oss":  # llama.cpp's openai-moe load_hparams reads these without a default
+        for k in ("attention.sliding_window", "expert_count", "expert_used_count", "expert_feed_forward_length"):
+            required[a + k] = optional.pop(a + k)
     return required, optional
 
 
@@ -122,15 +127,26 @@ def expected_tensors(arch, hp):
     exp = {"token_embd.weight": ([E, V], True), "output_norm.weight": ([E], True)}
     if arch in ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe"):
         exp["output.weight"] = ([E, V], False)  # TENSOR_NOT_REQUIRED: falls back to token_embd
-    if arch in ("olmo2", "qwen2moe", "olmoe"):
+    if arch in ("olmo2", "qwen2moe", "olmoe", "gpt-oss"):
         exp["output.weight"] = ([E, V], True)
     # The experts' width: feed_forward_length itself for llama and olmoe; for the Qwen MoEs
     # expert_feed_forward_length, else feed_forward_length / expert_used_count.
     FE = F if arch in ("llama", "olmoe") else (hp["n_ff_exp"] or (F // NU if NU else 0))
+    if arch == "gpt-oss":  # llama.cpp's openai-moe loader: its own names, biases everywhere, sinks
+        FE = hp["n_ff_exp"]
     FS = hp["n_ff_shexp"] or F  # qwen2moe's shared expert
     for i in range(L):
         b = "blk.%d." % i
-        if arch != "olmo2":  # OLMo-2 normalises the blocks' outputs only
+        if arch == "gpt-oss":
+            exp[b + "attn_norm.weight"] = ([E], True)
+            exp[b + "post_attention_norm.weight"] = ([E], True)
+            exp[b + "attn_sinks.weight"] = ([H], True)
+            exp[b + "ffn_gate_inp.bias"] = ([NE], True)
+            for n, ne in (("attn_q", q_out), ("attn_k", k_out), ("attn_v", v_out), ("attn_output", E)):
+                exp[b + n + ".bias"] = ([ne], True)
+            for n, ne in (("ffn_gate_exps", FE), ("ffn_up_exps", FE), ("ffn_down_exps", E)):
+                exp[b + n + ".bias"] = ([ne, NE], True)
+        elif arch != "olmo2":  # OLMo-2 normalises the blocks' outputs only
             exp[b + "attn_norm.weight"] = ([E], True)
             exp[b + "ffn_norm.weight"] = ([E], True)
         exp[b + "attn_q.weight"] = ([E, q_out], True)

@@ -2,13 +2,16 @@
 """An independent replay of GPT-OSS (transformers' GptOssForCausalLM, eager, v4.55 to v4.57) in
 float64 numpy, on a tiny checkpoint this script writes itself.
 
-    gpt_oss_reference.py OUT_DIR [SEED] [--mxfp4]
+    gpt_oss_reference.py OUT_DIR [SEED] [--mxfp4] [--gguf]
 
 writes OUT_DIR/config.json and OUT_DIR/model.safetensors (F32, the experts in GPT-OSS's own fused
 layout: gate_up_proj [experts, hidden, 2 x intermediate] with gate and up interleaved, down_proj
 [experts, intermediate, hidden]; with --mxfp4 the published checkpoints' form instead: those
 matrices as MXFP4 `*_blocks` [experts, rows, cols / 32, 16] and `*_scales` [experts, rows, cols / 32]
-of U8 over their [out, in] rows, and quantization_config), and OUT_DIR/reference.json: the tokens,
+of U8 over their [out, in] rows, and quantization_config); with --gguf also OUT_DIR/model.gguf, the
+same model as llama.cpp's converter (conversion/gpt_oss.py) writes it: arch "gpt-oss", gate and up
+the even and odd rows of gate_up_proj, every bias, norm, sink and the router F32, the experts F32 or
+(with --mxfp4) ggml MXFP4 blocks; and OUT_DIR/reference.json: the tokens,
 the logits of every
 position, and what makes the check a check (how many gate/up values the clamp cut, how much
 probability the sinks took, the smallest top-k routing margin, and the logits' change when the
@@ -107,6 +110,86 @@ def write_safetensors(path, tensors):
             f.write(b)
 
 
+def write_gguf(path, w, packed):
+    """GGUF v3 (ggml docs/gguf.md) of the model in llama.cpp's gpt-oss layout; tensors 32-aligned."""
+    kv, tensors = [], []
+    A = "gpt-oss."
+    u32 = lambda k, v: kv.append((k, 4, struct.pack("<I", v)))
+    f32 = lambda k, v: kv.append((k, 6, struct.pack("<f", v)))
+    gstr = lambda v: struct.pack("<Q", len(v.encode())) + v.encode()
+    kv.append(("general.architecture", 8, gstr("gpt-oss")))
+    u32("general.file_type", 38 if packed is not None else 0)
+    if packed is not None:
+        u32("general.quantization_version", 2)
+    for k, v in (("block_count", LAYERS), ("context_length", MAX_POS), ("embedding_length", HIDDEN),
+                 ("feed_forward_length", INTER), ("attention.head_count", HEADS),
+                 ("attention.head_count_kv", KV_HEADS), ("expert_count", EXPERTS), ("expert_used_count", TOP_K),
+                 ("attention.key_length", HEAD_DIM), ("attention.value_length", HEAD_DIM),
+                 ("attention.sliding_window", WINDOW), ("expert_feed_forward_length", INTER),
+                 ("rope.scaling.original_context_length", YARN["original_max_position_embeddings"]),
+                 ("vocab_size", VOCAB)):
+        u32(A + k, v)
+    f32(A + "rope.freq_base", THETA)
+    f32(A + "attention.layer_norm_rms_epsilon", EPS)
+    f32(A + "rope.scaling.factor", YARN["factor"])
+    kv.append((A + "rope.scaling.type", 8, gstr("yarn")))
+    kv.append(("tokenizer.ggml.model", 8, gstr("none")))
+
+    def f32_tensor(name, a):  # a numpy array in [outer, ..., inner] order
+        tensors.append((name, list(a.shape[::-1]), 0, np.ascontiguousarray(a, dtype="<f4").tobytes()))
+
+    def mxfp4_tensor(name, blocks, scales):  # HF blocks [E, rows, n, 16], scales [E, rows, n]
+        lo, hi = blocks & 0x0F, blocks >> 4
+        codes = np.stack([lo, hi], axis=-1).reshape(blocks.shape[:-1] + (32,))  # element 2b low, 2b + 1 high
+        qs = codes[..., :16] | (codes[..., 16:] << 4)  # ggml: element j low, j + 16 high
+        data = np.concatenate([scales[..., None], qs], axis=-1).astype(np.uint8)
+        E, rows, n = scales.shape
+        tensors.append((name, [n * 32, rows, E], 39, data.tobytes()))
+
+    f32_tensor("token_embd.weight", w["model.embed_tokens.weight"])
+    f32_tensor("output_norm.weight", w["model.norm.weight"])
+    f32_tensor("output.weight", w["lm_head.weight"])
+    for l in range(LAYERS):
+        p, b = f"model.layers.{l}.", f"blk.{l}."
+        for hf, gg in (("input_layernorm.weight", "attn_norm.weight"),
+                       ("post_attention_layernorm.weight", "post_attention_norm.weight"),
+                       ("self_attn.sinks", "attn_sinks.weight"), ("mlp.router.weight", "ffn_gate_inp.weight"),
+                       ("mlp.router.bias", "ffn_gate_inp.bias")):
+            f32_tensor(b + gg, w[p + hf])
+        for hf, gg in (("q_proj", "attn_q"), ("k_proj", "attn_k"), ("v_proj", "attn_v"), ("o_proj", "attn_output")):
+            f32_tensor(b + gg + ".weight", w[p + f"self_attn.{hf}.weight"])
+            f32_tensor(b + gg + ".bias", w[p + f"self_attn.{hf}.bias"])
+        gub = w[p + "mlp.experts.gate_up_proj_bias"]
+        f32_tensor(b + "ffn_gate_exps.bias", gub[..., 0::2])
+        f32_tensor(b + "ffn_up_exps.bias", gub[..., 1::2])
+        f32_tensor(b + "ffn_down_exps.bias", w[p + "mlp.experts.down_proj_bias"])
+        if packed is None:
+            gu = w[p + "mlp.experts.gate_up_proj"].transpose(0, 2, 1)  # [E, 2I, H]
+            f32_tensor(b + "ffn_gate_exps.weight", gu[:, 0::2, :])
+            f32_tensor(b + "ffn_up_exps.weight", gu[:, 1::2, :])
+            f32_tensor(b + "ffn_down_exps.weight", w[p + "mlp.experts.down_proj"].transpose(0, 2, 1))
+        else:
+            blocks, scales = packed[p + "mlp.experts.gate_up_proj_blocks"], packed[p + "mlp.experts.gate_up_proj_scales"]
+            mxfp4_tensor(b + "ffn_gate_exps.weight", blocks[:, 0::2], scales[:, 0::2])
+            mxfp4_tensor(b + "ffn_up_exps.weight", blocks[:, 1::2], scales[:, 1::2])
+            mxfp4_tensor(b + "ffn_down_exps.weight", packed[p + "mlp.experts.down_proj_blocks"],
+                         packed[p + "mlp.experts.down_proj_scales"])
+    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
+    for k, t, v in kv:
+        out += gstr(k) + struct.pack("<I", t) + v
+    offset, blobs = 0, []
+    for name, ne, ty, data in tensors:
+        out += gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
+        out += struct.pack("<IQ", ty, offset)
+        blobs.append((offset, data))
+        offset += (len(data) + 31) // 32 * 32
+    out += b"\0" * (-len(out) % 32)
+    base = len(out)
+    for at, data in blobs:
+        out += b"\0" * (base + at - len(out)) + data
+    Path(path).write_bytes(bytes(out))
+
+
 def yarn_inv_freq():
     """_compute_yarn_parameters, in float64: the ramp between the rotations beta_fast and beta_slow."""
     dim, base = HEAD_DIM, THETA
@@ -197,7 +280,7 @@ def forward(w, tokens, sinks=True, clamp=True, stats=None):
 
 
 def main():
-    args = [a for a in sys.argv[1:] if a != "--mxfp4"]
+    args = [a for a in sys.argv[1:] if a not in ("--mxfp4", "--gguf")]
     packed = {} if "--mxfp4" in sys.argv else None
     out = Path(args[0])
     seed = int(args[1]) if len(args) > 1 else 7
@@ -226,6 +309,8 @@ def main():
                 del stored[name]
         stored.update(packed)
     write_safetensors(out / "model.safetensors", stored)
+    if "--gguf" in sys.argv:
+        write_gguf(out / "model.gguf", w, packed)
     tokens = [int(t) for t in rng.integers(3, VOCAB, 14)]
     stats = {}
     logits = forward(w, tokens, stats=stats)

@@ -124,7 +124,8 @@ TEST_F(GgufConformance, SynthTinyQwen3Gemma3AndOlmo2Bf16Pass) {
 }
 
 // The mixtures of experts in llama.cpp's layouts: stacked experts [n_embd, n_ff, n_expert], the
-// router ffn_gate_inp, Qwen2-MoE's shared expert (its gate a 1-D F32 vector), the expert keys. What
+// router ffn_gate_inp, Qwen2-MoE's shared expert (its gate a 1-D F32 vector), GPT-OSS's biases,
+// sinks and post-attention norm, the expert keys. What
 // llama.cpp's loaders take: Mixtral as `llama`; OLMoE with multi-head attention; Qwen MoEs with
 // experts in every layer. The tiny models with what they cannot take (OLMoE's grouped-query
 // attention, a Qwen MoE's dense layer) fail the checker by name, and synth says so in a note.
@@ -141,7 +142,8 @@ TEST_F(GgufConformance, MixturesOfExpertsPassWhereLlamaCppReadsThemAndFailByName
   q3.moe.dense_layers.clear();
   q2.moe.dense_layers.clear();
   for (const auto& [cfg, arch] : {std::pair{synthetic_config("mixtral", "tiny"), "llama"}, std::pair{olmoe, "olmoe"},
-                                  std::pair{q3, "qwen3moe"}, std::pair{q2, "qwen2moe"}}) {
+                                  std::pair{q3, "qwen3moe"}, std::pair{q2, "qwen2moe"},
+                                  std::pair{synthetic_config("gpt_oss", "tiny"), "gpt-oss"}}) {
     SCOPED_TRACE(arch);
     EXPECT_TRUE(gguf_llama_cpp_gaps(cfg).empty());
     const ProcResult c = check(write(cfg, arch));

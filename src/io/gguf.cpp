@@ -163,6 +163,22 @@ const BlockName kQwen2SharedExpert[] = {
     {"ffn_down_shexp.weight", "mlp.shared_expert.down_proj.weight"},
     {"ffn_gate_inp_shexp.weight", "mlp.shared_expert_gate.weight"},
 };
+// GPT-OSS (llama.cpp's "gpt-oss", as its converter writes GptOssForCausalLM): the post-attention
+// norm under Gemma-2's name, o_proj's bias, the sinks (a .weight suffix in GGUF only), the router
+// with its bias, and each matrix of the experts and its biases stacked (model/moe_names.h).
+const BlockName kGptOssNames[] = {
+    {"post_attention_norm.weight", "post_attention_layernorm.weight"},
+    {"attn_output.bias", "self_attn.o_proj.bias"},
+    {"attn_sinks.weight", "self_attn.sinks"},
+    {"ffn_gate_inp.weight", "mlp.router.weight"},
+    {"ffn_gate_inp.bias", "mlp.router.bias"},
+    {"ffn_gate_exps.weight", "mlp.experts.gate_proj.weight"},
+    {"ffn_up_exps.weight", "mlp.experts.up_proj.weight"},
+    {"ffn_down_exps.weight", "mlp.experts.down_proj.weight"},
+    {"ffn_gate_exps.bias", "mlp.experts.gate_proj.bias"},
+    {"ffn_up_exps.bias", "mlp.experts.up_proj.bias"},
+    {"ffn_down_exps.bias", "mlp.experts.down_proj.bias"},
+};
 // Phi-3 (llama.cpp's "phi3", as its converter writes Phi3ForCausalLM): q/k/v in one attn_qkv, gate
 // and up in one ffn_up (gate's rows first), under transformers' own fused names, which the loader
 // splits (hf_fused_projections.h). Listed last: ffn_up is the fused pair here, not up_proj.
@@ -178,6 +194,8 @@ void for_block_names(const std::string& arch, F&& f) {
     for (const auto& b : kGemma2Norms) f(b);
   else if (arch == "olmo2")
     for (const auto& b : kOlmo2Norms) f(b);
+  else if (arch == "gpt-oss")
+    for (const auto& b : kGptOssNames) f(b);
   else
     for (const auto& b : kLlamaNorms) f(b);
   if (arch == "qwen3" || arch == "qwen3vl" || arch == "qwen3moe" || arch == "gemma3" || arch == "olmo2" || arch == "olmoe")

@@ -8,6 +8,8 @@
 #include "core/mapped_file.h"
 #include "core/quant.h"
 #include "io/gguf.h"
+#include "io/gguf_gpt_oss.h"
+#include "io/gguf_meta.h"
 #include "io/hf_fused_projections.h"
 #include "model/moe_names.h"
 
@@ -15,88 +17,10 @@ namespace kvp {
 
 namespace {
 
-// Typed access to the metadata for the Checkpoint builder; errors name the key and file.
-class Meta {
- public:
-  Meta(const GgufFile& g, const std::string& name) : g_(g), name_(name) {}
-  const GgufValue* find(const std::string& k) const {
-    auto it = g_.kv.find(k);
-    return it == g_.kv.end() ? nullptr : &it->second;
-  }
-  int64_t integer(const std::string& k, const GgufValue& v, int64_t lo, int64_t hi) const {
-    int64_t x;
-    if (v.type == GgufType::U8 || v.type == GgufType::U16 || v.type == GgufType::U32 || v.type == GgufType::U64) {
-      if (v.u > uint64_t(INT64_MAX)) fail("{}: key '{}' = {} is out of range", name_, k, v.u);
-      x = int64_t(v.u);
-    } else if (v.type == GgufType::I8 || v.type == GgufType::I16 || v.type == GgufType::I32 ||
-               v.type == GgufType::I64) {
-      x = v.i;
-    } else if (v.type == GgufType::Array) {
-      fail("{}: key '{}' is a per-layer array, which is not supported (one value for all layers only)", name_, k);
-    } else {
-      fail("{}: key '{}' must be an integer, is {}", name_, k, gguf_type_name(v.type));
-    }
-    if (x < lo || x > hi) fail("{}: key '{}' = {} is out of range [{}, {}]", name_, k, x, lo, hi);
-    return x;
-  }
-  int get_int(const std::string& k) const {
-    const GgufValue* v = find(k);
-    if (v == nullptr) fail("{}: missing required key '{}'", name_, k);
-    return int(integer(k, *v, 0, INT32_MAX));
-  }
-  int get_int(const std::string& k, int dflt) const {
-    const GgufValue* v = find(k);
-    return v == nullptr ? dflt : int(integer(k, *v, 0, INT32_MAX));
-  }
-  // llama.cpp writes "no such token" as 0xFFFFFFFF in a u32 (its -1 as uint32_t) and reads it back as -1.
-  int get_id(const std::string& k) const {
-    const GgufValue* v = find(k);
-    if (v == nullptr) return -1;
-    if ((v->type == GgufType::U32 && v->u == 0xFFFFFFFFu) || (v->type == GgufType::U64 && v->u == UINT64_MAX))
-      return -1;
-    return int(integer(k, *v, -1, INT32_MAX));
-  }
-  double get_num(const std::string& k, double dflt, bool required = false) const {
-    const GgufValue* v = find(k);
-    if (v == nullptr) {
-      if (required) fail("{}: missing required key '{}'", name_, k);
-      return dflt;
-    }
-    if (v->is_float()) return v->f;
-    return double(integer(k, *v, INT64_MIN, INT64_MAX));
-  }
-  bool get_bool(const std::string& k, bool dflt) const {
-    const GgufValue* v = find(k);
-    if (v == nullptr) return dflt;
-    if (v->type != GgufType::Bool) fail("{}: key '{}' must be a bool, is {}", name_, k, gguf_type_name(v->type));
-    return v->u != 0;
-  }
-  std::string get_str(const std::string& k, const std::string& dflt, bool required = false) const {
-    const GgufValue* v = find(k);
-    if (v == nullptr) {
-      if (required) fail("{}: missing required key '{}'", name_, k);
-      return dflt;
-    }
-    if (v->type != GgufType::String) fail("{}: key '{}' must be a string, is {}", name_, k, gguf_type_name(v->type));
-    return v->s;
-  }
-  const GgufValue* get_array(const std::string& k, GgufType elem) const {
-    const GgufValue* v = find(k);
-    if (v == nullptr) return nullptr;
-    if (v->type != GgufType::Array || v->elem != elem)
-      fail("{}: key '{}' must be an array of {}", name_, k, gguf_type_name(elem));
-    return v;
-  }
-
- private:
-  const GgufFile& g_;
-  const std::string& name_;
-};
-
 // OLMo-3's windowed layers from "olmo2" keys: attention.sliding_window_pattern, one bool a layer
 // (llama.cpp's converter writes it from layer_types; absent: Olmo3Config's default, all but every
 // 4th), which must be all but every P-th layer; the windowed layers rotate unscaled.
-void read_olmo3_windows(const Meta& m, const std::string& A, ModelConfig& c, const std::string& name) {
+void read_olmo3_windows(const GgufMeta& m, const std::string& A, ModelConfig& c, const std::string& name) {
   c.arch = Arch::Olmo3;
   c.sliding_window_period = 4;
   const std::string key = A + "attention.sliding_window_pattern";
@@ -118,14 +42,33 @@ void read_olmo3_windows(const Meta& m, const std::string& A, ModelConfig& c, con
   if (c.sliding_window > 0 && c.rope_scaling != ModelConfig::RopeScaling::None) c.rope_local_theta = c.rope_theta;
 }
 
+// GPT-OSS's ffn_*_exps.bias [experts, rows]: one [rows] view per expert; false if `t` is not one.
+bool split_expert_biases(Checkpoint& ck, const ModelConfig& c, const TensorView& t, int layer,
+                         const std::string& gguf_name) {
+  for (ExpertMatrix x : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down}) {
+    if (t.name != stacked_expert_biases_name(c, layer, x)) continue;
+    const int64_t rows = x == ExpertMatrix::Down ? c.dim : c.moe.expert_hidden_dim;
+    if (t.shape != std::vector<int64_t>{c.moe.n_experts, rows} || t.quantized())
+      fail("{}: tensor '{}' must hold {} experts' biases of {} values ([{}, {}], unquantised)", ck.path, gguf_name,
+           c.moe.n_experts, rows, c.moe.n_experts, rows);
+    for (int e = 0; e < c.moe.n_experts; ++e) {
+      TensorView b = row_slice(t, e, 1, expert_bias_name(c, layer, e, x));
+      b.shape = {rows};
+      ck.tensors[b.name] = std::move(b);
+    }
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t size, const std::string& name) {
-  Meta m(g, name);
+  GgufMeta m(g, name);
   const std::string arch = m.get_str("general.architecture", "", true);
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" &&
       arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe" && arch != "phi3" &&
-      arch != "smollm3" && arch != "granite" && arch != "qwen2vl" && arch != "qwen3vl")
+      arch != "smollm3" && arch != "granite" && arch != "qwen2vl" && arch != "qwen3vl" && arch != "gpt-oss")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
   // llama.cpp's phi3 (Phi-3, Phi-4): Phi3ForCausalLM, which transformers runs as Mistral's decoder
@@ -133,23 +76,24 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   // itself runs every phi3 file without the window since its PR 13676; kvparity keeps it, as
   // transformers does. The 128k models' longrope is refused by what carries it.
   const bool phi3 = arch == "phi3";
+  const bool gpt_oss = arch == "gpt-oss";  // YaRN and its experts' keys: io/gguf_gpt_oss.h
   if (phi3 && m.find(A + "rope.scaling.attn_factor") != nullptr)
     fail("{}: longrope (the 128k Phi-3 models) is not supported (key {}rope.scaling.attn_factor)", name, A);
 
   std::string rope_scaling = m.get_str(A + "rope.scaling.type", "none");
   // llama.cpp's YaRN keys (rope.scaling.attn_factor, yarn_*) feed its own formula, whose attention
   // factor each architecture's loader treats its own way: not read as transformers' attention_factor.
-  if (rope_scaling == "yarn")
+  if (rope_scaling == "yarn" && !gpt_oss)
     fail("{}: YaRN RoPE scaling in a GGUF file is not supported (key {}rope.scaling.type); load the model's Hugging "
          "Face checkpoint, whose rope_scaling kvparity reads",
          name, A);
-  if (rope_scaling != "none" && rope_scaling != "linear" && !rope_scaling.empty())
+  if (rope_scaling != "none" && rope_scaling != "linear" && !rope_scaling.empty() && !gpt_oss)
     fail(
         "{}: rope scaling type '{}' is not supported (key {}rope.scaling.type; linear, or llama3 as the "
         "rope_freqs.weight tensor)",
         name, rope_scaling, A);
   const bool qwen_moe = arch == "qwen2moe" || arch == "qwen3moe" || arch == "olmoe";  // always experts
-  if (!qwen_moe && arch != "llama")
+  if (!qwen_moe && arch != "llama" && !gpt_oss)
     for (const char* k : {"expert_count", "expert_used_count"})
       if (m.get_int(A + k, 0) > 0)
         fail("{}: mixture-of-experts models are not supported for {} (key {}{})", name, arch, A, k);
@@ -189,9 +133,10 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   // llama.cpp's converter writes OLMo-3 (Olmo3ForCausalLM) as "olmo2" with a window and its
   // per-layer pattern; OLMo-2 has no window.
   if (c.arch == Arch::Olmo2 && c.sliding_window > 0) read_olmo3_windows(m, A, c, name);
+  if (gpt_oss) read_gpt_oss_gguf_keys(m, A, c, name);
   // Mixtures of experts: llama.cpp's Mixtral ("llama" with experts) and Qwen-MoE renormalise as
   // their graphs do (Mixtral and qwen3moe yes, qwen2moe no) unless expert_weights_norm says.
-  if (qwen_moe || m.get_int(A + "expert_count", 0) > 0) {
+  if (!gpt_oss && (qwen_moe || m.get_int(A + "expert_count", 0) > 0)) {
     c.moe.n_experts = m.get_int(A + "expert_count");
     if (c.moe.n_experts == 0) fail("{}: key '{}expert_count' = 0 (a mixture of experts with no experts)", name, A);
     c.moe.n_used = m.get_int(A + "expert_used_count");
@@ -326,6 +271,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     std::optional<ExpertMatrix> stacked;
     for (ExpertMatrix x : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down})
       if (in_layer && c.is_moe() && hf == stacked_experts_name(c, int(layer), x)) stacked = x;
+    if (in_layer && gpt_oss && split_expert_biases(ck, c, t, int(layer), ti.name)) continue;
     if (stacked) {
       // All experts' matrices in one [experts, rows, cols] tensor: a view of each expert's.
       if (t.shape.size() != 3 || t.shape[0] != c.moe.n_experts)
@@ -340,7 +286,11 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     }
     ck.tensors[hf] = std::move(t);
   }
-  // A Qwen-MoE layer without a router has the dense MLP (Qwen's mlp_only_layers).
+  // A Qwen-MoE layer without a router has the dense MLP (Qwen's mlp_only_layers); gpt-oss has none.
+  if (gpt_oss)
+    for (int l = 0; l < c.n_layers; ++l)
+      if (!ck.tensors.count(moe_router_name(c, l)))
+        fail("{}: missing tensor 'blk.{}.ffn_gate_inp.weight' (every gpt-oss layer routes to experts)", name, l);
   if (c.is_moe())
     for (int l = 0; l < c.n_layers; ++l)
       if (!ck.tensors.count(moe_router_name(c, l))) c.moe.dense_layers.push_back(l);
@@ -391,6 +341,14 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   // llama.cpp ends a generation at these too (its end-of-generation set).
   for (const char* k : {"tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id"})
     if (const int id = m.get_id(k); id >= 0 && !c.ends_generation(id)) c.more_eos_ids.push_back(id);
+  // gpt-oss's files name one EOS (<|return|>); its generation_config.json, and llama.cpp by the
+  // tokens' text, end at the tool call and end of text too.
+  if (gpt_oss && ck.vocab)
+    for (const char* text : {"<|return|>", "<|call|>", "<|endoftext|>"}) {
+      const auto& t = ck.vocab->tokens;
+      const auto it = std::find(t.begin(), t.end(), text);
+      if (const int id = int(it - t.begin()); it != t.end() && !c.ends_generation(id)) c.more_eos_ids.push_back(id);
+    }
 
   if (auto it = ck.tensors.find("model.embed_tokens.weight"); it != ck.tensors.end() && !it->second.shape.empty())
     c.vocab_size = int(std::min<int64_t>(it->second.shape[0], INT32_MAX));

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/atomic_file.h"
 #include "io/gguf.h"
+#include "io/gguf_gpt_oss.h"
 #include "io/io_util.h"
 #include "kernels/elementwise.h"
 #include "tokenizer/vocab_spec.h"
@@ -179,7 +180,6 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   cfg.validate();
   // llama.cpp's exaone4 keys and layout are not ones kvparity reads back.
   if (cfg.arch == Arch::Exaone4) fail("{}: exaone4 has no GGUF form kvparity writes or reads (write --to hf)", path);
-  if (cfg.arch == Arch::GptOss) fail("{}: gpt_oss has no GGUF form kvparity writes or reads yet", path);
   const std::string arch = opts.arch.empty() ? gguf_arch_for(cfg) : opts.arch;
   const std::string A = arch + ".";
   if (!cfg.nope_layers.empty()) {
@@ -244,8 +244,13 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set("general.architecture", GgufValue::of_str(arch));
   kv.set("general.name", GgufValue::of_str(opts.name));
   kv.set("general.alignment", GgufValue::of_u32(uint32_t(kAlign)));
-  // llama_ftype: 0 all F32, 1 mostly F16, 32 mostly BF16 (informational for llama.cpp).
-  kv.set("general.file_type", GgufValue::of_u32(opts.file_type.value_or(n_bf16 > 0 ? 32 : n_f16 > 0 ? 1 : 0)));
+  // llama_ftype: 0 all F32, 1 mostly F16, 32 mostly BF16, 38 MXFP4 experts (gpt-oss's published
+  // form) beside unquantised tensors (informational for llama.cpp).
+  const bool mxfp4_only = std::all_of(all.begin(), all.end(), [](const TensorView& t) {
+    return !t.quantized() || t.quant == QuantType::MXFP4;
+  }) && std::any_of(all.begin(), all.end(), [](const TensorView& t) { return t.quant == QuantType::MXFP4; });
+  kv.set("general.file_type",
+         GgufValue::of_u32(opts.file_type.value_or(mxfp4_only ? 38 : n_bf16 > 0 ? 32 : n_f16 > 0 ? 1 : 0)));
   // Required by the spec once any tensor is block-quantised: 2 is ggml's current block layout.
   if (std::any_of(all.begin(), all.end(), [](const TensorView& t) { return t.quantized(); }))
     kv.set("general.quantization_version", GgufValue::of_u32(2));
@@ -258,7 +263,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "rope.freq_base", GgufValue::of_f32(cfg.rope_theta));
   // llama.cpp's YaRN keys (rope.scaling.attn_factor and the ramp's) take its own formula, whose
   // attention factor is not transformers' (kvparity reads no YaRN GGUF either).
-  if (cfg.rope_scaling == ModelConfig::RopeScaling::Yarn)
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Yarn && cfg.arch != Arch::GptOss)
     fail("{}: YaRN RoPE scaling has no GGUF form kvparity writes or reads (write --to hf)", path);
   if (cfg.rope_scaling == ModelConfig::RopeScaling::Linear) {
     kv.set(A + "rope.scaling.type", GgufValue::of_str("linear"));
@@ -278,7 +283,11 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     kv.set(A + "logit_scale", GgufValue::of_f32(cfg.logits_scaling));
     if (cfg.attention_multiplier > 0.0f) kv.set(A + "attention.scale", GgufValue::of_f32(cfg.attention_multiplier));
   }
-  if (cfg.is_moe()) {
+  if (cfg.arch == Arch::GptOss) {
+    std::vector<std::pair<std::string, GgufValue>> keys;
+    gpt_oss_gguf_keys(cfg, A, path, keys);
+    for (auto& [k, v] : keys) kv.set(k, std::move(v));
+  } else if (cfg.is_moe()) {
     // llama.cpp's keys; expert_weights_norm too, which its Mixtral and Qwen-MoE graphs fix by arch.
     kv.set(A + "expert_count", GgufValue::of_u32(uint32_t(cfg.moe.n_experts)));
     kv.set(A + "expert_used_count", GgufValue::of_u32(uint32_t(cfg.moe.n_used)));

@@ -143,6 +143,27 @@ struct Planned {
   std::vector<const TensorView*> parts;
 };
 
+// GPT-OSS: the biases of one matrix of a layer's experts as one [experts, rows] tensor (GGUF's
+// ffn_*_exps.bias, F32 as llama.cpp's converter writes them).
+Planned stacked_biases(const std::map<std::string, const Planned*>& by_name, const ModelConfig& c, int l,
+                       ExpertMatrix m, std::set<std::string>& stacked) {
+  Planned s;
+  for (int e = 0; e < c.moe.n_experts; ++e) {
+    const std::string n = expert_bias_name(c, l, e, m);
+    auto it = by_name.find(n);
+    if (it == by_name.end()) fail("export: missing tensor '{}'", n);
+    const TensorView& h = it->second->header;
+    if (h.shape.size() != 1 || (!s.parts.empty() && h.shape != s.header.shape))
+      fail("export: tensor '{}' differs in shape from expert 0's; GGUF stacks a layer's expert biases as one tensor", n);
+    if (s.parts.empty()) s.header = h;
+    s.parts.push_back(it->second->parts[0]);
+    stacked.insert(n);
+  }
+  s.header.name = stacked_expert_biases_name(c, l, m);
+  s.header.shape = {int64_t(s.parts.size()), s.header.shape[0]};
+  return s;
+}
+
 // GGUF's layout of a mixture: each matrix of a layer's experts stacked into one [experts, rows,
 // cols] tensor (stacked_experts_name, which the GGUF names map to ffn_*_exps), Qwen2-MoE's shared
 // expert gate as llama.cpp's [dim] vector. The experts of one matrix must agree in type and shape.
@@ -171,6 +192,7 @@ std::vector<Planned> stacked_experts(const std::vector<Planned>& in, const Model
       s.header.name = stacked_experts_name(c, l, m);
       s.header.shape = {int64_t(s.parts.size()), s.header.shape[0], s.header.shape[1]};
       out.push_back(std::move(s));
+      if (c.arch == Arch::GptOss) out.push_back(stacked_biases(by_name, c, l, m, stacked));
     }
   }
   for (const Planned& t : in) {
@@ -272,7 +294,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     }
   }
   // Refused before a byte is written, so no half-written model is left behind.
-  if (c.arch == Arch::GptOss)
+  if (c.arch == Arch::GptOss && format == "hf")
     fail("{}: writing gpt_oss checkpoints is not supported (kvparity reads them; it has no writer for their fused, "
          "transposed experts yet)",
          out);

@@ -49,6 +49,12 @@ inline std::string stacked_experts_name(const ModelConfig& c, int layer, ExpertM
   return moe_layer_prefix(c, layer) + "experts." + expert_matrix_suffix(c.mixtral_names(), m) + ".weight";
 }
 
+// GPT-OSS's biases of one matrix of all a layer's experts as one [experts, rows] tensor (GGUF's
+// ffn_*_exps.bias), named as stacked_experts_name names the matrices.
+inline std::string stacked_expert_biases_name(const ModelConfig& c, int layer, ExpertMatrix m) {
+  return moe_layer_prefix(c, layer) + "experts." + expert_matrix_suffix(c.mixtral_names(), m) + ".bias";
+}
+
 inline std::string shared_expert_name(int layer, ExpertMatrix m) {
   return "model.layers." + std::to_string(layer) + ".mlp.shared_expert." + expert_matrix_suffix(false, m) +
          ".weight";
