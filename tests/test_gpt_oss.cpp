@@ -327,6 +327,13 @@ TEST_F(GptOssMxfp4Replay, AMissingOrStrayBlockTensorOrAnotherMethodIsRefusedByNa
                            "model.layers.1.extra_blocks", true);
   err = test::error_of([&] { open_checkpoint(dir_->file("stray")); });
   EXPECT_NE(err.find("'model.layers.1.extra_blocks' has dtype U8"), std::string::npos) << err;
+  // A per-expert tensor beside the blocks (a copy of the router's bias under expert 1's up bias)
+  // would be overwritten by the repacking: refused, naming both.
+  copy_with_renamed_tensor(dir_->path(), dir_->file("both"), "model.layers.0.mlp.router.bias",
+                           "model.layers.0.mlp.experts.1.up_proj.bias", true);
+  err = test::error_of([&] { open_checkpoint(dir_->file("both")); });
+  EXPECT_NE(err.find("'model.layers.0.mlp.experts.1.up_proj.bias'"), std::string::npos) << err;
+  EXPECT_NE(err.find("gate_up_proj_blocks"), std::string::npos) << err;
   // Any quant_method but mxfp4 is refused by name.
   json cfg = json::parse(std::ifstream(dir_->file("config.json")));
   cfg["quantization_config"]["quant_method"] = "fp8";

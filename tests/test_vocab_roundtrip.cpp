@@ -171,7 +171,7 @@ TEST(VocabToHfJson, NoSpacePrefixAndNoBos) {
 
 // A GPT-2 style byte-level vocabulary: the 256 byte characters, merges building some words, and
 // end-of-text as a control token.
-VocabSpec byte_level_vocab(const std::string& pre) {
+VocabSpec byte_level_vocab(const std::string& pre, const std::vector<std::string>& more_words = {}) {
   const auto& b2u = tok::byte_to_unicode();
   auto mapped = [&](const std::string& s) {
     std::string out;
@@ -183,8 +183,10 @@ VocabSpec byte_level_vocab(const std::string& pre) {
   v.pre = pre;
   for (int b = 0; b < 256; ++b) v.tokens.push_back(mapped(std::string(1, char(b))));
   std::set<std::string> have(v.tokens.begin(), v.tokens.end());
-  for (std::string w : {" the", " cat", " sat", "the", "Once", " upon", " time", "ing", " happy", "12", "123",
-                        " a", "\n\n", "  ", "日本", "café"}) {
+  std::vector<std::string> words = {" the", " cat", " sat",  "the", "Once", " upon", " time", "ing",
+                                    " happy", "12",  "123",  " a",  "\n\n", "  ",    "日本",  "café"};
+  words.insert(words.end(), more_words.begin(), more_words.end());
+  for (const std::string& w : words) {
     // Every prefix of the word is made from the one before plus one byte.
     std::string prefix = mapped(w.substr(0, 1));
     for (size_t k = 1; k < w.size(); ++k) {
@@ -226,29 +228,7 @@ TEST(VocabToHfJson, ByteLevelVocabularies) {
 // holds whole "2024", " camelCase" and "Case", so a token boundary inside them is the split's.
 // Qwen2 takes digits one at a time, Llama-3 three at a time, o200k also parts camelCase.
 TEST(VocabPreTokenizers, EachNameSplitsAsItsFamily) {
-  const auto& b2u = tok::byte_to_unicode();
-  auto mapped = [&](const std::string& s) {
-    std::string out;
-    for (char c : s) tok::append_utf8(out, b2u[uint8_t(c)]);
-    return out;
-  };
-  VocabSpec v;
-  v.model = "gpt2";
-  for (int b = 0; b < 256; ++b) v.tokens.push_back(mapped(std::string(1, char(b))));
-  std::set<std::string> have(v.tokens.begin(), v.tokens.end());
-  for (std::string w : {"2024", " camelCase", "Case", " it's", "'s"}) {
-    std::string prefix = mapped(w.substr(0, 1));
-    for (size_t k = 1; k < w.size(); ++k) {
-      const std::string next = mapped(w.substr(k, 1));
-      if (have.insert(prefix + next).second) {
-        v.tokens.push_back(prefix + next);
-        v.merges.push_back(prefix + " " + next);
-      }
-      prefix += next;
-    }
-  }
-  v.add_bos = false;
-  v.add_space_prefix = false;
+  VocabSpec v = byte_level_vocab("default", {"2024", " camelCase", "Case", " it's", "'s"});
   auto pieces = [&](const Tokenizer& t, const std::string& text) {
     std::vector<std::string> out;
     for (int id : t.encode(text, false)) out.push_back(t.token_bytes(-1, id));

@@ -85,6 +85,15 @@ const ByteTensor& packed(const Checkpoint& ck, const std::string& name, std::vec
   return it->second;
 }
 
+// A per-expert matrix or bias beside the fused ones would be overwritten by the unpacking: refused.
+void refuse_per_expert_tensors(const Checkpoint& ck, int l, const std::string& fused_name) {
+  const ModelConfig& c = ck.config;
+  for (int e = 0; e < c.moe.n_experts; ++e)
+    for (ExpertMatrix m : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down})
+      for (const std::string& n : {expert_matrix_name(c, l, e, m), expert_bias_name(c, l, e, m)})
+        if (ck.tensors.count(n)) fail("{}: layer {} has both '{}' and '{}'", ck.path, l, fused_name, n);
+}
+
 // The MXFP4 form (quantization_config quant_method mxfp4): per matrix `*_blocks` [experts, rows,
 // cols / 32, 16] and `*_scales` [experts, rows, cols / 32] in the [out, in] row order of kvparity's
 // matmuls already (gate_up's rows interleaved gate, up), repacked row by row into ggml's MXFP4
@@ -145,6 +154,7 @@ void unpack_gpt_oss_experts(Checkpoint& ck) {
     if (ck.byte_tensors.count(p + "gate_up_proj_blocks") || ck.byte_tensors.count(p + "down_proj_blocks")) {
       if (ck.tensors.count(p + "gate_up_proj") || ck.tensors.count(p + "down_proj"))
         fail("{}: layer {} has both MXFP4 blocks and dequantised experts ('{}')", ck.path, l, p + "gate_up_proj");
+      refuse_per_expert_tensors(ck, l, p + "gate_up_proj_blocks");
       repack_mxfp4_layer(ck, l, fused(ck, p + "gate_up_proj_bias", {E, 2 * I}), fused(ck, p + "down_proj_bias", {E, H}),
                          pool);
       continue;
@@ -154,10 +164,7 @@ void unpack_gpt_oss_experts(Checkpoint& ck) {
     const TensorView& gu_b = fused(ck, p + "gate_up_proj_bias", {E, 2 * I});
     const TensorView& down = fused(ck, p + "down_proj", {E, I, H});
     const TensorView& down_b = fused(ck, p + "down_proj_bias", {E, H});
-    for (int e = 0; e < E; ++e)
-      for (ExpertMatrix m : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down})
-        if (ck.tensors.count(expert_matrix_name(c, l, e, m)))
-          fail("{}: layer {} has both '{}' and '{}'", ck.path, l, gu.name, expert_matrix_name(c, l, e, m));
+    refuse_per_expert_tensors(ck, l, gu.name);
     // One buffer per layer: gate, up and down of every expert, then the gate and up biases.
     const size_t el = dtype_size(gu.dtype), eb = dtype_size(gu_b.dtype), ed = dtype_size(down.dtype);
     const size_t mat = size_t(I * H);
