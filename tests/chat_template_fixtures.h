@@ -140,6 +140,51 @@ inline std::string llama32_jinja() {
   return j;
 }
 
+// gpt-oss's template (chat_template.jinja) without its tool-rendering macros and tool-call turns:
+// the system message, the developer message and the plain turns as the checkpoint ships them.
+inline constexpr const char* kHarmonyJinja = R"J({%- macro build_system_message() -%}
+    {%- if model_identity is not defined %}
+        {%- set model_identity = "You are ChatGPT, a large language model trained by OpenAI." %}
+    {%- endif %}
+    {{- model_identity + "\n" }}
+    {{- "Knowledge cutoff: 2024-06\n" }}
+    {{- "Current date: " + strftime_now("%Y-%m-%d") + "\n\n" }}
+    {%- if reasoning_effort is not defined %}
+        {%- set reasoning_effort = "medium" %}
+    {%- endif %}
+    {{- "Reasoning: " + reasoning_effort + "\n\n" }}
+    {{- "# Valid channels: analysis, commentary, final. Channel must be included for every message." }}
+{%- endmacro -%}
+{{- "<|start|>system<|message|>" }}
+{{- build_system_message() }}
+{{- "<|end|>" }}
+{%- if messages[0].role == "developer" or messages[0].role == "system" %}
+    {%- set developer_message = messages[0].content %}
+    {%- set loop_messages = messages[1:] %}
+{%- else %}
+    {%- set developer_message = "" %}
+    {%- set loop_messages = messages %}
+{%- endif %}
+{%- if developer_message or tools %}
+    {{- "<|start|>developer<|message|>" }}
+    {%- if developer_message %}
+        {{- "# Instructions\n\n" }}
+        {{- developer_message }}
+        {{- "\n\n" }}
+    {%- endif %}
+    {{- "<|end|>" }}
+{%- endif %}
+{%- for message in loop_messages -%}
+    {%- if message.role == 'assistant' -%}
+        {{- "<|start|>assistant<|channel|>final<|message|>" + message.content + "<|end|>" }}
+    {%- elif message.role == 'user' -%}
+        {{- "<|start|>user<|message|>" + message.content + "<|end|>" }}
+    {%- endif -%}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+<|start|>assistant
+{%- endif -%})J";
+
 // The synthetic vocabulary, 504 pieces, with eight special tokens after it: 512 ids, the tiny
 // synthetic model's embedding rows.
 inline const std::vector<std::string> kSpecials = {

@@ -69,6 +69,22 @@ TEST(ChatTemplate, EachFormatRendersWhatItsFamilysTemplateRenders) {
             "<|im_start|>assistant\n 4 <|im_end|>\n<|im_start|>user\nAnd 3+3?<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(render("chatml", {{"system", "Be brief."}, {"user", "Hi"}}),
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  // What llama.cpp's server logged as gpt-oss-20b's template rendering of this conversation (its
+  // Jinja, on 2025-10-10), but for the date, which kvparity fixes.
+  EXPECT_EQ(render("harmony", {{"system", "You are a helpful assistant"},
+                               {"user", "Hello"},
+                               {"assistant", "Hi there"},
+                               {"user", "How are you?"}}),
+            "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+            "2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+            "Channel must be included for every message.<|end|><|start|>developer<|message|># Instructions\n\nYou are a "
+            "helpful assistant\n\n<|end|><|start|>user<|message|>Hello<|end|><|start|>assistant<|channel|>final<|message|>"
+            "Hi there<|end|><|start|>user<|message|>How are you?<|end|><|start|>assistant");
+  // Without a system message no developer turn; the texts are not trimmed.
+  EXPECT_EQ(render("harmony", {{"user", " 2+2? "}}),
+            "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+            "2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+            "Channel must be included for every message.<|end|><|start|>user<|message|> 2+2? <|end|><|start|>assistant");
 }
 
 TEST(ChatTemplate, ConversationsTheTemplatesRefuseAreRefused) {
@@ -125,6 +141,11 @@ TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
             "chatml (no default system message)");
   EXPECT_EQ(format_of(kQwen3Jinja), "chatml (no default system message)");
   EXPECT_EQ(format_of(kGemma3Jinja), "gemma3");
+  // gpt-oss's dates its system message today; kvparity fixes the date (its release) and says so.
+  EXPECT_EQ(format_of(kHarmonyJinja), "harmony (dated 2025-08-05, not today as the template would)");
+  std::string reworded = kHarmonyJinja;
+  reworded.replace(reworded.find("Knowledge cutoff: 2024-06"), 25, "Knowledge cutoff: 2025-01");
+  EXPECT_EQ(format_of(reworded.c_str()), "none") << "another system message is another layout";
   // Some GGUF conversions' Gemma-3 template separates the system message with one newline.
   std::string one_newline = kGemma3Jinja;
   for (size_t at = one_newline.find("'\\n\\n'"); at != std::string::npos; at = one_newline.find("'\\n\\n'"))
@@ -258,6 +279,26 @@ TEST(ChatTemplate, TheEncoderUsesTheSpecialTokensAndRefusesAVocabularyWithoutThe
     EXPECT_NE(w.find("--chat-template none"), std::string::npos) << w;
   }
   EXPECT_NO_THROW(ChatEncoder(parse_chat_template("mistral", "--chat-template"), *base, "base-model"));
+
+  // harmony: its five markers are single tokens, and its turn ends at <|return|>.
+  nlohmann::json hj = nlohmann::json::parse(make_synthetic_tokenizer_json(500));
+  int id = 500;
+  for (const char* piece : {"<|start|>", "<|message|>", "<|end|>", "<|channel|>", "<|return|>"})
+    hj["added_tokens"].push_back({{"id", id++},
+                                  {"content", piece},
+                                  {"single_word", false},
+                                  {"lstrip", false},
+                                  {"rstrip", false},
+                                  {"normalized", false},
+                                  {"special", true}});
+  const auto htok = tokenizer_from_json(hj.dump(), "harmony tokenizer");
+  ChatEncoder harmony(parse_chat_template("harmony", "--chat-template"), *htok, "gpt-oss");
+  const std::vector<int> h = harmony.encode({{"user", "the dog"}});
+  EXPECT_EQ(h.front(), 500);
+  EXPECT_EQ(std::count(h.begin(), h.end(), 500), 3);  // system, user, assistant
+  EXPECT_EQ(std::count(h.begin(), h.end(), 502), 2);
+  EXPECT_EQ(harmony.turn_end_ids(), std::vector<int>{504});
+  EXPECT_THROW(ChatEncoder(parse_chat_template("harmony", "--chat-template"), *tok, "model"), Error);
 }
 
 

@@ -14,6 +14,14 @@ namespace {
 
 constexpr const char* kQwen2System = "You are a helpful assistant.";
 constexpr const char* kLlama31Date = "26 Jul 2024";  // the Llama-3.1 templates' date_string fallback
+constexpr const char* kHarmonyDate = "2025-08-05";    // gpt-oss's release: its template has no fallback
+// gpt-oss's system message without tools, as its template's build_system_message writes it around the date.
+constexpr const char* kHarmonyIdentity =
+    "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
+    "2024-06\nCurrent date: ";
+constexpr const char* kHarmonyChannels =
+    "\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+    "message.<|end|>";
 
 // Jinja's trim and Python's str.strip() (ASCII whitespace: what the templates' texts hold).
 std::string trimmed(const std::string& s) {
@@ -53,6 +61,13 @@ const std::vector<FormatFacts>& formats() {
       {ChatFormat::Gemma, "gemma", {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>", true, false, false},
       {ChatFormat::ChatML, "chatml", {"<|im_start|>", "<|im_end|>"}, "<|im_end|>", false, false, true},
       {ChatFormat::Gemma3, "gemma3", {"<start_of_turn>", "<end_of_turn>"}, "<end_of_turn>", true, false, true},
+      {ChatFormat::Harmony,
+       "harmony",
+       {"<|start|>", "<|message|>", "<|end|>", "<|channel|>"},
+       "<|return|>",
+       false,
+       false,
+       true},
   };
   return f;
 }
@@ -148,6 +163,10 @@ ChatTemplate parse_chat_template(const std::string& name, const std::string& opt
     t.format = f.format;
     if (f.format == ChatFormat::ChatML) t.system = kQwen2System;
     if (f.format == ChatFormat::Llama31) t.date = kLlama31Date;
+    if (f.format == ChatFormat::Harmony) {
+      t.date = kHarmonyDate;
+      t.dated_today = true;
+    }
     return t;
   }
   fail_usage("{} {}: expected none, auto or a format ({})", option, name, chat_format_names());
@@ -199,6 +218,14 @@ std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
     t.format = ChatFormat::ChatML;
     t.system = chatml_default_system(jinja);
     t.thinking_switch = has("enable_thinking is defined and enable_thinking is false") && has("<think>");
+  } else if (has("<|start|>") && has("<|channel|>") && has("<|message|>")) {
+    // gpt-oss's harmony; its system message in another wording (or with tools) is another layout.
+    if (!has("Knowledge cutoff: 2024-06") || !has("# Valid channels: analysis, commentary, final.") ||
+        !has("You are ChatGPT, a large language model trained by OpenAI.") || !has("# Instructions"))
+      return std::nullopt;
+    t.format = ChatFormat::Harmony;
+    t.date = kHarmonyDate;
+    t.dated_today = has("strftime_now");
   } else if (has("[INST]") && has("<<SYS>>")) {
     t.format = ChatFormat::Llama2;
   } else if (has("[INST] ") && has(" [/INST]")) {
@@ -286,6 +313,15 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
         out += "<|im_start|>" + messages[i].role + "\n" + messages[i].content + "<|im_end|>\n";
       out += "<|im_start|>assistant\n";
       if (t.thinking_off) out += "<think>\n\n</think>\n\n";
+      break;
+    case ChatFormat::Harmony:
+      // Earlier answers as their final channel (the template drops their analysis), nothing trimmed.
+      out += kHarmonyIdentity + t.date + kHarmonyChannels;
+      if (!system.empty()) out += "<|start|>developer<|message|># Instructions\n\n" + system + "\n\n<|end|>";
+      for (size_t i = first; i < messages.size(); ++i)
+        out += (messages[i].role == "user" ? "<|start|>user<|message|>" : "<|start|>assistant<|channel|>final<|message|>") +
+               messages[i].content + "<|end|>";
+      out += "<|start|>assistant";
       break;
   }
   return out;

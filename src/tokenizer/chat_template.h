@@ -16,6 +16,10 @@
 //            <bos><start_of_turn>user\n{system}\n\n{text}<end_of_turn>\n<start_of_turn>model\n
 //   chatml   Qwen2-Instruct: <|im_start|>{role}\n{text}<|im_end|>\n..., a default system message first;
 //            Qwen3's template the same, with an empty think block opening the answer when thinking is off
+//   harmony  gpt-oss: <|start|>system<|message|>{identity, knowledge cutoff, date, "Reasoning: medium",
+//            the channels}<|end|>, a system message as the developer's "# Instructions\n\n{system}\n\n",
+//            <|start|>user<|message|>{text}<|end|>, earlier answers on the final channel,
+//            <|start|>assistant; the model answers on its analysis, then final channel and ends at <|return|>
 // A model's own template (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
 // picks the format by the markers only one of them has (chat_template_of).
 #include <optional>
@@ -27,7 +31,7 @@ namespace kvp {
 class Tokenizer;
 
 // In the order of the formats' table in chat_template.cpp (its index).
-enum class ChatFormat { Llama2, Llama3, Llama31, Mistral, Gemma, ChatML, Gemma3 };
+enum class ChatFormat { Llama2, Llama3, Llama31, Mistral, Gemma, ChatML, Gemma3, Harmony };
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::ChatML;
@@ -36,9 +40,10 @@ struct ChatTemplate {
   // gives (--system, with_system). Empty: no system message.
   std::string system;
   bool system_given = false;  // `system` is the run's, not the template's
-  // llama3.1 only: the date of its system turn. The templates fall back to "26 Jul 2024"; Llama-3.2's
-  // writes today's date where transformers defines strftime_now, which kvparity does not follow, so
-  // that a run renders the same prompt every day (dated_today says the template would).
+  // llama3.1 and harmony: the date of its system turn. The templates fall back to "26 Jul 2024";
+  // Llama-3.2's and gpt-oss's write today's date where transformers defines strftime_now, which
+  // kvparity does not follow, so that a run renders the same prompt every day (dated_today says the
+  // template would; harmony's fixed date is gpt-oss's release, 2025-08-05).
   std::string date;
   bool dated_today = false;
   // gemma3 only: what follows the system message before the first user turn's text (the
@@ -54,8 +59,8 @@ struct ChatTemplate {
 };
 
 // The option values: "none", "auto" and the formats' names.
-inline constexpr const char* kChatTemplateNames[] = {"none",    "auto",  "llama2", "llama3", "llama3.1",
-                                                     "mistral", "gemma", "chatml", "gemma3"};
+inline constexpr const char* kChatTemplateNames[] = {"none",  "auto",   "llama2", "llama3",  "llama3.1",
+                                                     "mistral", "gemma", "chatml", "gemma3", "harmony"};
 
 // The formats' names, comma-separated, for messages: "llama2, llama3, ..., chatml".
 std::string chat_format_names();
