@@ -20,6 +20,7 @@
 #include "io/hf_config.h"
 #include "kernels/elementwise.h"
 #include "kernels/portable_scalar.h"
+#include "model/checkpoint_export.h"
 #include "model/model.h"
 #include "model/moe_routing.h"
 #include "model/synthetic.h"
@@ -228,9 +229,22 @@ TEST(GptOssConfig, RefusalsNameTheField) {
   kinds[5] = "full_attention";
   EXPECT_NE(test::error_of([&] { parse(R"(,"layer_types":)" + json(kinds).dump()); }).find("layer_types"),
             std::string::npos);
+  // Written back, config.json reads as the same model (GptOssConfig's fields, YaRN untruncated).
   test::TempDir tmp;
-  EXPECT_NE(test::error_of([&] { write_hf_config(tmp.file("config.json"), parse(""), "bfloat16"); }).find("gpt_oss"),
-            std::string::npos);
+  const ModelConfig c = parse("");
+  write_hf_config(tmp.file("config.json"), c, "bfloat16");
+  std::ifstream in(tmp.file("config.json"));
+  const ModelConfig back = parse_hf_config(std::string(std::istreambuf_iterator<char>(in), {}), "written");
+  EXPECT_EQ(back.arch, Arch::GptOss);
+  EXPECT_EQ(back.moe.n_experts, c.moe.n_experts);
+  EXPECT_EQ(back.moe.n_used, c.moe.n_used);
+  EXPECT_EQ(back.moe.swiglu_limit, c.moe.swiglu_limit);
+  EXPECT_EQ(back.sliding_window, c.sliding_window);
+  EXPECT_EQ(back.rope_factor, c.rope_factor);
+  EXPECT_EQ(back.rope_original_max_pos, c.rope_original_max_pos);
+  EXPECT_FALSE(back.rope_yarn_truncate);
+  EXPECT_EQ(back.rope_attention_factor, c.rope_attention_factor);
+  EXPECT_TRUE(back.attention_sinks && back.o_bias && back.qkv_bias);
 }
 
 // The unpacked experts are the fused tensors' columns.
@@ -356,17 +370,81 @@ TEST(GptOssSynthetic, TheTinyPresetAndTheRealShapesValidate) {
   EXPECT_NO_THROW(weights_footprint(ck, DType::BF16));
 }
 
-// No HF writer yet (GGUF: test_gpt_oss_gguf.cpp): synth refuses it by name before writing anything.
-TEST(GptOssSynthetic, WritingHfIsRefusedBeforeAnyByteIsWritten) {
-  test::TempDir tmp;
-  for (const char* format : {"hf"}) {
-    const std::string out = tmp.file(std::string("m.") + format);
-    const test::CliRun r = test::run_kvparity("synth --arch gpt_oss --format " + std::string(format) + " --out " + test::q(out));
-    EXPECT_NE(r.status, 0) << format;
-    EXPECT_NE(r.err.find("gpt_oss"), std::string::npos) << r.err;
-    EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors") || std::filesystem::is_regular_file(out))
-        << format;
+// The fused expert tensors of one layer hold the same shapes and bytes in both files.
+void expect_same_fused_experts(const std::string& want_file, const std::string& got_file) {
+  const auto read = [](const std::string& f, json& header) {
+    std::ifstream in(f, std::ios::binary);
+    const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    uint64_t n = 0;
+    std::memcpy(&n, b.data(), 8);
+    header = json::parse(b.substr(8, n));
+    return b.substr(8 + n);
+  };
+  json wh, gh;
+  const std::string wd = read(want_file, wh), gd = read(got_file, gh);
+  for (const char* t : {"gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"}) {
+    const std::string n = std::string("model.layers.3.mlp.experts.") + t;
+    ASSERT_TRUE(gh.contains(n)) << n;
+    EXPECT_EQ(gh[n]["shape"], wh[n]["shape"]) << n;
+    const std::vector<size_t> w = wh[n]["data_offsets"], g = gh[n]["data_offsets"];
+    EXPECT_EQ(gd.substr(g[0], g[1] - g[0]), wd.substr(w[0], w[1] - w[0])) << n;
   }
+}
+
+// An HF directory written by kvparity is GPT-OSS's own layout again: the experts fused and
+// transposed as GptOssExperts holds them, bytes equal to the replay's file for the dequantised form
+// (the MXFP4 form is written dequantised, in fp32 unless --dtype), and the same logits bit for bit.
+template <bool kMxfp4>
+void expect_hf_round_trip(const std::string& dir, const std::vector<int>& tokens) {
+  const Checkpoint src = open_checkpoint(dir);
+  test::TempDir tmp;
+  const std::string out = tmp.file("hf");
+  export_checkpoint(src, "hf", out);
+  const Checkpoint back = open_checkpoint(out);
+  EXPECT_EQ(back.config.arch, Arch::GptOss);
+  EXPECT_EQ(back.config.sliding_window, src.config.sliding_window);
+  EXPECT_EQ(back.config.rope_yarn_truncate, src.config.rope_yarn_truncate);
+  EXPECT_EQ(back.config.rope_attention_factor, src.config.rope_attention_factor);
+  EXPECT_EQ(back.config.moe.swiglu_limit, src.config.moe.swiglu_limit);
+  for (DType dt : {DType::F32, DType::BF16}) {
+    const auto a = logits_of(Model::from_checkpoint(src, dt), KernelPolicy::Standard, tokens);
+    const auto b = logits_of(Model::from_checkpoint(back, dt), KernelPolicy::Standard, tokens);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << dtype_name(dt);
+  }
+  if (!kMxfp4) expect_same_fused_experts(dir + "/model.safetensors", out + "/model.safetensors");
+}
+
+TEST_F(GptOssReplay, HfDirectoryRoundTripsItsLayoutAndLogits) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  expect_hf_round_trip<false>(dir_->path(), ref_->tokens);
+  // llama.cpp's GGUF of it written back as an HF directory: the same model again.
+  test::TempDir tmp;
+  export_checkpoint(open_checkpoint(dir_->path() + "/model.gguf"), "hf", tmp.file("from_gguf"));
+  const auto a = logits_of(Model::from_checkpoint(open_checkpoint(dir_->path()), DType::F32), KernelPolicy::Standard,
+                           ref_->tokens);
+  const auto b = logits_of(Model::from_checkpoint(open_checkpoint(tmp.file("from_gguf")), DType::F32),
+                           KernelPolicy::Standard, ref_->tokens);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
+}
+
+TEST_F(GptOssMxfp4Replay, HfDirectoryOfTheMxfp4FormIsDequantisedAndTheSameModel) {
+  ASSERT_FALSE(ref_->tokens.empty());
+  expect_hf_round_trip<true>(dir_->path(), ref_->tokens);
+}
+
+// What config.json cannot say is refused before a byte is written.
+TEST(GptOssSynthetic, AModelGptOssConfigCannotSayIsRefusedBeforeWriting) {
+  test::TempDir tmp;
+  Checkpoint ck = synthesize_checkpoint(synthetic_config("gpt_oss", "tiny"), DType::F32);
+  ck.config.sliding_window_period = 3;
+  const std::string out = tmp.file("hf");
+  const std::string e = test::error_of([&] { export_checkpoint(ck, "hf", out); });
+  EXPECT_NE(e.find("every other layer"), std::string::npos) << e;
+  EXPECT_FALSE(std::filesystem::exists(out + "/model.safetensors"));
+  const test::CliRun r = test::run_kvparity("synth --arch gpt_oss --format hf --out " + test::q(tmp.file("synth")));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(family_name(open_checkpoint(tmp.file("synth")).config), "gpt_oss");
 }
 
 }  // namespace

@@ -402,15 +402,19 @@ ModelConfig read_hf_config(const std::string& path, std::map<std::string, double
 
 void write_hf_config(const std::string& path, const ModelConfig& c, const std::string& torch_dtype,
                      const std::map<std::string, double>& extras) {
+  const std::string text = hf_config_text(path, c, torch_dtype, extras);
+  AtomicFile f(path);
+  f.write_str(text);
+  f.commit();
+}
+
+std::string hf_config_text(const std::string& path, const ModelConfig& c, const std::string& torch_dtype,
+                           const std::map<std::string, double>& extras) {
   if (torch_dtype != "float32" && torch_dtype != "float16" && torch_dtype != "bfloat16")
     fail_usage("{}: torch_dtype '{}' must be float32, float16 or bfloat16", path, torch_dtype);
-  if (c.arch == Arch::GptOss)
-    fail("{}: writing gpt_oss checkpoints is not supported (kvparity reads them; it has no writer for their fused, "
-         "transposed experts yet)",
-         path);
   if (c.arch == Arch::Qwen2 && c.qkv_bias == false)
     fail("{}: qwen2 always has q/k/v biases; the config says it has none", path);
-  if (c.arch != Arch::Qwen2 && c.qkv_bias)
+  if (c.arch != Arch::Qwen2 && c.arch != Arch::GptOss && c.qkv_bias)
     fail("{}: {} has no q/k/v biases in transformers; cannot write a config with them", path, arch_name(c.arch));
   auto tok = [](int id) { return id < 0 ? json(nullptr) : json(id); };
   json j;
@@ -530,16 +534,16 @@ void write_hf_config(const std::string& path, const ModelConfig& c, const std::s
       write_exaone4_fields(j, c, path);
       break;
     case Arch::GptOss:
-      break;  // refused above
+      j["hidden_act"] = "silu";
+      write_gpt_oss_fields(j, c, path);
+      break;
   }
   if (c.arch != Arch::Gemma2 && c.arch != Arch::Gemma3) j["rope_scaling"] = hf_rope_scaling_entry(c, path);
   if (c.is_moe()) write_hf_moe_fields(j, c, path);
   if (!c.nope_layers.empty() && c.arch != Arch::Exaone4) write_smollm3_fields(j, c, path);
   if (c.granite_multipliers()) write_granite_fields(j, c, path);
   if (c.query_temperature_beta > 0.0f) write_ministral3_fields(j, c, path);
-  AtomicFile f(path);
-  f.write_str(j.dump(2) + "\n");
-  f.commit();
+  return j.dump(2) + "\n";
 }
 
 }  // namespace kvp

@@ -25,5 +25,9 @@ ModelConfig read_hf_config(const std::string& path, std::map<std::string, double
 // Gemma2Config defaults are used for any that are missing). Atomic (path.tmp, then rename).
 void write_hf_config(const std::string& path, const ModelConfig& cfg, const std::string& torch_dtype = "float32",
                      const std::map<std::string, double>& extras = {});
+// The text write_hf_config writes (its checks run here): an exporter renders it before it writes
+// any tensor, so a model config.json cannot say leaves nothing behind.
+std::string hf_config_text(const std::string& path, const ModelConfig& cfg, const std::string& torch_dtype = "float32",
+                           const std::map<std::string, double>& extras = {});
 
 }  // namespace kvp

@@ -29,4 +29,20 @@ void read_gpt_oss_fields(const json& j, ModelConfig& c, const std::string& sourc
   c.sliding_window_period = 2;
 }
 
+void write_gpt_oss_fields(json& j, const ModelConfig& c, const std::string& path) {
+  if (!c.qkv_bias || !c.o_bias || !c.attention_sinks)
+    fail("{}: GptOssConfig's attention has q/k/v/o biases (attention_bias) and sinks, all or none of the biases and "
+         "always the sinks; this model has no config.json form",
+         path);
+  if (c.sliding_window <= 0 || c.sliding_window_period != 2)
+    fail("{}: gpt_oss windows every other layer (layer_types); this model's window ({}, period {}) has no "
+         "config.json form kvparity reads back",
+         path, c.sliding_window, c.sliding_window_period);
+  j["attention_bias"] = true;
+  j["sliding_window"] = c.sliding_window;
+  j["layer_types"] = json::array();
+  for (int l = 0; l < c.n_layers; ++l)
+    j["layer_types"].push_back(c.window_for_layer(l) > 0 ? "sliding_attention" : "full_attention");
+}
+
 }  // namespace kvp

@@ -21,4 +21,9 @@ void fill_gpt_oss_defaults(nlohmann::json& j);
 // layer_types where given.
 void read_gpt_oss_fields(const nlohmann::json& j, ModelConfig& c, const std::string& source);
 
+// The attention's fields of c into config.json j (the experts' are hf_moe_config.h's); fails,
+// naming `path`, for a model GptOssConfig cannot say (no biases or sinks, a window not on every
+// other layer).
+void write_gpt_oss_fields(nlohmann::json& j, const ModelConfig& c, const std::string& path);
+
 }  // namespace kvp

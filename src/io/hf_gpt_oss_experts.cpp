@@ -144,6 +144,30 @@ void repack_mxfp4_layer(Checkpoint& ck, int l, const TensorView& gu_b, const Ten
 
 }  // namespace
 
+void fuse_gate_up(const uint8_t* gate, const uint8_t* up, size_t I, size_t H, size_t elem, uint8_t* dst) {
+  // dst[h][2j + half] = (half ? up : gate)[j][h]: each source's columns become every other column.
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* src = half == 0 ? gate : up;
+    constexpr size_t kTile = 32;
+    for (size_t j0 = 0; j0 < I; j0 += kTile)
+      for (size_t h0 = 0; h0 < H; h0 += kTile)
+        for (size_t j = j0; j < std::min(I, j0 + kTile); ++j)
+          for (size_t h = h0; h < std::min(H, h0 + kTile); ++h)
+            std::memcpy(dst + (h * 2 * I + 2 * j + size_t(half)) * elem, src + (j * H + h) * elem, elem);
+  }
+}
+
+void fuse_down(const uint8_t* down, size_t H, size_t I, size_t elem, uint8_t* dst) {
+  transpose_columns(down, I, 1, H, I, elem, dst);  // dst[i][h] = down[h][i]
+}
+
+void fuse_gate_up_bias(const uint8_t* gate_b, const uint8_t* up_b, size_t I, size_t elem, uint8_t* dst) {
+  for (size_t j = 0; j < I; ++j) {
+    std::memcpy(dst + 2 * j * elem, gate_b + j * elem, elem);
+    std::memcpy(dst + (2 * j + 1) * elem, up_b + j * elem, elem);
+  }
+}
+
 void unpack_gpt_oss_experts(Checkpoint& ck) {
   const ModelConfig& c = ck.config;
   if (c.arch != Arch::GptOss) return;

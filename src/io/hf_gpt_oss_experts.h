@@ -6,7 +6,10 @@
 // intermediate, hidden] (`h @ down_proj[e]`) and down_proj_bias [experts, hidden], under
 // mlp.experts. The matrices are the transposes of the [out, in] rows kvparity's matmuls read, so
 // they are copied once into each expert's gate_proj / up_proj / down_proj (+ .bias) in the file's
-// dtype; the down biases are views.
+// dtype; the down biases are views. Writing an HF directory fuses them back (fuse_*).
+#include <cstddef>
+#include <cstdint>
+
 #include "io/checkpoint.h"
 
 namespace kvp {
@@ -16,5 +19,12 @@ namespace kvp {
 // without its partners, a layer holding both forms, or MXFP4 blocks (not supported yet) is an
 // error naming the tensor.
 void unpack_gpt_oss_experts(Checkpoint& ck);
+
+// One expert's slice of the fused tensors from its own (row-major, `elem` bytes a value):
+// gate_up_proj [H][2I] from gate and up [I][H] (gate the even columns); down_proj [I][H] from
+// down [H][I]; gate_up_proj_bias [2I] from the gate and up biases [I].
+void fuse_gate_up(const uint8_t* gate, const uint8_t* up, size_t I, size_t H, size_t elem, uint8_t* dst);
+void fuse_down(const uint8_t* down, size_t H, size_t I, size_t elem, uint8_t* dst);
+void fuse_gate_up_bias(const uint8_t* gate_b, const uint8_t* up_b, size_t I, size_t elem, uint8_t* dst);
 
 }  // namespace kvp

@@ -163,6 +163,18 @@ void write_hf_moe_fields(json& j, const ModelConfig& c, const std::string& path)
     j.erase("pretraining_tp");
     return;
   }
+  if (c.arch == Arch::GptOss) {
+    if (m.expert_hidden_dim != c.hidden_dim || !m.dense_layers.empty() || m.sparse_step != 1 ||
+        m.routing != MoeConfig::Routing::TopKThenSoftmax || m.swiglu_alpha != 1.702f || !(m.swiglu_limit > 0.0f))
+      fail("{}: GPT-OSS's experts are intermediate_size wide, in every layer, routed by a softmax over the top k, "
+           "their SwiGLU clamped (alpha 1.702); this model has no GptOssConfig form",
+           path);
+    j["num_local_experts"] = m.n_experts;
+    j["experts_per_token"] = m.n_used;
+    j["swiglu_limit"] = m.swiglu_limit;
+    j["router_aux_loss_coef"] = 0.9;
+    return;
+  }
   j["num_experts"] = m.n_experts;
   if (c.arch == Arch::Olmoe) {
     if (m.expert_hidden_dim != c.hidden_dim || !m.dense_layers.empty() || m.sparse_step != 1 || m.shared_hidden_dim > 0)

@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "io/gguf.h"
 #include "io/hf_config.h"
+#include "io/hf_gpt_oss_experts.h"
 #include "io/hf_text_model.h"
 #include "io/model_writer.h"
 #include "model/moe_names.h"
@@ -141,7 +142,58 @@ std::string torch_dtype_name(DType t) {
 struct Planned {
   TensorView header;  // name, dtype/quant and shape as written; no data
   std::vector<const TensorView*> parts;
+  // How the parts make the tensor: one after another, or (an HF gpt_oss directory) fused and
+  // transposed as GptOssExperts holds them: parts gate0, up0, gate1, ... (GateUp, GateUpBias) or
+  // down0, down1, ... (Down) (io/hf_gpt_oss_experts.h).
+  enum class Layout { Concat, GateUp, GateUpBias, Down } layout = Layout::Concat;
 };
+
+// An HF gpt_oss directory's experts: each layer's per-expert matrices and biases fused back into
+// mlp.experts.gate_up_proj [E, H, 2I], gate_up_proj_bias [E, 2I], down_proj [E, I, H] and
+// down_proj_bias [E, H], in the experts' dtype (a quantised source's already resolved).
+std::vector<Planned> fused_gpt_oss_experts(const std::vector<Planned>& in, const ModelConfig& c) {
+  std::map<std::string, const Planned*> by_name;
+  for (const Planned& t : in) by_name[t.header.name] = &t;
+  std::set<std::string> taken;
+  std::vector<Planned> out;
+  auto part = [&](const std::string& n, Planned& into) {
+    auto it = by_name.find(n);
+    if (it == by_name.end()) fail("export: missing tensor '{}'", n);
+    const TensorView& h = it->second->header;
+    if (!into.parts.empty() && h.dtype != into.header.dtype)
+      fail("export: tensor '{}' differs in dtype from expert 0's; gpt_oss fuses a layer's experts into one tensor", n);
+    into.header.dtype = h.dtype;
+    into.parts.push_back(it->second->parts[0]);
+    taken.insert(n);
+  };
+  const int64_t E = c.moe.n_experts, I = c.moe.expert_hidden_dim, H = c.dim;
+  using L = Planned::Layout;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = moe_layer_prefix(c, l) + "experts.";
+    Planned gu, gub, down, downb;
+    for (int e = 0; e < E; ++e) {
+      part(expert_matrix_name(c, l, e, ExpertMatrix::Gate), gu);
+      part(expert_matrix_name(c, l, e, ExpertMatrix::Up), gu);
+      part(expert_bias_name(c, l, e, ExpertMatrix::Gate), gub);
+      part(expert_bias_name(c, l, e, ExpertMatrix::Up), gub);
+      part(expert_matrix_name(c, l, e, ExpertMatrix::Down), down);
+      part(expert_bias_name(c, l, e, ExpertMatrix::Down), downb);
+    }
+    for (auto [t, name, shape, layout] : {std::tuple{&gu, "gate_up_proj", std::vector<int64_t>{E, H, 2 * I}, L::GateUp},
+                                          std::tuple{&gub, "gate_up_proj_bias", std::vector<int64_t>{E, 2 * I}, L::GateUpBias},
+                                          std::tuple{&down, "down_proj", std::vector<int64_t>{E, I, H}, L::Down},
+                                          std::tuple{&downb, "down_proj_bias", std::vector<int64_t>{E, H}, L::Concat}}) {
+      t->header.name = p + name;
+      t->header.shape = shape;
+      t->header.quant = QuantType::None;
+      t->layout = layout;
+      out.push_back(std::move(*t));
+    }
+  }
+  for (const Planned& t : in)
+    if (!taken.count(t.header.name)) out.push_back(t);
+  return out;
+}
 
 // GPT-OSS: the biases of one matrix of a layer's experts as one [experts, rows] tensor (GGUF's
 // ffn_*_exps.bias, F32 as llama.cpp's converter writes them).
@@ -294,11 +346,10 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     }
   }
   // Refused before a byte is written, so no half-written model is left behind.
-  if (c.arch == Arch::GptOss && format == "hf")
-    fail("{}: writing gpt_oss checkpoints is not supported (kvparity reads them; it has no writer for their fused, "
-         "transposed experts yet)",
-         out);
   if (format == "gguf" && c.is_moe()) plan = stacked_experts(plan, c);
+  if (format == "hf" && c.arch == Arch::GptOss) plan = fused_gpt_oss_experts(plan, c);
+  const std::string config_text =
+      format == "hf" ? hf_config_text(out + "/config.json", c, torch_dtype_name(common), extras) : std::string();
   ThreadPool pool(cores_here(64));
   std::vector<TensorView> tensors;
   for (const Planned& p : plan) tensors.push_back(p.header);
@@ -311,10 +362,30 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     };
     if (p.parts.size() == 1) return converted(p.parts[0]).data;
     auto all = std::make_shared<AlignedBuffer>(header.nbytes());
-    const size_t each = header.nbytes() / p.parts.size();
-    for (size_t e = 0; e < p.parts.size(); ++e) {
-      std::memcpy(static_cast<uint8_t*>(all->data()) + e * each, converted(p.parts[e]).data, each);
-      keep.resize(0);
+    auto* dst = static_cast<uint8_t*>(all->data());
+    const size_t el = dtype_size(header.dtype), I = size_t(c.moe.expert_hidden_dim), H = size_t(c.dim);
+    auto bytes_of = [](const TensorView& v) { return static_cast<const uint8_t*>(v.data); };
+    using L = Planned::Layout;
+    if (p.layout == L::GateUp || p.layout == L::GateUpBias) {
+      const size_t each = header.nbytes() / (p.parts.size() / 2);  // one expert's slice
+      for (size_t e = 0; e < p.parts.size() / 2; ++e) {
+        const TensorView g = converted(p.parts[2 * e]), u = converted(p.parts[2 * e + 1]);
+        if (p.layout == L::GateUp)
+          fuse_gate_up(bytes_of(g), bytes_of(u), I, H, el, dst + e * each);
+        else
+          fuse_gate_up_bias(bytes_of(g), bytes_of(u), I, el, dst + e * each);
+        keep.resize(0);
+      }
+    } else {
+      const size_t each = header.nbytes() / p.parts.size();
+      for (size_t e = 0; e < p.parts.size(); ++e) {
+        const TensorView v = converted(p.parts[e]);
+        if (p.layout == L::Down)
+          fuse_down(bytes_of(v), H, I, el, dst + e * each);
+        else
+          std::memcpy(dst + e * each, v.data, each);
+        keep.resize(0);
+      }
     }
     keep.push_back(all);
     return all->data();
@@ -327,7 +398,7 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     fs::create_directories(out, ec);
     if (ec) fail("{}: cannot create output directory: {}", out, ec.message());
     write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}, writing, bytes);
-    write_hf_config(out + "/config.json", c, torch_dtype_name(common), extras);
+    write_file_atomic(out + "/config.json", config_text);
     if (!opts.tokenizer_json_text.empty()) {
       write_file_atomic(out + "/tokenizer.json", opts.tokenizer_json_text);
       if (!opts.tokenizer_config_text.empty()) {
