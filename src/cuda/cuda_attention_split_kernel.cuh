@@ -54,7 +54,10 @@ __device__ void combine_chunks(const AttnDesc& d, const AttnShape& s, const Spli
   const int pos = d.start_pos;
   const int first = window_start(s, pos) / kChunkKeys, last = pos / kChunkKeys;
   for (int col = threadIdx.x; col < HD; col += THREADS) {
-    float mr = kNegInf, lr = 0.0f, o = 0.0f;
+    // The running state starts at the head's sink, as the chunked prefill's does; the chunks'
+    // own states started empty (split_decode_kernel), so the sink is counted once.
+    float mr, lr, o = 0.0f;
+    start_state(s, h, mr, lr);
     for (int c0 = first; c0 <= last; c0 += kMergeInFlight) {
       float pm[kMergeInFlight], pl[kMergeInFlight], po[kMergeInFlight];
 #pragma unroll

@@ -135,11 +135,13 @@ class DeviceWeights {
     w.store = kF32;
   }
 
-  const float* gains(const float* host, int n) {
+  // A small fp32 vector the kernels read from device memory (norm gains, attention sinks): copied
+  // once, by its host address.
+  const float* vector(const float* host, int n) {
     const size_t bytes = size_t(n) * sizeof(float);
-    Weight* w = find_or_retire(gains_, host, bytes, DType::F32, QuantType::None);
+    Weight* w = find_or_retire(vectors_, host, bytes, DType::F32, QuantType::None);
     if (w == nullptr) {
-      w = &gains_[host];
+      w = &vectors_[host];
       describe(*w, bytes, DType::F32, QuantType::None);
       w->mem.ensure(bytes);
       kvp::cuda::to_device(w->mem.p, host, bytes);
@@ -182,7 +184,7 @@ class DeviceWeights {
 
   Map weights_;
   Map widened_;  // fp32 copies of narrow weights (f32)
-  Map gains_;    // norm gains, always fp32
+  Map vectors_;  // vector()'s copies, always fp32
   std::unordered_map<const void*, Group> groups_;  // by the first member's host address
   std::vector<Block> retired_;
 };

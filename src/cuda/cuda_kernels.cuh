@@ -167,12 +167,14 @@ class CudaKernels final : public Kernels {
     if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 || a.head_dim <= 0)
       fail_input("attention: " + std::to_string(a.n_heads) + " query heads cannot share " +
                  std::to_string(a.n_kv_heads) + " KV heads (head_dim " + std::to_string(a.head_dim) + ")");
-    if (a.sinks != nullptr)
-      fail_input("attention on CUDA: attention sinks (GPT-OSS) are not implemented on the GPU yet; run with --device cpu");
     if (a.head_dim > 256)
       fail_input("attention on CUDA: head_dim " + std::to_string(a.head_dim) + " is above the supported 256");
+    // GPT-OSS's sinks (one layer's, shared by every slice of the call): their device copy, made on
+    // the layer's first call and kept at one address, which the launch signatures hash with the
+    // shape (a replayed graph reads what its capture read).
     AttnShape s{a.n_heads, a.n_kv_heads,     a.head_dim,      a.score_divisor, a.score_scale,
                 a.softcap, a.sliding_window, store_of(a.act), kv_store(a.kv)};
+    if (a.sinks != nullptr) s.sinks = weights_->vector(a.sinks, a.n_heads);
     // Fixed order (every row in an order that depends on its own keys alone), invariant: the
     // tensor-core flash kernel where it applies, its keys in chunks merged in order, and decode
     // steps by chunk in blocks of their own, then merged the same way (the same bits:
@@ -447,7 +449,7 @@ class CudaKernels final : public Kernels {
       add = AddIn{add_held_.y, add_held_.act, add.chk, add_held_.in};
     fusion_.flush();
     if (M <= 0) return;
-    const float* g = weights_->gains(w, dim);
+    const float* g = weights_->vector(w, dim);
     const int a = store_of(act);
     wrote(y, n);
     const uint64_t sig =

@@ -138,7 +138,13 @@ struct AttnShape {
   int n_heads, n_kv_heads, head_dim;
   float score_divisor, score_scale, softcap;
   int sliding_window, act, kv_store;
+  int zero = 0;  // no padding before the pointer: the launch signatures hash the shape's bytes
+  // The layer's attention sinks (AttentionParams::sinks) in device memory, [n_heads] values of
+  // act, or null: where each kernel's softmax state starts (cuda_attention_sinks.cuh). Uploaded
+  // once a layer, so that a replayed graph reads what its capture read.
+  const float* sinks = nullptr;
 };
+static_assert(sizeof(AttnShape) == 10 * 4 + sizeof(const float*), "launch signatures hash AttnShape's bytes");
 // How a decode launch stores its output rows: as computed, or as the attention output's rounding
 // point leaves them (cuda_fusion.cuh's held operation): rounded to act (act < 0: not), reported
 // into chk and copied (OutCopy) at each value's flat index from base, the first row of that point.
