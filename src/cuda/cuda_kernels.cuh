@@ -272,10 +272,12 @@ class CudaKernels final : public Kernels {
   void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
             RopePairs pairs) override;
 
-  void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, false); }
-  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, true); }
-  void clamped_swiglu(float*, const float*, size_t, float, float, DType) override {
-    fail_input("clamped SwiGLU on CUDA: GPT-OSS's experts are not implemented on the GPU yet; run with --device cpu");
+  void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, {}); }
+  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override {
+    gated(gate, up, n, act, {GatedAct::kGeluTanh});
+  }
+  void clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act) override {
+    gated(gate, up, n, act, {GatedAct::kClampedSwiglu, alpha, limit});
   }
   void softcap(float* x, size_t n, float cap, DType act) override {
     OpSpan span("softcap");
@@ -483,7 +485,10 @@ class CudaKernels final : public Kernels {
     return xconv_.p;
   }
 
-  void gated(float* gate, const float* up, size_t n, DType act, bool gelu) {
+  // The gated activations (GatedAct): one element-wise kernel each, which takes gate's and up's
+  // pending rounding points (the projections', or their biases') and is held as the operation
+  // that rounds its output.
+  void gated(float* gate, const float* up, size_t n, DType act, GatedAct how) {
     OpSpan span("gated_act");
     release_held();
     const int a = store_of(act);
@@ -501,9 +506,9 @@ class CudaKernels final : public Kernels {
     auto* uw = const_cast<float*>(up);  // written back only by its pending round: an activation buffer
     if (n)
       fusion_.hold(
-          gate, n, a, mix_in(mix_in(signature(kGated, gate, up, n, a, gelu), gin), uin),
+          gate, n, a, mix_in(mix_in(signature(kGated, gate, up, n, a, how), gin), uin),
           [=](NonFiniteSlot c, OutCopy cp) {
-            pt ? launch_portable_gated(gate, up, n, a, gelu, c) : launch_gated(gate, uw, n, a, gelu, c, gin, uin, cp);
+            pt ? launch_portable_gated(gate, up, n, a, how, c) : launch_gated(gate, uw, n, a, how, c, gin, uin, cp);
           },
           !pt);
   }

@@ -94,8 +94,16 @@ struct RopeKv {
 };
 void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
                  int act, bool adjacent_pairs, bool once, const RopeKv& kv = {});
-// gate = round(round(act(gate)) * up), act = SiLU or GELU-tanh.
-void launch_gated(float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk, InRound gate_in,
+// The element-wise part of a gated MLP: SiLU or GELU-tanh (gate = round(round(act(gate)) * up)),
+// or GPT-OSS's clamped SwiGLU with its alpha and limit (clamped_swiglu in elementwise.h, its
+// rounding points). Trivially copyable, without padding: part of the launch signatures.
+struct GatedAct {
+  enum Kind : int { kSilu, kGeluTanh, kClampedSwiglu };
+  int kind = kSilu;
+  float alpha = 0.0f, limit = 0.0f;
+};
+// gate = the activation of (gate, up), each read through its pending rounding point.
+void launch_gated(float* gate, float* up, size_t n, int act, GatedAct how, NonFiniteSlot chk, InRound gate_in,
                   InRound up_in, OutCopy copy);
 void launch_softcap(float* x, size_t n, float cap, int act);
 // x = round(x * s), s already rounded to act.
@@ -191,7 +199,7 @@ void launch_portable_matmul(const float* x, int M, const void* W, int store, int
 void launch_portable_attention(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
 void launch_portable_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain,
                              float* y, NonFiniteSlot chk = {});
-void launch_portable_gated(float* gate, const float* up, size_t n, int act, bool gelu, NonFiniteSlot chk = {});
+void launch_portable_gated(float* gate, const float* up, size_t n, int act, GatedAct how, NonFiniteSlot chk = {});
 void launch_portable_softcap(float* x, size_t n, float cap, int act);
 
 // --- The `invariant` policy (cuda_invariant_gemm.cu): the portable policy's reductions, but matmuls
