@@ -84,9 +84,9 @@ struct SinkSlice {
   }
   cuda::AttnDesc desc() { return cuda::attention_desc(p); }
   cuda::AttnShape shape(const float* s) const {
-    cuda::AttnShape sh{p.n_heads,   p.n_kv_heads,     p.head_dim,           p.score_divisor,
-                       p.score_scale, p.softcap,      p.sliding_window,     cuda::store_of(p.act),
-                       cuda::store_of(p.kv.dtype())};
+    cuda::AttnShape sh{p.n_heads,        p.n_kv_heads,          p.head_dim,
+                       p.score_divisor,  p.score_scale,         p.softcap,
+                       p.sliding_window, cuda::store_of(p.act), cuda::store_of(p.kv.dtype())};
     sh.sinks = s;
     return sh;
   }

@@ -48,11 +48,12 @@ struct Weight {
   QuantType quant = QuantType::None;
 };
 
-// The device copies of weight tensors and gains, keyed by their host address. The contract (which
-// the engine keeps: a model outlives the engines that run it): the bytes at an address this has
-// seen do not change while it lives (comparing the bytes on every lookup would read the whole model
-// on the host each pass), so only the size and type are checked; a copy replaced on that check is
-// retired, not freed, since launches held back or captured in a graph may still read it.
+// The device copies of weight tensors and small vectors (norm gains, attention sinks), keyed by
+// their host address. The contract (which the engine keeps: a model outlives the engines that run
+// it): the bytes at an address this has seen do not change while it lives (comparing the bytes on
+// every lookup would read the whole model on the host each pass), so only the size and type are
+// checked; a copy replaced on that check is retired, not freed, since launches held back or
+// captured in a graph may still read it.
 class DeviceWeights {
  public:
   // The device copy of a weight tensor, made on first use.
