@@ -2,7 +2,8 @@
 // The `standard` policy's decode attention (one row per slice), as GPU stacks run it: split-KV
 // "flash decoding". The keys are cut into splits whose length depends on the number of cached keys
 // (cuda_attention_plan.h: enough splits to fill the GPU), each folded by a warp of its own into a
-// partial state (m, l, acc); the partial states are then merged in split order. A decode step
+// partial state (m, l, acc), started empty; the partial states are then merged in split order,
+// after the head's attention sink (cuda_attention_sinks.cuh), one more state. A decode step
 // therefore sums in another order than the prefill row of the same position: the phenomenon
 // measured.
 // One launch: the warp of a (slice, head) that finishes last merges them. Each warp writes its
@@ -15,6 +16,7 @@
 #include <cmath>
 
 #include "cuda/cuda_attention_score.cuh"
+#include "cuda/cuda_attention_sinks.cuh"
 #include "cuda/cuda_nonfinite.cuh"
 
 // Unnamed: the CPU suite's host build of this source must not meet the GPU build at link time.
@@ -58,8 +60,13 @@ __device__ void merge_splits(const AttnDesc& d, const AttnShape& s, const float*
   float mx = m;
   for (int c = lane + 32; c < n; c += 32) mx = fmaxf(mx, __ldcg(p0 + size_t(c) * stride));
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  // The head's sink joins as one more split with no keys, ahead of the others (the splits' own
+  // states start empty, so it is counted here alone), as the CPU's split-KV merge takes it.
+  float m0, l0;
+  start_state(s, h, m0, l0);
+  mx = fmaxf(mx, m0);
   float acc[PER] = {};
-  float denom = 0.0f;
+  float denom = m0 == kNegInf ? 0.0f : expf(m0 - mx) * l0;
   // Lane i: split 32r + i's weight and sum, for the round r of 32 splits being added (expf of the
   // same arguments in whichever lane).
   float wgt_mine = m == kNegInf ? 0.0f : expf(m - mx);

@@ -20,9 +20,10 @@
 // element fed by that row's q (or p) alone; the max and the sums run over the row's own four
 // lanes in a fixed order. What the block adds for its other rows are tiles wholly outside this
 // row's window or past its position (before its window the state stays at its start: m = -inf,
-// l = 0, o = 0; past its position m and l stay exactly as they were, the tile adding e^-inf = 0 and
-// rescaling by e^0 = 1) and masked keys inside the row's last tile (p = 0). Zero products can only
-// turn a -0 of o into +0, and the output is o / l + 0: a zero leaves as +0 whatever came before.
+// l = 0, o = 0, or with an attention sink under Whole m = sink, l = 1, o = 0, the tile adding
+// e^-inf = 0 and rescaling by e^0 = 1; past its position m and l stay exactly as they were, the
+// same way) and masked keys inside the row's last tile (p = 0). Zero products can only turn a -0
+// of o into +0, and the output is o / l + 0: a zero leaves as +0 whatever came before.
 //
 // Chunks (the `invariant` policy): one block walking a decode row's keys in order is slow when a
 // step has few (sequence, head) pairs (32 blocks at 7B, batch 1, against 132 multiprocessors; ~10x
@@ -35,12 +36,15 @@
 // expressions (cuda_attention_split_kernel.cuh). A chunk wholly outside a row's keys leaves its
 // state empty (m = -inf, l = 0, o = 0), and merging an empty state changes nothing but a -0 of o
 // into +0, so it does not matter that a prefill block merges chunks a row of it does not see and
-// the decode step does not. `standard` keeps the one running state (Mode::Whole).
+// the decode step does not. An attention sink (cuda_attention_sinks.cuh) is where the row's running
+// state starts, in both, before the first merge: merging an empty chunk into it changes nothing
+// either. `standard` keeps the one running state (Mode::Whole), started at the sink.
 // The kernels and their dispatch live in this header so that the CPU suite runs the same source on
 // the host (simt_host.h); cuda_attention_mma.cu launches them.
 #include <cmath>
 
 #include "cuda/cuda_attention_score.cuh"
+#include "cuda/cuda_attention_sinks.cuh"
 #include "cuda/cuda_nonfinite.cuh"
 #include "kernels/portable_scalar.h"
 
@@ -254,6 +258,16 @@ __global__ void __launch_bounds__(128, kMinBlocks<HD, STAGES, MODE>)
   // Chunked: the running state, merged from each chunk's (m, l, o) as the walk leaves it; this
   // thread's o slots in shared memory after the K/V stages.
   float mra = kNegInf, mrb = kNegInf, lra = 0.0f, lrb = 0.0f;
+  // The head's sink (cuda_attention_sinks.cuh): where the state the output divides by starts. Whole:
+  // the one state. Chunked: the running one, as combine_chunks starts a decode step's, while each
+  // chunk's own state starts empty (the sink counted once, however many chunks).
+  if constexpr (MODE == Mode::Whole) {
+    start_state(s, h, ma, la);
+    mb = ma, lb = la;
+  } else {
+    start_state(s, h, mra, lra);
+    mrb = mra, lrb = lra;
+  }
   float* o_run = reinterpret_cast<float*>(smem + size_t(STAGES) * 2 * kKeys * RS) + threadIdx.x;
   if constexpr (MODE == Mode::Chunked) {
 #pragma unroll

@@ -53,8 +53,12 @@ template <int HD, int THREADS>
 __device__ void combine_chunks(const AttnDesc& d, const AttnShape& s, const SplitOut& so, int h) {
   const int pos = d.start_pos;
   const int first = window_start(s, pos) / kChunkKeys, last = pos / kChunkKeys;
+  // The running state starts at the head's sink, as the chunked prefill's does; the chunks' own
+  // states started empty (split_decode_kernel), so the sink is counted once.
+  float m0, l0;
+  start_state(s, h, m0, l0);
   for (int col = threadIdx.x; col < HD; col += THREADS) {
-    float mr = kNegInf, lr = 0.0f, o = 0.0f;
+    float mr = m0, lr = l0, o = 0.0f;
     for (int c0 = first; c0 <= last; c0 += kMergeInFlight) {
       float pm[kMergeInFlight], pl[kMergeInFlight], po[kMergeInFlight];
 #pragma unroll

@@ -48,11 +48,12 @@ struct Weight {
   QuantType quant = QuantType::None;
 };
 
-// The device copies of weight tensors and gains, keyed by their host address. The contract (which
-// the engine keeps: a model outlives the engines that run it): the bytes at an address this has
-// seen do not change while it lives (comparing the bytes on every lookup would read the whole model
-// on the host each pass), so only the size and type are checked; a copy replaced on that check is
-// retired, not freed, since launches held back or captured in a graph may still read it.
+// The device copies of weight tensors and small vectors (norm gains, attention sinks), keyed by
+// their host address. The contract (which the engine keeps: a model outlives the engines that run
+// it): the bytes at an address this has seen do not change while it lives (comparing the bytes on
+// every lookup would read the whole model on the host each pass), so only the size and type are
+// checked; a copy replaced on that check is retired, not freed, since launches held back or
+// captured in a graph may still read it.
 class DeviceWeights {
  public:
   // The device copy of a weight tensor, made on first use.
@@ -135,11 +136,13 @@ class DeviceWeights {
     w.store = kF32;
   }
 
-  const float* gains(const float* host, int n) {
+  // A small fp32 vector the kernels read from device memory (norm gains, attention sinks): copied
+  // once, by its host address.
+  const float* vector(const float* host, int n) {
     const size_t bytes = size_t(n) * sizeof(float);
-    Weight* w = find_or_retire(gains_, host, bytes, DType::F32, QuantType::None);
+    Weight* w = find_or_retire(vectors_, host, bytes, DType::F32, QuantType::None);
     if (w == nullptr) {
-      w = &gains_[host];
+      w = &vectors_[host];
       describe(*w, bytes, DType::F32, QuantType::None);
       w->mem.ensure(bytes);
       kvp::cuda::to_device(w->mem.p, host, bytes);
@@ -182,7 +185,7 @@ class DeviceWeights {
 
   Map weights_;
   Map widened_;  // fp32 copies of narrow weights (f32)
-  Map gains_;    // norm gains, always fp32
+  Map vectors_;  // vector()'s copies, always fp32
   std::unordered_map<const void*, Group> groups_;  // by the first member's host address
   std::vector<Block> retired_;
 };

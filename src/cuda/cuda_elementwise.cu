@@ -79,9 +79,12 @@ void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, cons
   after_launch("rope");
 }
 
-void launch_gated(float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk, InRound gate_in,
+void launch_gated(float* gate, float* up, size_t n, int act, GatedAct how, NonFiniteSlot chk, InRound gate_in,
                   InRound up_in, OutCopy copy) {
-  elementwise::gated(StreamLaunch{}, gate, up, n, act, gelu, chk, gate_in, up_in, copy);
+  if (how.kind == GatedAct::kClampedSwiglu)
+    elementwise::clamped_swiglu(StreamLaunch{}, gate, up, n, act, how.alpha, how.limit, chk, gate_in, up_in, copy);
+  else
+    elementwise::gated(StreamLaunch{}, gate, up, n, act, how.kind == GatedAct::kGeluTanh, chk, gate_in, up_in, copy);
   after_launch("gated activation");
 }
 

@@ -1,10 +1,10 @@
 #pragma once
 // The element-wise kernels that a decode step's rounding points fold into (cuda_fusion.cuh has
-// why and when), with their dispatch: RoPE, the gated activations, the residual add, RMSNorm, the
-// cache write, the rounding check and the 16-bit copy of a cuBLAS input. Each computes, per
-// element, exactly what its CPU counterpart computes (elementwise.cpp, CpuKernels) with the same
-// roundings; only RMSNorm's sum of squares (a reduction) is summed in another order, as the
-// standard policy allows.
+// why and when), with their dispatch: RoPE, the gated activations (GPT-OSS's clamped SwiGLU
+// among them), the residual add, RMSNorm, the cache write, the rounding check and the 16-bit copy
+// of a cuBLAS input. Each computes, per element, exactly what its CPU counterpart computes
+// (elementwise.cpp, CpuKernels) with the same roundings; only RMSNorm's sum of squares (a
+// reduction) is summed in another order, as the standard policy allows.
 // A fused kernel does the float operations of the launches it replaces, in their order, on the
 // same values: an InRound input is round_act(v) -> written back -> reported, as the rounding
 // check would have done before the kernel read it, and an OutCopy is the stored output converted,
@@ -225,6 +225,24 @@ __global__ void gated_kernel(float* gate, float* up, size_t n, int act, int gelu
       a = g / (1.0f + expf(-g));
     }
     const float r = round_act(round_act(a, act) * u, act);
+    if (!copy.only) gate[i] = r;
+    note_nonfinite(chk, i, r);
+    copy_out(copy, i, r);
+  }
+}
+
+// GPT-OSS's clamped SwiGLU (clamped_swiglu in elementwise.cpp: the same operations and rounding
+// points; comparisons, so that a NaN stays NaN as torch.clamp keeps it), its inputs read through
+// their pending rounding points as gated_kernel reads them.
+__global__ void clamped_swiglu_kernel(float* gate, float* up, size_t n, int act, float alpha, float limit,
+                                      NonFiniteSlot chk, InRound gate_in, InRound up_in, OutCopy copy) {
+  pdl_entry();
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    float g = read_rounded(gate_in, gate, i, i), u = read_rounded(up_in, up, i, i);
+    g = g > limit ? limit : g;
+    u = u > limit ? limit : u < -limit ? -limit : u;
+    const float sig = round_act(1.0f / (1.0f + expf(-round_act(g * alpha, act))), act);
+    const float r = round_act(round_act(u + 1.0f, act) * round_act(g * sig, act), act);
     if (!copy.only) gate[i] = r;
     note_nonfinite(chk, i, r);
     copy_out(copy, i, r);
@@ -456,6 +474,13 @@ void gated(const Launch& launch, float* gate, float* up, size_t n, int act, bool
            InRound gate_in, InRound up_in, OutCopy copy) {
   launch(gated_kernel, dim3(blocks_for(n, kThreads)), dim3(kThreads), gate, up, n, act, gelu ? 1 : 0, chk, gate_in,
          up_in, copy);
+}
+
+template <class Launch>
+void clamped_swiglu(const Launch& launch, float* gate, float* up, size_t n, int act, float alpha, float limit,
+                    NonFiniteSlot chk, InRound gate_in, InRound up_in, OutCopy copy) {
+  launch(clamped_swiglu_kernel, dim3(blocks_for(n, kThreads)), dim3(kThreads), gate, up, n, act, alpha, limit, chk,
+         gate_in, up_in, copy);
 }
 
 template <class Launch>

@@ -167,12 +167,14 @@ class CudaKernels final : public Kernels {
     if (a.n_heads <= 0 || a.n_kv_heads <= 0 || a.n_heads % a.n_kv_heads != 0 || a.head_dim <= 0)
       fail_input("attention: " + std::to_string(a.n_heads) + " query heads cannot share " +
                  std::to_string(a.n_kv_heads) + " KV heads (head_dim " + std::to_string(a.head_dim) + ")");
-    if (a.sinks != nullptr)
-      fail_input("attention on CUDA: attention sinks (GPT-OSS) are not implemented on the GPU yet; run with --device cpu");
     if (a.head_dim > 256)
       fail_input("attention on CUDA: head_dim " + std::to_string(a.head_dim) + " is above the supported 256");
+    // GPT-OSS's sinks (one layer's, shared by every slice of the call): their device copy, made on
+    // the layer's first call and kept at one address, which the launch signatures hash with the
+    // shape (a replayed graph reads what its capture read).
     AttnShape s{a.n_heads, a.n_kv_heads,     a.head_dim,      a.score_divisor, a.score_scale,
                 a.softcap, a.sliding_window, store_of(a.act), kv_store(a.kv)};
+    if (a.sinks != nullptr) s.sinks = weights_->vector(a.sinks, a.n_heads);
     // Fixed order (every row in an order that depends on its own keys alone), invariant: the
     // tensor-core flash kernel where it applies, its keys in chunks merged in order, and decode
     // steps by chunk in blocks of their own, then merged the same way (the same bits:
@@ -270,10 +272,12 @@ class CudaKernels final : public Kernels {
   void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
             RopePairs pairs) override;
 
-  void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, false); }
-  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, true); }
-  void clamped_swiglu(float*, const float*, size_t, float, float, DType) override {
-    fail_input("clamped SwiGLU on CUDA: GPT-OSS's experts are not implemented on the GPU yet; run with --device cpu");
+  void silu_mul(float* gate, const float* up, size_t n, DType act) override { gated(gate, up, n, act, {}); }
+  void gelu_tanh_mul(float* gate, const float* up, size_t n, DType act) override {
+    gated(gate, up, n, act, {GatedAct::kGeluTanh});
+  }
+  void clamped_swiglu(float* gate, const float* up, size_t n, float alpha, float limit, DType act) override {
+    gated(gate, up, n, act, {GatedAct::kClampedSwiglu, alpha, limit});
   }
   void softcap(float* x, size_t n, float cap, DType act) override {
     OpSpan span("softcap");
@@ -447,7 +451,7 @@ class CudaKernels final : public Kernels {
       add = AddIn{add_held_.y, add_held_.act, add.chk, add_held_.in};
     fusion_.flush();
     if (M <= 0) return;
-    const float* g = weights_->gains(w, dim);
+    const float* g = weights_->vector(w, dim);
     const int a = store_of(act);
     wrote(y, n);
     const uint64_t sig =
@@ -481,7 +485,10 @@ class CudaKernels final : public Kernels {
     return xconv_.p;
   }
 
-  void gated(float* gate, const float* up, size_t n, DType act, bool gelu) {
+  // The gated activations (GatedAct): one element-wise kernel each, which takes gate's and up's
+  // pending rounding points (the projections', or their biases') and is held as the operation
+  // that rounds its output.
+  void gated(float* gate, const float* up, size_t n, DType act, GatedAct how) {
     OpSpan span("gated_act");
     release_held();
     const int a = store_of(act);
@@ -499,9 +506,9 @@ class CudaKernels final : public Kernels {
     auto* uw = const_cast<float*>(up);  // written back only by its pending round: an activation buffer
     if (n)
       fusion_.hold(
-          gate, n, a, mix_in(mix_in(signature(kGated, gate, up, n, a, gelu), gin), uin),
+          gate, n, a, mix_in(mix_in(signature(kGated, gate, up, n, a, how), gin), uin),
           [=](NonFiniteSlot c, OutCopy cp) {
-            pt ? launch_portable_gated(gate, up, n, a, gelu, c) : launch_gated(gate, uw, n, a, gelu, c, gin, uin, cp);
+            pt ? launch_portable_gated(gate, up, n, a, how, c) : launch_gated(gate, uw, n, a, how, c, gin, uin, cp);
           },
           !pt);
   }

@@ -94,8 +94,16 @@ struct RopeKv {
 };
 void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
                  int act, bool adjacent_pairs, bool once, const RopeKv& kv = {});
-// gate = round(round(act(gate)) * up), act = SiLU or GELU-tanh.
-void launch_gated(float* gate, float* up, size_t n, int act, bool gelu, NonFiniteSlot chk, InRound gate_in,
+// The element-wise part of a gated MLP: SiLU or GELU-tanh (gate = round(round(act(gate)) * up)),
+// or GPT-OSS's clamped SwiGLU with its alpha and limit (clamped_swiglu in elementwise.h, its
+// rounding points). Trivially copyable, without padding: part of the launch signatures.
+struct GatedAct {
+  enum Kind : int { kSilu, kGeluTanh, kClampedSwiglu };
+  int kind = kSilu;
+  float alpha = 0.0f, limit = 0.0f;
+};
+// gate = the activation of (gate, up), each read through its pending rounding point.
+void launch_gated(float* gate, float* up, size_t n, int act, GatedAct how, NonFiniteSlot chk, InRound gate_in,
                   InRound up_in, OutCopy copy);
 void launch_softcap(float* x, size_t n, float cap, int act);
 // x = round(x * s), s already rounded to act.
@@ -138,7 +146,13 @@ struct AttnShape {
   int n_heads, n_kv_heads, head_dim;
   float score_divisor, score_scale, softcap;
   int sliding_window, act, kv_store;
+  int zero = 0;  // no padding before the pointer: the launch signatures hash the shape's bytes
+  // The layer's attention sinks (AttentionParams::sinks) in device memory, [n_heads] values of
+  // act, or null: where each kernel's softmax state starts (cuda_attention_sinks.cuh). Uploaded
+  // once a layer, so that a replayed graph reads what its capture read.
+  const float* sinks = nullptr;
 };
+static_assert(sizeof(AttnShape) == 10 * 4 + sizeof(const float*), "launch signatures hash AttnShape's bytes");
 // How a decode launch stores its output rows: as computed, or as the attention output's rounding
 // point leaves them (cuda_fusion.cuh's held operation): rounded to act (act < 0: not), reported
 // into chk and copied (OutCopy) at each value's flat index from base, the first row of that point.
@@ -185,7 +199,7 @@ void launch_portable_matmul(const float* x, int M, const void* W, int store, int
 void launch_portable_attention(const AttnDesc* descs, int n, int max_rows, const AttnShape& s);
 void launch_portable_rmsnorm(const float* x, int M, int dim, const float* w, float eps, int act, bool fp32_gain,
                              float* y, NonFiniteSlot chk = {});
-void launch_portable_gated(float* gate, const float* up, size_t n, int act, bool gelu, NonFiniteSlot chk = {});
+void launch_portable_gated(float* gate, const float* up, size_t n, int act, GatedAct how, NonFiniteSlot chk = {});
 void launch_portable_softcap(float* x, size_t n, float cap, int act);
 
 // --- The `invariant` policy (cuda_invariant_gemm.cu): the portable policy's reductions, but matmuls

@@ -16,8 +16,12 @@ void launch_portable_rmsnorm(const float* x, int M, int dim, const float* w, flo
   check(cudaGetLastError(), "rmsnorm (portable)");
 }
 
-void launch_portable_gated(float* gate, const float* up, size_t n, int act, bool gelu, NonFiniteSlot chk) {
-  portable::gated(StreamLaunch{}, blocks_for(n, portable::kThreads), gate, up, n, act, gelu, chk);
+void launch_portable_gated(float* gate, const float* up, size_t n, int act, GatedAct how, NonFiniteSlot chk) {
+  const unsigned blocks = blocks_for(n, portable::kThreads);
+  if (how.kind == GatedAct::kClampedSwiglu)
+    portable::clamped_swiglu(StreamLaunch{}, blocks, gate, up, n, act, how.alpha, how.limit, chk);
+  else
+    portable::gated(StreamLaunch{}, blocks, gate, up, n, act, how.kind == GatedAct::kGeluTanh, chk);
   check(cudaGetLastError(), "gated activation (portable)");
 }
 

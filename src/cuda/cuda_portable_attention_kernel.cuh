@@ -12,9 +12,11 @@
 //  P.V      lane j owns dimensions j, j + 32, ...: acc = acc * scale, then one fma per key in key
 //           order with the probability rounded to the compute dtype;
 //  end      out = acc / l.
-// The running sum is l = l * scale + tile_sum, scale = exp(m_old - m_new) (0 on the first tile).
+// The running sum is l = l * scale + tile_sum, scale = exp(m_old - m_new) (0 on the first tile
+// without a sink). With GPT-OSS's sinks the state starts at m = sink, l = 1, as the CPU's does.
 // The kernel and its dispatch live in this header so that the CPU suite runs the same source on
 // the host (simt_host.h); cuda_portable_attention.cu launches it.
+#include "cuda/cuda_attention_sinks.cuh"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_portable.cuh"
 
@@ -71,7 +73,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(const AttnDesc* 
   const void* kb = static_cast<const char*>(d.k) + head_off * (KV == kF32 ? 4 : 2);
   const void* vb = static_cast<const char*>(d.v) + head_off * (KV == kF32 ? 4 : 2);
   const RoundTo round{s.act};
-  float m = kNegInf, l = 0.0f;
+  float m, l;
+  start_state(s, h, m, l);  // the head's sink, as the CPU's start_softmax_state
   float acc[kDims] = {};
   for (int c = first / kTileKeys; c <= pos / kTileKeys; ++c) {
     const int js = max(first, c * kTileKeys), je = min(pos + 1, (c + 1) * kTileKeys), n = je - js;

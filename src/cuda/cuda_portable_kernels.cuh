@@ -17,7 +17,8 @@
 //          launch: cache ON equals cache OFF and batch equals solo by construction.
 //  rmsnorm one warp per row: 16 threads run the 16 chains of sum(x^2), then the tree and
 //          pscalar::inv_rms.
-//  SiLU, GELU-tanh, soft-capping: pscalar's functions (this policy's exp and tanh, no libm).
+//  SiLU, GELU-tanh, GPT-OSS's clamped SwiGLU, soft-capping: pscalar's functions (this policy's
+//          exp and tanh, no libm).
 // The kernels and their dispatch (which kernel, which launch shape) live in this header so that the
 // CPU suite runs the same source on the host (simt_host.h); cuda_portable.cu launches them.
 #include "cuda/cuda_nonfinite.cuh"
@@ -185,6 +186,17 @@ __global__ void gated_kernel(float* gate, const float* up, size_t n, int act, in
   }
 }
 
+__global__ void clamped_swiglu_kernel(float* gate, const float* up, size_t n, int act, float alpha, float limit,
+                                      NonFiniteSlot chk) {
+  pdl_entry();
+  const RoundTo round{act};
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const float r = pscalar::clamped_swiglu(gate[i], up[i], alpha, limit, round);
+    gate[i] = r;
+    note_nonfinite(chk, i, r);
+  }
+}
+
 __global__ void softcap_kernel(float* x, size_t n, float cap, int act) {
   pdl_entry();
   const RoundTo round{act};
@@ -239,6 +251,12 @@ template <class Launch>
 void gated(const Launch& launch, unsigned blocks, float* gate, const float* up, size_t n, int act, bool gelu,
            NonFiniteSlot chk) {
   launch(gated_kernel, dim3(blocks), dim3(kThreads), gate, up, n, act, gelu ? 1 : 0, chk);
+}
+
+template <class Launch>
+void clamped_swiglu(const Launch& launch, unsigned blocks, float* gate, const float* up, size_t n, int act, float alpha,
+                    float limit, NonFiniteSlot chk) {
+  launch(clamped_swiglu_kernel, dim3(blocks), dim3(kThreads), gate, up, n, act, alpha, limit, chk);
 }
 
 template <class Launch>
