@@ -70,6 +70,23 @@ inline std::vector<float> logits_of(std::shared_ptr<const Model> model, KernelPo
   return {l, l + toks.size() * size_t(model->config.vocab_size)};
 }
 
+// b is the GPT-OSS model a is, as far as its config goes (a reader's or writer's round trip).
+inline void expect_same_gpt_oss_config(const ModelConfig& a, const ModelConfig& b) {
+  EXPECT_EQ(b.arch, Arch::GptOss);
+  EXPECT_EQ(b.sliding_window, a.sliding_window);
+  EXPECT_EQ(b.sliding_window_period, a.sliding_window_period);
+  EXPECT_EQ(b.moe.n_experts, a.moe.n_experts);
+  EXPECT_EQ(b.moe.n_used, a.moe.n_used);
+  EXPECT_EQ(b.moe.routing, a.moe.routing);
+  EXPECT_EQ(b.moe.swiglu_limit, a.moe.swiglu_limit);
+  EXPECT_EQ(b.rope_scaling, a.rope_scaling);
+  EXPECT_EQ(b.rope_factor, a.rope_factor);
+  EXPECT_EQ(b.rope_original_max_pos, a.rope_original_max_pos);
+  EXPECT_EQ(b.rope_attention_factor, a.rope_attention_factor);
+  EXPECT_EQ(b.rope_yarn_truncate, a.rope_yarn_truncate);
+  EXPECT_TRUE(b.attention_sinks && b.o_bias && b.qkv_bias);
+}
+
 // One replay checkpoint and its reference per suite: the dequantised form, or (kMxfp4) the published
 // checkpoints' form, experts as MXFP4 blocks and scales (U8).
 template <bool kMxfp4>

@@ -42,20 +42,7 @@ void expect_same_model(const std::string& dir, const test::Reference& ref) {
   const Checkpoint hf = open_checkpoint(dir);
   const Checkpoint gg = open_checkpoint(dir + "/model.gguf");
   EXPECT_EQ(gg.format, "gguf");
-  const ModelConfig &a = hf.config, &b = gg.config;
-  EXPECT_EQ(b.arch, Arch::GptOss);
-  EXPECT_EQ(a.sliding_window, b.sliding_window);
-  EXPECT_EQ(a.sliding_window_period, b.sliding_window_period);
-  EXPECT_EQ(a.moe.n_experts, b.moe.n_experts);
-  EXPECT_EQ(a.moe.n_used, b.moe.n_used);
-  EXPECT_EQ(a.moe.routing, b.moe.routing);
-  EXPECT_EQ(a.moe.swiglu_limit, b.moe.swiglu_limit);
-  EXPECT_EQ(a.rope_scaling, b.rope_scaling);
-  EXPECT_EQ(a.rope_factor, b.rope_factor);
-  EXPECT_EQ(a.rope_original_max_pos, b.rope_original_max_pos);
-  EXPECT_EQ(a.rope_attention_factor, b.rope_attention_factor);
-  EXPECT_EQ(a.rope_yarn_truncate, b.rope_yarn_truncate);
-  EXPECT_TRUE(b.attention_sinks && b.o_bias && b.qkv_bias);
+  test::expect_same_gpt_oss_config(hf.config, gg.config);
   for (DType dt : {DType::F32, DType::BF16}) {
     const auto la = logits_of(Model::from_checkpoint(hf, dt), KernelPolicy::Standard, ref.tokens);
     const auto lb = logits_of(Model::from_checkpoint(gg, dt), KernelPolicy::Standard, ref.tokens);

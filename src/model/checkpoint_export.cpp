@@ -148,46 +148,67 @@ struct Planned {
   enum class Layout { Concat, GateUp, GateUpBias, Down } layout = Layout::Concat;
 };
 
+using PlanIndex = std::map<std::string, const Planned*>;
+
+// Expert 0..E-1's tensors name_of(e), which must agree in type and shape (a layer's experts become
+// one tensor): expert 0's header and every expert's source, in expert order; each name joins `taken`.
+template <class NameOf>
+Planned experts_of(const PlanIndex& by_name, int n_experts, NameOf name_of, std::set<std::string>& taken) {
+  Planned s;
+  for (int e = 0; e < n_experts; ++e) {
+    const std::string n = name_of(e);
+    auto it = by_name.find(n);
+    if (it == by_name.end()) fail("export: missing tensor '{}'", n);
+    const TensorView& h = it->second->header;
+    if (!s.parts.empty() && (h.shape != s.header.shape || h.dtype != s.header.dtype || h.quant != s.header.quant))
+      fail("export: tensor '{}' differs in type or shape from expert 0's; a layer's experts are written as one tensor",
+           n);
+    if (s.parts.empty()) s.header = h;
+    s.parts.push_back(it->second->parts[0]);
+    taken.insert(n);
+  }
+  return s;
+}
+
+PlanIndex index_of(const std::vector<Planned>& in) {
+  PlanIndex by_name;
+  for (const Planned& t : in) by_name[t.header.name] = &t;
+  return by_name;
+}
+
 // An HF gpt_oss directory's experts: each layer's per-expert matrices and biases fused back into
 // mlp.experts.gate_up_proj [E, H, 2I], gate_up_proj_bias [E, 2I], down_proj [E, I, H] and
 // down_proj_bias [E, H], in the experts' dtype (a quantised source's already resolved).
 std::vector<Planned> fused_gpt_oss_experts(const std::vector<Planned>& in, const ModelConfig& c) {
-  std::map<std::string, const Planned*> by_name;
-  for (const Planned& t : in) by_name[t.header.name] = &t;
+  const PlanIndex by_name = index_of(in);
   std::set<std::string> taken;
   std::vector<Planned> out;
-  auto part = [&](const std::string& n, Planned& into) {
-    auto it = by_name.find(n);
-    if (it == by_name.end()) fail("export: missing tensor '{}'", n);
-    const TensorView& h = it->second->header;
-    if (!into.parts.empty() && h.dtype != into.header.dtype)
-      fail("export: tensor '{}' differs in dtype from expert 0's; gpt_oss fuses a layer's experts into one tensor", n);
-    into.header.dtype = h.dtype;
-    into.parts.push_back(it->second->parts[0]);
-    taken.insert(n);
-  };
-  const int64_t E = c.moe.n_experts, I = c.moe.expert_hidden_dim, H = c.dim;
+  const int E = c.moe.n_experts;
+  const int64_t I = c.moe.expert_hidden_dim, H = c.dim;
   using L = Planned::Layout;
+  using M = ExpertMatrix;
   for (int l = 0; l < c.n_layers; ++l) {
+    auto matrices = [&](M m) { return experts_of(by_name, E, [&](int e) { return expert_matrix_name(c, l, e, m); }, taken); };
+    auto biases = [&](M m) { return experts_of(by_name, E, [&](int e) { return expert_bias_name(c, l, e, m); }, taken); };
+    // gate_up's parts: gate 0, up 0, gate 1, ...
+    auto interleaved = [](Planned g, const Planned& u) {
+      if (g.header.dtype != u.header.dtype) fail("export: '{}' and '{}' differ in dtype", g.header.name, u.header.name);
+      std::vector<const TensorView*> both;
+      for (size_t e = 0; e < g.parts.size(); ++e) both.insert(both.end(), {g.parts[e], u.parts[e]});
+      g.parts = std::move(both);
+      return g;
+    };
     const std::string p = moe_layer_prefix(c, l) + "experts.";
-    Planned gu, gub, down, downb;
-    for (int e = 0; e < E; ++e) {
-      part(expert_matrix_name(c, l, e, ExpertMatrix::Gate), gu);
-      part(expert_matrix_name(c, l, e, ExpertMatrix::Up), gu);
-      part(expert_bias_name(c, l, e, ExpertMatrix::Gate), gub);
-      part(expert_bias_name(c, l, e, ExpertMatrix::Up), gub);
-      part(expert_matrix_name(c, l, e, ExpertMatrix::Down), down);
-      part(expert_bias_name(c, l, e, ExpertMatrix::Down), downb);
-    }
-    for (auto [t, name, shape, layout] : {std::tuple{&gu, "gate_up_proj", std::vector<int64_t>{E, H, 2 * I}, L::GateUp},
-                                          std::tuple{&gub, "gate_up_proj_bias", std::vector<int64_t>{E, 2 * I}, L::GateUpBias},
-                                          std::tuple{&down, "down_proj", std::vector<int64_t>{E, I, H}, L::Down},
-                                          std::tuple{&downb, "down_proj_bias", std::vector<int64_t>{E, H}, L::Concat}}) {
-      t->header.name = p + name;
-      t->header.shape = shape;
-      t->header.quant = QuantType::None;
-      t->layout = layout;
-      out.push_back(std::move(*t));
+    for (auto [t, name, shape, layout] :
+         {std::tuple{interleaved(matrices(M::Gate), matrices(M::Up)), "gate_up_proj", std::vector<int64_t>{E, H, 2 * I}, L::GateUp},
+          std::tuple{interleaved(biases(M::Gate), biases(M::Up)), "gate_up_proj_bias", std::vector<int64_t>{E, 2 * I}, L::GateUpBias},
+          std::tuple{matrices(M::Down), "down_proj", std::vector<int64_t>{E, I, H}, L::Down},
+          std::tuple{biases(M::Down), "down_proj_bias", std::vector<int64_t>{E, H}, L::Concat}}) {
+      t.header.name = p + name;
+      t.header.shape = shape;
+      t.header.quant = QuantType::None;
+      t.layout = layout;
+      out.push_back(std::move(t));
     }
   }
   for (const Planned& t : in)
@@ -195,56 +216,28 @@ std::vector<Planned> fused_gpt_oss_experts(const std::vector<Planned>& in, const
   return out;
 }
 
-// GPT-OSS: the biases of one matrix of a layer's experts as one [experts, rows] tensor (GGUF's
-// ffn_*_exps.bias, F32 as llama.cpp's converter writes them).
-Planned stacked_biases(const std::map<std::string, const Planned*>& by_name, const ModelConfig& c, int l,
-                       ExpertMatrix m, std::set<std::string>& stacked) {
-  Planned s;
-  for (int e = 0; e < c.moe.n_experts; ++e) {
-    const std::string n = expert_bias_name(c, l, e, m);
-    auto it = by_name.find(n);
-    if (it == by_name.end()) fail("export: missing tensor '{}'", n);
-    const TensorView& h = it->second->header;
-    if (h.shape.size() != 1 || (!s.parts.empty() && h.shape != s.header.shape))
-      fail("export: tensor '{}' differs in shape from expert 0's; GGUF stacks a layer's expert biases as one tensor", n);
-    if (s.parts.empty()) s.header = h;
-    s.parts.push_back(it->second->parts[0]);
-    stacked.insert(n);
-  }
-  s.header.name = stacked_expert_biases_name(c, l, m);
-  s.header.shape = {int64_t(s.parts.size()), s.header.shape[0]};
-  return s;
-}
-
 // GGUF's layout of a mixture: each matrix of a layer's experts stacked into one [experts, rows,
-// cols] tensor (stacked_experts_name, which the GGUF names map to ffn_*_exps), Qwen2-MoE's shared
-// expert gate as llama.cpp's [dim] vector. The experts of one matrix must agree in type and shape.
+// cols] tensor (stacked_experts_name, which the GGUF names map to ffn_*_exps), GPT-OSS's expert
+// biases into [experts, rows] (ffn_*_exps.bias, F32 as llama.cpp's converter writes them),
+// Qwen2-MoE's shared expert gate as llama.cpp's [dim] vector.
 std::vector<Planned> stacked_experts(const std::vector<Planned>& in, const ModelConfig& c) {
-  std::map<std::string, const Planned*> by_name;
-  for (const Planned& t : in) by_name[t.header.name] = &t;
+  const PlanIndex by_name = index_of(in);
   std::set<std::string> stacked;
   std::vector<Planned> out;
+  const int E = c.moe.n_experts;
   for (int l = 0; l < c.n_layers; ++l) {
     if (!c.moe_layer(l)) continue;
     for (ExpertMatrix m : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down}) {
-      Planned s;
-      for (int e = 0; e < c.moe.n_experts; ++e) {
-        const std::string n = expert_matrix_name(c, l, e, m);
-        auto it = by_name.find(n);
-        if (it == by_name.end()) fail("export: missing tensor '{}'", n);
-        const TensorView& h = it->second->header;
-        if (!s.parts.empty() &&
-            (h.shape != s.header.shape || h.dtype != s.header.dtype || h.quant != s.header.quant))
-          fail("export: tensor '{}' differs in type or shape from expert 0's; GGUF stacks a layer's experts as one tensor",
-               n);
-        if (s.parts.empty()) s.header = h;
-        s.parts.push_back(it->second->parts[0]);
-        stacked.insert(n);
-      }
+      Planned s = experts_of(by_name, E, [&](int e) { return expert_matrix_name(c, l, e, m); }, stacked);
       s.header.name = stacked_experts_name(c, l, m);
-      s.header.shape = {int64_t(s.parts.size()), s.header.shape[0], s.header.shape[1]};
+      s.header.shape = {E, s.header.shape[0], s.header.shape[1]};
       out.push_back(std::move(s));
-      if (c.arch == Arch::GptOss) out.push_back(stacked_biases(by_name, c, l, m, stacked));
+      if (c.arch != Arch::GptOss) continue;
+      Planned b = experts_of(by_name, E, [&](int e) { return expert_bias_name(c, l, e, m); }, stacked);
+      if (b.header.shape.size() != 1) fail("export: tensor '{}' is not a vector", expert_bias_name(c, l, 0, m));
+      b.header.name = stacked_expert_biases_name(c, l, m);
+      b.header.shape = {E, b.header.shape[0]};
+      out.push_back(std::move(b));
     }
   }
   for (const Planned& t : in) {
