@@ -188,8 +188,9 @@ TEST_F(GgufOfReplay, MisshapenOrMissingTensorsAreRefusedByName) {
 }
 
 // A gpt-oss vocabulary's <|call|> and <|endoftext|> end a generation beside its EOS (<|return|>),
-// as its generation_config.json and llama.cpp's end-of-generation tokens have it.
-TEST_F(GgufOfReplay, TheHarmonyEndTokensEndAGeneration) {
+// as its generation_config.json and llama.cpp's end-of-generation tokens have it; and it adds no
+// BOS unless the file says so.
+TEST_F(GgufOfReplay, TheHarmonyEndTokensEndAGenerationAndNoBosIsAdded) {
   const Checkpoint hf = open_checkpoint(dir_->path());
   VocabSpec v;
   v.model = "gpt2";
@@ -210,6 +211,15 @@ TEST_F(GgufOfReplay, TheHarmonyEndTokensEndAGeneration) {
   EXPECT_EQ(c.eos_id, 100);
   for (int id : {100, 101, 102}) EXPECT_TRUE(c.ends_generation(id)) << id;
   EXPECT_FALSE(c.ends_generation(103));
+  // Without tokenizer.ggml.add_bos_token (ggml-org's gpt-oss files have none), llama.cpp's default:
+  // no BOS for a byte-level vocabulary, but for Llama-3's pre-tokenizer.
+  const std::string bytes = bytes_of(tmp.file("v.gguf"));
+  const auto* data = reinterpret_cast<const uint8_t*>(bytes.data());
+  GgufFile g = parse_gguf(data, bytes.size(), "v.gguf");
+  ASSERT_EQ(g.kv.erase("tokenizer.ggml.add_bos_token"), 1u);
+  EXPECT_FALSE(gguf_to_checkpoint(g, data, bytes.size(), "v.gguf").vocab->add_bos);
+  g.kv["tokenizer.ggml.pre"] = GgufValue::of_str("llama-bpe");
+  EXPECT_TRUE(gguf_to_checkpoint(g, data, bytes.size(), "v.gguf").vocab->add_bos);
 }
 
 // synth writes gpt_oss as GGUF, and inspect reads it back.
