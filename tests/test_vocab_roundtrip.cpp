@@ -257,6 +257,25 @@ TEST(VocabPreTokenizers, EachNameSplitsAsItsFamily) {
   }
 }
 
+// Llama-3's pre-tokenizer names (llama-bpe, llama3) take a piece that is a token whole, whatever
+// the merges would make of it (llama.cpp's ignore_merges, Llama-3's tokenizer.json's); the others
+// merge. "zqx" is a token no merge builds.
+TEST(VocabPreTokenizers, Llama3TakesAPieceThatIsATokenWhole) {
+  VocabSpec v = byte_level_vocab("llama-bpe");
+  const auto& b2u = tok::byte_to_unicode();
+  std::string zqx;
+  for (char ch : std::string("zqx")) tok::append_utf8(zqx, b2u[uint8_t(ch)]);
+  v.tokens.insert(v.tokens.end() - 1, zqx);  // before <|endoftext|>, which stays last
+  v.token_types.insert(v.token_types.end() - 1, int32_t(TokenType::Normal));
+  v.eos_id = int(v.tokens.size()) - 1;
+  const int id = int(v.tokens.size()) - 2;
+  EXPECT_EQ(tokenizer_from_vocab(v)->encode("zqx", false), std::vector<int>{id});
+  const auto hf = tokenizer_from_json(hf_tokenizer_json(v, "bl"), "bl.json");
+  EXPECT_EQ(hf->encode("zqx", false), std::vector<int>{id}) << "via tokenizer.json";
+  v.pre = "qwen2";
+  EXPECT_EQ(tokenizer_from_vocab(v)->encode("zqx", false).size(), 3u);
+}
+
 TEST(VocabToHfJson, TokenizerConfigCarriesSpecialTokens) {
   json cfg = json::parse(hf_tokenizer_config_json(make_synthetic_vocab(512), "synthetic"));
   EXPECT_EQ(cfg["bos_token"], "<s>");

@@ -465,6 +465,9 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std
       c.split_patterns = {kQwen2Pattern};
     } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
       c.split_patterns = {kLlama3Pattern};
+      // A piece that is a token is that token, merges or not (llama.cpp's ignore_merges for these
+      // names; Llama-3's tokenizer.json says "ignore_merges": true).
+      c.ignore_merges = true;
     } else if (pre == "gpt-4o" || pre == "llama4") {  // llama.cpp's names for o200k's split
       c.split_patterns = {kO200kPattern};
     } else if (pre == "smollm") {

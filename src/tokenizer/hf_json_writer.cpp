@@ -201,7 +201,7 @@ std::string hf_tokenizer_json(const VocabSpec& spec, const std::string& origin) 
                 // The GGUF route never fuses unknowns; with byte fallback none arise anyway.
                 {"fuse_unk", false},
                 {"byte_fallback", spm},
-                {"ignore_merges", false},
+                {"ignore_merges", c.ignore_merges},
                 {"vocab", std::move(vocab)},
                 {"merges", spm ? merges_from_scores(c) : merges_from_ranks(c)}};
   return dump(j, origin, "tokenizer.json");
