@@ -30,7 +30,7 @@ struct Parser {
   bool saw_byte_level_pre = false;
   bool saw_gpt2_regex = false;
   int known_splits = 0;         // Splits by one of known_split_regexes()
-  std::string known_split_pre;  // the last one's GGUF name
+  std::string known_split_pre = {};  // the last one's GGUF name
   bool saw_digits = false;
   bool saw_other_split = false;
 
