@@ -461,9 +461,11 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std
     const std::string& pre = spec.pre;
     if (pre.empty() || pre == "default" || pre == "gpt2" || pre == "gpt-2") {
       c.split_patterns = {kGpt2Pattern};
-    } else if (pre == "qwen2") {
+    } else if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "megrez") {  // llama.cpp's QWEN2 names
       c.split_patterns = {kQwen2Pattern};
-    } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
+    } else if (pre == "smaug-bpe" || pre == "dbrx") {  // Llama-3's split, its merges applied
+      c.split_patterns = {kLlama3Pattern};
+    } else if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3" || pre == "falcon3") {
       c.split_patterns = {kLlama3Pattern};
       // A piece that is a token is that token, merges or not (llama.cpp's ignore_merges for these
       // names; Llama-3's tokenizer.json says "ignore_merges": true).
@@ -473,8 +475,10 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std
     } else if (pre == "smollm") {
       c.split_patterns = {R"(\p{N})", kGpt2Pattern};
     } else {
-      fail("{}: pre-tokenizer \"{}\" is not supported (known: default, gpt2, qwen2, llama-bpe, gpt-4o, smollm)",
-           origin, pre);
+      fail(
+          "{}: pre-tokenizer \"{}\" is not supported (known: default, gpt2, gpt-2, qwen2, deepseek-r1-qwen, megrez, "
+          "llama-bpe, llama3, llama-v3, falcon3, smaug-bpe, dbrx, gpt-4o, llama4, smollm)",
+          origin, pre);
     }
     PieceMap ids;
     ids.reserve(n * 2);

@@ -339,7 +339,9 @@ std::unique_ptr<BpeTokenizer> bpe_from_json_text(std::string_view text, const st
   // GGUF's "pre" name for the pre-tokenizer, when it is one GGUF knows.
   if (c.byte_level) {
     if (P.saw_other_split) c.pre.clear();
-    else if (P.known_splits == 1 && !P.saw_gpt2_regex && !P.saw_digits) c.pre = P.known_split_pre;
+    else if (P.known_splits == 1 && !P.saw_gpt2_regex && !P.saw_digits)
+      // Llama-3's split without its ignore_merges is llama.cpp's smaug-bpe (merges always applied).
+      c.pre = P.known_split_pre == std::string("llama-bpe") && !c.ignore_merges ? "smaug-bpe" : P.known_split_pre;
     else if (P.saw_gpt2_regex && P.known_splits == 0 && P.saw_digits) c.pre = "smollm";
     else if (P.saw_gpt2_regex && P.known_splits == 0 && !P.saw_digits) c.pre = "default";
   }
