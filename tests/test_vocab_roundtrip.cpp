@@ -226,7 +226,8 @@ TEST(VocabToHfJson, ByteLevelVocabularies) {
 
 // Each GGUF pre-tokenizer name splits as its family's tokenizer.json regex does: the vocabulary
 // holds whole "2024", " camelCase" and "Case", so a token boundary inside them is the split's.
-// Qwen2 takes digits one at a time, Llama-3 three at a time, o200k also parts camelCase.
+// Qwen2 takes digits one at a time, Llama-3 three at a time, o200k also parts camelCase, Tekken
+// parts camelCase, digits one at a time and leaves contractions apart.
 TEST(VocabPreTokenizers, EachNameSplitsAsItsFamily) {
   VocabSpec v = byte_level_vocab("default", {"2024", " camelCase", "Case", " it's", "'s"});
   auto pieces = [&](const Tokenizer& t, const std::string& text) {
@@ -245,6 +246,7 @@ TEST(VocabPreTokenizers, EachNameSplitsAsItsFamily) {
       {"smaug-bpe", {"202", "4", " camelCase", " it", "'s"}},
       {"gpt-4o", {"202", "4", " camel", "Case", " it's"}},
       {"llama4", {"202", "4", " camel", "Case", " it's"}},
+      {"tekken", {"2", "0", "2", "4", " camel", "Case", " it", "'s"}},
   };
   for (const auto& [pre, expected] : want) {
     v.pre = pre;

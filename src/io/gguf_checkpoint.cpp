@@ -327,10 +327,11 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
     v.pad_id = m.get_id("tokenizer.ggml.padding_token_id");
     for (int id : {v.bos_id, v.eos_id, v.unk_id, v.pad_id})
       if (id >= int(n)) fail("{}: special token id {} is outside the {}-token vocabulary", name, id, n);
-    // Absent, llama.cpp's defaults: BOS for SentencePiece vocabularies and Llama-3's pre-tokenizer,
+    // Absent, llama.cpp's defaults: BOS for SentencePiece vocabularies and Llama-3's and Tekken's pre-tokenizers,
     // none for the other byte-level ones (gpt-oss's files, which say nothing, start without one).
-    const bool llama3_pre = v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3" || v.pre == "falcon3";
-    v.add_bos = m.get_bool("tokenizer.ggml.add_bos_token", v.model == "llama" || llama3_pre);
+    const bool bos_pre = v.pre == "llama-bpe" || v.pre == "llama3" || v.pre == "llama-v3" || v.pre == "falcon3" ||
+                         v.pre == "tekken";
+    v.add_bos = m.get_bool("tokenizer.ggml.add_bos_token", v.model == "llama" || bos_pre);
     // SentencePiece vocabularies add the dummy space prefix unless told not to; byte-level BPE never does.
     v.add_space_prefix = m.get_bool("tokenizer.ggml.add_space_prefix", v.model == "llama");
     ck.vocab = std::move(v);

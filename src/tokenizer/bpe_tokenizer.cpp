@@ -472,12 +472,15 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std
       c.ignore_merges = true;
     } else if (pre == "gpt-4o" || pre == "llama4") {  // llama.cpp's names for o200k's split
       c.split_patterns = {kO200kPattern};
+    } else if (pre == "tekken") {
+      c.split_patterns = {kTekkenPattern};
+      c.ignore_merges = true;  // as llama.cpp's TEKKEN and Mistral's tokenizer.json
     } else if (pre == "smollm") {
       c.split_patterns = {R"(\p{N})", kGpt2Pattern};
     } else {
       fail(
           "{}: pre-tokenizer \"{}\" is not supported (known: default, gpt2, gpt-2, qwen2, deepseek-r1-qwen, megrez, "
-          "llama-bpe, llama3, llama-v3, falcon3, smaug-bpe, dbrx, gpt-4o, llama4, smollm)",
+          "llama-bpe, llama3, llama-v3, falcon3, smaug-bpe, dbrx, gpt-4o, llama4, tekken, smollm)",
           origin, pre);
     }
     PieceMap ids;

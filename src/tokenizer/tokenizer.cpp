@@ -145,9 +145,16 @@ const char* const kLlama3Pattern =
 const char* const kO200kPattern =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Tekken (Mistral-Nemo, Mistral-Small-3, Pixtral): o200k's word split without its contractions,
+// digits one at a time.
+const char* const kTekkenPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+
 const std::vector<SplitRegex>& known_split_regexes() {
-  static const std::vector<SplitRegex> k = {
-      {kQwen2Pattern, "qwen2"}, {kLlama3Pattern, "llama-bpe"}, {kO200kPattern, "gpt-4o"}};
+  static const std::vector<SplitRegex> k = {{kQwen2Pattern, "qwen2"},
+                                            {kLlama3Pattern, "llama-bpe"},
+                                            {kO200kPattern, "gpt-4o"},
+                                            {kTekkenPattern, "tekken"}};
   return k;
 }
 

@@ -61,6 +61,7 @@ extern const char* const kGpt2Pattern;
 extern const char* const kQwen2Pattern;
 extern const char* const kLlama3Pattern;
 extern const char* const kO200kPattern;
+extern const char* const kTekkenPattern;
 
 // The byte-level split regexes that have a GGUF pre-tokenizer name (tokenizer.ggml.pre): each is a
 // tokenizer.json Split (Isolated) before a ByteLevel without its own regex.
