@@ -22,6 +22,13 @@ constexpr int kWindowPeriod = 2;
 constexpr const char* kLlamaCppYarnKeys[] = {"rope.scaling.attn_factor", "rope.scaling.yarn_attn_factor",
                                              "rope.scaling.yarn_ext_factor", "rope.scaling.yarn_log_multiplier"};
 
+// The rope_scaling entry a gpt-oss GGUF's YaRN keys stand for (its config.json's form, untruncated),
+// so that the reader and the writer derive the attention factor by transformers' one formula.
+nlohmann::json gpt_oss_yarn(double factor, int original, double beta_fast, double beta_slow) {
+  return {{"rope_type", "yarn"},     {"factor", factor},       {"original_max_position_embeddings", original},
+          {"beta_fast", beta_fast}, {"beta_slow", beta_slow}, {"truncate", false}};
+}
+
 void read_window_pattern(const GgufMeta& m, const std::string& A, const ModelConfig& c, const std::string& name) {
   const std::string key = A + "attention.sliding_window_pattern";
   const GgufValue* v = m.find(key);
@@ -77,9 +84,7 @@ void read_gpt_oss_gguf_keys(const GgufMeta& m, const std::string& A, ModelConfig
   const double slow = m.get_num(A + "rope.scaling.yarn_beta_slow", 1.0);
   if (!(fast > 0.0 && slow > 0.0) || !std::isfinite(fast) || !std::isfinite(slow))
     fail("{}: keys '{}rope.scaling.yarn_beta_fast' / '_slow' = {} / {} must be positive", name, A, fast, slow);
-  const nlohmann::json rs = {{"rope_type", "yarn"}, {"factor", factor},   {"original_max_position_embeddings", orig},
-                             {"beta_fast", fast},   {"beta_slow", slow},  {"truncate", false}};
-  read_hf_rope_scaling(rs, "yarn", c, name, A + "rope.scaling");
+  read_hf_rope_scaling(gpt_oss_yarn(factor, orig, fast, slow), "yarn", c, name, A + "rope.scaling");
 }
 
 void gpt_oss_gguf_keys(const ModelConfig& c, const std::string& A, const std::string& path,
@@ -99,10 +104,14 @@ void gpt_oss_gguf_keys(const ModelConfig& c, const std::string& A, const std::st
   out.emplace_back(A + "expert_used_count", GgufValue::of_u32(uint32_t(moe.n_used)));
   out.emplace_back(A + "expert_feed_forward_length", GgufValue::of_u32(uint32_t(moe.expert_hidden_dim)));
   if (c.rope_scaling == ModelConfig::RopeScaling::None) return;
-  // What the reader derives must be what this model does: the default attention factor, no
-  // truncation (transformers' YaRN for gpt-oss).
+  // What the reader derives from these keys must be what this model does: the default attention
+  // factor, no truncation (transformers' YaRN for gpt-oss).
   const double f = c.rope_factor;
-  const double mscale = f <= 1.0 ? 1.0 : 0.1 * std::log(f) + 1.0;
+  ModelConfig derived = c;
+  if (c.rope_scaling == ModelConfig::RopeScaling::Yarn)
+    read_hf_rope_scaling(gpt_oss_yarn(f, c.rope_original_max_pos, c.rope_yarn_beta_fast, c.rope_yarn_beta_slow), "yarn",
+                         derived, path, A + "rope.scaling");
+  const double mscale = derived.rope_attention_factor;
   if (c.rope_scaling != ModelConfig::RopeScaling::Yarn || c.rope_yarn_truncate ||
       std::fabs(c.rope_attention_factor - mscale) > 1e-12 * mscale)
     fail("{}: a gpt-oss GGUF says YaRN by factor, original context and betas only (attention factor 0.1 ln s + 1, "
