@@ -46,10 +46,10 @@ void show_export_progress(ExportOptions& eo, ProgressLine& line) {
   };
 }
 
-// A GGUF kvparity reads but llama.cpp will not: said, not refused (the file is still this model).
+// A GGUF kvparity reads but llama.cpp will not, or runs otherwise: said, not refused (the file is still this model).
 void note_llama_cpp_gaps(const ModelConfig& c) {
   for (const std::string& gap : gguf_llama_cpp_gaps(c))
-    std::cerr << "note: llama.cpp will not load this file: " << gap << " (kvparity reads it)\n";
+    std::cerr << "note: llama.cpp will not load or run this file as kvparity does: " << gap << " (kvparity reads it)\n";
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ def hf_to_gguf_name(h, arch):
              "self_attn.k_proj.bias": "attn_k.bias", "self_attn.v_proj.bias": "attn_v.bias",
              "mlp.gate_proj.weight": "ffn_gate.weight", "mlp.up_proj.weight": "ffn_up.weight",
              "mlp.down_proj.weight": "ffn_down.weight"}
-    if arch == "olmo2":
+    if arch in ("olmo2", "exaone4"):
         table.update({"post_attention_layernorm.weight": "post_attention_norm.weight",
                       "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
     elif arch in ("gemma2", "gemma3"):
@@ -36,7 +36,7 @@ def hf_to_gguf_name(h, arch):
                       "post_feedforward_layernorm.weight": "post_ffw_norm.weight"})
     else:
         table["post_attention_layernorm.weight"] = "ffn_norm.weight"
-    if arch in ("qwen3", "gemma3", "olmo2"):
+    if arch in ("qwen3", "gemma3", "olmo2", "exaone4"):
         table.update({"self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"})
     return "blk.%s.%s" % (i, table[rest]) if rest in table else None
 
@@ -84,7 +84,7 @@ def load_safetensors(path):
 
 def check_against_hf(hf_dir, data, kv, tensors, data_offset, arch_hp, rep):
     rep.check("cross-check vs HF checkpoint: hparams equal config.json; every tensor equals the HF tensor "
-              "after llama.cpp's conversion (names, reversed dims, llama q/k RoPE permute, gemma2 norm +1)")
+              "after llama.cpp's conversion (names, reversed dims, llama/mistral3 q/k RoPE permute, gemma2 norm +1)")
     if arch_hp is None:
         rep.fail("cannot cross-check against %s: architecture/hparams not usable" % hf_dir)
         return
@@ -137,7 +137,7 @@ def check_against_hf(hf_dir, data, kv, tensors, data_offset, arch_hp, rep):
             rep.fail("'%s': cannot compare dtypes %s / %d" % (g, dtype, t["type"]))
             continue
         want = buf
-        if arch == "llama" and re.search(r"\.(q_proj|k_proj)\.(weight|bias)$", hname):
+        if arch in ("llama", "mistral3") and re.search(r"\.(q_proj|k_proj)\.(weight|bias)$", hname):
             heads = n_head if ".q_proj." in hname else n_kv
             row_bytes = len(buf) // shape[0]
             want = permute_rows(buf, shape[0], heads, row_bytes)

@@ -1,7 +1,7 @@
 """What llama.cpp's loader expects of a GGUF file beyond the container (gguf_conformance.py): key
 types as llama-model-loader checks them, tensor names and shapes per architecture (llama with or
-without experts, qwen2, qwen3, gemma2, gemma3, olmo2, and the mixtures of experts qwen2moe, qwen3moe,
-olmoe, gpt-oss), and the tokenizer's keys. Standard library only; shares no code with kvparity.
+without experts, qwen2, qwen3, gemma2, gemma3, olmo2, exaone4, mistral3, and the mixtures of experts
+qwen2moe, qwen3moe, olmoe, gpt-oss), and the tokenizer's keys. Standard library only; shares no code with kvparity.
 """
 import math
 import re
@@ -12,7 +12,7 @@ from gguf_format import FLOAT_TYPES, GGML_TYPES, QUANT_TYPES, TYPE_NAMES, T_ARR,
 # llama.cpp expectations per architecture
 
 MOE_ARCHS = ("qwen2moe", "qwen3moe", "olmoe", "gpt-oss")  # llama.cpp requires experts in every layer of these
-KNOWN_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2") + MOE_ARCHS
+KNOWN_ARCHS = ("llama", "qwen2", "qwen3", "gemma2", "gemma3", "olmo2", "exaone4", "mistral3") + MOE_ARCHS
 
 # Key types exactly as llama.cpp reads them (llama-model-loader checks the GGUF type strictly;
 # gguf-py's add_* writers use the same types). "u32|arr" = uint32 or a per-layer array.
@@ -55,6 +55,12 @@ def arch_keys(arch):
         a + "attention.sliding_window_pattern": "u32",
         a + "rope.freq_base_swa": "f32",
     }
+    # olmo2 (OLMo-3) and exaone4: the converter writes one bool a layer (add_sliding_window_pattern of a list).
+    if arch in ("olmo2", "exaone4"):
+        optional[a + "attention.sliding_window_pattern"] = "arr:bool"
+    if arch == "mistral3":  # its load_hparams: the Llama-4 temperature, YaRN's log multiplier
+        optional[a + "attention.temperature_scale"] = "f32"
+        optional[a + "rope.scaling.yarn_log_multiplier"] = "f32"
     if arch == "gpt-oss":  # llama.cpp's openai-moe load_hparams reads these without a default
         for k in ("attention.sliding_window", "expert_count", "expert_used_count", "expert_feed_forward_length"):
             required[a + k] = optional.pop(a + k)
@@ -125,7 +131,7 @@ def expected_tensors(arch, hp):
     if arch in ("qwen2moe", "olmoe"):  # q and o are {n_embd, n_embd} there
         q_out = E
     exp = {"token_embd.weight": ([E, V], True), "output_norm.weight": ([E], True)}
-    if arch in ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe"):
+    if arch in ("llama", "qwen2", "qwen3", "gemma3", "qwen3moe", "exaone4", "mistral3"):
         exp["output.weight"] = ([E, V], False)  # TENSOR_NOT_REQUIRED: falls back to token_embd
     if arch in ("olmo2", "qwen2moe", "olmoe", "gpt-oss"):
         exp["output.weight"] = ([E, V], True)
@@ -146,7 +152,7 @@ def expected_tensors(arch, hp):
                 exp[b + n + ".bias"] = ([ne], True)
             for n, ne in (("ffn_gate_exps", FE), ("ffn_up_exps", FE), ("ffn_down_exps", E)):
                 exp[b + n + ".bias"] = ([ne, NE], True)
-        elif arch != "olmo2":  # OLMo-2 normalises the blocks' outputs only
+        elif arch not in ("olmo2", "exaone4"):  # these normalise the blocks' outputs only
             exp[b + "attn_norm.weight"] = ([E], True)
             exp[b + "ffn_norm.weight"] = ([E], True)
         exp[b + "attn_q.weight"] = ([E, q_out], True)
@@ -170,7 +176,7 @@ def expected_tensors(arch, hp):
             exp[b + "attn_q.bias"] = ([E], False)
             exp[b + "attn_k.bias"] = ([k_out], False)
             exp[b + "attn_v.bias"] = ([v_out], False)
-        if arch == "llama":
+        if arch in ("llama", "mistral3"):
             exp[b + "attn_q.bias"] = ([q_out], False)
             exp[b + "attn_k.bias"] = ([k_out], False)
             exp[b + "attn_v.bias"] = ([v_out], False)
@@ -179,10 +185,10 @@ def expected_tensors(arch, hp):
             exp[b + "attn_q.bias"] = ([E], True)
             exp[b + "attn_k.bias"] = ([k_out], True)
             exp[b + "attn_v.bias"] = ([v_out], True)
-        elif arch in ("gemma2", "gemma3", "olmo2"):
+        elif arch in ("gemma2", "gemma3", "olmo2", "exaone4"):
             exp[b + "post_attention_norm.weight"] = ([E], True)
             exp[b + "post_ffw_norm.weight"] = ([E], True)
-        if arch in ("qwen3", "gemma3", "qwen3moe"):
+        if arch in ("qwen3", "gemma3", "qwen3moe", "exaone4"):
             exp[b + "attn_q_norm.weight"] = ([hk], True)
             exp[b + "attn_k_norm.weight"] = ([hk], True)
         elif arch == "olmo2":  # over the whole projection
@@ -191,7 +197,7 @@ def expected_tensors(arch, hp):
         elif arch == "olmoe":  # over the whole projection, both {n_embd}: multi-head attention only
             exp[b + "attn_q_norm.weight"] = ([E], True)
             exp[b + "attn_k_norm.weight"] = ([E], True)
-    if arch == "llama":
+    if arch in ("llama", "exaone4", "mistral3"):
         exp["rope_freqs.weight"] = ([hp["n_rot"] // 2], False)
     return exp
 
@@ -244,8 +250,8 @@ def check_arch(kv, tensors, rep):
     hp["head_k"] = scalar(kv, A + "attention.key_length", hp["n_embd"] // hp["n_head"])
     hp["head_v"] = scalar(kv, A + "attention.value_length", hp["n_embd"] // hp["n_head"])
     hp["n_rot"] = scalar(kv, A + "rope.dimension_count", hp["head_k"])
-    if arch == "llama" and hp["n_rot"] != hp["head_k"]:
-        rep.fail("llama: rope.dimension_count %d != head dim %d (llama.cpp: invalid n_rot)" % (hp["n_rot"], hp["head_k"]))
+    if arch in ("llama", "mistral3", "exaone4") and hp["n_rot"] != hp["head_k"]:
+        rep.fail("%s: rope.dimension_count" % arch + " %d != head dim %d (llama.cpp: invalid n_rot)" % (hp["n_rot"], hp["head_k"]))
     if arch in ("qwen2", "qwen2moe", "olmoe") and hp["head_k"] * hp["n_head"] != hp["n_embd"]:
         rep.fail("%s: llama.cpp creates attn_q as {n_embd, n_embd}, so head_count * head dim must equal n_embd" % arch)
     if arch == "olmoe" and hp["n_head_kv"] != hp["n_head"]:

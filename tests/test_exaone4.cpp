@@ -3,7 +3,7 @@
 // layers. With one head the per-head norm is OLMo-2's whole-projection norm, so that model is
 // OLMo-2 bit for bit in every dtype; the global layers' q and k leave RoPE as they came, the
 // windowed layers' rows before the window are the unwindowed model's; the published configs read
-// as their models; config.json round-trips; GGUF is refused both ways.
+// as their models; config.json round-trips (GGUF: test_family_gguf.cpp).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -126,7 +126,7 @@ TEST(Exaone4, GlobalLayersTakeNoRopeAndLocalLayersTheWindow) {
   EXPECT_GT(test::max_abs_diff(windowed, unwindowed), 1e-3);
 }
 
-TEST(Exaone4, ConfigJsonRoundTripsAndGgufIsRefused) {
+TEST(Exaone4, ConfigJsonRoundTrips) {
   test::TempDir tmp;
   const Checkpoint ck = synthesize_checkpoint(synthetic_config("exaone4", "tiny"), DType::F32, 4);
   export_checkpoint(ck, "hf", tmp.file("hf"));
@@ -145,8 +145,6 @@ TEST(Exaone4, ConfigJsonRoundTripsAndGgufIsRefused) {
   const std::string text = inspect_text(inspect_model(io));
   EXPECT_NE(text.find("none in layers 3 (NoPE)"), std::string::npos) << text;
   EXPECT_NE(text.find("q/k normalised per head"), std::string::npos) << text;
-  const std::string e = test::error_of([&] { export_checkpoint(ck, "gguf", tmp.file("x.gguf")); });
-  EXPECT_NE(e.find("exaone4 has no GGUF form"), std::string::npos) << e;
   // A layer without RoPE that is not a global layer has no config.json form.
   Checkpoint odd = ck;
   odd.config.nope_layers = {1};

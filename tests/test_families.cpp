@@ -33,12 +33,12 @@ using test::read_json;
 
 
 const std::vector<std::string> kFamilies = {"llama", "mistral", "gemma2", "qwen2",
-                                            "qwen3", "gemma3",  "olmo2",  "olmo3"};
+                                            "qwen3", "gemma3",  "olmo2",  "olmo3", "exaone4"};
 
 
 // ---------------------------------------------------------------------------------------------
 // Synthetic tiny models of every family, written in both formats as `kvparity synth` writes them.
-// YaRN has no GGUF form, so OLMo-3's tiny model (YaRN on its full layer) is written unscaled here,
+// YaRN has no GGUF form there (gpt-oss and mistral3 aside), so OLMo-3's tiny model (YaRN on its full layer) is written unscaled here,
 // in both formats; test_olmo3.cpp and test_yarn.cpp run its YaRN.
 void write_synth(const std::string& arch, const std::string& format, DType dtype, const std::string& out) {
   ModelConfig cfg = synthetic_config(arch, "tiny");

@@ -158,10 +158,37 @@ TEST_F(GgufConformance, MixturesOfExpertsPassWhereLlamaCppReadsThemAndFailByName
     const std::string out = tmp.file(std::string(arch) + "_tiny.gguf");
     const ProcResult r = run(std::string(KVPARITY_BIN) + " synth --arch " + arch + " --preset tiny --format gguf --out " + q(out));
     ASSERT_EQ(r.status, 0) << r.err;
-    EXPECT_NE(r.err.find("note: llama.cpp will not load this file"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("note: llama.cpp will not load or run this file as kvparity does"), std::string::npos) << r.err;
     const ProcResult c = check(out);
     EXPECT_NE(c.status, 0) << c.out;
     EXPECT_NE(c.out.find(tensor), std::string::npos) << c.out;
+  }
+}
+
+// EXAONE 4.0 and Ministral 3 in the layouts llama.cpp's converter gives them: exaone4's OLMo-2
+// names with per-head q/k norms, rows unpermuted, the window and its bool-a-layer pattern;
+// mistral3's Llama tensors with q/k permuted, its temperature and YaRN keys. Each against the HF
+// directory of the same weights.
+TEST_F(GgufConformance, Exaone4AndMinistral3PassWithTheirHfDirectories) {
+  if (!have_python()) return;
+  ModelConfig m3 = synthetic_config("mistral", "tiny");
+  m3.sliding_window = 0;
+  m3.rope_scaling = ModelConfig::RopeScaling::Yarn;
+  m3.rope_factor = 16.0f;
+  m3.rope_original_max_pos = 64;
+  m3.rope_attention_factor = 1.0;
+  m3.query_temperature_beta = 0.1f;
+  m3.query_temperature_context = 64;
+  for (const auto& [cfg, arch] : {std::pair{synthetic_config("exaone4", "tiny"), "exaone4"}, std::pair{m3, "mistral3"}}) {
+    SCOPED_TRACE(arch);
+    const Checkpoint ck = synthesize_checkpoint(cfg, DType::BF16);
+    const std::string gguf = tmp.file(std::string(arch) + ".gguf"), hf = tmp.file(std::string(arch) + "_hf");
+    export_checkpoint(ck, "gguf", gguf);
+    export_checkpoint(ck, "hf", hf);
+    const ProcResult c = check(gguf, hf);
+    EXPECT_EQ(c.status, 0) << "checker report:\n" << c.out << c.err;
+    EXPECT_NE(c.out.find("\"architecture\": \"" + std::string(arch) + "\""), std::string::npos) << c.out;
+    EXPECT_EQ(c.out.find("is not one llama.cpp reads"), std::string::npos) << c.out;  // every key one it reads
   }
 }
 

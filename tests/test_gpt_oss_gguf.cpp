@@ -15,6 +15,7 @@
 #include "gpt_oss_replay.h"
 #include "io/checkpoint.h"
 #include "io/gguf.h"
+#include "io/model_writer.h"
 #include "model/checkpoint_export.h"
 #include "model/moe_names.h"
 #include "test_util.h"

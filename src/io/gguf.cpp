@@ -1,4 +1,5 @@
 #include "io/gguf.h"
+#include "io/gguf_exaone4.h"
 
 #include <fmt/ranges.h>
 
@@ -192,13 +193,14 @@ void for_block_names(const std::string& arch, F&& f) {
   for (const auto& b : kBlockNames) f(b);
   if (arch == "gemma2" || arch == "gemma3")
     for (const auto& b : kGemma2Norms) f(b);
-  else if (arch == "olmo2")
+  else if (arch == "olmo2" || arch == "exaone4")
     for (const auto& b : kOlmo2Norms) f(b);
   else if (arch == "gpt-oss")
     for (const auto& b : kGptOssNames) f(b);
   else
     for (const auto& b : kLlamaNorms) f(b);
-  if (arch == "qwen3" || arch == "qwen3vl" || arch == "qwen3moe" || arch == "gemma3" || arch == "olmo2" || arch == "olmoe")
+  if (arch == "qwen3" || arch == "qwen3vl" || arch == "qwen3moe" || arch == "gemma3" || arch == "olmo2" || arch == "olmoe" ||
+      arch == "exaone4")
     for (const auto& b : kHeadNorms) f(b);
   if (arch == "llama")
     for (const auto& b : kMixtralExperts) f(b);
@@ -318,6 +320,9 @@ std::string gguf_type_name(GgufType t) {
 }
 
 std::string gguf_arch_for(const ModelConfig& c) {
+  if (c.arch == Arch::Exaone4) return "exaone4";  // its global layers are its NoPE layers
+  // Ministral 3: llama.cpp's mistral3, Llama's file with the query temperature's keys.
+  if (c.query_temperature_beta > 0.0f) return "mistral3";
   if (!c.nope_layers.empty()) return "smollm3";  // the writer checks that the file can say its layers
   if (c.granite_multipliers()) return "granite";
   if (c.is_moe() && (c.arch == Arch::Qwen2 || c.arch == Arch::Qwen3)) return arch_name(c.arch) + "moe";
@@ -342,6 +347,8 @@ std::vector<std::string> gguf_llama_cpp_gaps(const ModelConfig& c) {
     gaps.push_back(fmt::format("{} query heads share {} KV heads of {}: llama.cpp's olmoe loader takes multi-head "
                                "attention with heads x head_dim = hidden size only (its q/k norms are {{n_embd}})",
                                c.n_heads, c.n_kv_heads, c.head_dim));
+  if (arch == "exaone4")
+    for (std::string& g : exaone4_llama_cpp_gaps(c)) gaps.push_back(std::move(g));
   return gaps;
 }
 

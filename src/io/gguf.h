@@ -93,12 +93,13 @@ std::string hf_to_gguf_name(const std::string& hf_name, const std::string& gguf_
 std::string gguf_arch_for(Arch a);
 // The model's: its Arch's, but qwen2moe / qwen3moe for the Qwen mixtures of experts (Mixtral is "llama").
 std::string gguf_arch_for(const ModelConfig& c);
-// What a GGUF of this model holds that llama.cpp's loader for its architecture cannot read (each a
-// sentence naming it; empty when llama.cpp reads the whole file): kvparity reads such files, and
+// What a GGUF of this model holds that llama.cpp's loader for its architecture cannot read or runs
+// otherwise (each a sentence naming it; empty when llama.cpp runs the whole file as kvparity does): kvparity reads such files, and
 // writes them, but llama.cpp refuses them. A Qwen mixture of experts with dense layers
 // (mlp_only_layers, decoder_sparse_step): llama.cpp's qwen2moe / qwen3moe want experts in every
 // layer; OLMoE with grouped-query attention or q wider than the hidden size: llama.cpp's olmoe
-// creates q, o and both q/k norms {n_embd}.
+// creates q, o and both q/k norms {n_embd}; EXAONE 4.0 whose window llama.cpp's exaone4 loader
+// ignores (below 64 layers) or imposes (at 64).
 std::vector<std::string> gguf_llama_cpp_gaps(const ModelConfig& c);
 // Splits "<prefix>N.<rest>" (a layer's tensor name) into N and rest; false when it has another form.
 bool split_layer_name(const std::string& s, const std::string& prefix, long* layer, std::string* rest);

@@ -8,8 +8,10 @@
 #include "core/mapped_file.h"
 #include "core/quant.h"
 #include "io/gguf.h"
+#include "io/gguf_exaone4.h"
 #include "io/gguf_gpt_oss.h"
 #include "io/gguf_meta.h"
+#include "io/gguf_mistral3.h"
 #include "io/hf_fused_projections.h"
 #include "model/moe_names.h"
 
@@ -68,7 +70,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   const std::string arch = m.get_str("general.architecture", "", true);
   if (arch != "llama" && arch != "qwen2" && arch != "qwen3" && arch != "gemma2" && arch != "gemma3" &&
       arch != "qwen2moe" && arch != "qwen3moe" && arch != "olmo2" && arch != "olmoe" && arch != "phi3" &&
-      arch != "smollm3" && arch != "granite" && arch != "qwen2vl" && arch != "qwen3vl" && arch != "gpt-oss")
+      arch != "smollm3" && arch != "granite" && arch != "qwen2vl" && arch != "qwen3vl" && arch != "gpt-oss" &&
+      arch != "exaone4" && arch != "mistral3")
     fail("unsupported architecture '{}' in {} (general.architecture)", arch, name);
   const std::string A = arch + ".";
   // llama.cpp's phi3 (Phi-3, Phi-4): Phi3ForCausalLM, which transformers runs as Mistral's decoder
@@ -77,17 +80,19 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   // transformers does. The 128k models' longrope is refused by what carries it.
   const bool phi3 = arch == "phi3";
   const bool gpt_oss = arch == "gpt-oss";  // YaRN and its experts' keys: io/gguf_gpt_oss.h
+  const bool mistral3 = arch == "mistral3";  // YaRN and the query temperature: io/gguf_mistral3.h
+  const bool own_yarn = gpt_oss || mistral3;
   if (phi3 && m.find(A + "rope.scaling.attn_factor") != nullptr)
     fail("{}: longrope (the 128k Phi-3 models) is not supported (key {}rope.scaling.attn_factor)", name, A);
 
   std::string rope_scaling = m.get_str(A + "rope.scaling.type", "none");
   // llama.cpp's YaRN keys (rope.scaling.attn_factor, yarn_*) feed its own formula, whose attention
   // factor each architecture's loader treats its own way: not read as transformers' attention_factor.
-  if (rope_scaling == "yarn" && !gpt_oss)
+  if (rope_scaling == "yarn" && !own_yarn)
     fail("{}: YaRN RoPE scaling in a GGUF file is not supported (key {}rope.scaling.type); load the model's Hugging "
          "Face checkpoint, whose rope_scaling kvparity reads",
          name, A);
-  if (rope_scaling != "none" && rope_scaling != "linear" && !rope_scaling.empty() && !gpt_oss)
+  if (rope_scaling != "none" && rope_scaling != "linear" && !rope_scaling.empty() && !own_yarn)
     fail(
         "{}: rope scaling type '{}' is not supported (key {}rope.scaling.type; linear, or llama3 as the "
         "rope_freqs.weight tensor)",
@@ -134,6 +139,8 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   // per-layer pattern; OLMo-2 has no window.
   if (c.arch == Arch::Olmo2 && c.sliding_window > 0) read_olmo3_windows(m, A, c, name);
   if (gpt_oss) read_gpt_oss_gguf_keys(m, A, c, name);
+  if (arch == "exaone4") read_exaone4_gguf_keys(m, A, c, name);
+  if (mistral3) read_mistral3_gguf_keys(m, A, c, name);
   // Mixtures of experts: llama.cpp's Mixtral ("llama" with experts) and Qwen-MoE renormalise as
   // their graphs do (Mixtral and qwen3moe yes, qwen2moe no) unless expert_weights_norm says.
   if (!gpt_oss && (qwen_moe || m.get_int(A + "expert_count", 0) > 0)) {
@@ -193,8 +200,9 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   ck.path = name;
   ck.format = "gguf";
   ck.qk_layout =
-      arch == "llama" || arch == "smollm3" || arch == "granite" ? RopeLayout::Interleaved : RopeLayout::Halves;
+      arch == "llama" || arch == "smollm3" || arch == "granite" || mistral3 ? RopeLayout::Interleaved : RopeLayout::Halves;
   if (arch == "granite") ck.read_from = "GraniteForCausalLM";
+  if (mistral3) ck.read_from = "Ministral3ForCausalLM";
   if (arch == "smollm3") ck.read_from = "SmolLM3ForCausalLM";
   if (c.arch == Arch::Gemma2) {
     ck.norm_weights_include_one = true;

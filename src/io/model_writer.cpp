@@ -9,7 +9,9 @@
 #include "core/error.h"
 #include "core/atomic_file.h"
 #include "io/gguf.h"
+#include "io/gguf_exaone4.h"
 #include "io/gguf_gpt_oss.h"
+#include "io/gguf_mistral3.h"
 #include "io/io_util.h"
 #include "kernels/elementwise.h"
 #include "tokenizer/vocab_spec.h"
@@ -178,11 +180,14 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   // The padding costs at most 4 KiB per tensor.
   constexpr uint64_t kAlign = 4096;
   cfg.validate();
-  // llama.cpp's exaone4 keys and layout are not ones kvparity reads back.
-  if (cfg.arch == Arch::Exaone4) fail("{}: exaone4 has no GGUF form kvparity writes or reads (write --to hf)", path);
   const std::string arch = opts.arch.empty() ? gguf_arch_for(cfg) : opts.arch;
   const std::string A = arch + ".";
-  if (!cfg.nope_layers.empty()) {
+  if ((cfg.arch == Arch::Exaone4) != (arch == "exaone4"))
+    fail("{}: GGUF architecture '{}' for a {} model: exaone4 models are llama.cpp's exaone4 and nothing else is", path,
+         arch, arch_name(cfg.arch));
+  if ((cfg.query_temperature_beta > 0.0f) && arch != "mistral3")
+    fail("{}: the query temperature (Ministral 3's) has a GGUF form only as llama.cpp's mistral3, not '{}'", path, arch);
+  if (!cfg.nope_layers.empty() && cfg.arch != Arch::Exaone4) {
     // llama.cpp's smollm3 has no key for its layers without RoPE: its loader fixes every 4th.
     std::vector<int> every_4th;
     for (int l = 3; l < cfg.n_layers; l += 4) every_4th.push_back(l);
@@ -263,7 +268,7 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "rope.freq_base", GgufValue::of_f32(cfg.rope_theta));
   // llama.cpp's YaRN keys (rope.scaling.attn_factor and the ramp's) take its own formula, whose
   // attention factor is not transformers' (kvparity reads no YaRN GGUF either).
-  if (cfg.rope_scaling == ModelConfig::RopeScaling::Yarn && cfg.arch != Arch::GptOss)
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::Yarn && arch != "gpt-oss" && arch != "mistral3")
     fail("{}: YaRN RoPE scaling has no GGUF form kvparity writes or reads (write --to hf)", path);
   if (cfg.rope_scaling == ModelConfig::RopeScaling::Linear) {
     kv.set(A + "rope.scaling.type", GgufValue::of_str("linear"));
@@ -283,11 +288,12 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     kv.set(A + "logit_scale", GgufValue::of_f32(cfg.logits_scaling));
     if (cfg.attention_multiplier > 0.0f) kv.set(A + "attention.scale", GgufValue::of_f32(cfg.attention_multiplier));
   }
-  if (cfg.arch == Arch::GptOss) {
-    std::vector<std::pair<std::string, GgufValue>> keys;
-    gpt_oss_gguf_keys(cfg, A, path, keys);
-    for (auto& [k, v] : keys) kv.set(k, std::move(v));
-  } else if (cfg.is_moe()) {
+  std::vector<std::pair<std::string, GgufValue>> family_keys;
+  if (arch == "exaone4") exaone4_gguf_keys(cfg, A, path, family_keys);
+  if (arch == "mistral3") mistral3_gguf_keys(cfg, A, path, family_keys);
+  if (cfg.arch == Arch::GptOss) gpt_oss_gguf_keys(cfg, A, path, family_keys);
+  for (auto& [k, v] : family_keys) kv.set(k, std::move(v));
+  if (cfg.arch != Arch::GptOss && cfg.is_moe()) {
     // llama.cpp's keys; expert_weights_norm too, which its Mixtral and Qwen-MoE graphs fix by arch.
     kv.set(A + "expert_count", GgufValue::of_u32(uint32_t(cfg.moe.n_experts)));
     kv.set(A + "expert_used_count", GgufValue::of_u32(uint32_t(cfg.moe.n_used)));
