@@ -316,6 +316,8 @@ done
 for kind in mixtral qwen2_moe olmoe; do
   "$KVP" convert --model "$T/$kind" --to gguf --out "$OUT/fuzz_gguf/${kind}_F16.gguf" 2>/dev/null || true
 done
+# EXAONE 4.0's hybrid (its window and bool-a-layer pattern, global NoPE layers).
+"$KVP" synth --arch exaone4 --preset tiny --format gguf --dtype fp16 --out "$OUT/fuzz_gguf/exaone4_F16.gguf" 2>/dev/null || true
 # Quantised blocks, for the scalar-vs-vectorised decoder check (rows of 32 and 64 values take the
 # 32-value formats).
 for qt in Q8_0 Q4_0 Q5_1 IQ4_NL; do
