@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/checkpoint.h"
+#include "ministral3_tiny.h"
 #include "io/gguf.h"
 #include "io/model_writer.h"
 #include "model/checkpoint_export.h"
@@ -169,23 +170,11 @@ TEST(Exaone4Gguf, WhatTheFilesCannotSayIsRefusedByKey) {
   EXPECT_NE(e.find("exaone4 models are llama.cpp's exaone4"), std::string::npos) << e;
 }
 
-// The tiny Mistral with YaRN x4 over 8 positions and the temperature at C = 8 (test_ministral3.cpp's).
-ModelConfig tiny_ministral3() {
-  ModelConfig c = synthetic_config("mistral", "tiny");
-  c.sliding_window = 0;
-  c.rope_theta = 1000000.0f;
-  c.rope_scaling = ModelConfig::RopeScaling::Yarn;
-  c.rope_factor = 4.0f;
-  c.rope_original_max_pos = 8;
-  c.rope_attention_factor = 1.0;  // mscale = mscale_all_dim
-  c.query_temperature_beta = 0.1f;
-  c.query_temperature_context = 8;
-  return c;
-}
+using test::tiny_ministral3;
 
 TEST(Mistral3Gguf, MinistralThreeIsWrittenAsTheConverterDoesAndRunsBitForBit) {
   test::TempDir tmp;
-  const Checkpoint ck = synthesize_checkpoint(tiny_ministral3(), DType::F32, 6);
+  const Checkpoint ck = synthesize_checkpoint(tiny_ministral3(0.1f), DType::F32, 6);
   const std::string path = tmp.file("m3.gguf");
   export_checkpoint(ck, "gguf", path);
   const FamilyGgufFile p = read_family_gguf(path);
@@ -219,7 +208,7 @@ TEST(Mistral3Gguf, MinistralThreeIsWrittenAsTheConverterDoesAndRunsBitForBit) {
 
   // Without YaRN the temperature's context is still original_context_length (llama.cpp's
   // n_ctx_orig_yarn), written beside it.
-  ModelConfig plain = tiny_ministral3();
+  ModelConfig plain = tiny_ministral3(0.1f);
   plain.rope_scaling = ModelConfig::RopeScaling::None;
   const Checkpoint pk = synthesize_checkpoint(plain, DType::F32, 6);
   export_checkpoint(pk, "gguf", tmp.file("p.gguf"));
@@ -231,7 +220,7 @@ TEST(Mistral3Gguf, MinistralThreeIsWrittenAsTheConverterDoesAndRunsBitForBit) {
 
 TEST(Mistral3Gguf, WhatItsGraphWouldRunOtherwiseIsRefusedByKey) {
   test::TempDir tmp;
-  const ModelConfig c = tiny_ministral3();
+  const ModelConfig c = tiny_ministral3(0.1f);
   const Checkpoint ck = synthesize_checkpoint(c, DType::F32, 6);
   GgufWriteOptions as_m3;
   as_m3.arch = "mistral3";

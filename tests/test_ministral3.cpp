@@ -17,6 +17,7 @@
 #include "lab/model_inspection.h"
 #include "model/checkpoint_export.h"
 #include "model/model.h"
+#include "ministral3_tiny.h"
 #include "model/synthetic.h"
 #include "reference_files.h"
 #include "runtime/generator.h"
@@ -27,18 +28,7 @@ namespace {
 
 using nlohmann::json;
 
-// The tiny Mistral with YaRN over 8 positions and the temperature at C = 8 (beta 0 leaves it out).
-ModelConfig tiny_ministral3(float beta) {
-  ModelConfig c = synthetic_config("mistral", "tiny");
-  c.sliding_window = 0;
-  c.rope_theta = 1000000.0f;
-  c.rope_scaling = ModelConfig::RopeScaling::Yarn;
-  c.rope_factor = 4.0f;
-  c.rope_original_max_pos = 8;
-  c.query_temperature_beta = beta;
-  c.query_temperature_context = beta > 0 ? 8 : 0;
-  return c;
-}
+using test::tiny_ministral3;
 
 TEST(Ministral3Config, TheClassDefaultsAndTheV5Form) {
   // A Mistral3ForConditionalGeneration whose text_config says only what differs from Ministral3Config.

@@ -75,16 +75,10 @@ void read_gpt_oss_gguf_keys(const GgufMeta& m, const std::string& A, ModelConfig
       fail("{}: key '{}{}' feeds llama.cpp's own YaRN formula, which is not transformers'; kvparity reads gpt-oss's "
            "YaRN from its factor, original context and betas only",
            name, A, k);
-  const double factor = m.get_num(A + "rope.scaling.factor", 0.0, true);
+  const GgufYarnRamp r = read_gguf_yarn_ramp(m, A, name);
   const int orig = m.get_int(A + "rope.scaling.original_context_length");
-  if (!(factor > 0.0) || !std::isfinite(factor))
-    fail("{}: key '{}rope.scaling.factor' = {} must be a positive number", name, A, factor);
   if (orig < 1) fail("{}: key '{}rope.scaling.original_context_length' must be positive", name, A);
-  const double fast = m.get_num(A + "rope.scaling.yarn_beta_fast", 32.0);
-  const double slow = m.get_num(A + "rope.scaling.yarn_beta_slow", 1.0);
-  if (!(fast > 0.0 && slow > 0.0) || !std::isfinite(fast) || !std::isfinite(slow))
-    fail("{}: keys '{}rope.scaling.yarn_beta_fast' / '_slow' = {} / {} must be positive", name, A, fast, slow);
-  read_hf_rope_scaling(gpt_oss_yarn(factor, orig, fast, slow), "yarn", c, name, A + "rope.scaling");
+  read_hf_rope_scaling(gpt_oss_yarn(r.factor, orig, r.beta_fast, r.beta_slow), "yarn", c, name, A + "rope.scaling");
 }
 
 void gpt_oss_gguf_keys(const ModelConfig& c, const std::string& A, const std::string& path,

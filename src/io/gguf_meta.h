@@ -1,6 +1,7 @@
 #pragma once
 // Typed access to a GGUF file's metadata for the Checkpoint builders (gguf_checkpoint.cpp and the
 // families' own readers); every error names the key and the file.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -85,5 +86,23 @@ class GgufMeta {
   const GgufFile& g_;
   const std::string& name_;
 };
+
+// YaRN's factor and the ramp's betas as llama.cpp's keys carry them (<arch>.rope.scaling.factor,
+// required; yarn_beta_fast / yarn_beta_slow, 32 and 1 when absent), each checked positive.
+struct GgufYarnRamp {
+  double factor = 1.0, beta_fast = 32.0, beta_slow = 1.0;
+};
+inline GgufYarnRamp read_gguf_yarn_ramp(const GgufMeta& m, const std::string& A, const std::string& name) {
+  GgufYarnRamp r;
+  r.factor = m.get_num(A + "rope.scaling.factor", 0.0, true);
+  if (!(r.factor > 0.0) || !std::isfinite(r.factor))
+    fail("{}: key '{}rope.scaling.factor' = {} must be a positive number", name, A, r.factor);
+  r.beta_fast = m.get_num(A + "rope.scaling.yarn_beta_fast", 32.0);
+  r.beta_slow = m.get_num(A + "rope.scaling.yarn_beta_slow", 1.0);
+  if (!(r.beta_fast > 0.0 && r.beta_slow > 0.0) || !std::isfinite(r.beta_fast) || !std::isfinite(r.beta_slow))
+    fail("{}: keys '{}rope.scaling.yarn_beta_fast' / '_slow' = {} / {} must be positive", name, A, r.beta_fast,
+         r.beta_slow);
+  return r;
+}
 
 }  // namespace kvp

@@ -58,14 +58,8 @@ void read_mistral3_gguf_keys(const GgufMeta& m, const std::string& A, ModelConfi
       fail("{}: key '{}{}' = {}: llama.cpp's mistral3 graph rotates with its own YaRN attention factor and "
            "extrapolation, which this key would contradict; not supported",
            name, A, k, m.get_num(A + k, 1.0));
-  const double factor = m.get_num(A + "rope.scaling.factor", 0.0, true);
-  if (!(factor > 0.0) || !std::isfinite(factor))
-    fail("{}: key '{}rope.scaling.factor' = {} must be a positive number", name, A, factor);
-  const double fast = m.get_num(A + "rope.scaling.yarn_beta_fast", 32.0);
-  const double slow = m.get_num(A + "rope.scaling.yarn_beta_slow", 1.0);
-  if (!(fast > 0.0 && slow > 0.0) || !std::isfinite(fast) || !std::isfinite(slow))
-    fail("{}: keys '{}rope.scaling.yarn_beta_fast' / '_slow' = {} / {} must be positive", name, A, fast, slow);
-  read_hf_rope_scaling(mistral3_yarn(factor, context, fast, slow), "yarn", c, name, A + "rope.scaling");
+  const GgufYarnRamp r = read_gguf_yarn_ramp(m, A, name);
+  read_hf_rope_scaling(mistral3_yarn(r.factor, context, r.beta_fast, r.beta_slow), "yarn", c, name, A + "rope.scaling");
 }
 
 void mistral3_gguf_keys(const ModelConfig& c, const std::string& A, const std::string& path,
