@@ -208,7 +208,7 @@ VocabSpec byte_level_vocab(const std::string& pre, const std::vector<std::string
 }
 
 TEST(VocabToHfJson, ByteLevelVocabularies) {
-  for (const char* pre : {"default", "qwen2", "llama-bpe", "gpt-4o", "smollm"}) {
+  for (const char* pre : {"default", "gpt-2", "qwen2", "llama-bpe", "gpt-4o", "smollm"}) {
     const VocabSpec spec = byte_level_vocab(pre);
     expect_hf_round_trip(spec, std::string("byte-level, pre ") + pre);
     EXPECT_EQ(tokenizer_from_json(hf_tokenizer_json(spec, "bl"), "bl.json")->to_vocab_spec().pre, pre);
@@ -261,6 +261,86 @@ TEST(VocabPreTokenizers, EachNameSplitsAsItsFamily) {
                                : p == "llama3" || p == "falcon3" ? "llama-bpe"
                                : p == "llama4" ? "gpt-4o" : p;
     EXPECT_EQ(back, family) << pre;
+  }
+}
+
+// GGUF "default" (and no pre at all) is llama.cpp's DEFAULT split, not GPT-2's regex: punctuation
+// runs leave the text first, so " !!" and " $" lose their space, and digit runs go in threes from
+// the left. The vocabulary holds every piece of both splits whole, so tokens show the split.
+const std::vector<std::string> kSplitWords = {"Hi", " there", " !!", "!!", " 56789", "567", "89", " $"};
+const std::string kSplitText = "Hi,  there !! 56789 $x";
+const std::vector<std::string> kDefaultPieces = {"Hi", ",", " ", " there", " ", "!!", " ", "567", "89", " ", "$", "x"};
+const std::vector<std::string> kGpt2Pieces = {"Hi", ",", " ", " there", " !!", " 56789", " $", "x"};
+
+std::vector<std::string> token_pieces(const Tokenizer& t, const std::string& text) {
+  std::vector<std::string> out;
+  for (int id : t.encode(text, false)) out.push_back(t.token_bytes(-1, id));
+  return out;
+}
+
+TEST(VocabPreTokenizers, DefaultIsLlamaCppsDefaultNotGpt2) {
+  VocabSpec v = byte_level_vocab("default", kSplitWords);
+  const Ids by_default = tokenizer_from_vocab(v)->encode(kSplitText, false);
+  for (const char* pre : {"default", ""}) {
+    v.pre = pre;
+    EXPECT_EQ(token_pieces(*tokenizer_from_vocab(v), kSplitText), kDefaultPieces) << "pre \"" << pre << "\"";
+  }
+  for (const char* pre : {"gpt-2", "exaone4", "gpt2", "phi-2", "jina-es", "jina-de", "jina-v2-es", "jina-v2-de",
+                          "jina-v2-code", "gigachat", "roberta-bpe", "olmo", "mpt", "jais", "trillion",
+                          "granite-docling"}) {
+    v.pre = pre;
+    const auto t = tokenizer_from_vocab(v);
+    EXPECT_EQ(token_pieces(*t, kSplitText), kGpt2Pieces) << pre;
+    EXPECT_NE(t->encode(kSplitText, false), by_default) << pre << " must not split as \"default\"";
+  }
+  v.pre = "phi-3";
+  try {
+    tokenizer_from_vocab(v);
+    ADD_FAILURE() << "pre phi-3 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exaone4"), std::string::npos) << e.what();
+  }
+}
+
+// GPT-2's regex alone names itself "gpt-2" in a tokenizer.json, so a conversion to GGUF splits in
+// llama.cpp as here; "default" is written as its four Splits, in order, and reads back as "default".
+TEST(VocabPreTokenizers, TokenizerJsonNamesGpt2AndDefaultApart) {
+  VocabSpec v = byte_level_vocab("exaone4", kSplitWords);
+  auto hf = tokenizer_from_json(hf_tokenizer_json(v, "bl"), "bl.json");
+  EXPECT_EQ(token_pieces(*hf, kSplitText), kGpt2Pieces);
+  EXPECT_EQ(hf->to_vocab_spec().pre, "gpt-2");
+
+  v.pre = "";
+  const json j = json::parse(hf_tokenizer_json(v, "bl"));
+  const json& list = j["pre_tokenizer"]["pretokenizers"];
+  ASSERT_EQ(list.size(), 5u) << j["pre_tokenizer"].dump();
+  const std::vector<std::string> want = {R"([\p{P}\$\+<=>\^~\|]+)", tok::kGpt2Pattern, R"(\p{N}+)", "[0-9][0-9][0-9]"};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(list[i]["type"], "Split") << i;
+    EXPECT_EQ(list[i]["pattern"]["Regex"], want[i]) << i;
+    EXPECT_EQ(list[i]["behavior"], "Isolated") << i;
+  }
+  EXPECT_EQ(list[4]["type"], "ByteLevel");
+  EXPECT_EQ(list[4]["use_regex"], false);
+  hf = tokenizer_from_json(j.dump(), "bl.json");
+  EXPECT_EQ(token_pieces(*hf, kSplitText), kDefaultPieces);
+  const VocabSpec back = hf->to_vocab_spec();
+  EXPECT_EQ(back.pre, "default");
+  EXPECT_EQ(token_pieces(*tokenizer_from_vocab(back), kSplitText), kDefaultPieces);
+  expect_same_tokenizer(*tokenizer_from_vocab(v), *tokenizer_from_vocab(back), "absent pre -> tokenizer.json -> GGUF");
+
+  // The same four splits in another order are another split (GPT-2's first: "a'the" is "a" "'t"
+  // "he", then "a" "'" "t" "he", not "a" "'" "the"), which GGUF has no name for.
+  json swapped = j;
+  std::swap(swapped["pre_tokenizer"]["pretokenizers"][0], swapped["pre_tokenizer"]["pretokenizers"][1]);
+  const auto other = tokenizer_from_json(swapped.dump(), "swapped.json");
+  EXPECT_EQ(token_pieces(*hf, "a'the"), (std::vector<std::string>{"a", "'", "the"}));
+  EXPECT_EQ(token_pieces(*other, "a'the"), (std::vector<std::string>{"a", "'", "t", "h", "e"}));
+  try {
+    other->to_vocab_spec();
+    ADD_FAILURE() << "the swapped split was given a GGUF name";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no GGUF 'pre' name"), std::string::npos) << e.what();
   }
 }
 

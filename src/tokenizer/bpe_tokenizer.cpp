@@ -4,6 +4,7 @@
 //    the highest score first, leftmost on ties.
 // Both use a linked list of symbols plus a lazily invalidated heap: O(n log n) per word.
 #include <algorithm>
+#include <iterator>
 #include <queue>
 
 #include "core/error.h"
@@ -26,6 +27,15 @@ void replace_all(std::string& s, const std::string& from, const std::string& to)
   }
   out.append(s, pos, std::string::npos);
   s = std::move(out);
+}
+
+// The GGUF pre names llama.cpp splits with GPT-2's regex alone; "gpt2" is none of llama.cpp's, but
+// kvparity has always read it so, and a file naming it may exist.
+bool is_gpt2_split_name(const std::string& pre) {
+  static const char* const names[] = {"gpt-2", "gpt2", "phi-2", "jina-es", "jina-de",
+                                      "jina-v2-es", "jina-v2-de", "jina-v2-code", "exaone4", "gigachat",
+                                      "roberta-bpe", "olmo", "mpt", "jais", "trillion", "granite-docling"};
+  return std::find(std::begin(names), std::end(names), pre) != std::end(names);
 }
 
 // Length of one character at s[i] for splitting purposes: a valid UTF-8 sequence, or one byte.
@@ -459,7 +469,10 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std
     c.byte_level = true;
     c.decode_byte_level = true;
     const std::string& pre = spec.pre;
-    if (pre.empty() || pre == "default" || pre == "gpt2" || pre == "gpt-2") {
+    if (pre.empty() || pre == "default") {  // llama.cpp's DEFAULT, not GPT-2's regex
+      c.split_patterns = default_split_patterns();
+      c.pre = "default";  // absent reads as llama.cpp reads it, so a conversion can name it
+    } else if (is_gpt2_split_name(pre)) {
       c.split_patterns = {kGpt2Pattern};
     } else if (pre == "qwen2" || pre == "deepseek-r1-qwen" || pre == "megrez") {  // llama.cpp's QWEN2 names
       c.split_patterns = {kQwen2Pattern};
@@ -479,8 +492,10 @@ std::unique_ptr<Tokenizer> tokenizer_from_vocab(const VocabSpec& spec, const std
       c.split_patterns = {R"(\p{N})", kGpt2Pattern};
     } else {
       fail(
-          "{}: pre-tokenizer \"{}\" is not supported (known: default, gpt2, gpt-2, qwen2, deepseek-r1-qwen, megrez, "
-          "llama-bpe, llama3, llama-v3, falcon3, smaug-bpe, dbrx, gpt-4o, llama4, tekken, smollm)",
+          "{}: pre-tokenizer \"{}\" is not supported (known: default, gpt-2, gpt2, phi-2, jina-es, jina-de, "
+          "jina-v2-es, jina-v2-de, jina-v2-code, exaone4, gigachat, roberta-bpe, olmo, mpt, jais, trillion, "
+          "granite-docling, qwen2, deepseek-r1-qwen, megrez, llama-bpe, llama3, llama-v3, falcon3, smaug-bpe, dbrx, "
+          "gpt-4o, llama4, tekken, smollm)",
           origin, pre);
     }
     PieceMap ids;

@@ -27,12 +27,6 @@ std::string regex_escape(const std::string& s) {
 struct Parser {
   const std::string& origin;
   BpeConfig& c;
-  bool saw_byte_level_pre = false;
-  bool saw_gpt2_regex = false;
-  int known_splits = 0;         // Splits by one of known_split_regexes()
-  std::string known_split_pre = {};  // the last one's GGUF name
-  bool saw_digits = false;
-  bool saw_other_split = false;
 
   [[noreturn]] void bad(const std::string& what) { fail("{}: {}", origin, what); }
 
@@ -124,12 +118,8 @@ struct Parser {
       for (const auto& x : list) pre_tokenizer(x);
     } else if (type == "ByteLevel") {
       c.byte_level = true;
-      saw_byte_level_pre = true;
       c.byte_level_prefix_space = flag(p, "add_prefix_space", true);
-      if (flag(p, "use_regex", true)) {
-        c.split_patterns.push_back(kGpt2Pattern);
-        saw_gpt2_regex = true;
-      }
+      if (flag(p, "use_regex", true)) c.split_patterns.push_back(kGpt2Pattern);
     } else if (type == "Split") {
       bool re = false;
       std::string pat = pattern_of(p, "pre_tokenizer Split", &re);
@@ -137,17 +127,11 @@ struct Parser {
                                                                                  : "Isolated";
       if (behavior != "Isolated") bad(fmt::format("Split behavior \"{}\" is not supported (only Isolated)", behavior));
       if (flag(p, "invert", false)) bad("Split with invert=true is not supported");
-      const auto& known = known_split_regexes();
-      const auto k = std::find_if(known.begin(), known.end(), [&](const SplitRegex& x) { return re && pat == x.pattern; });
-      if (k != known.end()) ++known_splits, known_split_pre = k->gguf_pre;
-      else if (re && pat == kGpt2Pattern) saw_gpt2_regex = true;
-      else saw_other_split = true;
       c.split_patterns.push_back(re ? pat : regex_escape(pat));
     } else if (type == "Metaspace") {
       metaspace(p, true);
     } else if (type == "Digits") {
       c.split_patterns.push_back(flag(p, "individual_digits", false) ? R"(\p{N})" : R"(\p{N}+)");
-      saw_digits = true;
     } else {
       bad(fmt::format("pre_tokenizer type \"{}\" is not supported", type));
     }
@@ -336,14 +320,21 @@ std::unique_ptr<BpeTokenizer> bpe_from_json_text(std::string_view text, const st
   if (c.byte_level && !c.decode_byte_level && (!j.contains("decoder") || j["decoder"].is_null()))
     c.decode_byte_level = true;
 
-  // GGUF's "pre" name for the pre-tokenizer, when it is one GGUF knows.
+  // GGUF's "pre" name for the pre-tokenizer, when one GGUF knows splits as these patterns do, in
+  // this order: the splits that come out of the components are compared, not the components, so
+  // ByteLevel's own regex and a Split by the same regex are one thing, and a name is only ever
+  // given to exactly the split the GGUF route builds for it.
   if (c.byte_level) {
-    if (P.saw_other_split) c.pre.clear();
-    else if (P.known_splits == 1 && !P.saw_gpt2_regex && !P.saw_digits)
-      // Llama-3's split without its ignore_merges is llama.cpp's smaug-bpe (merges always applied).
-      c.pre = P.known_split_pre == std::string("llama-bpe") && !c.ignore_merges ? "smaug-bpe" : P.known_split_pre;
-    else if (P.saw_gpt2_regex && P.known_splits == 0 && P.saw_digits) c.pre = "smollm";
-    else if (P.saw_gpt2_regex && P.known_splits == 0 && !P.saw_digits) c.pre = "default";
+    using Patterns = std::vector<std::string>;
+    const Patterns& sp = c.split_patterns;
+    // GPT-2's regex alone is llama.cpp's "gpt-2"; its "default" is a four-step split of its own.
+    if (sp == default_split_patterns()) c.pre = "default";
+    else if (sp == Patterns{kGpt2Pattern}) c.pre = "gpt-2";
+    else if (sp == Patterns{R"(\p{N})", kGpt2Pattern}) c.pre = "smollm";
+    for (const SplitRegex& k : known_split_regexes())
+      if (sp == Patterns{k.pattern})
+        // Llama-3's split without its ignore_merges is llama.cpp's smaug-bpe (merges always applied).
+        c.pre = k.gguf_pre == std::string("llama-bpe") && !c.ignore_merges ? "smaug-bpe" : k.gguf_pre;
   }
 
   // BOS/EOS by common names when the files do not say.

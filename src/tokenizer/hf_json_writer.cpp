@@ -104,15 +104,22 @@ json byte_level_pre_tokenizer(const BpeConfig& c, const std::string& origin) {
   auto byte_level = [](bool use_regex) {
     return json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", use_regex}};
   };
+  auto split = [](const std::string& pattern) {
+    return json{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}, {"invert", false}};
+  };
   if (sp == std::vector<std::string>{tok::kGpt2Pattern}) return byte_level(true);
   for (const tok::SplitRegex& k : tok::known_split_regexes())
     if (sp == std::vector<std::string>{k.pattern})
-      return {{"type", "Sequence"},
-              {"pretokenizers", json::array({json{{"type", "Split"},
-                                                  {"pattern", {{"Regex", k.pattern}}},
-                                                  {"behavior", "Isolated"},
-                                                  {"invert", false}},
-                                             byte_level(false)})}};
+      return {{"type", "Sequence"}, {"pretokenizers", json::array({split(k.pattern), byte_level(false)})}};
+  if (sp == tok::default_split_patterns()) {
+    // GPT-2's regex as a Split too, not as ByteLevel's: HF's ByteLevel maps the bytes to its
+    // printable characters there and then, so a Split after it would see "Â²" where the GGUF
+    // route sees "²". One ByteLevel without a regex goes last.
+    json list = json::array();
+    for (const std::string& p : sp) list.push_back(split(p));
+    list.push_back(byte_level(false));
+    return {{"type", "Sequence"}, {"pretokenizers", std::move(list)}};
+  }
   if (sp == std::vector<std::string>{R"(\p{N})", tok::kGpt2Pattern})
     return {{"type", "Sequence"},
             {"pretokenizers",

@@ -150,6 +150,16 @@ const char* const kO200kPattern =
 const char* const kTekkenPattern =
     R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
+// Not GPT-2's split, though GGUF "default" reads like it: runs of punctuation and of $+<=>^~| leave
+// their words first (" ,x" is " " "," "x"), and digit runs are then cut into threes from the left
+// ("12345" is "123" "45"). Each split refines the pieces of the one before; what a split does not
+// match stays a piece, as in llama.cpp's unicode_regex_split.
+const std::vector<std::string>& default_split_patterns() {
+  static const std::vector<std::string> k = {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2Pattern, R"(\p{N}+)",
+                                             "[0-9][0-9][0-9]"};
+  return k;
+}
+
 const std::vector<SplitRegex>& known_split_regexes() {
   static const std::vector<SplitRegex> k = {{kQwen2Pattern, "qwen2"},
                                             {kLlama3Pattern, "llama-bpe"},

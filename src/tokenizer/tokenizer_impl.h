@@ -63,6 +63,9 @@ extern const char* const kLlama3Pattern;
 extern const char* const kO200kPattern;
 extern const char* const kTekkenPattern;
 
+// llama.cpp's DEFAULT pre-tokenizer (GGUF pre "default", or none): four splits in this order.
+const std::vector<std::string>& default_split_patterns();
+
 // The byte-level split regexes that have a GGUF pre-tokenizer name (tokenizer.ggml.pre): each is a
 // tokenizer.json Split (Isolated) before a ByteLevel without its own regex.
 struct SplitRegex {
