@@ -115,6 +115,9 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   c.dim = m.get_int(A + "embedding_length");
   c.hidden_dim = m.get_int(A + "feed_forward_length");
   c.n_layers = m.get_int(A + "block_count");
+  // Checked here, not only in validate(): the per-layer loops below run before it.
+  if (c.n_layers < 1 || c.n_layers > 1024)
+    fail("{}: key '{}block_count' = {} is out of range [1, 1024]", name, A, c.n_layers);
   c.n_heads = m.get_int(A + "attention.head_count");
   c.n_kv_heads = m.get_int(A + "attention.head_count_kv", c.n_heads);
   if (c.n_heads <= 0) fail("{}: key '{}attention.head_count' = 0", name, A);
