@@ -22,6 +22,7 @@
 #include "kernels/portable_scalar.h"
 #include "model/checkpoint_export.h"
 #include "model/model.h"
+#include "model/moe_names.h"
 #include "model/moe_routing.h"
 #include "model/synthetic.h"
 #include "model/weights.h"
@@ -362,8 +363,9 @@ TEST(GptOssSynthetic, TheTinyPresetAndTheRealShapesValidate) {
   EXPECT_NO_THROW(weights_footprint(ck, DType::BF16));
 }
 
-// The fused expert tensors of one layer hold the same shapes and bytes in both files.
-void expect_same_fused_experts(const std::string& want_file, const std::string& got_file) {
+// The fused expert tensors of one layer hold the same shapes, dtypes and bytes in both files (the
+// dequantised form's, or with `mxfp4` the published form's blocks and scales).
+void expect_same_fused_experts(const std::string& want_file, const std::string& got_file, bool mxfp4 = false) {
   const auto read = [](const std::string& f, json& header) {
     std::ifstream in(f, std::ios::binary);
     const std::string b((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -374,18 +376,23 @@ void expect_same_fused_experts(const std::string& want_file, const std::string& 
   };
   json wh, gh;
   const std::string wd = read(want_file, wh), gd = read(got_file, gh);
-  for (const char* t : {"gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"}) {
-    const std::string n = std::string("model.layers.3.mlp.experts.") + t;
+  const std::vector<std::string> names =
+      mxfp4 ? std::vector<std::string>{"gate_up_proj_blocks", "gate_up_proj_scales", "gate_up_proj_bias",
+                                       "down_proj_blocks", "down_proj_scales", "down_proj_bias"}
+            : std::vector<std::string>{"gate_up_proj", "gate_up_proj_bias", "down_proj", "down_proj_bias"};
+  for (const std::string& t : names) {
+    const std::string n = "model.layers.3.mlp.experts." + t;
     ASSERT_TRUE(gh.contains(n)) << n;
     EXPECT_EQ(gh[n]["shape"], wh[n]["shape"]) << n;
+    EXPECT_EQ(gh[n]["dtype"], wh[n]["dtype"]) << n;
     const std::vector<size_t> w = wh[n]["data_offsets"], g = gh[n]["data_offsets"];
     EXPECT_EQ(gd.substr(g[0], g[1] - g[0]), wd.substr(w[0], w[1] - w[0])) << n;
   }
 }
 
 // An HF directory written by kvparity is GPT-OSS's own layout again: the experts fused and
-// transposed as GptOssExperts holds them, bytes equal to the replay's file for the dequantised form
-// (the MXFP4 form is written dequantised, in fp32 unless --dtype), and the same logits bit for bit.
+// transposed as GptOssExperts holds them, or (the MXFP4 form) as blocks and scales with the
+// published quantization_config; bytes equal to the replay's file; the same logits bit for bit.
 template <bool kMxfp4>
 void expect_hf_round_trip(const std::string& dir, const std::vector<int>& tokens) {
   const Checkpoint src = open_checkpoint(dir);
@@ -400,7 +407,13 @@ void expect_hf_round_trip(const std::string& dir, const std::vector<int>& tokens
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << dtype_name(dt);
   }
-  if (!kMxfp4) expect_same_fused_experts(dir + "/model.safetensors", out + "/model.safetensors");
+  expect_same_fused_experts(dir + "/model.safetensors", out + "/model.safetensors", kMxfp4);
+  const json cfg = test::read_json(out + "/config.json");
+  EXPECT_EQ(cfg.contains("quantization_config"), kMxfp4);
+  if (kMxfp4) EXPECT_EQ(cfg["quantization_config"]["quant_method"], "mxfp4");
+  for (const auto& [name, t] : back.tensors)
+    if (name.find(".experts.") != std::string::npos && name.find("bias") == std::string::npos)
+      ASSERT_EQ(t.quant, kMxfp4 ? QuantType::MXFP4 : QuantType::None) << name;
 }
 
 TEST_F(GptOssReplay, HfDirectoryRoundTripsItsLayoutAndLogits) {
@@ -416,9 +429,25 @@ TEST_F(GptOssReplay, HfDirectoryRoundTripsItsLayoutAndLogits) {
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
-TEST_F(GptOssMxfp4Replay, HfDirectoryOfTheMxfp4FormIsDequantisedAndTheSameModel) {
+TEST_F(GptOssMxfp4Replay, HfDirectoryOfTheMxfp4FormKeepsItsBlocksAndIsTheSameModel) {
   ASSERT_FALSE(ref_->tokens.empty());
   expect_hf_round_trip<true>(dir_->path(), ref_->tokens);
+  const Checkpoint src = open_checkpoint(dir_->path());
+  test::TempDir tmp;
+  // Through llama.cpp's GGUF (its experts MXFP4 blocks) and back: the published form's bytes again.
+  export_checkpoint(src, "gguf", tmp.file("m.gguf"));
+  export_checkpoint(open_checkpoint(tmp.file("m.gguf")), "hf", tmp.file("from_gguf"));
+  expect_same_fused_experts(dir_->path() + "/model.safetensors", tmp.file("from_gguf") + "/model.safetensors", true);
+  // A dtype asked for dequantises the experts, into the fused form, still the same model in fp32.
+  ExportOptions eo;
+  eo.dtype = DType::F32;
+  export_checkpoint(src, "hf", tmp.file("deq"), eo);
+  const Checkpoint deq = open_checkpoint(tmp.file("deq"));
+  EXPECT_FALSE(test::read_json(tmp.file("deq") + "/config.json").contains("quantization_config"));
+  EXPECT_EQ(deq.tensors.at(expert_matrix_name(deq.config, 3, 0, ExpertMatrix::Down)).quant, QuantType::None);
+  const auto a = logits_of(Model::from_checkpoint(src, DType::F32), KernelPolicy::Standard, ref_->tokens);
+  const auto b = logits_of(Model::from_checkpoint(deq, DType::F32), KernelPolicy::Standard, ref_->tokens);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0);
 }
 
 // What config.json cannot say is refused before a byte is written.

@@ -279,6 +279,24 @@ TEST(Mxfp4Repack, RepackedBlocksDecodeToTheHfValues) {
   EXPECT_EQ(out[2], 0x42);
 }
 
+// The writer's inverse gives the HF bytes back, codes and exponents both (-0 and every code included).
+TEST(Mxfp4Repack, TheInverseGivesTheHfBytesBack) {
+  std::mt19937 rng(31);
+  const size_t rows = 64, k = 128, groups = k / 32;
+  std::vector<uint8_t> blocks(rows * groups * 16), scales(rows * groups), ggml(rows * groups * 17);
+  for (auto& b : blocks) b = uint8_t(rng());
+  for (auto& s : scales) s = uint8_t(rng());
+  repack_hf_mxfp4(blocks.data(), scales.data(), rows, k, ggml.data());
+  std::vector<uint8_t> b2(blocks.size()), s2(scales.size());
+  repack_ggml_mxfp4_to_hf(ggml.data(), rows, k, b2.data(), nullptr);
+  repack_ggml_mxfp4_to_hf(ggml.data(), rows, k, nullptr, s2.data());
+  EXPECT_EQ(b2, blocks);
+  EXPECT_EQ(s2, scales);
+  const std::string msg =
+      test::error_of([&] { repack_ggml_mxfp4_to_hf(ggml.data(), 1, 48, b2.data(), s2.data(), "down_proj_blocks"); });
+  EXPECT_NE(msg.find("down_proj_blocks"), std::string::npos) << msg;
+}
+
 TEST(Mxfp4Repack, RowsThatAreNotWholeBlocksAreRefusedByName) {
   std::vector<uint8_t> blocks(24), scales(2), out(64);
   const std::string msg = test::error_of(

@@ -19,4 +19,10 @@ namespace kvp {
 void repack_hf_mxfp4(const uint8_t* blocks, const uint8_t* scales, size_t rows, size_t k, uint8_t* out_ggml,
                      std::string_view tensor = {});
 
+// The inverse, for writing the HF layout: rows * k / 32 ggml MXFP4 blocks at `ggml` into `blocks`
+// (rows * k / 2 bytes) and `scales` (rows * k / 32); either may be null when only the other is
+// wanted. Codes and exponents are copied, so repack_hf_mxfp4 of the result gives `ggml` back.
+void repack_ggml_mxfp4_to_hf(const uint8_t* ggml, size_t rows, size_t k, uint8_t* blocks, uint8_t* scales,
+                             std::string_view tensor = {});
+
 }  // namespace kvp

@@ -42,19 +42,25 @@ void check_view(const std::string& path, const TensorView& t, bool streamed) {
 
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
                        const std::map<std::string, std::string>& metadata, const Progress& progress,
-                       const TensorBytes& bytes) {
+                       const TensorBytes& bytes, const std::vector<bool>& u8) {
   json h = json::object();
   if (!metadata.empty()) h["__metadata__"] = metadata;
+  if (!u8.empty() && u8.size() != tensors.size())
+    fail("{}: {} U8 flags for {} tensors", path, u8.size(), tensors.size());
+  const auto raw = [&u8](size_t i) { return !u8.empty() && u8[i]; };
+  const auto size_of = [&](size_t i) { return raw(i) ? uint64_t(tensors[i].numel()) : uint64_t(tensors[i].nbytes()); };
   uint64_t off = 0;
-  for (const auto& t : tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const TensorView& t = tensors[i];
     check_view(path, t, bool(bytes));
     if (t.name == "__metadata__") fail("{}: '__metadata__' is reserved and cannot name a tensor", path);
     if (h.contains(t.name)) fail("{}: duplicate tensor '{}'", path, t.name);
-    if (t.quantized())
+    if (t.quantized() && !raw(i))
       fail("{}: tensor '{}' is {}-quantised; safetensors has no such dtype (dequantise it first)", path, t.name,
            quant_name(t.quant));
-    const uint64_t n = t.nbytes();
-    h[t.name] = {{"dtype", st_dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
+    const uint64_t n = size_of(i);
+    h[t.name] = {{"dtype", raw(i) ? std::string("U8") : st_dtype_name(t.dtype)}, {"shape", t.shape},
+                 {"data_offsets", {off, off + n}}};
     off += n;
   }
   std::string hs = h.dump();
@@ -66,8 +72,8 @@ void write_safetensors(const std::string& path, const std::vector<TensorView>& t
   uint64_t done = 0;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const TensorView& t = tensors[i];
-    f.write(bytes ? bytes(i, t) : t.data, t.nbytes());
-    done += t.nbytes();
+    f.write(bytes ? bytes(i, t) : t.data, size_t(size_of(i)));
+    done += size_of(i);
     if (progress) progress(size_t(done), size_t(off));
   }
   f.commit();

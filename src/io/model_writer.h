@@ -26,9 +26,12 @@ using TensorBytes = std::function<const void*(size_t index, const TensorView& te
 // Tensors are written contiguously in the given order; each TensorView's name, dtype and shape
 // go into the header. The header is padded with spaces so the data section starts 8-aligned.
 // `progress` hears the tensor bytes written so far. With `bytes`, the views' data is not read.
+// Tensor i is written as raw bytes (dtype U8, one byte an element of its shape, its view's dtype
+// ignored) where `u8` says so: GPT-OSS's MXFP4 blocks and scales.
 void write_safetensors(const std::string& path, const std::vector<TensorView>& tensors,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}},
-                       const Progress& progress = {}, const TensorBytes& bytes = {});
+                       const Progress& progress = {}, const TensorBytes& bytes = {},
+                       const std::vector<bool>& u8 = {});
 
 // Writes model.safetensors.index.json for shards the caller wrote: weight_map maps tensor name to
 // shard file name (relative to the index's directory).

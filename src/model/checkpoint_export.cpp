@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/mxfp4_repack.h"
 #include "core/quantize.h"
 #include "core/thread_pool.h"
 #include "io/gguf.h"
@@ -144,8 +145,11 @@ struct Planned {
   std::vector<const TensorView*> parts;
   // How the parts make the tensor: one after another, or (an HF gpt_oss directory) fused and
   // transposed as GptOssExperts holds them: parts gate0, up0, gate1, ... (GateUp, GateUpBias) or
-  // down0, down1, ... (Down) (io/hf_gpt_oss_experts.h).
-  enum class Layout { Concat, GateUp, GateUpBias, Down } layout = Layout::Concat;
+  // down0, down1, ... (Down) (io/hf_gpt_oss_experts.h); or, for GPT-OSS's published MXFP4 form, the
+  // ggml MXFP4 parts' codes (Blocks) or exponents (Scales) in HF's layout, gate_up's rows
+  // interleaved (gate j, up j) as the parts are, written as raw U8 (core/mxfp4_repack.h).
+  enum class Layout { Concat, GateUp, GateUpBias, Down, Mxfp4Blocks, Mxfp4Scales } layout = Layout::Concat;
+  bool u8() const { return layout == Layout::Mxfp4Blocks || layout == Layout::Mxfp4Scales; }
 };
 
 using PlanIndex = std::map<std::string, const Planned*>;
@@ -178,8 +182,11 @@ PlanIndex index_of(const std::vector<Planned>& in) {
 
 // An HF gpt_oss directory's experts: each layer's per-expert matrices and biases fused back into
 // mlp.experts.gate_up_proj [E, H, 2I], gate_up_proj_bias [E, 2I], down_proj [E, I, H] and
-// down_proj_bias [E, H], in the experts' dtype (a quantised source's already resolved).
-std::vector<Planned> fused_gpt_oss_experts(const std::vector<Planned>& in, const ModelConfig& c) {
+// down_proj_bias [E, H], in the experts' dtype (a quantised source's already resolved); or, with
+// `mxfp4`, the matrices as the published checkpoints hold them: gate_up_proj_blocks [E, 2I, H/32,
+// 16], gate_up_proj_scales [E, 2I, H/32], down_proj_blocks [E, H, I/32, 16], down_proj_scales [E, H,
+// I/32], beside the same biases.
+std::vector<Planned> fused_gpt_oss_experts(const std::vector<Planned>& in, const ModelConfig& c, bool mxfp4) {
   const PlanIndex by_name = index_of(in);
   std::set<std::string> taken;
   std::vector<Planned> out;
@@ -199,11 +206,24 @@ std::vector<Planned> fused_gpt_oss_experts(const std::vector<Planned>& in, const
       return g;
     };
     const std::string p = moe_layer_prefix(c, l) + "experts.";
-    for (auto [t, name, shape, layout] :
-         {std::tuple{interleaved(matrices(M::Gate), matrices(M::Up)), "gate_up_proj", std::vector<int64_t>{E, H, 2 * I}, L::GateUp},
-          std::tuple{interleaved(biases(M::Gate), biases(M::Up)), "gate_up_proj_bias", std::vector<int64_t>{E, 2 * I}, L::GateUpBias},
-          std::tuple{matrices(M::Down), "down_proj", std::vector<int64_t>{E, I, H}, L::Down},
-          std::tuple{biases(M::Down), "down_proj_bias", std::vector<int64_t>{E, H}, L::Concat}}) {
+    using Shape = std::vector<int64_t>;
+    using Part = std::tuple<Planned, const char*, Shape, L>;
+    std::vector<Part> parts;
+    const Planned gate_up = interleaved(matrices(M::Gate), matrices(M::Up)), down = matrices(M::Down);
+    if (mxfp4)
+      parts = {Part{gate_up, "gate_up_proj_blocks", Shape{E, 2 * I, H / 32, 16}, L::Mxfp4Blocks},
+               Part{gate_up, "gate_up_proj_scales", Shape{E, 2 * I, H / 32}, L::Mxfp4Scales}};
+    else
+      parts = {Part{gate_up, "gate_up_proj", Shape{E, H, 2 * I}, L::GateUp}};
+    parts.push_back(Part{interleaved(biases(M::Gate), biases(M::Up)), "gate_up_proj_bias", Shape{E, 2 * I}, L::GateUpBias});
+    if (mxfp4) {
+      parts.push_back(Part{down, "down_proj_blocks", Shape{E, H, I / 32, 16}, L::Mxfp4Blocks});
+      parts.push_back(Part{down, "down_proj_scales", Shape{E, H, I / 32}, L::Mxfp4Scales});
+    } else {
+      parts.push_back(Part{down, "down_proj", Shape{E, I, H}, L::Down});
+    }
+    parts.push_back(Part{biases(M::Down), "down_proj_bias", Shape{E, H}, L::Concat});
+    for (auto [t, name, shape, layout] : parts) {
       t.header.name = p + name;
       t.header.shape = shape;
       t.header.quant = QuantType::None;
@@ -250,6 +270,55 @@ std::vector<Planned> stacked_experts(const std::vector<Planned>& in, const Model
     out.push_back(std::move(v));
   }
   return out;
+}
+
+// Whether every expert matrix of a gpt_oss checkpoint is ggml MXFP4 (the published form's).
+bool all_experts_mxfp4(const Checkpoint& ck) {
+  const ModelConfig& c = ck.config;
+  for (int l = 0; l < c.n_layers; ++l)
+    for (int e = 0; e < c.moe.n_experts; ++e)
+      for (ExpertMatrix m : {ExpertMatrix::Gate, ExpertMatrix::Up, ExpertMatrix::Down}) {
+        const auto it = ck.tensors.find(expert_matrix_name(c, l, e, m));
+        if (it == ck.tensors.end() || it->second.quant != QuantType::MXFP4) return false;
+      }
+  return c.n_layers > 0 && c.moe.n_experts > 0;
+}
+
+// config.json's quantization_config of GPT-OSS's published checkpoints: the experts in MXFP4, the
+// rest as they are.
+std::string with_mxfp4_quantization_config(const std::string& text) {
+  nlohmann::json j = nlohmann::json::parse(text);
+  j["quantization_config"] = {
+      {"quant_method", "mxfp4"},
+      {"modules_to_not_convert", {"model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"}}};
+  return j.dump(2) + "\n";
+}
+
+// An MXFP4 Blocks or Scales tensor of `p` (parts: gate0, up0, gate1, ... or down0, down1, ...,
+// each ggml MXFP4 [rows, cols]) into dst: HF's rows in order, gate_up's interleaved gate j, up j.
+template <class Source>
+void mxfp4_to_hf(const Planned& p, const TensorView& header, Source source, uint8_t* dst) {
+  const bool blocks = p.layout == Planned::Layout::Mxfp4Blocks;
+  const bool gate_up = header.name.find("gate_up_proj") != std::string::npos;
+  const size_t n_experts = gate_up ? p.parts.size() / 2 : p.parts.size();
+  const size_t per_value = blocks ? 2 : 32;  // values a byte of the tensor stands for
+  size_t at = 0;
+  for (size_t e = 0; e < n_experts; ++e) {
+    TensorView m[2];
+    for (size_t h = 0; h < (gate_up ? 2u : 1u); ++h) {
+      m[h] = source(p.parts[gate_up ? 2 * e + h : e]);
+      if (m[h].quant != QuantType::MXFP4 || m[h].shape.size() != 2)
+        fail("export: tensor '{}' is not an MXFP4 matrix; '{}' takes MXFP4 experts only", m[h].name, header.name);
+    }
+    const size_t rows = size_t(m[0].rows()), cols = size_t(m[0].cols()), row = cols / per_value;
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t h = 0; h < (gate_up ? 2u : 1u); ++h) {
+        const uint8_t* src = static_cast<const uint8_t*>(m[h].data) + r * m[h].row_bytes();
+        repack_ggml_mxfp4_to_hf(src, 1, cols, blocks ? dst + at : nullptr, blocks ? nullptr : dst + at, header.name);
+        at += row;
+      }
+  }
+  if (at != size_t(header.numel())) fail("export: '{}' takes {} bytes, its experts gave {}", header.name, header.numel(), at);
 }
 
 }  // namespace
@@ -340,9 +409,13 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   }
   // Refused before a byte is written, so no half-written model is left behind.
   if (format == "gguf" && c.is_moe()) plan = stacked_experts(plan, c);
-  if (format == "hf" && c.arch == Arch::GptOss) plan = fused_gpt_oss_experts(plan, c);
-  const std::string config_text =
+  // GPT-OSS whose every expert matrix is MXFP4 (its published checkpoints, or llama.cpp's GGUF of
+  // them) is written in that published form, bit for bit, unless a dtype is asked for.
+  const bool mxfp4_experts = format == "hf" && c.arch == Arch::GptOss && !opts.dtype && all_experts_mxfp4(ckpt);
+  if (format == "hf" && c.arch == Arch::GptOss) plan = fused_gpt_oss_experts(plan, c, mxfp4_experts);
+  std::string config_text =
       format == "hf" ? hf_config_text(out + "/config.json", c, torch_dtype_name(common), extras) : std::string();
+  if (mxfp4_experts) config_text = with_mxfp4_quantization_config(config_text);
   ThreadPool pool(cores_here(64));
   std::vector<TensorView> tensors;
   for (const Planned& p : plan) tensors.push_back(p.header);
@@ -353,6 +426,13 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
       const TensorView in = opts.source ? opts.source(*src, keep) : *src;
       return prepare(in, header.dtype, header.quant, ckpt.qk_layout, target, c, norm_shift, keep, pool);
     };
+    if (p.u8()) {
+      auto all = std::make_shared<AlignedBuffer>(size_t(header.numel()));
+      mxfp4_to_hf(p, header, [&](const TensorView* src) { return opts.source ? opts.source(*src, keep) : *src; },
+                  all->as<uint8_t>());
+      keep.push_back(all);
+      return all->data();
+    }
     if (p.parts.size() == 1) return converted(p.parts[0]).data;
     auto all = std::make_shared<AlignedBuffer>(header.nbytes());
     auto* dst = static_cast<uint8_t*>(all->data());
@@ -390,7 +470,9 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     std::error_code ec;
     fs::create_directories(out, ec);
     if (ec) fail("{}: cannot create output directory: {}", out, ec.message());
-    write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}, writing, bytes);
+    std::vector<bool> u8;
+    for (const Planned& p : plan) u8.push_back(p.u8());
+    write_safetensors(out + "/model.safetensors", tensors, {{"format", "pt"}}, writing, bytes, u8);
     write_file_atomic(out + "/config.json", config_text);
     if (!opts.tokenizer_json_text.empty()) {
       write_file_atomic(out + "/tokenizer.json", opts.tokenizer_json_text);
