@@ -318,6 +318,12 @@ for kind in mixtral qwen2_moe olmoe; do
 done
 # EXAONE 4.0's hybrid (its window and bool-a-layer pattern, global NoPE layers).
 "$KVP" synth --arch exaone4 --preset tiny --format gguf --dtype fp16 --out "$OUT/fuzz_gguf/exaone4_F16.gguf" 2>/dev/null || true
+# llama.cpp's phi3 with a partial rotary dimension and longrope (its factor tensors and keys), and
+# the config.json that says them, as the Phi-3 replay writes them.
+if /usr/bin/python3 tests/phi3_rotary_reference.py "$T/phi3_rotary" 11 --gguf >/dev/null 2>&1; then
+  cp "$T/phi3_rotary/model.gguf" "$OUT/fuzz_gguf/phi3_longrope_F32.gguf"
+  cp "$T/phi3_rotary/config.json" "$OUT/fuzz_hf_config/phi3_longrope.json"
+fi
 # Quantised blocks, for the scalar-vs-vectorised decoder check (rows of 32 and 64 values take the
 # 32-value formats).
 for qt in Q8_0 Q4_0 Q5_1 IQ4_NL; do

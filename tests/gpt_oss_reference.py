@@ -23,11 +23,12 @@ an implementation that shares nothing with them but the facts.
 """
 import json
 import math
-import struct
 import sys
 from pathlib import Path
 
 import numpy as np
+
+from replay_files import Gguf, write_safetensors
 
 HIDDEN, INTER, LAYERS, HEADS, KV_HEADS, HEAD_DIM = 64, 32, 4, 4, 2, 16
 VOCAB, EXPERTS, TOP_K, WINDOW = 128, 4, 2, 4
@@ -92,35 +93,13 @@ def weights(rng, packed=None):
     return {k: v.astype(np.float32) for k, v in w.items()}
 
 
-def write_safetensors(path, tensors):
-    header, offset, blobs = {}, 0, []
-    for name in sorted(tensors):
-        u8 = tensors[name].dtype == np.uint8
-        data = np.ascontiguousarray(tensors[name], dtype=np.uint8 if u8 else "<f4").tobytes()
-        header[name] = {"dtype": "U8" if u8 else "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for b in blobs:
-            f.write(b)
-
-
 def write_gguf(path, w, packed):
-    """GGUF v3 (ggml docs/gguf.md) of the model in llama.cpp's gpt-oss layout; tensors 32-aligned."""
-    kv, tensors = [], []
+    """The model in llama.cpp's gpt-oss layout."""
+    g = Gguf("gpt-oss")
     A = "gpt-oss."
-    u32 = lambda k, v: kv.append((k, 4, struct.pack("<I", v)))
-    f32 = lambda k, v: kv.append((k, 6, struct.pack("<f", v)))
-    gstr = lambda v: struct.pack("<Q", len(v.encode())) + v.encode()
-    kv.append(("general.architecture", 8, gstr("gpt-oss")))
-    u32("general.file_type", 38 if packed is not None else 0)
+    g.u32("general.file_type", 38 if packed is not None else 0)
     if packed is not None:
-        u32("general.quantization_version", 2)
+        g.u32("general.quantization_version", 2)
     for k, v in (("block_count", LAYERS), ("context_length", MAX_POS), ("embedding_length", HIDDEN),
                  ("feed_forward_length", INTER), ("attention.head_count", HEADS),
                  ("attention.head_count_kv", KV_HEADS), ("expert_count", EXPERTS), ("expert_used_count", TOP_K),
@@ -128,15 +107,13 @@ def write_gguf(path, w, packed):
                  ("attention.sliding_window", WINDOW), ("expert_feed_forward_length", INTER),
                  ("rope.scaling.original_context_length", YARN["original_max_position_embeddings"]),
                  ("vocab_size", VOCAB)):
-        u32(A + k, v)
-    f32(A + "rope.freq_base", THETA)
-    f32(A + "attention.layer_norm_rms_epsilon", EPS)
-    f32(A + "rope.scaling.factor", YARN["factor"])
-    kv.append((A + "rope.scaling.type", 8, gstr("yarn")))
-    kv.append(("tokenizer.ggml.model", 8, gstr("none")))
-
-    def f32_tensor(name, a):  # a numpy array in [outer, ..., inner] order
-        tensors.append((name, list(a.shape[::-1]), 0, np.ascontiguousarray(a, dtype="<f4").tobytes()))
+        g.u32(A + k, v)
+    g.f32(A + "rope.freq_base", THETA)
+    g.f32(A + "attention.layer_norm_rms_epsilon", EPS)
+    g.f32(A + "rope.scaling.factor", YARN["factor"])
+    g.string(A + "rope.scaling.type", "yarn")
+    g.string("tokenizer.ggml.model", "none")
+    f32_tensor = g.f32_tensor
 
     def mxfp4_tensor(name, blocks, scales):  # HF blocks [E, rows, n, 16], scales [E, rows, n]
         lo, hi = blocks & 0x0F, blocks >> 4
@@ -144,7 +121,7 @@ def write_gguf(path, w, packed):
         qs = codes[..., :16] | (codes[..., 16:] << 4)  # ggml: element j low, j + 16 high
         data = np.concatenate([scales[..., None], qs], axis=-1).astype(np.uint8)
         E, rows, n = scales.shape
-        tensors.append((name, [n * 32, rows, E], 39, data.tobytes()))
+        g.raw_tensor(name, [n * 32, rows, E], 39, data.tobytes())
 
     f32_tensor("token_embd.weight", w["model.embed_tokens.weight"])
     f32_tensor("output_norm.weight", w["model.norm.weight"])
@@ -174,20 +151,7 @@ def write_gguf(path, w, packed):
             mxfp4_tensor(b + "ffn_up_exps.weight", blocks[:, 1::2], scales[:, 1::2])
             mxfp4_tensor(b + "ffn_down_exps.weight", packed[p + "mlp.experts.down_proj_blocks"],
                          packed[p + "mlp.experts.down_proj_scales"])
-    out = bytearray(b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv)))
-    for k, t, v in kv:
-        out += gstr(k) + struct.pack("<I", t) + v
-    offset, blobs = 0, []
-    for name, ne, ty, data in tensors:
-        out += gstr(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
-        out += struct.pack("<IQ", ty, offset)
-        blobs.append((offset, data))
-        offset += (len(data) + 31) // 32 * 32
-    out += b"\0" * (-len(out) % 32)
-    base = len(out)
-    for at, data in blobs:
-        out += b"\0" * (base + at - len(out)) + data
-    Path(path).write_bytes(bytes(out))
+    g.write(path)
 
 
 def yarn_inv_freq():

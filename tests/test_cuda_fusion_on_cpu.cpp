@@ -55,7 +55,7 @@ std::string name(DType t, const char* what) { return std::string(dtype_name(t)) 
 void rope1(float* x, int M, int heads, int hd, const std::vector<int>& pos, const std::vector<float>& cs,
            const std::vector<float>& sn, int a, bool adjacent, NonFiniteSlot chk, InRound in) {
   const cuda::RopeJob j{x, heads, chk, in};
-  ew::rope(HostLaunch{}, &j, 1, M, hd, pos.data(), cs.data(), sn.data(), a, adjacent, false);
+  ew::rope(HostLaunch{}, &j, 1, M, hd, hd, pos.data(), cs.data(), sn.data(), a, adjacent, false);
 }
 
 // q (4 heads) and k (2 heads) rotated in one launch, each rounding its pending projection as it
@@ -79,7 +79,7 @@ TEST(CudaFusionOnCpu, RopeOfQAndKInOneLaunchRoundsTheirPendingInputs) {
       rope1(kw.data(), M, hk, hd, pos, cs, sn, a, adjacent, hw.at(4), InRound{});
       const cuda::RopeJob jobs[2] = {{qg.data(), hq, hg.at(2), InRound{a, hg.at(1)}},
                                      {kg.data(), hk, hg.at(4), InRound{a, hg.at(3)}}};
-      ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, adjacent, false);
+      ew::rope(HostLaunch{}, jobs, 2, M, hd, hd, pos.data(), cs.data(), sn.data(), a, adjacent, false);
       const std::string what = name(t, adjacent ? "rope, adjacent pairs" : "rope, halves");
       EXPECT_SAME_BITS(qg, qw, what + ": q");
       EXPECT_SAME_BITS(kg, kw, what + ": k");
@@ -413,7 +413,7 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
                                        {kg.data(), hk, hg.at(4), InRound{a, hg.at(3), back}, k_stored}};
         const InRound v_in = mode == 0 || mode >= 3 ? InRound{a, hg.at(5), back} : InRound{};
         const cuda::RopeKv kv{both.data(), 3, store, mode != 1, v_in, vg.data()};
-        ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, false, false, kv);
+        ew::rope(HostLaunch{}, jobs, 2, M, hd, hd, pos.data(), cs.data(), sn.data(), a, false, false, kv);
         if (mode == 1) ew::kv_write(HostLaunch{}, dvg.data(), 3, 3, hk, hd, store, InRound{a, hg.at(5)}, vg.data(), 0);
 
         const std::string what =
@@ -432,7 +432,7 @@ TEST(CudaFusionOnCpu, RopeOfQAndKWithTheCacheWritesOfKAndVInOneLaunch) {
   // A rotation left unstored goes nowhere unless it is the cache write's: refused.
   std::vector<float> x(size_t(M) * width, 0.0f);
   const cuda::RopeJob unstored{x.data(), hk, {}, {}, false};
-  EXPECT_THROW(ew::rope(HostLaunch{}, &unstored, 1, M, hd, pos.data(), cs.data(), sn.data(), cuda::kF32, false, false),
+  EXPECT_THROW(ew::rope(HostLaunch{}, &unstored, 1, M, hd, hd, pos.data(), cs.data(), sn.data(), cuda::kF32, false, false),
                std::invalid_argument);
 }
 
@@ -479,7 +479,7 @@ TEST(CudaFusionOnCpu, RopeBlocksOfSeveralUnitsAreABlockPerUnitsBits) {
                     ? cuda::RopeKv{}
                     : cuda::RopeKv{d.data(),  3, cuda::kF16, true, mode == 1 ? InRound{a, r.hits.at(5)} : InRound{},
                                    r.v.data()};
-            ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, adjacent, false, kv, layout);
+            ew::rope(HostLaunch{}, jobs, 2, M, hd, hd, pos.data(), cs.data(), sn.data(), a, adjacent, false, kv, layout);
             return r;
           };
           const Run want = run(ew::RopeLayout::OneUnit);
@@ -542,7 +542,7 @@ TEST(CudaFusionOnCpu, RopeOfALargeLaunchIsABlockPerUnitsBits) {
     const cuda::RopeJob jobs[2] = {{r.q.data(), hq, r.hits.at(2), InRound{a, r.hits.at(1), false}},
                                    {r.k.data(), hk, r.hits.at(4), InRound{a, r.hits.at(3), false}}};
     const cuda::RopeKv kv{d, 1, cuda::kF16, true, InRound{a, r.hits.at(5)}, r.v.data()};
-    ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, false, false, kv, layout);
+    ew::rope(HostLaunch{}, jobs, 2, M, hd, hd, pos.data(), cs.data(), sn.data(), a, false, false, kv, layout);
     return r;
   };
   const Run want = run(ew::RopeLayout::OneUnit), got = run(ew::RopeLayout::Auto);

@@ -273,7 +273,7 @@ TEST(CudaGemmOut16OnCpu, RotationWithTheCacheWritesReadsQKAndVFromTheirSources) 
           const cuda::RopeJob jobs[2] = {{o.q.data(), hq, o.h.at(2), q.in(from_src, o.h.at(1), false), stored, q_copy},
                                          {o.k.data(), hk, o.h.at(4), k.in(from_src, o.h.at(3), false), stored}};
           const cuda::RopeKv kv{d.data(), 3, store, true, v.in(from_src, o.h.at(5), false), o.v.data()};
-          ew::rope(HostLaunch{}, jobs, 2, M, hd, pos.data(), cs.data(), sn.data(), a, false, false, kv);
+          ew::rope(HostLaunch{}, jobs, 2, M, hd, hd, pos.data(), cs.data(), sn.data(), a, false, false, kv);
         }
         const std::string what =
             name(t, "rope + kv_write, cache ") + std::to_string(store) + (stored ? "" : ", unstored");
@@ -295,7 +295,7 @@ TEST(CudaGemmOut16OnCpu, RotationWithTheCacheWritesReadsQKAndVFromTheirSources) 
   std::vector<float> x(size_t(M) * width, 0.0f);
   std::vector<uint16_t> src(x.size(), 0);
   const cuda::RopeJob from16{x.data(), hk, {}, InRound{cuda::kF32, {}, true, src.data()}};
-  EXPECT_THROW(ew::rope(HostLaunch{}, &from16, 1, M, hd, pos.data(), cs.data(), sn.data(), cuda::kF32, false, false),
+  EXPECT_THROW(ew::rope(HostLaunch{}, &from16, 1, M, hd, hd, pos.data(), cs.data(), sn.data(), cuda::kF32, false, false),
                std::invalid_argument);
 }
 

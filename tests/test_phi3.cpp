@@ -4,9 +4,14 @@
 // 1e-4; published configs read as their models, and what kvparity cannot run is refused by field.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
@@ -136,7 +141,7 @@ TEST_P(Phi3, LlamaCppPhi3GgufIsTheSameModel) {
 
 INSTANTIATE_TEST_SUITE_P(References, Phi3, ::testing::Values("llama", "mistral"));
 
-TEST(Phi3Gguf, LongropeIsRefusedByWhatCarriesIt) {
+TEST(Phi3Gguf, AnAttentionFactorWithoutLongropeIsRefused) {
   KVP_REQUIRE_REFERENCE(ref, "llama");
   test::TempDir tmp;
   const Checkpoint plain = open_checkpoint(ref);
@@ -147,9 +152,7 @@ TEST(Phi3Gguf, LongropeIsRefusedByWhatCarriesIt) {
   o.extra_kv["phi3.rope.scaling.attn_factor"] = GgufValue::of_f32(1.19f);
   write_gguf(tmp.file("attn.gguf"), plain.config, t, nullptr, o);
   std::string e = test::error_of([&] { open_checkpoint(tmp.file("attn.gguf")); });
-  EXPECT_NE(e.find("longrope (the 128k Phi-3 models) is not supported (key phi3.rope.scaling.attn_factor)"),
-            std::string::npos)
-      << e;
+  EXPECT_NE(e.find("key 'phi3.rope.scaling.attn_factor' without the longrope tensors"), std::string::npos) << e;
   // A fused tensor that does not hold the config's heads is named.
   o.extra_kv = {{"phi3.attention.head_count_kv", GgufValue::of_u32(4)}};
   write_gguf(tmp.file("heads.gguf"), plain.config, t, nullptr, o);
@@ -157,7 +160,7 @@ TEST(Phi3Gguf, LongropeIsRefusedByWhatCarriesIt) {
   EXPECT_NE(e.find("tensor 'model.layers.0.self_attn.qkv_proj.weight' has shape"), std::string::npos) << e;
 }
 
-TEST(Phi3Config, PublishedConfigsReadAsTheirModelsAndPhi4MiniIsRefused) {
+TEST(Phi3Config, PublishedConfigsReadAsTheirModelsPhi4MiniToo) {
   // microsoft/phi-4
   const ModelConfig p4 = parse_hf_config(R"({"architectures":["Phi3ForCausalLM"],"model_type":"phi3",
     "attention_bias":false,"attention_dropout":0.0,"bos_token_id":100257,"embd_pdrop":0.0,"eos_token_id":100257,
@@ -184,20 +187,71 @@ TEST(Phi3Config, PublishedConfigsReadAsTheirModelsAndPhi4MiniIsRefused) {
   EXPECT_EQ(family_name(p3), "mistral");
   EXPECT_EQ(p3.sliding_window, 2047);
   EXPECT_EQ(p3.eos_id, 32000);
-  // microsoft/Phi-4-mini-instruct rotates 96 of its 128 dims, with longrope: refused by field.
-  const std::string e = test::error_of([] {
-    parse_hf_config(R"({"architectures":["Phi3ForCausalLM"],"model_type":"phi3","hidden_size":3072,
+  // microsoft/Phi-4-mini-instruct rotates 96 of its 128 dims, with longrope (its 48 short and 48
+  // long factors here stand-ins of the published lists' length); read as transformers reads it.
+  auto factors = [](double step) {
+    std::string f;
+    for (int i = 0; i < 48; ++i) f += (i ? "," : "") + fmt::format("{}", 1.0 + step * i);
+    return "[" + f + "]";
+  };
+  const std::string mini = R"({"architectures":["Phi3ForCausalLM"],"model_type":"phi3","hidden_size":3072,
       "intermediate_size":8192,"max_position_embeddings":131072,"num_attention_heads":24,"num_hidden_layers":32,
-      "num_key_value_heads":8,"partial_rotary_factor":0.75,"rope_theta":10000.0,"sliding_window":262144,
-      "tie_word_embeddings":true,"vocab_size":200064})",
+      "num_key_value_heads":8,"original_max_position_embeddings":4096,"partial_rotary_factor":0.75,
+      "rope_theta":10000.0,"sliding_window":262144,"tie_word_embeddings":true,"vocab_size":200064,
+      "rope_scaling":{"long_factor":)" + factors(0.5) + R"(,"short_factor":)" + factors(0.01) +
+                           R"(,"type":"longrope"}})";
+  const ModelConfig m4 = parse_hf_config(mini, "config.json");
+  EXPECT_EQ(family_name(m4), "mistral");
+  EXPECT_EQ(m4.head_dim, 128);
+  EXPECT_EQ(m4.rotary_dim, 96);
+  EXPECT_EQ(m4.rope_scaling, ModelConfig::RopeScaling::LongRope);
+  EXPECT_EQ(m4.rope_original_max_pos, 4096);
+  EXPECT_EQ(m4.rope_factor, 32.0f);
+  EXPECT_DOUBLE_EQ(m4.rope_attention_factor, std::sqrt(1.0 + std::log(32.0) / std::log(4096.0)));  // 1.1902...
+  EXPECT_EQ(m4.rope_long_factors[47], float(1.0 + 0.5 * 47));
+  // v5 writes the same config with its RoPE fields in rope_parameters: the same model.
+  json v5 = json::parse(mini);
+  v5["rope_parameters"] = v5["rope_scaling"];
+  v5["rope_parameters"]["rope_theta"] = 10000.0;
+  v5["rope_parameters"]["partial_rotary_factor"] = 0.75;
+  v5["rope_parameters"]["original_max_position_embeddings"] = 4096;
+  for (const char* k : {"rope_scaling", "rope_theta", "partial_rotary_factor", "original_max_position_embeddings"})
+    v5.erase(k);
+  const ModelConfig m5 = parse_hf_config(v5.dump(), "config.json");
+  EXPECT_EQ(std::tie(m5.rotary_dim, m5.rope_scaling, m5.rope_original_max_pos, m5.rope_factor),
+            std::tie(m4.rotary_dim, m4.rope_scaling, m4.rope_original_max_pos, m4.rope_factor));
+  EXPECT_EQ(m5.rope_attention_factor, m4.rope_attention_factor);
+  EXPECT_EQ(m5.rope_short_factors, m4.rope_short_factors);
+  // What transformers' versions read apart, or cannot run, is refused by field.
+  auto refusal = [&](const std::function<void(json&)>& edit) {
+    json j = json::parse(mini);
+    edit(j);
+    return test::error_of([&] { parse_hf_config(j.dump(), "config.json"); });
+  };
+  const std::string factor = refusal([](json& j) { j["rope_scaling"]["factor"] = 16.0; });
+  EXPECT_NE(factor.find("transformers v4 and v5 read this config differently (config.json field rope_scaling.factor)"),
+            std::string::npos)
+      << factor;
+  const std::string orig = refusal([](json& j) { j["rope_scaling"]["original_max_position_embeddings"] = 8192; });
+  EXPECT_NE(orig.find("disagree"), std::string::npos) << orig;
+  const std::string len = refusal([](json& j) { j["rope_scaling"]["short_factor"].erase(0); });
+  EXPECT_NE(len.find("longrope short_factor has 47 entries for 96 rotated dimensions (expected 48)"), std::string::npos)
+      << len;
+  const std::string odd = refusal([](json& j) { j["partial_rotary_factor"] = 0.7; });  // int(128 * 0.7) = 89
+  EXPECT_NE(odd.find("rotates 89 of a head's 128 dimensions; an even number is needed"), std::string::npos) << odd;
+  const std::string nan_factor = refusal([](json& j) { j["rope_scaling"]["long_factor"][3] = "x"; });
+  EXPECT_NE(nan_factor.find("longrope long_factor holds \"x\", not a number"), std::string::npos) << nan_factor;
+  // Outside Phi-3, transformers' Llama and Mistral rotate every dimension: the fields are refused.
+  const std::string llama = test::error_of([] {
+    parse_hf_config(R"({"model_type":"llama","hidden_size":64,"intermediate_size":160,"max_position_embeddings":512,
+      "num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512,"partial_rotary_factor":0.5})",
                     "config.json");
   });
-  EXPECT_NE(e.find("config.json (Phi3ForCausalLM, read as mistral): partial rotary embeddings are not supported "
-                   "(config.json field partial_rotary_factor)"),
+  EXPECT_NE(llama.find("partial rotary embeddings are not supported (config.json field partial_rotary_factor)"),
             std::string::npos)
-      << e;
+      << llama;
   const std::string lr = test::error_of([] {
-    parse_hf_config(R"({"model_type":"phi3","hidden_size":64,"intermediate_size":160,"max_position_embeddings":512,
+    parse_hf_config(R"({"model_type":"llama","hidden_size":64,"intermediate_size":160,"max_position_embeddings":512,
       "num_attention_heads":4,"num_hidden_layers":2,"vocab_size":512,"rope_scaling":{"type":"longrope",
       "short_factor":[1,1,1,1,1,1,1,1],"long_factor":[1,1,1,1,1,1,1,1]}})",
                     "config.json");

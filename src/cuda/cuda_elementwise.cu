@@ -69,12 +69,12 @@ void launch_scale(float* x, size_t n, float s, int act) {
   after_launch("scale");
 }
 
-void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs, bool once, const RopeKv& kv) {
+void launch_rope(const RopeJob* jobs, int n, int M, int hd, int rd, const int* pos, const float* cos_t,
+                 const float* sin_t, int act, bool adjacent_pairs, bool once, const RopeKv& kv) {
   // $KVPARITY_CUDA_ROPE_BLOCK=1: a block per (row, head) and a pair a thread, as before 2026-11-27,
   // to time against.
   static const bool one_unit = env_switch("KVPARITY_CUDA_ROPE_BLOCK", false);
-  elementwise::rope(StreamLaunch{}, jobs, n, M, hd, pos, cos_t, sin_t, act, adjacent_pairs, once, kv,
+  elementwise::rope(StreamLaunch{}, jobs, n, M, hd, rd, pos, cos_t, sin_t, act, adjacent_pairs, once, kv,
                     one_unit ? elementwise::RopeLayout::OneUnit : elementwise::RopeLayout::Auto);
   after_launch("rope");
 }

@@ -13,9 +13,11 @@
 // tests/test_cuda_fusion_on_cpu.cpp); cuda_elementwise.cu launches them through StreamLaunch.
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 #include "cuda/cuda_nonfinite.cuh"
 #include "cuda/cuda_ops.h"
+#include "kernels/elementwise.h"
 
 // An unnamed namespace: the CPU suite compiles this source for the host in a program that also
 // links the GPU build of it, and the two must not meet at link time.
@@ -128,8 +130,8 @@ __device__ __forceinline__ RopeUnit rope_unit(const RopeJobs& jobs, int M, int h
 // template's: each pair rounds eight times, and a run-time dtype made each of those a choice
 // among three (the kernel is bound by issued instructions at the study's sizes, above).
 template <int ACT>
-__global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                            int adjacent, int once, RopeKv kv, RopeShape shape) {
+__global__ void rope_kernel(RopeJobs jobs, int M, int hd, int rd, const int* pos, const float* cos_t,
+                            const float* sin_t, int adjacent, int once, RopeKv kv, RopeShape shape) {
   constexpr int act = ACT;
   pdl_entry();
   int heads = 0;
@@ -139,7 +141,6 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
   const int lane = int(threadIdx.x) % shape.lanes, half = hd / 2;
   const int unit0 = int(blockIdx.x) * shape.rounds * shape.per_round + int(threadIdx.x) / shape.lanes;
   float o0[kRopeMaxRounds][kRopeMaxPairs], o1[kRopeMaxRounds][kRopeMaxPairs];
-  const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
 #pragma unroll
   for (int r = 0; r < kRopeMaxRounds; ++r) {
     const int u = unit0 + r * shape.per_round;
@@ -152,9 +153,15 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
     for (int k = 0; k < kRopeMaxPairs; ++k) {
       const int p = lane + k * shape.lanes;
       if (k >= shape.pairs || p >= half) continue;
-      const int ia = p * a_step, ib = p * a_step + b_off;
-      const float a = read_rounded<ACT>(in, v, ia, un.base + ia);
-      const float bv = read_rounded<ACT>(in, v, ib, un.base + ib);
+      // (rd < hd: the pairs past rd/2 hold the dimensions a partial rotary factor passes through)
+      const RopePairPlace pl = rope_pair(p, hd, rd, adjacent != 0);
+      const float a = read_rounded<ACT>(in, v, pl.in_a, un.base + pl.in_a);
+      const float bv = read_rounded<ACT>(in, v, pl.in_b, un.base + pl.in_b);
+      if (!pl.rotates) {
+        o0[r][k] = a;
+        o1[r][k] = bv;
+        continue;
+      }
       // once (RopeRounding::Once): fp32 cos/sin and terms, the sums alone rounded.
       const int term = once ? kF32 : act;
       const float c = round_act(cos_t[row_at + p], term), sn = round_act(sin_t[row_at + p], term);
@@ -195,16 +202,18 @@ __global__ void rope_kernel(RopeJobs jobs, int M, int hd, const int* pos, const 
     for (int k = 0; k < kRopeMaxPairs; ++k) {
       const int p = lane + k * shape.lanes;
       if (k >= shape.pairs || p >= half) continue;
+      const RopePairPlace pl = rope_pair(p, hd, rd, adjacent != 0);
+      const int oa = pl.out_a, ob = pl.out_b;
       if (keep) {
-        v[p] = o0[r][k];
-        v[p + half] = o1[r][k];
+        v[oa] = o0[r][k];
+        v[ob] = o1[r][k];
       }
-      note_nonfinite(chk, un.base + p, o0[r][k]);
-      note_nonfinite(chk, un.base + p + half, o1[r][k]);
-      copy_out(cp, un.base + p, o0[r][k]);  // (none where cp.dst is null)
-      copy_out(cp, un.base + p + half, o1[r][k]);
-      copy_out(to, cache_at + p, o0[r][k]);  // (none where to.dst is null)
-      copy_out(to, cache_at + p + half, o1[r][k]);
+      note_nonfinite(chk, un.base + oa, o0[r][k]);
+      note_nonfinite(chk, un.base + ob, o1[r][k]);
+      copy_out(cp, un.base + oa, o0[r][k]);  // (none where cp.dst is null)
+      copy_out(cp, un.base + ob, o1[r][k]);
+      copy_out(to, cache_at + oa, o0[r][k]);  // (none where to.dst is null)
+      copy_out(to, cache_at + ob, o1[r][k]);
     }
   }
 }
@@ -418,12 +427,16 @@ enum class RopeLayout { Auto, OneUnit, Rounds };
 
 // The dispatch: launch(kernel, grid, block, args...) runs a kernel (StreamLaunch on the GPU).
 // Up to kMaxRopeJobs buffers of M rows each (the same positions and table) in one launch; with kv
-// (n <= kMaxRopeJobs), the cache writes of the last job's rows and of V's too.
+// (n <= kMaxRopeJobs), the cache writes of the last job's rows and of V's too. rd: the rotated
+// dimensions of a head (RopeTable::rotary_dim), the rest passed through; pos: the table's rows.
 template <class Launch>
-void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t,
-          const float* sin_t, int act, bool adjacent_pairs, bool once, const RopeKv& kv = {},
+void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, int rd, const int* pos,
+          const float* cos_t, const float* sin_t, int act, bool adjacent_pairs, bool once, const RopeKv& kv = {},
           RopeLayout layout = RopeLayout::Auto) {
   const int half = hd / 2;
+  if (rd <= 0 || rd > hd || rd % 2 != 0 || (adjacent_pairs && rd != hd))
+    throw std::invalid_argument("rope: rotary dimension " + std::to_string(rd) + " of a head of " +
+                                std::to_string(hd) + (adjacent_pairs ? " in adjacent pairs" : ""));
   for (int j0 = 0; j0 < n; j0 += kMaxRopeJobs) {
     RopeJobs js{};
     int heads = 0;
@@ -461,11 +474,11 @@ void rope(const Launch& launch, const RopeJob* jobs, int n, int M, int hd, const
     const RopeKv k = writes ? kv : RopeKv{};
     const int adj = adjacent_pairs ? 1 : 0, one = once ? 1 : 0;
     if (act == kF16)
-      launch(rope_kernel<kF16>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, one, k, shape);
+      launch(rope_kernel<kF16>, grid, block, js, M, hd, rd, pos, cos_t, sin_t, adj, one, k, shape);
     else if (act == kBF16)
-      launch(rope_kernel<kBF16>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, one, k, shape);
+      launch(rope_kernel<kBF16>, grid, block, js, M, hd, rd, pos, cos_t, sin_t, adj, one, k, shape);
     else
-      launch(rope_kernel<kF32>, grid, block, js, M, hd, pos, cos_t, sin_t, adj, one, k, shape);
+      launch(rope_kernel<kF32>, grid, block, js, M, hd, rd, pos, cos_t, sin_t, adj, one, k, shape);
   }
 }
 

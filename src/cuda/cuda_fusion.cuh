@@ -46,11 +46,11 @@ struct RopeHeld {
   RopeJob job{};
   const int* pos = nullptr;
   const float *cs = nullptr, *sn = nullptr;
-  int M = 0, hd = 0, act = 0;
+  int M = 0, hd = 0, rd = 0, act = 0;  // rd: the rotated dimensions of a head
   bool adjacent = false;
   bool once = false;  // RopeRounding::Once
   bool joins(const RopeHeld& o, size_t n) const {  // o rotates n values of another buffer
-    return pos == o.pos && cs == o.cs && sn == o.sn && M == o.M && hd == o.hd && act == o.act &&
+    return pos == o.pos && cs == o.cs && sn == o.sn && M == o.M && hd == o.hd && rd == o.rd && act == o.act &&
            adjacent == o.adjacent && once == o.once && !overlap(job.x, size_t(M) * job.n_heads * hd, o.job.x, n);
   }
 };

@@ -10,23 +10,24 @@ void CudaKernels::rope(float* x, int M, int n_heads, const int* row_pos, const R
                        RopePairs pairs) {
   OpSpan span("rope");
   if (M <= 0) return release_held();
-  const int max_pos = *std::max_element(row_pos, row_pos + M);
-  if (max_pos >= table.max_positions())
-    fail_input("RoPE position " + std::to_string(max_pos) + " beyond the model's context " +
+  // row_pos: the table's rows (longrope's long set past the positions: RopeTable::rows)
+  const int max_row = *std::max_element(row_pos, row_pos + M);
+  if (max_row >= table.rows())
+    fail_input("RoPE position " + std::to_string(max_row - table.long_rows()) + " beyond the model's context " +
                std::to_string(table.max_positions()));
   const RopeTable& t = portable() ? table.portable() : table;  // the libm-free twin: cos/sin bits
   // A held rotation reads the table that ensure() would replace.
   if (!rope_table_.holds(t)) release_held();
   const float* cs = rope_table_.ensure(t, [this] { end_collecting(true); });
-  const int half = t.head_dim() / 2, hd = t.head_dim(), a = store_of(act);
+  const int half = t.head_dim() / 2, hd = t.head_dim(), rd = t.rotary_dim(), a = store_of(act);
   const bool adjacent = pairs == RopePairs::AdjacentPairs, once = t.rounding() == RopeRounding::Once;
-  const float* sn = cs + size_t(t.max_positions()) * half;
+  const float* sn = cs + size_t(t.rows()) * half;
   const int* pos = upload(kPositions, row_pos, size_t(M));
   rope_pos_.assign(row_pos, row_pos + M);
   const size_t n = size_t(M) * n_heads * hd;
   // The held rotation of q, its check attached, joins this one (k's: the same rows, positions
   // and table; another buffer), one launch for both.
-  const RopeHeld mine{{x, n_heads, {}, {}}, pos, cs, sn, M, hd, a, adjacent, once};
+  const RopeHeld mine{{x, n_heads, {}, {}}, pos, cs, sn, M, hd, rd, a, adjacent, once};
   RopeJob jobs[2] = {};
   int nj = 0;
   if (rope_held_.joins(mine, n) && fusion_.take_checked(kRopeHeld, &rope_held_.job.chk)) jobs[nj++] = rope_held_.job;
@@ -41,7 +42,7 @@ void CudaKernels::rope(float* x, int M, int n_heads, const int* row_pos, const R
   rope_held_.job.in = in;
   rope_q_ = jobs[0];  // when k's joins: q's job, its check attached
   jobs[nj++] = rope_held_.job;
-  uint64_t sig = signature(kRope, M, hd, pos, cs, sn, a, adjacent, once);
+  uint64_t sig = signature(kRope, M, hd, rd, pos, cs, sn, a, adjacent, once);
   for (int j = 0; j < nj; ++j)
     sig = mix_in(PassGraphs::mix(sig, signature(kRope, jobs[j].x, jobs[j].n_heads, jobs[j].chk.hits, jobs[j].chk.slot,
                                                 jobs[j].chk.any)),
@@ -51,7 +52,7 @@ void CudaKernels::rope(float* x, int M, int n_heads, const int* row_pos, const R
       [=](NonFiniteSlot c, OutCopy) {
         RopeJob js[2] = {jobs[0], jobs[1]};
         js[nj - 1].chk = c;
-        launch_rope(js, nj, M, hd, pos, cs, sn, a, adjacent, once);
+        launch_rope(js, nj, M, hd, rd, pos, cs, sn, a, adjacent, once);
       },
       false, nj == 1 ? kRopeHeld : kRopePairHeld);
 }
@@ -175,13 +176,14 @@ void CudaKernels::launch_rope_kv(const KvHeld& k, InRound in, const float* base,
   const bool with_v = first > 0;
   const RopeKv kv{descs, with_v ? first : int(k.d.size()), k.store, with_v, in, base};
   const std::array<RopeJob, 2> jobs{k.rope_q, r.job};
-  uint64_t sig = signature(kRope, r.M, r.hd, r.pos, r.cs, r.sn, r.act, r.adjacent, r.once);
+  uint64_t sig = signature(kRope, r.M, r.hd, r.rd, r.pos, r.cs, r.sn, r.act, r.adjacent, r.once);
   for (const RopeJob& j : jobs)
     sig = mix_in(PassGraphs::mix(sig, signature(kRope, j.x, j.n_heads, j.chk.hits, j.chk.slot, j.chk.any, j.store,
                                                 j.copy.dst, j.copy.store)),
                  j.in);
   sig = mix_in(PassGraphs::mix(sig, signature(kKvWrite, descs, kv.n, kv.store, with_v, base)), in);
-  graphs_.submit(sig, [=] { launch_rope(jobs.data(), 2, r.M, r.hd, r.pos, r.cs, r.sn, r.act, r.adjacent, r.once, kv); });
+  graphs_.submit(
+      sig, [=] { launch_rope(jobs.data(), 2, r.M, r.hd, r.rd, r.pos, r.cs, r.sn, r.act, r.adjacent, r.once, kv); });
 }
 
 }  // namespace kvp::cuda

@@ -92,8 +92,8 @@ struct RopeKv {
   InRound v_in{};
   const float* v_base = nullptr;
 };
-void launch_rope(const RopeJob* jobs, int n, int M, int hd, const int* pos, const float* cos_t, const float* sin_t,
-                 int act, bool adjacent_pairs, bool once, const RopeKv& kv = {});
+void launch_rope(const RopeJob* jobs, int n, int M, int hd, int rd, const int* pos, const float* cos_t,
+                 const float* sin_t, int act, bool adjacent_pairs, bool once, const RopeKv& kv = {});
 // The element-wise part of a gated MLP: SiLU or GELU-tanh (gate = round(round(act(gate)) * up)),
 // or GPT-OSS's clamped SwiGLU with its alpha and limit (clamped_swiglu in elementwise.h, its
 // rounding points). Trivially copyable, without padding: part of the launch signatures.

@@ -16,12 +16,12 @@ namespace kvp::cuda {
 class DeviceRopeTable {
  public:
   bool holds(const RopeTable& t) const { return find(t) != nullptr; }
-  // cos rows [positions][head_dim / 2], then the sin rows. Uploading waits for the stream to be
+  // cos rows [rows][head_dim / 2], then the sin rows (RopeTable::rows: longrope's long set too). Uploading waits for the stream to be
   // idle (an earlier launch may still read the slot it overwrites); idle(): what must run first.
   template <class Idle>
   const float* ensure(const RopeTable& t, Idle&& idle) {
     if (const Slot* s = find(t)) return static_cast<const float*>(s->mem.p);
-    const int n = t.max_positions();
+    const int n = t.rows();
     const size_t half = size_t(t.head_dim() / 2);
     std::vector<float> cs(2 * size_t(n) * half);
     for (int pos = 0; pos < n; ++pos) {

@@ -1,5 +1,6 @@
 #include "io/gguf.h"
 #include "io/gguf_exaone4.h"
+#include "io/gguf_phi3.h"
 
 #include <fmt/ranges.h>
 
@@ -349,6 +350,7 @@ std::vector<std::string> gguf_llama_cpp_gaps(const ModelConfig& c) {
                                c.n_heads, c.n_kv_heads, c.head_dim));
   if (arch == "exaone4")
     for (std::string& g : exaone4_llama_cpp_gaps(c)) gaps.push_back(std::move(g));
+  for (std::string& g : phi3_llama_cpp_gaps(c)) gaps.push_back(std::move(g));  // read as llama or mistral
   return gaps;
 }
 

@@ -12,6 +12,7 @@
 #include "io/gguf_gpt_oss.h"
 #include "io/gguf_meta.h"
 #include "io/gguf_mistral3.h"
+#include "io/gguf_phi3.h"
 #include "io/hf_fused_projections.h"
 #include "model/moe_names.h"
 
@@ -77,13 +78,11 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   // llama.cpp's phi3 (Phi-3, Phi-4): Phi3ForCausalLM, which transformers runs as Mistral's decoder
   // with its window, or Llama's without one (phi3.attention.sliding_window 0: phi-4). llama.cpp
   // itself runs every phi3 file without the window since its PR 13676; kvparity keeps it, as
-  // transformers does. The 128k models' longrope is refused by what carries it.
+  // transformers does; its partial rotary factor and longrope: io/gguf_phi3.h.
   const bool phi3 = arch == "phi3";
   const bool gpt_oss = arch == "gpt-oss";  // YaRN and its experts' keys: io/gguf_gpt_oss.h
   const bool mistral3 = arch == "mistral3";  // YaRN and the query temperature: io/gguf_mistral3.h
   const bool own_yarn = gpt_oss || mistral3;
-  if (phi3 && m.find(A + "rope.scaling.attn_factor") != nullptr)
-    fail("{}: longrope (the 128k Phi-3 models) is not supported (key {}rope.scaling.attn_factor)", name, A);
 
   std::string rope_scaling = m.get_str(A + "rope.scaling.type", "none");
   // llama.cpp's YaRN keys (rope.scaling.attn_factor, yarn_*) feed its own formula, whose attention
@@ -125,10 +124,11 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   if (int vl = m.get_int(A + "attention.value_length", c.head_dim); vl != c.head_dim)
     fail("{}: value_length {} differs from key_length {}, which is not supported (key {}attention.value_length)", name,
          vl, c.head_dim, A);
-  if (int rd = m.get_int(A + "rope.dimension_count", c.head_dim); rd != c.head_dim)
+  if (int rd = m.get_int(A + "rope.dimension_count", c.head_dim); rd != c.head_dim && !phi3)
     fail("{}: partial rotary embeddings ({} of {} dims) are not supported (key {}rope.dimension_count)", name, rd,
          c.head_dim, A);
   c.max_seq_len = m.get_int(A + "context_length");
+  if (phi3) read_phi3_gguf_rotary(m, g, data, c, name);
   c.rope_theta = float(m.get_num(A + "rope.freq_base", 10000.0));
   if (rope_scaling == "linear") {
     c.rope_scaling = ModelConfig::RopeScaling::Linear;
@@ -246,8 +246,7 @@ Checkpoint gguf_to_checkpoint(const GgufFile& g, const uint8_t* data, size_t siz
   }
 
   for (const auto& ti : g.tensors) {
-    if (phi3 && (ti.name == "rope_factors_long.weight" || ti.name == "rope_factors_short.weight"))
-      fail("{}: longrope (the 128k Phi-3 models) is not supported (tensor '{}')", name, ti.name);
+    if (phi3 && is_phi3_rope_factors(ti)) continue;  // read_phi3_gguf_rotary's
     if (ti.name == kRopeFreqsTensor) {
       const uint64_t n = ti.ne.empty() ? 0 : ti.ne[0];
       if (ti.type != uint32_t(GgmlType::F32) || ti.ne.size() != 1 || n != uint64_t(c.head_dim / 2))

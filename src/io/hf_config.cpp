@@ -15,6 +15,7 @@
 #include "io/hf_gpt_oss.h"
 #include "io/hf_ministral3.h"
 #include "io/hf_moe_config.h"
+#include "io/hf_phi3.h"
 #include "io/hf_rope_parameters.h"
 #include "io/hf_rope_scaling.h"
 #include "io/hf_llama_variants.h"
@@ -202,8 +203,8 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   // Phi-3 and Phi-4 (Phi3ForCausalLM): in transformers Mistral's decoder (Phi3DecoderLayer derives
   // from MistralDecoderLayer, one window over every layer when sliding_window is set, Llama's
   // without) with fused q/k/v and gate/up projections, which the loader splits
-  // (hf_fused_projections.h). Read as that family; what it cannot run (Phi-4-mini's partial
-  // rotary, longrope) is refused by the family's checks, naming the field.
+  // (hf_fused_projections.h). Read as that family, with Phi-3's own rotary embedding (hf_phi3.h:
+  // Phi-4-mini's partial rotary factor, longrope).
   const bool phi3 = (j.contains("model_type") && j["model_type"] == "phi3") ||
                     (!j.contains("model_type") && j.contains("architectures") && j["architectures"].is_array() &&
                      !j["architectures"].empty() && j["architectures"][0] == "Phi3ForCausalLM");
@@ -247,6 +248,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   }
   if (c.arch == Arch::GptOss) fill_gpt_oss_defaults(j);
   const std::string rope_field = read_rope_parameters(j, c.arch == Arch::Gemma3, source);
+  const Phi3Rotary phi3_rotary = phi3 ? take_phi3_rotary(j, source) : Phi3Rotary{};
   reject_unsupported(j, r, c.arch, source, rope_field);
   const FamilyDefaults fd = family_defaults(c.arch);
 
@@ -285,6 +287,7 @@ ModelConfig parse_hf_config(const std::string& json_text, const std::string& fil
   }
   if (ministral3)
     read_ministral3_temperature(temperature_rope, c, source, v5_rope ? "rope_parameters" : "rope_scaling");
+  if (phi3) apply_phi3_rotary(phi3_rotary, c, source, rope_field);
 
   switch (c.arch) {
     case Arch::Llama:
@@ -416,6 +419,10 @@ std::string hf_config_text(const std::string& path, const ModelConfig& c, const 
     fail("{}: qwen2 always has q/k/v biases; the config says it has none", path);
   if (c.arch != Arch::Qwen2 && c.arch != Arch::GptOss && c.qkv_bias)
     fail("{}: {} has no q/k/v biases in transformers; cannot write a config with them", path, arch_name(c.arch));
+  if (c.rotary_dim > 0)
+    fail("{}: a partial rotary factor ({} of {} dimensions) has a config.json form only as Phi3ForCausalLM, which "
+         "kvparity does not write",
+         path, c.rotary_dim, c.head_dim);
   auto tok = [](int id) { return id < 0 ? json(nullptr) : json(id); };
   json j;
   j["architectures"] = json::array({hf_class_name(c.arch)});

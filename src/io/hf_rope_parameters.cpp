@@ -64,6 +64,15 @@ std::string read_rope_parameters(json& j, bool per_layer_kinds, const std::strin
   }
   take_theta(flat, "rope_theta", j, field, source);
   flat.erase("rope_theta");
+  // v5 keeps partial_rotary_factor in the dict; the config's own field is where the families read it.
+  if (flat.contains("partial_rotary_factor")) {
+    const json prf = flat["partial_rotary_factor"];
+    flat.erase("partial_rotary_factor");
+    if (j.contains("partial_rotary_factor") && !j["partial_rotary_factor"].is_null() && j["partial_rotary_factor"] != prf)
+      fail("{}: partial_rotary_factor {} and {}.partial_rotary_factor {} disagree", source,
+           j["partial_rotary_factor"].dump(), field, prf.dump());
+    if (!prf.is_null()) j["partial_rotary_factor"] = prf;
+  }
   if (rope_type(flat) == "default")
     j.erase("rope_scaling");
   else

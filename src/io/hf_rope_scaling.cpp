@@ -99,6 +99,9 @@ json hf_rope_scaling_entry(const ModelConfig& c, const std::string& path) {
     }
     case ModelConfig::RopeScaling::FreqFactors:
       fail("{}: RoPE frequency factors (GGUF rope_freqs.weight) have no config.json form", path);
+    case ModelConfig::RopeScaling::LongRope:
+      // Only Phi3ForCausalLM's config says longrope, and it needs its fused projections.
+      fail("{}: longrope has a config.json form only as Phi3ForCausalLM, which kvparity does not write", path);
   }
   return nullptr;
 }

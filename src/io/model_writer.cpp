@@ -283,6 +283,12 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(cfg.norm_eps));
   kv.set(A + "attention.key_length", GgufValue::of_u32(uint32_t(cfg.head_dim)));
   kv.set(A + "attention.value_length", GgufValue::of_u32(uint32_t(cfg.head_dim)));
+  if (cfg.rotated_dims() != cfg.head_dim)
+    fail("{}: a partial rotary factor ({} of {} dimensions) has no GGUF form kvparity writes (write --to hf is "
+         "refused too: only Phi3ForCausalLM's config says it)",
+         path, cfg.rotated_dims(), cfg.head_dim);
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::LongRope)
+    fail("{}: longrope RoPE scaling has no GGUF form kvparity writes", path);
   kv.set(A + "rope.dimension_count", GgufValue::of_u32(uint32_t(cfg.head_dim)));
   // Under "llama" this key is kvparity's Mistral marker (llama.cpp ignores it); gemma2 reads it.
   if (cfg.sliding_window > 0) kv.set(A + "attention.sliding_window", GgufValue::of_u32(uint32_t(cfg.sliding_window)));

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/portable_math.h"
 #include "kernels/simd_ops.h"
@@ -43,7 +45,8 @@ void apply_yarn(std::vector<float>& inv_freq, const std::vector<float>& pos_freq
 
 }  // namespace
 
-std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& sc, bool portable_math) {
+std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& sc, bool portable_math,
+                                 bool long_factors) {
   const int half = head_dim / 2;
   // pos_freq = theta^(2i/head_dim); inv_freq = 1 / pos_freq.
   std::vector<float> pos_freq(static_cast<size_t>(half)), inv_freq(static_cast<size_t>(half));
@@ -52,7 +55,11 @@ std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpe
     pos_freq[size_t(i)] = portable_math ? pmath::powf_rounded(theta, exponent) : std::pow(theta, exponent);
     inv_freq[size_t(i)] = 1.0f / pos_freq[size_t(i)];
   }
-  if (sc.type == RopeScalingSpec::Type::Yarn) {
+  if (sc.type == RopeScalingSpec::Type::LongRope) {
+    // 1.0 / (ext_factors * base**inv_freq_shape): the product rounds before the reciprocal.
+    const std::vector<float>& ext = long_factors ? sc.long_factors : sc.short_factors;
+    for (int i = 0; i < half; ++i) inv_freq[size_t(i)] = 1.0f / (ext.at(size_t(i)) * pos_freq[size_t(i)]);
+  } else if (sc.type == RopeScalingSpec::Type::Yarn) {
     apply_yarn(inv_freq, pos_freq, head_dim, theta, sc, portable_math);
   } else if (sc.type == RopeScalingSpec::Type::Linear) {
     for (auto& f : inv_freq) f = f / sc.factor;  // _compute_linear_scaling_rope_parameters
@@ -76,20 +83,31 @@ std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpe
   return inv_freq;
 }
 
+namespace {
+using ScalingType = RopeScalingSpec::Type;
+}  // namespace
+
 RopeTable::RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& sc, bool portable_math,
-                     RopeRounding rounding)
+                     RopeRounding rounding, int rotary_dim)
     : head_dim_(head_dim),
+      rotary_dim_(rotary_dim > 0 ? rotary_dim : head_dim),
       max_positions_(max_positions),
+      long_(sc.type == ScalingType::LongRope),
       theta_(theta),
       scaling_(sc),
       portable_math_(portable_math),
       rounding_(rounding),
-      attention_factor_(float(sc.type == RopeScalingSpec::Type::Yarn ? sc.attention_factor : 1.0)),
-      inv_freq_(rope_inv_freq(head_dim, theta, sc, portable_math)) {
-  const size_t n = size_t(max_positions) * size_t(head_dim / 2);
+      attention_factor_(
+          float(sc.type == ScalingType::Yarn || sc.type == ScalingType::LongRope ? sc.attention_factor : 1.0)),
+      inv_freq_(rope_inv_freq(rotary_dim_, theta, sc, portable_math)) {
+  if (rotary_dim_ % 2 != 0 || rotary_dim_ > head_dim)
+    throw std::invalid_argument("RoPE rotary dimension " + std::to_string(rotary_dim_) + " for head_dim " +
+                                std::to_string(head_dim));
+  if (long_) inv_freq_long_ = rope_inv_freq(rotary_dim_, theta, sc, portable_math, true);
+  const size_t n = size_t(rows()) * size_t(head_dim / 2);
   cos_.reset(new float[n]);
   sin_.reset(new float[n]);
-  filled_.reset(new std::once_flag[size_t((max_positions + kBlock - 1) / kBlock)]);
+  filled_.reset(new std::once_flag[size_t((rows() + kBlock - 1) / kBlock)]);
 }
 
 RopeTable RopeTable::identity(int head_dim, int max_positions) {
@@ -101,24 +119,31 @@ RopeTable RopeTable::identity(int head_dim, int max_positions) {
 const RopeTable& RopeTable::portable() const {
   if (portable_math_) return *this;
   std::call_once(twin_->once, [this] {
-    twin_->table = std::make_unique<RopeTable>(head_dim_, max_positions_, theta_, scaling_, true, rounding_);
+    twin_->table =
+        std::make_unique<RopeTable>(head_dim_, max_positions_, theta_, scaling_, true, rounding_, rotary_dim_);
   });
   return *twin_->table;
 }
 
 void RopeTable::fill(int block) const {
-  const int half = head_dim_ / 2;
-  for (int p = block * kBlock; p < std::min(max_positions_, (block + 1) * kBlock); ++p) {
+  const int half = head_dim_ / 2, rh = rotary_dim_ / 2;
+  for (int r = block * kBlock; r < std::min(rows(), (block + 1) * kBlock); ++r) {
+    const bool long_row = r >= max_positions_;
+    const int p = long_row ? r - max_positions_ : r;
+    const std::vector<float>& inv_freq = long_row ? inv_freq_long_ : inv_freq_;
     for (int i = 0; i < half; ++i) {
-      const double angle = double(float(p) * inv_freq_[size_t(i)]);
-      float c = float(portable_math_ ? pmath::cos(angle) : std::cos(angle));
-      float s = float(portable_math_ ? pmath::sin(angle) : std::sin(angle));
-      if (attention_factor_ != 1.0f) {  // YaRN: emb.cos() * attention_scaling, in fp32
-        c *= attention_factor_;
-        s *= attention_factor_;
+      float c = 1.0f, s = 0.0f;  // the dimensions a partial rotary factor passes through
+      if (i < rh) {
+        const double angle = double(float(p) * inv_freq[size_t(i)]);
+        c = float(portable_math_ ? pmath::cos(angle) : std::cos(angle));
+        s = float(portable_math_ ? pmath::sin(angle) : std::sin(angle));
+        if (attention_factor_ != 1.0f) {  // YaRN, longrope: emb.cos() * attention_scaling, in fp32
+          c *= attention_factor_;
+          s *= attention_factor_;
+        }
       }
-      cos_[size_t(p) * half + i] = c;
-      sin_[size_t(p) * half + i] = s;
+      cos_[size_t(r) * half + i] = c;
+      sin_[size_t(r) * half + i] = s;
     }
   }
 }
@@ -139,36 +164,47 @@ namespace {
 constexpr size_t kBlock = 512;
 }  // namespace
 
-void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act, RopePairs input) {
-  const int hd = table.head_dim(), half = hd / 2;
-  // Where pair i's two members are read from; all terms are computed before v is overwritten, so
-  // the rotation can move the pairs to the halves layout in place.
+void apply_rope(float* x, int M, int n_heads, int start_row, const RopeTable& table, DType act, RopePairs input) {
+  const int hd = table.head_dim(), half = hd / 2, rh = table.rotary_dim() / 2;
+  // Where pair i's two members are read from and go; all terms are computed before v is
+  // overwritten, so the rotation can move the pairs to the halves layout in place.
   const bool adjacent = input == RopePairs::AdjacentPairs;
-  const int a_step = adjacent ? 2 : 1, b_off = adjacent ? 1 : half;
-  std::vector<float> cs(size_t(2 * half)), terms(size_t(2 * hd));
+  if (adjacent && rh != half) throw std::invalid_argument("apply_rope: adjacent pairs under a partial rotary factor");
+  std::vector<RopePairPlace> place(static_cast<size_t>(half));
+  for (int i = 0; i < half; ++i) place[size_t(i)] = rope_pair(i, hd, table.rotary_dim(), adjacent);
+  std::vector<float> cs(size_t(2 * half)), terms(size_t(2 * hd)), passed(size_t(hd - 2 * rh));
   // Once: cos/sin stay fp32 and only the sum rounds (rounding a term to fp32 is the identity).
   const bool once = table.rounding() == RopeRounding::Once;
   const DType term = once ? DType::F32 : act;
   for (int m = 0; m < M; ++m) {
-    std::copy_n(table.cos_row(start_pos + m), half, cs.begin());
-    std::copy_n(table.sin_row(start_pos + m), half, cs.begin() + half);
+    std::copy_n(table.cos_row(start_row + m), half, cs.begin());
+    std::copy_n(table.sin_row(start_row + m), half, cs.begin() + half);
     simd::round_inplace(term, cs.data(), cs.size());
     const float* c = cs.data();
     const float* sn = cs.data() + half;
     for (int h = 0; h < n_heads; ++h) {
       float* v = x + (size_t(m) * n_heads + h) * hd;
       float* t = terms.data();
-      for (int i = 0; i < half; ++i) {
-        const float a = v[i * a_step], b = v[i * a_step + b_off];
+      for (int i = 0; i < rh; ++i) {
+        const float a = v[place[size_t(i)].in_a], b = v[place[size_t(i)].in_b];
         t[i] = a * c[i];
         t[half + i] = -b * sn[i];
         t[hd + i] = b * c[i];
         t[hd + half + i] = a * sn[i];
       }
+      // The passed-through values, as they are (read before the rotated ones are stored).
+      for (int i = rh; i < half; ++i) {
+        passed[size_t(2 * (i - rh))] = v[place[size_t(i)].in_a];
+        passed[size_t(2 * (i - rh) + 1)] = v[place[size_t(i)].in_b];
+      }
       simd::round_inplace(term, t, size_t(2 * hd));
-      for (int i = 0; i < half; ++i) {
-        v[i] = t[i] + t[half + i];
-        v[i + half] = t[hd + i] + t[hd + half + i];
+      for (int i = 0; i < rh; ++i) {
+        v[place[size_t(i)].out_a] = t[i] + t[half + i];
+        v[place[size_t(i)].out_b] = t[hd + i] + t[hd + half + i];
+      }
+      for (int i = rh; i < half; ++i) {
+        v[place[size_t(i)].out_a] = passed[size_t(2 * (i - rh))];
+        v[place[size_t(i)].out_b] = passed[size_t(2 * (i - rh) + 1)];
       }
       simd::round_inplace(act, v, size_t(hd));
     }

@@ -17,8 +17,13 @@ namespace kvp {
 // YaRN (_compute_yarn_parameters): each frequency a blend of itself and itself / factor, by a
 // ramp over the dimensions between the correction range of beta_fast and beta_slow rotations in
 // original_max_pos positions; cos and sin are then multiplied by attention_factor (in fp32).
+// LongRoPE (_compute_longrope_parameters; Phi-3's 128k models, Phi-4-mini): inv_freq[i] =
+// 1 / (ext[i] * theta^(2i/dim)) with the short factors for ext, or the long ones, which transformers
+// switches to in any forward call whose highest position reaches original_max_pos (its
+// dynamic_rope_update): a table of this type holds both (RopeTable::long_rows), and cos and sin
+// are multiplied by attention_factor.
 struct RopeScalingSpec {
-  enum class Type { None, Linear, Llama3, FreqFactors, Yarn } type = Type::None;
+  enum class Type { None, Linear, Llama3, FreqFactors, Yarn, LongRope } type = Type::None;
   float factor = 1.0f;           // linear: inv_freq / factor; llama3: low-frequency divisor; yarn: interpolation
   float low_freq_factor = 1.0f;  // llama3
   float high_freq_factor = 4.0f; // llama3
@@ -26,7 +31,8 @@ struct RopeScalingSpec {
   std::vector<float> freq_factors;  // FreqFactors (llama.cpp's rope_freqs): inv_freq[i] / freq_factors[i]
   double beta_fast = 32.0, beta_slow = 1.0;  // yarn: rotations (config.json's numbers, as Python reads them)
   bool truncate = true;          // yarn: the correction range rounded out to whole dimensions
-  double attention_factor = 1.0; // yarn: cos/sin x float(attention_factor); 1 for the other types
+  double attention_factor = 1.0; // yarn, longrope: cos/sin x float(attention_factor); 1 for the other types
+  std::vector<float> short_factors, long_factors;  // longrope: dim/2 each
 };
 
 // YaRN's correction range [low, high] in dimensions (find_correction_range, in double), before the
@@ -40,10 +46,12 @@ YarnRange yarn_correction_range(int head_dim, float theta, const RopeScalingSpec
 // GGUF tensor rope_freqs.weight): 1 for high frequencies, `factor` for low ones, interpolated between.
 std::vector<float> llama3_rope_freq_factors(int head_dim, float theta, const RopeScalingSpec& llama3);
 
-// inv_freq[i] = 1 / theta^(2i/head_dim) in fp32, then the scaling. portable_math: the power from
-// portable_math.h (the same bits on every machine) instead of libm's powf.
-std::vector<float> rope_inv_freq(int head_dim, float theta, const RopeScalingSpec& scaling,
-                                 bool portable_math = false);
+// inv_freq[i] = 1 / theta^(2i/dim) in fp32, then the scaling; dim: the rotated dimensions of a
+// head (head_dim, or fewer under a partial rotary factor). portable_math: the power from
+// portable_math.h (the same bits on every machine) instead of libm's powf. long_factors: a
+// longrope spec's long set rather than its short one.
+std::vector<float> rope_inv_freq(int dim, float theta, const RopeScalingSpec& scaling, bool portable_math = false,
+                                 bool long_factors = false);
 
 // How a rotation rounds. Terms: cos/sin rounded to the compute dtype, each product rounded, their
 // sum rounded (Llama's apply_rotary_pos_emb with cos/sin cast to x's dtype). Once: cos/sin kept in
@@ -54,13 +62,18 @@ enum class RopeRounding { Terms, Once };
 // Rows are computed on first use, a block of positions at a time: a model's context may be 10^5
 // positions (Llama-3.1: 131072 x 64 angles, ~170 ms and 64 MB when computed at load) while a run
 // uses a few thousand. Safe to share between threads.
+//
+// A row holds head_dim/2 angles whatever the rotary dimension: under a partial rotary factor
+// (Phi-4-mini rotates 96 of 128) the angles past rotary_dim/2 are cos 1, sin 0, and apply_rope
+// passes those dimensions through (RopePairs has where they sit).
 class RopeTable {
  public:
   RopeTable() = default;
   // portable_math: pow, cos and sin from portable_math.h rather than libm, whose last bits differ
-  // between C libraries and versions.
+  // between C libraries and versions. rotary_dim: the dimensions of a head that rotate (even; 0 =
+  // head_dim).
   RopeTable(int head_dim, int max_positions, float theta, const RopeScalingSpec& scaling = {},
-            bool portable_math = false, RopeRounding rounding = RopeRounding::Terms);
+            bool portable_math = false, RopeRounding rounding = RopeRounding::Terms, int rotary_dim = 0);
   // This table's twin computed with portable_math (itself when it is one), for the `portable`
   // policy; built on first use, so runs that never ask pay nothing.
   const RopeTable& portable() const;
@@ -70,28 +83,38 @@ class RopeTable {
   // portable twin: cos 0 and sin 0 are exact in every library.
   static RopeTable identity(int head_dim, int max_positions);
   int head_dim() const { return head_dim_; }
+  int rotary_dim() const { return rotary_dim_; }
   RopeRounding rounding() const { return rounding_; }
   int max_positions() const { return max_positions_; }
-  const float* cos_row(int pos) const { return row(cos_.get(), pos); }
-  const float* sin_row(int pos) const { return row(sin_.get(), pos); }
+  // The table's rows: one a position, and for longrope a second set of max_positions() rows
+  // (position p's long-factor angles at row long_rows() + p). A rotation reads rows, which the
+  // forward pass derives from the positions (long_from()).
+  int rows() const { return long_rows() + max_positions_; }
+  int long_rows() const { return long_ ? max_positions_ : 0; }
+  // longrope: a forward call takes the long rows for a sequence whose highest position in it is
+  // at least this (transformers: max(position_ids) + 1 > original_max_position_embeddings); 0 = never.
+  int long_from() const { return long_ ? scaling_.original_max_pos : 0; }
+  const float* cos_row(int row) const { return at(cos_.get(), row); }
+  const float* sin_row(int row) const { return at(sin_.get(), row); }
 
  private:
-  static constexpr int kBlock = 64;  // positions computed together
-  const float* row(const float* base, int pos) const {
-    if (pos < 0 || pos >= max_positions_) throw std::out_of_range("RoPE position beyond the model's context");
-    const int b = pos / kBlock;
+  static constexpr int kBlock = 64;  // rows computed together
+  const float* at(const float* base, int r) const {
+    if (r < 0 || r >= rows()) throw std::out_of_range("RoPE position beyond the model's context");
+    const int b = r / kBlock;
     std::call_once(filled_[size_t(b)], [this, b] { fill(b); });
-    return base + size_t(pos) * size_t(head_dim_ / 2);
+    return base + size_t(r) * size_t(head_dim_ / 2);
   }
   void fill(int block) const;
 
-  int head_dim_ = 0, max_positions_ = 0;
+  int head_dim_ = 0, rotary_dim_ = 0, max_positions_ = 0;
+  bool long_ = false;  // longrope: rows() holds the long set too
   float theta_ = 0.0f;
   RopeScalingSpec scaling_;
   bool portable_math_ = false;
   RopeRounding rounding_ = RopeRounding::Terms;
   float attention_factor_ = 1.0f;  // float(scaling.attention_factor), applied to each cos/sin in fp32
-  std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_, inv_freq_long_;  // rotary_dim/2 each; the long set for longrope only
   struct Twin {
     std::once_flag once;
     std::unique_ptr<RopeTable> table;
@@ -106,15 +129,38 @@ class RopeTable {
 //  Halves:        x_i at i, y_i at i + head_dim/2 (rotate_half; HF checkpoints).
 //  AdjacentPairs: x_i at 2i, y_i at 2i + 1 (llama2.c and GGUF "llama" files keep their q/k rows
 //                 so, and the matmul's outputs follow the rows, so RoPE reads them where they are).
+// Under a partial rotary dimension r < head_dim (Halves only: transformers' Phi-3 rotates
+// rotate_half(x[..., :r]) and concatenates x[..., r:] unchanged), pair i < r/2 is (i, i + r/2), and
+// the rest pass through; rope_pair() has every pair's place.
 enum class RopePairs { Halves, AdjacentPairs };
 
-// Rotates rows x[M, n_heads*head_dim] at positions start_pos + m:
+// Where pair i of a head sits in the rotation's input (in_a, in_b) and output (out_a, out_b), and
+// whether it rotates: i < r/2 rotates, the pairs past it hold the passed-through dimensions
+// [r, head_dim) as two halves of their own. Shared by the CPU and CUDA kernels.
+struct RopePairPlace {
+  int in_a, in_b, out_a, out_b;
+  bool rotates;
+};
+// (AdjacentPairs input with a partial rotary dimension is refused where a model is built.)
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline RopePairPlace rope_pair(int i, int head_dim, int rotary_dim, bool adjacent) {
+  const int rh = rotary_dim / 2, pass_half = (head_dim - rotary_dim) / 2;
+  const bool rot = i < rh;
+  const int a = rot ? i : rotary_dim + (i - rh), b = rot ? i + rh : a + pass_half;
+  return adjacent ? RopePairPlace{2 * i, 2 * i + 1, a, b, rot} : RopePairPlace{a, b, a, b, rot};
+}
+
+// Rotates rows x[M, n_heads*head_dim] by table rows start_row + m (the positions, or for longrope's
+// long set long_rows() past them):
 // out = round(round(x*cos) + round(rotate_half(x)*sin)), with cos/sin rounded to act first; or,
 // for a table of RopeRounding::Once, out = round(x*cos + rotate_half(x)*sin) over fp32 cos/sin.
+// Dimensions past the table's rotary_dim are left as they are.
 // The output is always in the halves layout (what the cache and attention expect), and each value
 // is computed from the same operands by the same operations whatever the input layout: an
 // AdjacentPairs model gives bitwise the results of the same model with its rows moved to Halves.
-void apply_rope(float* x, int M, int n_heads, int start_pos, const RopeTable& table, DType act,
+void apply_rope(float* x, int M, int n_heads, int start_row, const RopeTable& table, DType act,
                 RopePairs input = RopePairs::Halves);
 
 // gate <- round(round(silu(gate)) * up): SwiGLU's element-wise part.

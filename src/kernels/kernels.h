@@ -143,7 +143,8 @@ class Kernels {
   virtual void embed(const TensorView& table, const int* tokens, int M, float* x) = 0;
   // y[m, n] += b[n] in fp32 (F.linear's bias joins the accumulator before the rounding).
   virtual void add_bias(float* y, int M, const TensorView& b) = 0;
-  // apply_rope (elementwise.h) on rows x[M, n_heads*head_dim], row m at position row_pos[m] (host).
+  // apply_rope (elementwise.h) on rows x[M, n_heads*head_dim], row m by table row row_pos[m] (host):
+  // its position, or for longrope's long set RopeTable::long_rows() past it.
   virtual void rope(float* x, int M, int n_heads, const int* row_pos, const RopeTable& table, DType act,
                     RopePairs pairs) = 0;
   virtual void silu_mul(float* gate, const float* up, size_t n, DType act) = 0;

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/quant.h"
 #include "io/checkpoint.h"
+#include "io/gguf.h"
 #include "model/synthetic.h"
 #include "model/weights.h"
 #include "runtime/chat_for_model.h"
@@ -70,6 +71,7 @@ json rope_of(const Checkpoint& ck) {
   json r = {{"theta", c.rope_theta}, {"qk_rows", ck.qk_layout == RopeLayout::Interleaved ? "interleaved" : "halves"}};
   if (c.rope_local_theta > 0) r["local_theta"] = c.rope_local_theta;  // the windowed layers', unscaled
   if (!c.nope_layers.empty()) r["nope_layers"] = c.nope_layers;  // SmolLM3's layers without RoPE
+  if (c.rotary_dim > 0) r["rotary_dims"] = c.rotary_dim;          // Phi-4-mini's partial rotary factor
   switch (c.rope_scaling) {
     case RS::None:
       r["scaling"] = "none";
@@ -97,6 +99,15 @@ json rope_of(const Checkpoint& ck) {
       r["beta_fast"] = c.rope_yarn_beta_fast;
       r["beta_slow"] = c.rope_yarn_beta_slow;
       r["truncate"] = c.rope_yarn_truncate;
+      break;
+    case RS::LongRope:
+      // Where transformers switches frequencies (a call reaching original_context): cache ON
+      // keeps the keys it rotated with the short factors, cache OFF rotates every key again.
+      r["scaling"] = "longrope";
+      r["factor"] = c.rope_factor;
+      r["original_context"] = c.rope_original_max_pos;
+      r["attention_factor"] = c.rope_attention_factor;
+      r["long_factors_from_position"] = c.rope_original_max_pos;
       break;
   }
   r["rounding"] = c.rope_rounds_once() ? "once in fp32" : "each term in the compute dtype";
@@ -236,6 +247,9 @@ json inspect_model(const InspectOptions& o) {
   }
   d["attention"] = attention_of(c);
   d["rope"] = rope_of(ck);
+  // Where llama.cpp runs this GGUF otherwise than kvparity (which runs it as transformers would).
+  if (ck.format == "gguf")
+    if (const std::vector<std::string> gaps = gguf_llama_cpp_gaps(c); !gaps.empty()) d["llama_cpp_differs"] = gaps;
   d["norm"] = {{"eps", c.norm_eps},
                {"gain", c.gemma_family() ? "1 + w" : "w"},
                {"gain_in_fp32", c.norm_gain_in_fp32()},
@@ -344,6 +358,14 @@ std::string inspect_text(const json& d) {
                         number_text(rp["beta_slow"].get<double>()), rp["truncate"].get<bool>() ? "" : ", untruncated");
   if (scaling == "frequency factors")
     rope += fmt::format(", {} per-frequency divisors (GGUF rope_freqs)", rp["frequency_factors"].get<int>());
+  if (scaling == "longrope")
+    rope += fmt::format(", longrope x{} (cos/sin x {}; short factors, the long ones in a forward call that reaches "
+                        "position {}: there cache ON keeps keys rotated the short way, cache OFF rotates all again)",
+                        number_text(rp["factor"].get<double>()), number_text(rp["attention_factor"].get<double>()),
+                        rp["original_context"].get<int>());
+  if (rp.contains("rotary_dims"))
+    rope += fmt::format("; {} of each head's {} dimensions rotate, the rest pass through",
+                        rp["rotary_dims"].get<int>(), sh["head_dim"].get<int>());
   if (rp.contains("local_theta"))
     rope += fmt::format(" (global layers); windowed layers theta {}, unscaled", number_text(rp["local_theta"].get<double>()));
   if (rp.contains("nope_layers")) {
@@ -422,6 +444,8 @@ std::string inspect_text(const json& d) {
     line("chat", fmt::format("{}, from {} (what --chat-template auto takes)", ct["format"].get<std::string>(),
                              ct["source"].get<std::string>()));
   const json& m = d["memory"];
+  if (d.contains("llama_cpp_differs"))
+    for (const json& g : d["llama_cpp_differs"]) line("llama.cpp", "runs this file otherwise: " + g.get<std::string>());
   line("memory", fmt::format("static KV cache of {} positions x {} sequence{}", m["cache_capacity"].get<int>(),
                              m["batch_size"].get<int>(), m["batch_size"].get<int>() == 1 ? "" : "s"));
   s += fmt::format("  {:<7} {:<8} {:>16} {:>10} {:>13} {:>14} {:>10}\n", "compute", "KV", "weights in place",

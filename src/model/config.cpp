@@ -94,7 +94,26 @@ void ModelConfig::validate() const {
     fail("{}: invalid config: attn_logit_softcapping = {}", source, attn_logit_softcapping);
   if (final_logit_softcapping < 0.0f || !std::isfinite(final_logit_softcapping))
     fail("{}: invalid config: final_logit_softcapping = {}", source, final_logit_softcapping);
-  if (rope_scaling == RopeScaling::FreqFactors) {
+  if (rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
+    fail("{}: invalid config: {} rotated dimensions of a head of {} (partial_rotary_factor; must be even, at most "
+         "head_dim)",
+         source, rotary_dim, head_dim);
+  if (rope_scaling == RopeScaling::LongRope) {
+    const size_t n = size_t(rotated_dims() / 2);
+    for (auto [name, f] : {std::pair{"short_factor", &rope_short_factors}, std::pair{"long_factor", &rope_long_factors}}) {
+      if (f->size() != n)
+        fail("{}: invalid config: longrope {} has {} entries for {} rotated dimensions (expected {})", source, name,
+             f->size(), rotated_dims(), n);
+      for (float v : *f)
+        if (!(v > 0.0f && std::isfinite(v))) fail("{}: invalid config: longrope {} entry {}", source, name, v);
+    }
+    if (rope_original_max_pos <= 0 || rope_original_max_pos > max_seq_len)
+      fail("{}: invalid config: longrope original_max_position_embeddings = {} (must be in [1, {}])", source,
+           rope_original_max_pos, max_seq_len);
+    if (!(rope_attention_factor > 0.0) || !std::isfinite(rope_attention_factor))
+      fail("{}: invalid config: longrope attention_factor = {} (must be a positive number)", source,
+           rope_attention_factor);
+  } else if (rope_scaling == RopeScaling::FreqFactors) {
     if (rope_freq_factors.size() != size_t(head_dim / 2))
       fail("{}: invalid config: {} rope frequency factors for head_dim {} (expected {})", source,
            rope_freq_factors.size(), head_dim, head_dim / 2);

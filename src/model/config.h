@@ -65,6 +65,9 @@ struct ModelConfig {
   int n_heads = 0;
   int n_kv_heads = 0;
   int head_dim = 0;         // usually dim / n_heads (Gemma-2 sets it independently)
+  // The dimensions of a head that RoPE rotates: head_dim x partial_rotary_factor (Phi-4-mini: 96 of
+  // 128; transformers' Phi-3 rotates q[..., :r] and passes the rest through); 0 = head_dim.
+  int rotary_dim = 0;
   int vocab_size = 0;
   int max_seq_len = 0;      // max_position_embeddings / context length
   float rope_theta = 10000.0f;
@@ -118,26 +121,30 @@ struct ModelConfig {
   float query_pre_attn_scalar = 0.0f;
   float attn_logit_softcapping = 0.0f;
   float final_logit_softcapping = 0.0f;
-  // rope_scaling (HF ROPE_INIT_FUNCTIONS on inv_freq): none, "linear", "llama3" or "yarn"; or
-  // llama.cpp's per-frequency divisors (GGUF tensor rope_freqs.weight), which is how GGUF files
-  // carry llama3 scaling.
-  enum class RopeScaling { None, Linear, Llama3, FreqFactors, Yarn };
+  // rope_scaling (HF ROPE_INIT_FUNCTIONS on inv_freq): none, "linear", "llama3", "yarn" or
+  // "longrope"; or llama.cpp's per-frequency divisors (GGUF tensor rope_freqs.weight), which is how
+  // GGUF files carry llama3 scaling.
+  enum class RopeScaling { None, Linear, Llama3, FreqFactors, Yarn, LongRope };
   RopeScaling rope_scaling = RopeScaling::None;
   float rope_factor = 1.0f;
   float rope_low_freq_factor = 1.0f;     // llama3 only
   float rope_high_freq_factor = 4.0f;    // llama3 only
-  int rope_original_max_pos = 8192;      // llama3, yarn: original_max_position_embeddings
+  int rope_original_max_pos = 8192;      // llama3, yarn, longrope: original_max_position_embeddings
   std::vector<float> rope_freq_factors;  // FreqFactors only: inv_freq[i] / factor[i], head_dim/2 entries
   // yarn only (_compute_yarn_parameters): the ramp's rotations, whether its range is truncated to
   // whole dimensions, and the factor cos/sin are multiplied by (attention_factor, or the one
   // transformers derives from factor, mscale and mscale_all_dim: resolved when the config is read).
   double rope_yarn_beta_fast = 32.0, rope_yarn_beta_slow = 1.0;
   bool rope_yarn_truncate = true;
-  double rope_attention_factor = 1.0;
+  double rope_attention_factor = 1.0;  // yarn and longrope
+  // longrope only: inv_freq[i] = 1 / (factor[i] * theta^(2i/rotary_dim)), rotary_dim/2 entries each;
+  // the long set for the forward calls that reach rope_original_max_pos (RopeTable::long_from).
+  std::vector<float> rope_short_factors, rope_long_factors;
   MoeConfig moe;            // n_experts 0 for the dense families
   std::string source;       // file or directory the config came from, for error messages
 
   int q_dim() const { return n_heads * head_dim; }
+  int rotated_dims() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   // The window (0 = none) that attention in layer `layer` uses.
   int window_for_layer(int layer) const { return sliding_window > 0 && local_layer(layer) ? sliding_window : 0; }

@@ -31,10 +31,24 @@ class Pass {
       last_pos_.push_back(sl.start_pos + sl.n_tokens - 1);
       M_ += sl.n_tokens;
     }
+    // longrope: transformers takes the long factors in a forward call whose highest position
+    // reaches original_max_position_embeddings, for all of its rows; kvparity decides per sequence
+    // (transformers' batch takes its longest's), so that a sequence in a batch is rotated as alone.
+    if (const RopeTable& t = m_.rope; t.long_rows() > 0) {
+      for (size_t s = 0; s < slices_.size(); ++s) {
+        const int off = last_pos_[s] >= t.long_from() ? t.long_rows() : 0;
+        for (int i = 0; i < slices_[s].n_tokens; ++i) long_rope_row_.push_back(slices_[s].start_pos + i + off);
+      }
+    }
     if (c_.is_moe())
       a_.last_row_experts.assign(slices_.size() * size_t(c_.n_layers) * size_t(c_.moe.n_used), -1);
     else
       a_.last_row_experts.clear();
+  }
+
+  // The rows of `table` that rotate this pass's rows: their positions, or longrope's choice.
+  const int* rope_rows(const RopeTable& table) const {
+    return &table == &m_.rope && !long_rope_row_.empty() ? long_rope_row_.data() : pos_of_row_.data();
   }
 
   // Rounds [rows, width] to P; a NaN/Inf stops the run (or is recorded). Devices that check once
@@ -245,6 +259,7 @@ class Pass {
   std::vector<int> pos_of_row_;  // sequence position of each row
   std::vector<int> tokens_;      // token id of each row
   std::vector<int> last_pos_;    // position of each slice's last row
+  std::vector<int> long_rope_row_;  // longrope: the RoPE table row of each row (RopeTable::rows)
   std::vector<Point> points_;
   std::deque<std::vector<int>> row_positions_;  // positions of gathered rows, named by points_
   std::vector<float> hook_rows_;  // host copy of a hooked tensor (devices other than the CPU)

@@ -159,10 +159,10 @@ const float* Pass::run() {
     hook(HookPoint::KPre, l, kr, kvd);
     // Each rotation right before its rounding point: a device may fuse the two.
     const RopeTable& rope = !c_.rotates(l) ? m_.rope_none : c_.local_rope(l) ? m_.rope_local : m_.rope;
-    kn_.rope(qr, M_, c_.n_heads, pos_of_row_.data(), rope, P_, pairs);
+    kn_.rope(qr, M_, c_.n_heads, rope_rows(rope), rope, P_, pairs);
     materialise(qr, M_, qd, "q_rope", l);
     query_temperature(qr, qd, l);
-    kn_.rope(kr, M_, c_.n_kv_heads, pos_of_row_.data(), rope, P_, pairs);
+    kn_.rope(kr, M_, c_.n_kv_heads, rope_rows(rope), rope, P_, pairs);
     materialise(kr, M_, kvd, "k_rope", l);
     hook(HookPoint::Q, l, qr, qd);
     hook(HookPoint::K, l, kr, kvd);

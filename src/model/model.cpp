@@ -1,5 +1,7 @@
 #include "model/model.h"
 
+#include "core/error.h"
+
 namespace kvp {
 
 std::shared_ptr<Model> Model::from_checkpoint(const Checkpoint& ckpt, DType dtype) {
@@ -15,6 +17,7 @@ std::shared_ptr<Model> Model::from_checkpoint(const Checkpoint& ckpt, DType dtyp
             : c.rope_scaling == ModelConfig::RopeScaling::Llama3      ? RopeScalingSpec::Type::Llama3
             : c.rope_scaling == ModelConfig::RopeScaling::FreqFactors ? RopeScalingSpec::Type::FreqFactors
             : c.rope_scaling == ModelConfig::RopeScaling::Yarn        ? RopeScalingSpec::Type::Yarn
+            : c.rope_scaling == ModelConfig::RopeScaling::LongRope    ? RopeScalingSpec::Type::LongRope
                                                                       : RopeScalingSpec::Type::None;
   rs.factor = c.rope_factor;
   rs.low_freq_factor = c.rope_low_freq_factor;
@@ -25,10 +28,18 @@ std::shared_ptr<Model> Model::from_checkpoint(const Checkpoint& ckpt, DType dtyp
   rs.beta_slow = c.rope_yarn_beta_slow;
   rs.truncate = c.rope_yarn_truncate;
   rs.attention_factor = c.rope_attention_factor;
+  rs.short_factors = c.rope_short_factors;
+  rs.long_factors = c.rope_long_factors;
   const RopeRounding rounding = c.rope_rounds_once() ? RopeRounding::Once : RopeRounding::Terms;
-  m->rope = RopeTable(c.head_dim, c.max_seq_len, c.rope_theta, rs, false, rounding);
+  // q and k rotate in the halves layout after a llama2.c/GGUF-llama file's adjacent pairs are
+  // read; those files' rotation covers the whole head.
+  if (c.rotated_dims() != c.head_dim && m->weights.qk_layout == RopeLayout::Interleaved)
+    fail("{}: a partial rotary factor ({} of {} dimensions) on q/k rows in interleaved pairs is not supported",
+         c.source, c.rotated_dims(), c.head_dim);
+  m->rope = RopeTable(c.head_dim, c.max_seq_len, c.rope_theta, rs, false, rounding, c.rotated_dims());
   if (c.rope_local_theta > 0.0f)
-    m->rope_local = RopeTable(c.head_dim, c.max_seq_len, c.rope_local_theta, {}, false, rounding);
+    m->rope_local =
+        RopeTable(c.head_dim, c.max_seq_len, c.rope_local_theta, {}, false, rounding, c.rotated_dims());
   if (!c.nope_layers.empty()) m->rope_none = RopeTable::identity(c.head_dim, c.max_seq_len);
   m->vocab = ckpt.vocab;
   m->tokenizer_path = ckpt.tokenizer_path;

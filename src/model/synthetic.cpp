@@ -30,7 +30,7 @@ constexpr Preset kPresets[] = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe"}, {"qwen3-30b-a3b", "qwen3_moe"},
     {"olmoe-1b-7b", "olmoe"},       {"smollm3-3b", "llama"},
     {"olmo3-7b", "olmo3"},          {"ministral3-8b", "mistral"},
-    {"gpt-oss-20b", "gpt_oss"},
+    {"gpt-oss-20b", "gpt_oss"},     {"phi-4-mini", "mistral"},
 };
 
 // OLMo-3's published RoPE: YaRN x8 over an original 8192-position context, its attention factor
@@ -211,6 +211,21 @@ ModelConfig synthetic_config(const std::string& arch_in, const std::string& pres
     c.dim = 2048; c.hidden_dim = 1024; c.n_layers = 16; c.n_heads = 16; c.n_kv_heads = 16;
     c.vocab_size = 50304; c.max_seq_len = 4096; c.bos_id = -1; c.eos_id = 50279;
     c.moe.n_experts = 64; c.moe.n_used = 8; c.moe.expert_hidden_dim = 1024; c.moe.norm_topk_prob = false;
+  } else if (preset == "phi-4-mini") {  // microsoft/Phi-4-mini-instruct (Phi3ForCausalLM; its window past the context)
+    c.dim = 3072; c.hidden_dim = 8192; c.n_layers = 32; c.n_heads = 24; c.n_kv_heads = 8; c.head_dim = 128;
+    c.vocab_size = 200064; c.max_seq_len = 131072; c.tied_embeddings = true; c.bos_id = 199999; c.eos_id = 199999;
+    c.sliding_window = 262144; c.rotary_dim = 96;
+    // LongRoPE x32 over 4096 positions, transformers' attention factor; the 48 + 48 factors are
+    // stand-ins of the published lists' size and range (short about 1, long rising to about 40).
+    c.rope_scaling = ModelConfig::RopeScaling::LongRope;
+    c.rope_original_max_pos = 4096;
+    c.rope_factor = 32.0f;
+    c.rope_attention_factor = std::sqrt(1.0 + std::log(32.0) / std::log(4096.0));
+    for (int i = 0; i < 48; ++i) {
+      const double t = i / 47.0;
+      c.rope_short_factors.push_back(float(1.0 + 0.05 * t));
+      c.rope_long_factors.push_back(float(1.0 + 39.0 * t * t));
+    }
   } else if (preset == "gpt-oss-20b") {  // openai/gpt-oss-20b, its experts dequantised
     c.dim = 2880; c.hidden_dim = 2880; c.n_layers = 24; c.n_heads = 64; c.n_kv_heads = 8; c.head_dim = 64;
     c.vocab_size = 201088; c.max_seq_len = 131072; c.bos_id = -1; c.eos_id = 200002;

@@ -1,0 +1,111 @@
+#include "io/hf_phi3.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "model/config.h"
+
+namespace kvp {
+
+using nlohmann::json;
+
+namespace {
+
+bool given(const json& o, const char* k) { return o.is_object() && o.contains(k) && !o[k].is_null(); }
+
+std::string type_of(const json& rs) {
+  for (const char* k : {"rope_type", "type"})
+    if (given(rs, k) && rs[k].is_string()) return rs[k].get<std::string>();
+  return "";
+}
+
+int positive_int(const json& v, const std::string& source, const std::string& field) {
+  if (!v.is_number() || !(v.get<double>() >= 1.0 && v.get<double>() <= double(1 << 30)) ||
+      v.get<double>() != std::floor(v.get<double>()))
+    fail("{}: {} must be a positive integer, got {} (config.json field {})", source, field, v.dump(), field);
+  return int(v.get<double>());
+}
+
+std::vector<float> factors(const json& rs, const char* key, const std::string& source, const std::string& field) {
+  if (!given(rs, key) || !rs[key].is_array())
+    fail("{}: rope_scaling type 'longrope' needs a list of numbers '{}' (config.json field {}.{})", source, key, field,
+         key);
+  std::vector<float> out;
+  for (const json& v : rs[key]) {
+    if (!v.is_number())
+      fail("{}: longrope {} holds {}, not a number (config.json field {}.{})", source, key, v.dump(), field, key);
+    out.push_back(float(v.get<double>()));  // torch.tensor(..., dtype=torch.float32)
+  }
+  return out;
+}
+
+}  // namespace
+
+Phi3Rotary take_phi3_rotary(json& j, const std::string& source) {
+  Phi3Rotary r;
+  if (given(j, "partial_rotary_factor")) {
+    if (!j["partial_rotary_factor"].is_number())
+      fail("{}: field 'partial_rotary_factor' must be a number, got {}", source, j["partial_rotary_factor"].dump());
+    r.partial_rotary_factor = j["partial_rotary_factor"].get<double>();
+    j.erase("partial_rotary_factor");
+  }
+  if (given(j, "original_max_position_embeddings")) r.original_max = j["original_max_position_embeddings"];
+  if (given(j, "rope_scaling") && type_of(j["rope_scaling"]) == "longrope") {
+    r.longrope = j["rope_scaling"];
+    j.erase("rope_scaling");
+  }
+  return r;
+}
+
+void apply_phi3_rotary(const Phi3Rotary& r, ModelConfig& c, const std::string& source, const std::string& rope_field) {
+  const double prf = r.partial_rotary_factor;
+  if (!(prf > 0.0 && prf <= 1.0))
+    fail("{}: partial_rotary_factor = {} must be in (0, 1] (config.json field partial_rotary_factor)", source, prf);
+  const int dim = int(double(c.head_dim) * prf);  // int(head_dim * partial_rotary_factor)
+  if (dim < 2 || dim % 2 != 0)
+    fail("{}: partial_rotary_factor {} rotates {} of a head's {} dimensions; an even number is needed (config.json "
+         "field partial_rotary_factor)",
+         source, prf, dim, c.head_dim);
+  c.rotary_dim = dim == c.head_dim ? 0 : dim;
+  if (r.longrope.is_null()) return;
+  const json& rs = r.longrope;
+  const std::string& f = rope_field;
+  c.rope_scaling = ModelConfig::RopeScaling::LongRope;
+  c.rope_short_factors = factors(rs, "short_factor", source, f);
+  c.rope_long_factors = factors(rs, "long_factor", source, f);
+  int orig = 4096;  // Phi3Config's default
+  if (given(rs, "original_max_position_embeddings")) {
+    orig = positive_int(rs["original_max_position_embeddings"], source, f + ".original_max_position_embeddings");
+    if (!r.original_max.is_null() &&
+        positive_int(r.original_max, source, "original_max_position_embeddings") != orig)
+      fail("{}: original_max_position_embeddings {} and {}.original_max_position_embeddings {} disagree", source,
+           r.original_max.dump(), f, orig);
+  } else if (!r.original_max.is_null()) {
+    orig = positive_int(r.original_max, source, "original_max_position_embeddings");
+  }
+  c.rope_original_max_pos = orig;
+  const double ratio = double(c.max_seq_len) / double(orig);
+  double factor = ratio;
+  if (given(rs, "factor")) {
+    if (!rs["factor"].is_number())
+      fail("{}: rope_scaling factor must be a number, got {} (config.json field {}.factor)", source,
+           rs["factor"].dump(), f);
+    factor = rs["factor"].get<double>();
+    // v5 takes the given factor, v4.45-v4.57 the ratio: a config they read apart is refused.
+    if (factor != ratio)
+      fail("{}: longrope factor {} is not max_position_embeddings / original_max_position_embeddings = {} / {}; "
+           "transformers v4 and v5 read this config differently (config.json field {}.factor)",
+           source, factor, c.max_seq_len, orig, f);
+  }
+  c.rope_factor = float(factor);
+  if (given(rs, "attention_factor")) {
+    if (!rs["attention_factor"].is_number())
+      fail("{}: rope_scaling attention_factor must be a number, got {} (config.json field {}.attention_factor)",
+           source, rs["attention_factor"].dump(), f);
+    c.rope_attention_factor = rs["attention_factor"].get<double>();
+  } else {
+    c.rope_attention_factor = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(double(orig)));
+  }
+}
+
+}  // namespace kvp
