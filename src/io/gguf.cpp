@@ -322,6 +322,7 @@ std::string gguf_type_name(GgufType t) {
 
 std::string gguf_arch_for(const ModelConfig& c) {
   if (c.arch == Arch::Exaone4) return "exaone4";  // its global layers are its NoPE layers
+  if (c.phi3_rope()) return "phi3";               // the writer checks the decoder is Phi-3's
   // Ministral 3: llama.cpp's mistral3, Llama's file with the query temperature's keys.
   if (c.query_temperature_beta > 0.0f) return "mistral3";
   if (!c.nope_layers.empty()) return "smollm3";  // the writer checks that the file can say its layers

@@ -88,6 +88,9 @@ Checkpoint load_gguf(const std::string& path);
 std::string gguf_to_hf_name(const std::string& gguf_name, const std::string& gguf_arch);
 // llama.cpp's RoPE frequency divisors (F32, [head_dim/2]); a model parameter, not a weight.
 inline constexpr const char* kRopeFreqsTensor = "rope_freqs.weight";
+// llama.cpp's phi3 longrope factors (io/gguf_phi3.h).
+inline constexpr const char* kPhi3RopeFactorsLong = "rope_factors_long.weight";
+inline constexpr const char* kPhi3RopeFactorsShort = "rope_factors_short.weight";
 std::string hf_to_gguf_name(const std::string& hf_name, const std::string& gguf_arch);
 // "llama" for Llama and Mistral (as llama.cpp's converter does), else the family name.
 std::string gguf_arch_for(Arch a);

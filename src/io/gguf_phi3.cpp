@@ -12,8 +12,8 @@ namespace kvp {
 
 namespace {
 
-constexpr const char* kLong = "rope_factors_long.weight";
-constexpr const char* kShort = "rope_factors_short.weight";
+constexpr const char* kLong = kPhi3RopeFactorsLong;
+constexpr const char* kShort = kPhi3RopeFactorsShort;
 
 std::vector<float> factors_of(const GgufFile& g, const uint8_t* data, const GgufTensorInfo& t, int n,
                               const std::string& name) {

@@ -419,10 +419,6 @@ std::string hf_config_text(const std::string& path, const ModelConfig& c, const 
     fail("{}: qwen2 always has q/k/v biases; the config says it has none", path);
   if (c.arch != Arch::Qwen2 && c.arch != Arch::GptOss && c.qkv_bias)
     fail("{}: {} has no q/k/v biases in transformers; cannot write a config with them", path, arch_name(c.arch));
-  if (c.rotary_dim > 0)
-    fail("{}: a partial rotary factor ({} of {} dimensions) has a config.json form only as Phi3ForCausalLM, which "
-         "kvparity does not write",
-         path, c.rotary_dim, c.head_dim);
   auto tok = [](int id) { return id < 0 ? json(nullptr) : json(id); };
   json j;
   j["architectures"] = json::array({hf_class_name(c.arch)});
@@ -545,7 +541,10 @@ std::string hf_config_text(const std::string& path, const ModelConfig& c, const 
       write_gpt_oss_fields(j, c, path);
       break;
   }
-  if (c.arch != Arch::Gemma2 && c.arch != Arch::Gemma3) j["rope_scaling"] = hf_rope_scaling_entry(c, path);
+  if (c.phi3_rope())
+    write_phi3_fields(j, c, path);  // the exporter fuses the projections as Phi3ForCausalLM's
+  else if (c.arch != Arch::Gemma2 && c.arch != Arch::Gemma3)
+    j["rope_scaling"] = hf_rope_scaling_entry(c, path);
   if (c.is_moe()) write_hf_moe_fields(j, c, path);
   if (!c.nope_layers.empty() && c.arch != Arch::Exaone4) write_smollm3_fields(j, c, path);
   if (c.granite_multipliers()) write_granite_fields(j, c, path);

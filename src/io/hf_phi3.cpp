@@ -1,6 +1,7 @@
 #include "io/hf_phi3.h"
 
 #include <cmath>
+#include <fmt/format.h>
 
 #include "core/error.h"
 #include "model/config.h"
@@ -37,6 +38,11 @@ std::vector<float> factors(const json& rs, const char* key, const std::string& s
     out.push_back(float(v.get<double>()));  // torch.tensor(..., dtype=torch.float32)
   }
   return out;
+}
+
+// _compute_longrope_parameters' attention factor when the config gives none.
+double phi3_default_attention_factor(double factor, int original) {
+  return factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(double(original)));
 }
 
 }  // namespace
@@ -104,8 +110,44 @@ void apply_phi3_rotary(const Phi3Rotary& r, ModelConfig& c, const std::string& s
            source, rs["attention_factor"].dump(), f);
     c.rope_attention_factor = rs["attention_factor"].get<double>();
   } else {
-    c.rope_attention_factor = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(double(orig)));
+    c.rope_attention_factor = phi3_default_attention_factor(factor, orig);
   }
+}
+
+void write_phi3_fields(json& j, const ModelConfig& c, const std::string& path) {
+  if (c.arch != Arch::Llama && c.arch != Arch::Mistral)
+    fail("{}: Phi-3's rotary embedding on a {} decoder has no config.json form", path, arch_name(c.arch));
+  const double prf = double(c.rotated_dims()) / double(c.head_dim);
+  if (int(double(c.head_dim) * prf) != c.rotated_dims())
+    fail("{}: {} rotated dimensions of {} are no partial_rotary_factor transformers reads back", path,
+         c.rotated_dims(), c.head_dim);
+  j["architectures"] = json::array({"Phi3ForCausalLM"});
+  j["model_type"] = "phi3";
+  j["sliding_window"] = c.sliding_window > 0 ? json(c.sliding_window) : json(nullptr);
+  for (const char* k : {"mlp_bias", "pretraining_tp"}) j.erase(k);
+  j["attention_bias"] = false;
+  j["resid_pdrop"] = 0.0;
+  j["embd_pdrop"] = 0.0;
+  if (c.rotary_dim > 0) j["partial_rotary_factor"] = prf;
+  if (c.rope_scaling != ModelConfig::RopeScaling::LongRope) {
+    j["original_max_position_embeddings"] = c.max_seq_len;
+    return;
+  }
+  j["original_max_position_embeddings"] = c.rope_original_max_pos;
+  if (float(double(c.max_seq_len) / double(c.rope_original_max_pos)) != c.rope_factor)
+    fail("{}: longrope factor {} is not max_position_embeddings / original_max_position_embeddings, which is all "
+         "Phi3Config says",
+         path, c.rope_factor);
+  auto list = [](const std::vector<float>& f) {
+    json a = json::array();
+    for (float v : f) a.push_back(std::stod(fmt::format("{}", v)));  // the shortest decimal of the float
+    return a;
+  };
+  json rs = {{"type", "longrope"}, {"short_factor", list(c.rope_short_factors)}, {"long_factor", list(c.rope_long_factors)}};
+  if (c.rope_attention_factor != phi3_default_attention_factor(c.max_seq_len / double(c.rope_original_max_pos),
+                                                               c.rope_original_max_pos))
+    rs["attention_factor"] = c.rope_attention_factor;
+  j["rope_scaling"] = rs;
 }
 
 }  // namespace kvp

@@ -34,4 +34,10 @@ Phi3Rotary take_phi3_rotary(nlohmann::json& j, const std::string& source);
 // Sets c's rotary_dim and longrope fields; c's head_dim, max_seq_len and rope_theta are read.
 void apply_phi3_rotary(const Phi3Rotary& r, ModelConfig& c, const std::string& source, const std::string& rope_field);
 
+// config.json `j` (written as c's decoder) made Phi3ForCausalLM's: model_type phi3, the window or
+// null, original_max_position_embeddings, partial_rotary_factor and a longrope rope_scaling
+// (attention_factor only where it is not transformers' default), which read back as c. The tensors
+// must then be the fused qkv_proj and gate_up_proj (the exporter's).
+void write_phi3_fields(nlohmann::json& j, const ModelConfig& c, const std::string& path);
+
 }  // namespace kvp

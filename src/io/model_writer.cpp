@@ -191,6 +191,10 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   if ((cfg.arch == Arch::Exaone4) != (arch == "exaone4"))
     fail("{}: GGUF architecture '{}' for a {} model: exaone4 models are llama.cpp's exaone4 and nothing else is", path,
          arch, arch_name(cfg.arch));
+  if (cfg.phi3_rope() && (arch != "phi3" || (cfg.arch != Arch::Llama && cfg.arch != Arch::Mistral)))
+    fail("{}: Phi-3's rotary embedding (partial factor, longrope) has a GGUF form only as llama.cpp's phi3 of "
+         "Phi-3's decoder, not '{}'",
+         path, arch);
   if ((cfg.query_temperature_beta > 0.0f) && arch != "mistral3")
     fail("{}: the query temperature (Ministral 3's) has a GGUF form only as llama.cpp's mistral3, not '{}'", path, arch);
   if (!cfg.nope_layers.empty() && cfg.arch != Arch::Exaone4) {
@@ -228,18 +232,25 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
     rope_freqs = cfg.rope_freq_factors;
   }
   std::vector<TensorView> all = tensors;
-  if (!rope_freqs.empty()) {
+  // The writer's own F32 vectors, after the model's tensors: rope_freqs, or longrope's factors.
+  auto own_vector = [&all](const char* name, const std::vector<float>& v) {
     TensorView rf;
-    rf.name = kRopeFreqsTensor;
+    rf.name = name;
     rf.dtype = DType::F32;
-    rf.shape = {int64_t(rope_freqs.size())};
-    rf.data = rope_freqs.data();
+    rf.shape = {int64_t(v.size())};
+    rf.data = v.data();
     all.push_back(rf);
+  };
+  if (!rope_freqs.empty()) own_vector(kRopeFreqsTensor, rope_freqs);
+  if (cfg.rope_scaling == ModelConfig::RopeScaling::LongRope) {
+    own_vector(kPhi3RopeFactorsLong, cfg.rope_long_factors);
+    own_vector(kPhi3RopeFactorsShort, cfg.rope_short_factors);
   }
   for (size_t i = 0; i < all.size(); ++i) {
     const TensorView& t = all[i];
-    check_view(path, t, opts.bytes && i < tensors.size());  // rope_freqs (last) is the writer's own
-    std::string g = t.name == kRopeFreqsTensor ? t.name : hf_to_gguf_name(t.name, arch);
+    const bool own = i >= tensors.size();
+    check_view(path, t, opts.bytes && !own);
+    std::string g = own ? t.name : hf_to_gguf_name(t.name, arch);
     if (g.empty()) fail("{}: tensor '{}' has no llama.cpp name for GGUF architecture '{}'", path, t.name, arch);
     if (!seen.insert(g).second) fail("{}: duplicate tensor '{}'", path, t.name);
     if (t.shape.empty() || t.shape.size() > 4)
@@ -283,13 +294,14 @@ void write_gguf(const std::string& path, const ModelConfig& cfg, const std::vect
   kv.set(A + "attention.layer_norm_rms_epsilon", GgufValue::of_f32(cfg.norm_eps));
   kv.set(A + "attention.key_length", GgufValue::of_u32(uint32_t(cfg.head_dim)));
   kv.set(A + "attention.value_length", GgufValue::of_u32(uint32_t(cfg.head_dim)));
-  if (cfg.rotated_dims() != cfg.head_dim)
-    fail("{}: a partial rotary factor ({} of {} dimensions) has no GGUF form kvparity writes (write --to hf is "
-         "refused too: only Phi3ForCausalLM's config says it)",
-         path, cfg.rotated_dims(), cfg.head_dim);
-  if (cfg.rope_scaling == ModelConfig::RopeScaling::LongRope)
-    fail("{}: longrope RoPE scaling has no GGUF form kvparity writes", path);
-  kv.set(A + "rope.dimension_count", GgufValue::of_u32(uint32_t(cfg.head_dim)));
+  kv.set(A + "rope.dimension_count", GgufValue::of_u32(uint32_t(cfg.rotated_dims())));
+  if (arch == "phi3") {  // as llama.cpp's converter (Phi3MiniModel): 0 says no window (phi-4)
+    kv.set(A + "attention.sliding_window", GgufValue::of_u32(uint32_t(std::max(0, cfg.sliding_window))));
+    if (cfg.rope_scaling == ModelConfig::RopeScaling::LongRope) {
+      kv.set(A + "rope.scaling.original_context_length", GgufValue::of_u32(uint32_t(cfg.rope_original_max_pos)));
+      kv.set(A + "rope.scaling.attn_factor", GgufValue::of_f32(float(cfg.rope_attention_factor)));
+    }
+  }
   // Under "llama" this key is kvparity's Mistral marker (llama.cpp ignores it); gemma2 reads it.
   if (cfg.sliding_window > 0) kv.set(A + "attention.sliding_window", GgufValue::of_u32(uint32_t(cfg.sliding_window)));
   if (cfg.granite_multipliers()) {

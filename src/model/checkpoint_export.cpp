@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -180,6 +181,49 @@ PlanIndex index_of(const std::vector<Planned>& in) {
   return by_name;
 }
 
+// Phi3ForCausalLM's fused projections (an HF phi3 directory, llama.cpp's phi3 GGUF): each layer's
+// q/k/v rows one after another as self_attn.qkv_proj, gate's and up's as mlp.gate_up_proj, which
+// must share a type unless `retype` (a quantisation recipe's) gives the fused matrix its own, as
+// llama.cpp's recipes type attn_qkv.
+template <class Retype>
+std::vector<Planned> fused_phi3_projections(const std::vector<Planned>& in, const ModelConfig& c, Retype retype) {
+  const PlanIndex by_name = index_of(in);
+  std::set<std::string> taken;
+  std::vector<Planned> out;
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const auto& [fused, parts] :
+         {std::pair<std::string, std::vector<std::string>>{"self_attn.qkv_proj.weight",
+                                                           {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                                                            "self_attn.v_proj.weight"}},
+          {"mlp.gate_up_proj.weight", {"mlp.gate_proj.weight", "mlp.up_proj.weight"}}}) {
+      Planned f;
+      for (const std::string& part : parts) {
+        auto it = by_name.find(p + part);
+        if (it == by_name.end()) fail("export: missing tensor '{}'", p + part);
+        const TensorView& h = it->second->header;
+        if (!f.parts.empty() && (h.shape[1] != f.header.shape[1] ||
+                                 (!retype && (h.dtype != f.header.dtype || h.quant != f.header.quant))))
+          fail("export: tensor '{}' differs in type or width from '{}'; Phi-3 holds them as one '{}'", p + part,
+               p + parts[0], p + fused);
+        if (f.parts.empty()) {
+          f.header = h;
+          f.header.shape[0] = 0;
+        }
+        f.header.shape[0] += h.shape[0];
+        f.parts.push_back(it->second->parts[0]);
+        taken.insert(p + part);
+      }
+      f.header.name = p + fused;
+      if (retype) retype(f.header);
+      out.push_back(std::move(f));
+    }
+  }
+  for (const Planned& t : in)
+    if (!taken.count(t.header.name)) out.push_back(t);
+  return out;
+}
+
 // An HF gpt_oss directory's experts: each layer's per-expert matrices and biases fused back into
 // mlp.experts.gate_up_proj [E, H, 2I], gate_up_proj_bias [E, 2I], down_proj [E, I, H] and
 // down_proj_bias [E, H], in the experts' dtype (a quantised source's already resolved); or, with
@@ -332,8 +376,9 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
     target = RopeLayout::Halves;
   } else if (format == "gguf") {
     // llama.cpp's "llama" arch (also used for Mistral) expects adjacent pairs; the others use halves.
-    // (smollm3 and granite, Llama's files under another name, too)
-    target = (c.arch == Arch::Llama || c.arch == Arch::Mistral) ? RopeLayout::Interleaved : RopeLayout::Halves;
+    // (smollm3 and granite, Llama's files under another name, too; phi3's rope type is NEOX: halves)
+    target = (c.arch == Arch::Llama || c.arch == Arch::Mistral) && !c.phi3_rope() ? RopeLayout::Interleaved
+                                                                                 : RopeLayout::Halves;
   } else {
     fail_usage("unknown output format '{}' (expected hf or gguf)", format);
   }
@@ -413,6 +458,15 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
   // them) is written in that published form, bit for bit, unless a dtype is asked for.
   const bool mxfp4_experts = format == "hf" && c.arch == Arch::GptOss && !opts.dtype && all_experts_mxfp4(ckpt);
   if (format == "hf" && c.arch == Arch::GptOss) plan = fused_gpt_oss_experts(plan, c, mxfp4_experts);
+  if (c.phi3_rope()) {  // written as Phi3ForCausalLM / llama.cpp's phi3
+    std::function<void(TensorView&)> retype;
+    if (recipe)
+      retype = [&](TensorView& h) {
+        h.quant = quant_for_tensor(*recipe, h.name, shape, long(h.cols()));
+        h.dtype = h.quant != QuantType::None ? DType::F32 : opts.dtype.value_or(h.dtype);
+      };
+    plan = fused_phi3_projections(plan, c, retype);
+  }
   std::string config_text =
       format == "hf" ? hf_config_text(out + "/config.json", c, torch_dtype_name(common), extras) : std::string();
   if (mxfp4_experts) config_text = with_mxfp4_quantization_config(config_text);
@@ -449,16 +503,22 @@ void export_checkpoint(const Checkpoint& ckpt, const std::string& format, const 
           fuse_gate_up_bias(bytes_of(g), bytes_of(u), I, el, dst + e * each);
         keep.resize(0);
       }
-    } else {
+    } else if (p.layout == L::Down) {
       const size_t each = header.nbytes() / p.parts.size();
       for (size_t e = 0; e < p.parts.size(); ++e) {
-        const TensorView v = converted(p.parts[e]);
-        if (p.layout == L::Down)
-          fuse_down(bytes_of(v), H, I, el, dst + e * each);
-        else
-          std::memcpy(dst + e * each, v.data, each);
+        fuse_down(bytes_of(converted(p.parts[e])), H, I, el, dst + e * each);
         keep.resize(0);
       }
+    } else {  // one after another: stacked experts, or Phi-3's q/k/v (of their own sizes)
+      size_t at = 0;
+      for (const TensorView* part : p.parts) {
+        const TensorView v = converted(part);
+        if (at + v.nbytes() > header.nbytes()) fail("export: '{}' overflows its {} bytes", header.name, header.nbytes());
+        std::memcpy(dst + at, v.data, v.nbytes());
+        at += v.nbytes();
+        keep.resize(0);
+      }
+      if (at != header.nbytes()) fail("export: '{}' takes {} bytes, its parts gave {}", header.name, header.nbytes(), at);
     }
     keep.push_back(all);
     return all->data();

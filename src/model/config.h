@@ -145,6 +145,9 @@ struct ModelConfig {
 
   int q_dim() const { return n_heads * head_dim; }
   int rotated_dims() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  // Phi-3's own rotary embedding (a partial rotary factor or longrope): only Phi3ForCausalLM's
+  // config.json and llama.cpp's GGUF "phi3" can say it, so a model with it is written in that form.
+  bool phi3_rope() const { return rotary_dim > 0 || rope_scaling == RopeScaling::LongRope; }
   int kv_dim() const { return n_kv_heads * head_dim; }
   // The window (0 = none) that attention in layer `layer` uses.
   int window_for_layer(int layer) const { return sliding_window > 0 && local_layer(layer) ? sliding_window : 0; }

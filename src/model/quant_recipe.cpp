@@ -63,7 +63,8 @@ bool fits(QuantType q, long cols) { return cols % long(block_elems(q)) == 0; }
 bool is_expert(const std::string& tensor) { return has(tensor, ".experts."); }
 
 // llama_tensor_get_type's rules for the file type `ft` (llama.cpp's names: output = lm_head, or
-// the token embedding when tied; attn_v = v_proj, ffn_down = down_proj, attn_output = o_proj).
+// the token embedding when tied; attn_v = v_proj, ffn_down = down_proj, attn_output = o_proj,
+// attn_qkv = Phi-3's qkv_proj).
 QuantType mixed_type(const std::string& ft, QuantType base, const std::string& tensor, const QuantShape& s, long cols) {
   // llama.cpp gives MXFP4 to the 3-D expert tensors (ffn_{gate,up,down}_exps) and its default
   // Q8_0 to everything else, the output matrix and a dense model's every matrix included.
@@ -76,6 +77,12 @@ QuantType mixed_type(const std::string& ft, QuantType base, const std::string& t
   const int layer = layer_of(tensor), n = s.n_layers;
   if (layer < 0) return base;  // the token embedding, untied
   const bool wide_gqa = s.n_gqa >= 4;
+  if (has(tensor, "qkv_proj")) {  // Phi-3's fused attn_qkv (before v_proj, which its name holds)
+    if (ft == "Q3_K_M" || ft == "Q3_K_L") return QuantType::Q4_K;
+    if (ft == "Q4_K_M") return QuantType::Q5_K;
+    if (ft == "Q5_K_M") return QuantType::Q6_K;
+    return base;
+  }
   if (has(tensor, "v_proj")) {
     if (ft == "Q2_K") return wide_gqa ? QuantType::Q4_K : QuantType::Q3_K;
     if (ft == "Q2_K_S") return wide_gqa ? QuantType::Q4_K : base;
