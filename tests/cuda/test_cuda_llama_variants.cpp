@@ -1,6 +1,7 @@
 // Llama's decoder with a twist, on the GPU (CUDA suite): SmolLM3's NoPE layers (the identity
 // rotation), Granite's multipliers (fp32 scales at their own rounding points) and Ministral 3's
-// query temperature (YaRN, and queries past C = 8 scaled, on Mistral's decoder) run through the
+// query temperature (YaRN, and queries past C = 8 scaled, on Mistral's decoder) and Phi-4-mini's
+// rotary embedding (3/4 of each head rotating, longrope switching at position 8) run through the
 // same forward pass, so under `portable` every step's logits and tokens are the CPU's bit for bit,
 // on both cache paths, in fp16 and fp32.
 #include <gtest/gtest.h>
@@ -26,6 +27,16 @@ ModelConfig variant(const char* which) {
     c.rope_original_max_pos = 8;
     c.query_temperature_beta = 0.1f;
     c.query_temperature_context = 8;
+  } else if (std::string(which) == "phi4mini") {
+    c.rotary_dim = c.head_dim * 3 / 4 / 2 * 2;
+    c.rope_scaling = ModelConfig::RopeScaling::LongRope;
+    c.rope_original_max_pos = 8;
+    c.rope_factor = float(c.max_seq_len) / 8.0f;
+    c.rope_attention_factor = 1.19;
+    for (int i = 0; i < c.rotary_dim / 2; ++i) {
+      c.rope_short_factors.push_back(1.0f + 0.02f * float(i));
+      c.rope_long_factors.push_back(1.0f + 0.75f * float(i));
+    }
   } else if (std::string(which) == "smollm3") {
     for (int l = 1; l < c.n_layers; l += 2) c.nope_layers.push_back(l);
   } else {  // granite-3.x-2b's multipliers
@@ -39,7 +50,7 @@ ModelConfig variant(const char* which) {
 
 TEST(CudaLlamaVariants, PortableStepsAreTheCpuBits) {
   KVP_REQUIRE_GPU();
-  for (const char* which : {"smollm3", "granite", "ministral3"})
+  for (const char* which : {"smollm3", "granite", "ministral3", "phi4mini"})
     for (DType dt : {DType::F16, DType::F32}) {
       auto model = Model::from_checkpoint(synthesize_checkpoint(variant(which), dt), dt);
       for (CacheMode mode : {CacheMode::On, CacheMode::Off}) {
