@@ -222,6 +222,14 @@ TEST(Phi3Config, PublishedConfigsReadAsTheirModelsPhi4MiniToo) {
             std::tie(m4.rotary_dim, m4.rope_scaling, m4.rope_original_max_pos, m4.rope_factor));
   EXPECT_EQ(m5.rope_attention_factor, m4.rope_attention_factor);
   EXPECT_EQ(m5.rope_short_factors, m4.rope_short_factors);
+  // Early Phi-3 configs say "su" (or "yarn") for longrope under "type"; Phi3Config renames them.
+  for (const char* early : {"su", "yarn"}) {
+    json j = json::parse(mini);
+    j["rope_scaling"]["type"] = early;
+    const ModelConfig e = parse_hf_config(j.dump(), "config.json");
+    EXPECT_EQ(e.rope_scaling, ModelConfig::RopeScaling::LongRope) << early;
+    EXPECT_EQ(e.rope_long_factors, m4.rope_long_factors) << early;
+  }
   // What transformers' versions read apart, or cannot run, is refused by field.
   auto refusal = [&](const std::function<void(json&)>& edit) {
     json j = json::parse(mini);

@@ -56,9 +56,17 @@ Phi3Rotary take_phi3_rotary(json& j, const std::string& source) {
     j.erase("partial_rotary_factor");
   }
   if (given(j, "original_max_position_embeddings")) r.original_max = j["original_max_position_embeddings"];
-  if (given(j, "rope_scaling") && type_of(j["rope_scaling"]) == "longrope") {
-    r.longrope = j["rope_scaling"];
-    j.erase("rope_scaling");
+  if (given(j, "rope_scaling")) {
+    json& rs = j["rope_scaling"];
+    // Phi3Config's _rope_scaling_adjustment: a "type" of "su" or "yarn" (early Phi-3 configs) is
+    // longrope.
+    const bool renamed = rs.is_object() && given(rs, "type") && !given(rs, "rope_type") &&
+                         (rs["type"] == "su" || rs["type"] == "yarn");
+    if (renamed) rs["type"] = "longrope";
+    if (type_of(rs) == "longrope") {
+      r.longrope = rs;
+      j.erase("rope_scaling");
+    }
   }
   return r;
 }

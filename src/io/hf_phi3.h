@@ -27,8 +27,9 @@ struct Phi3Rotary {
   nlohmann::json original_max;   // the config's own original_max_position_embeddings; null if absent
 };
 
-// Takes partial_rotary_factor and a longrope rope_scaling out of `j` (a Phi3ForCausalLM config,
-// its rope_parameters already in rope_scaling form). rope_field: where the file gave the scaling.
+// Takes partial_rotary_factor and a longrope rope_scaling (or one whose "type" is "su" or "yarn",
+// which Phi3Config renames longrope) out of `j` (a Phi3ForCausalLM config, its rope_parameters
+// already in rope_scaling form).
 Phi3Rotary take_phi3_rotary(nlohmann::json& j, const std::string& source);
 
 // Sets c's rotary_dim and longrope fields; c's head_dim, max_seq_len and rope_theta are read.
