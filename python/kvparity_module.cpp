@@ -501,7 +501,7 @@ PYBIND11_MODULE(_kvparity, m) {
            "transformers' apply_chat_template(messages, add_generation_prompt=True) tokenises it. messages: a str\n"
            "(one user turn) or a list of {'role': 'system'|'user'|'assistant', 'content': str} dicts.\n"
            "chat_template: 'auto' (the template the model ships, in tokenizer_config.json or the GGUF) or\n"
-           "'llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml', 'gemma3', 'harmony'. tokenize=False: the text\n"
+           "'llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml', 'gemma3', 'harmony', 'phi3', 'phi4-mini', 'phi4'. tokenize=False: the text\n"
            "instead, special tokens spelled out (the tokenizer's own BOS/EOS pieces). enable_thinking=False:\n"
            "a reasoning template's thinking off, as transformers' argument (Qwen3's; others refuse it).")
       .def("detokenize", &PyModel::detokenize, py::arg("ids"), "The text of token ids (control tokens give none).")
@@ -536,7 +536,7 @@ PYBIND11_MODULE(_kvparity, m) {
           "or 'min-p'. Unset, temperature is 1, top_k 40, top_p 0.9, min_p 0.05 and seed 0, as in the CLI; an\n"
           "argument the sampler ignores (temperature or seed with greedy, top_p without 'top-p') raises\n"
           "ValueError. stop: a str or list of str ending the text before it. chat_template: 'auto' or a format\n"
-          "('llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml', 'gemma3', 'harmony'): a str prompt is one user\n"
+          "('llama2', 'llama3', 'llama3.1', 'mistral', 'gemma', 'chatml', 'gemma3', 'harmony', 'phi3', 'phi4-mini', 'phi4'): a str prompt is one user\n"
           "turn of it (token ids are taken as they are: apply_chat_template makes them), after the system\n"
           "message system= if given (enable_thinking=False: a reasoning template's thinking off), and the\n"
           "format's end of turn stops the run.\n"

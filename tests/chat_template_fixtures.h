@@ -222,4 +222,35 @@ inline std::string thinking_tokenizer_json() {
 
 inline void write_text(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
+// microsoft/Phi-3-mini-4k-instruct's and Phi-3.5-mini-instruct's chat_template (tokenizer_config.json,
+// JSON-decoded: the Jinja strings spell \n as an escape).
+inline constexpr const char* kPhi3Jinja =
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\\n' + message['content'] + "
+    "'<|end|>\\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\\n' + message['content'] + '<|end|>\\n'}}{% elif "
+    "message['role'] == 'assistant' %}{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor "
+    "%}{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}";
+// Phi-3-medium's: no system message and the generation prompt in every user turn.
+inline constexpr const char* kPhi3MediumJinja =
+    "{% for message in messages %}{% if (message['role'] == 'user') %}{{'<|user|>' + '\\n' + message['content'] + "
+    "'<|end|>' + '\\n' + '<|assistant|>' + '\\n'}}{% elif (message['role'] == 'assistant') %}{{message['content'] + "
+    "'<|end|>' + '\\n'}}{% endif %}{% endfor %}";
+// microsoft/Phi-4-mini-instruct's.
+inline constexpr const char* kPhi4MiniJinja =
+    "{% for message in messages %}{% if message['role'] == 'system' and 'tools' in message and message['tools'] is "
+    "not none %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|tool|>' + message['tools'] + '<|/tool|>' "
+    "+ '<|end|>' }}{% else %}{{ '<|' + message['role'] + '|>' + message['content'] + '<|end|>' }}{% endif %}{% "
+    "endfor %}{% if add_generation_prompt %}{{ '<|assistant|>' }}{% else %}{{ eos_token }}{% endif %}";
+// microsoft/phi-4's first template (the assistant's header inside the user turn) and its later one.
+inline constexpr const char* kPhi4Jinja =
+    "{% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>system<|im_sep|>' + "
+    "message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}{{'<|im_start|>user<|im_sep|>' + "
+    "message['content'] + '<|im_end|><|im_start|>assistant<|im_sep|>'}}{% elif (message['role'] == 'assistant') "
+    "%}{{message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}";
+inline constexpr const char* kPhi4LaterJinja =
+    "{% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>system<|im_sep|>' + "
+    "message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}{{'<|im_start|>user<|im_sep|>' + "
+    "message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'assistant') %}{{'<|im_start|>assistant<|im_sep|>' "
+    "+ message['content'] + '<|im_end|>'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant<|im_sep|>' }}{% endif %}";
+
 }  // namespace kvp::chat_fixtures

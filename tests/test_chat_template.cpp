@@ -85,6 +85,22 @@ TEST(ChatTemplate, EachFormatRendersWhatItsFamilysTemplateRenders) {
             "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: "
             "2024-06\nCurrent date: 2025-08-05\n\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. "
             "Channel must be included for every message.<|end|><|start|>user<|message|> 2+2? <|end|><|start|>assistant");
+  // The Phi formats, as their templates concatenate (nothing trimmed). phi4's: what llama.cpp's
+  // template tests give for phi-4's template on such a conversation.
+  EXPECT_EQ(render("phi3", kWithSystem),
+            "<|system|>\nBe brief.<|end|>\n<|user|>\n What is 2+2? <|end|>\n<|assistant|>\n 4 <|end|>\n"
+            "<|user|>\nAnd 3+3?<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(render("phi3", {{"user", "Hi"}}), "<|user|>\nHi<|end|>\n<|assistant|>\n");
+  EXPECT_EQ(render("phi4-mini", kWithSystem),
+            "<|system|>Be brief.<|end|><|user|> What is 2+2? <|end|><|assistant|> 4 <|end|><|user|>And 3+3?<|end|>"
+            "<|assistant|>");
+  EXPECT_EQ(render("phi4", {{"system", "You are a helpful assistant"},
+                            {"user", "Hello"},
+                            {"assistant", "Hi there"},
+                            {"user", "Who are you"}}),
+            "<|im_start|>system<|im_sep|>You are a helpful assistant<|im_end|><|im_start|>user<|im_sep|>Hello<|im_end|>"
+            "<|im_start|>assistant<|im_sep|>Hi there<|im_end|><|im_start|>user<|im_sep|>Who are you<|im_end|>"
+            "<|im_start|>assistant<|im_sep|>");
 }
 
 TEST(ChatTemplate, ConversationsTheTemplatesRefuseAreRefused) {
@@ -158,6 +174,20 @@ TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
   const auto qwen3 = chat_template_of(kQwen3Jinja);
   ASSERT_TRUE(qwen3);
   EXPECT_EQ(render_chat(*qwen3, {{"user", "Hi"}}, "", ""), "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(format_of(kPhi3Jinja), "phi3");
+  EXPECT_EQ(format_of(kPhi4MiniJinja), "phi4-mini");
+  // phi-4's two templates: its role markers end in <|im_sep|>, so ChatML's layout (which `auto`
+  // took before) is another prompt.
+  EXPECT_EQ(format_of(kPhi4Jinja), "phi4");
+  EXPECT_EQ(format_of(kPhi4LaterJinja), "phi4");
+  const auto phi4 = chat_template_of(kPhi4Jinja);
+  ASSERT_TRUE(phi4);
+  EXPECT_EQ(render_chat(*phi4, {{"user", "Hi"}}, "", ""), "<|im_start|>user<|im_sep|>Hi<|im_end|><|im_start|>assistant<|im_sep|>");
+  // Phi-3-medium's drops a system message, and a template with its own system prompt is another layout.
+  EXPECT_EQ(format_of(kPhi3MediumJinja), "none");
+  EXPECT_EQ(format_of("<|im_start|>system<|im_sep|>You are Phi.<|im_end|>{% for m in messages %}"
+                      "{{'<|im_start|>' + m['role'] + '<|im_sep|>' + m['content'] + '<|im_end|>'}}{% endfor %}"),
+            "none");
   // Layouts kvparity does not render are not taken for a near one.
   EXPECT_EQ(format_of(kMistralToolsJinja), "none");
   EXPECT_EQ(format_of("{{ messages[0]['content'] }}"), "none");
@@ -172,7 +202,7 @@ TEST(ChatTemplate, AModelsOwnTemplatePicksItsFormat) {
 TEST(ChatTemplate, ARunsSystemMessageComesFirst) {
   const std::vector<ChatMessage> user = {{"user", "Hi"}};
   const std::vector<ChatMessage> with = {{"system", "Be brief."}, {"user", "Hi"}};
-  for (const char* name : {"llama2", "llama3", "llama3.1", "chatml", "gemma3"}) {
+  for (const char* name : {"llama2", "llama3", "llama3.1", "chatml", "gemma3", "phi3", "phi4-mini", "phi4"}) {
     const ChatTemplate t = with_system(parse_chat_template(name, "--chat-template"), "Be brief.", "--system");
     EXPECT_EQ(render_chat(t, user, "<s>", "</s>"), render(name, with)) << name;
     EXPECT_EQ(t.describe(), std::string(name) + " (system message \"Be brief.\")");

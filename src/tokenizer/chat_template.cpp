@@ -68,6 +68,15 @@ const std::vector<FormatFacts>& formats() {
        false,
        false,
        true},
+      {ChatFormat::Phi3, "phi3", {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"}, "<|end|>", false, false, true},
+      {ChatFormat::Phi4Mini,
+       "phi4-mini",
+       {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"},
+       "<|end|>",
+       false,
+       false,
+       true},
+      {ChatFormat::Phi4, "phi4", {"<|im_start|>", "<|im_sep|>", "<|im_end|>"}, "<|im_end|>", false, false, true},
   };
   return f;
 }
@@ -214,6 +223,13 @@ std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
       if (!sep) return std::nullopt;
       t.system_separator = *sep;
     }
+  } else if (has("<|im_start|>") && has("<|im_sep|>") && has("<|im_end|>")) {
+    // phi-4's: the role, then <|im_sep|>, no newlines (ChatML's layout would render another prompt).
+    // A system message written into the template itself (Phi-4-reasoning's) is another layout.
+    const std::string open = "<|im_start|>system<|im_sep|>";
+    for (size_t at = jinja.find(open); at != std::string::npos; at = jinja.find(open, at + 1))
+      if (jinja.compare(at + open.size(), 3, "' +") != 0) return std::nullopt;
+    t.format = ChatFormat::Phi4;
   } else if (has("<|im_start|>") && has("<|im_end|>")) {
     t.format = ChatFormat::ChatML;
     t.system = chatml_default_system(jinja);
@@ -226,6 +242,16 @@ std::optional<ChatTemplate> chat_template_of(const std::string& jinja) {
     t.format = ChatFormat::Harmony;
     t.date = kHarmonyDate;
     t.dated_today = has("strftime_now");
+  } else if (has("<|assistant|>") && has("<|end|>")) {
+    // Phi-4-mini's builds each turn as '<|' + role + '|>' + content, without newlines; Phi-3's spells
+    // each role with a newline after it. Templates that prepend BOS or drop a system message (early
+    // Phi-3-mini, Phi-3-medium) are other layouts.
+    if (has("'<|' + message['role'] + '|>' + message['content'] + '<|end|>'") && !has("bos_token"))
+      t.format = ChatFormat::Phi4Mini;
+    else if ((has("'<|user|>\\n'") || has("'<|user|>\n'")) && has("<|system|>") && !has("bos_token"))
+      t.format = ChatFormat::Phi3;
+    else
+      return std::nullopt;
   } else if (has("[INST]") && has("<<SYS>>")) {
     t.format = ChatFormat::Llama2;
   } else if (has("[INST] ") && has(" [/INST]")) {
@@ -322,6 +348,22 @@ std::string render_chat(const ChatTemplate& t, const std::vector<ChatMessage>& m
         out += (messages[i].role == "user" ? "<|start|>user<|message|>" : "<|start|>assistant<|channel|>final<|message|>") +
                messages[i].content + "<|end|>";
       out += "<|start|>assistant";
+      break;
+    case ChatFormat::Phi3:
+    case ChatFormat::Phi4Mini: {
+      // Each message as it is, nothing trimmed; Phi-3's role markers end in a newline.
+      const std::string nl = f == ChatFormat::Phi3 ? "\n" : "";
+      if (has_system) out += "<|system|>" + nl + system + "<|end|>" + nl;
+      for (size_t i = first; i < messages.size(); ++i)
+        out += "<|" + messages[i].role + "|>" + nl + messages[i].content + "<|end|>" + nl;
+      out += "<|assistant|>" + nl;
+      break;
+    }
+    case ChatFormat::Phi4:
+      if (has_system) out += "<|im_start|>system<|im_sep|>" + system + "<|im_end|>";
+      for (size_t i = first; i < messages.size(); ++i)
+        out += "<|im_start|>" + messages[i].role + "<|im_sep|>" + messages[i].content + "<|im_end|>";
+      out += "<|im_start|>assistant<|im_sep|>";
       break;
   }
   return out;

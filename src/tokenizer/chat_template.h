@@ -20,6 +20,10 @@
 //            the channels}<|end|>, a system message as the developer's "# Instructions\n\n{system}\n\n",
 //            <|start|>user<|message|>{text}<|end|>, earlier answers on the final channel,
 //            <|start|>assistant; the model answers on its analysis, then final channel and ends at <|return|>
+//   phi3     Phi-3-mini/-medium, Phi-3.5-mini -instruct: <|system|>\n{system}<|end|>\n<|user|>\n{text}<|end|>\n
+//            ...<|assistant|>\n
+//   phi4-mini Phi-4-mini-instruct: <|system|>{system}<|end|><|user|>{text}<|end|>...<|assistant|>
+//   phi4     phi-4: <|im_start|>{role}<|im_sep|>{text}<|im_end|>...<|im_start|>assistant<|im_sep|>
 // A model's own template (tokenizer_config.json's chat_template, a GGUF's tokenizer.chat_template)
 // picks the format by the markers only one of them has (chat_template_of).
 #include <optional>
@@ -31,7 +35,7 @@ namespace kvp {
 class Tokenizer;
 
 // In the order of the formats' table in chat_template.cpp (its index).
-enum class ChatFormat { Llama2, Llama3, Llama31, Mistral, Gemma, ChatML, Gemma3, Harmony };
+enum class ChatFormat { Llama2, Llama3, Llama31, Mistral, Gemma, ChatML, Gemma3, Harmony, Phi3, Phi4Mini, Phi4 };
 
 struct ChatTemplate {
   ChatFormat format = ChatFormat::ChatML;
@@ -59,8 +63,9 @@ struct ChatTemplate {
 };
 
 // The option values: "none", "auto" and the formats' names.
-inline constexpr const char* kChatTemplateNames[] = {"none",  "auto",   "llama2", "llama3",  "llama3.1",
-                                                     "mistral", "gemma", "chatml", "gemma3", "harmony"};
+inline constexpr const char* kChatTemplateNames[] = {"none",    "auto",   "llama2", "llama3",  "llama3.1", "mistral",
+                                                     "gemma",   "chatml", "gemma3", "harmony", "phi3",     "phi4-mini",
+                                                     "phi4"};
 
 // The formats' names, comma-separated, for messages: "llama2, llama3, ..., chatml".
 std::string chat_format_names();
